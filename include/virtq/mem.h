@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/mem.h - the guest memory map.
+ *
+ * A map is a set of non-overlapping regions, each known by three addresses:
+ * its guest-physical address (what descriptors carry), the address it has in
+ * the frontend's process (what vhost-user ring addresses carry) and the
+ * address it is mapped at here.  Every translation checks the whole
+ * [addr, addr+len) range with overflow-safe arithmetic: nothing the other
+ * side sends is trusted.
+ */
+#ifndef VIRTQ_MEM_H
+#define VIRTQ_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vq_mem;
+
+struct vq_mem_region {
+	uint64_t gpa;           /* guest-physical start */
+	uint64_t size;          /* bytes, > 0 */
+	uint64_t uaddr;         /* start in the frontend's address space */
+	void *hva;              /* start in this process */
+};
+
+/* The most regions a map holds (vhost-user's largest slot count). */
+#define VQ_MEM_MAX_REGIONS 509u
+
+struct vq_mem *vq_mem_new(void);
+void vq_mem_free(struct vq_mem *m);
+
+/* Add a region.  -EINVAL for a zero size, an address range that wraps, or a
+ * guest-physical or frontend range that overlaps an existing region;
+ * -ENOSPC when the map is full; -ENOMEM. */
+int vq_mem_add(struct vq_mem *m, const struct vq_mem_region *r);
+
+/* Remove the region that matches gpa and size exactly: 0, or -ENOENT.
+ * If out is not NULL the removed region is copied there (to unmap it). */
+int vq_mem_remove(struct vq_mem *m, uint64_t gpa, uint64_t size,
+		  struct vq_mem_region *out);
+
+unsigned vq_mem_count(const struct vq_mem *m);
+const struct vq_mem_region *vq_mem_region_at(const struct vq_mem *m, unsigned i);
+
+/*
+ * Translate the guest-physical range [gpa, gpa+len) into iovecs, appending
+ * to iov[*n .. max).  A range that crosses from one region into an adjacent
+ * one becomes one iovec per region.  A zero length adds nothing.
+ * Returns 0, -EFAULT (some byte is in no region, or the range wraps) or
+ * -ENOBUFS (more than max iovecs would be needed).
+ */
+int vq_mem_translate(const struct vq_mem *m, uint64_t gpa, uint64_t len,
+		     struct iovec *iov, unsigned max, unsigned *n);
+
+/* A contiguous host pointer for [gpa, gpa+len) when the whole range lies in
+ * one region; NULL otherwise.  Used for descriptor tables and rings. */
+void *vq_mem_gpa_to_hva(const struct vq_mem *m, uint64_t gpa, uint64_t len);
+
+/* The same for an address in the frontend's address space (vhost-user ring
+ * addresses). */
+void *vq_mem_uaddr_to_hva(const struct vq_mem *m, uint64_t uaddr, uint64_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Turning descriptors into iovecs, the same for every layout: the checks a
+ * device makes on each buffer a driver hands it.
+ */
+#include <errno.h>
+
+#include "ring_internal.h"
+
+int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
+		 uint32_t len, bool writable, const char *where, unsigned idx)
+{
+	unsigned n = c->nout + c->nin;
+	int r;
+
+	if (unlikely(!writable && c->nin))
+		return vq_dev_break(d, -EINVAL,
+				    "%s descriptor %u: readable after writable (head %u)",
+				    where, idx, c->id);
+	r = vq_mem_translate(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
+	if (unlikely(r == -ENOBUFS))
+		return vq_dev_break(d, r,
+				    "%s descriptor %u: chain needs more than %u iovecs (head %u)",
+				    where, idx, c->iov_max, c->id);
+	if (unlikely(r < 0))
+		return vq_dev_break(d, -EFAULT,
+				    "%s descriptor %u: 0x%llx+%u is outside guest memory (head %u)",
+				    where, idx, (unsigned long long)addr, len, c->id);
+	if (writable) {
+		c->nin = n - c->nout;
+		c->in_len += len;
+	} else {
+		c->nout = n;
+		c->out_len += len;
+	}
+	return 0;
+}
+
+/* The kernel's vhost refuses indirect tables of more entries than this. */
+#define VQ_INDIRECT_MAX_ENTRIES 65536u
+
+const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
+			      unsigned *count, unsigned head)
+{
+	const void *table;
+
+	if (unlikely(len == 0 || len % 16)) {
+		vq_dev_break(d, -EINVAL,
+			     "indirect descriptor (head %u): length %u is not a non-zero multiple of 16",
+			     head, len);
+		return NULL;
+	}
+	if (unlikely(len / 16 > VQ_INDIRECT_MAX_ENTRIES)) {
+		vq_dev_break(d, -EINVAL,
+			     "indirect descriptor (head %u): table of %u entries is too big",
+			     head, len / 16);
+		return NULL;
+	}
+	/* Descriptor fields are read as naturally aligned words; every real
+	 * driver allocates tables at least 8-byte aligned. */
+	if (unlikely(addr & 7)) {
+		vq_dev_break(d, -EINVAL,
+			     "indirect descriptor (head %u): table at 0x%llx is not 8-byte aligned",
+			     head, (unsigned long long)addr);
+		return NULL;
+	}
+	table = vq_mem_gpa_to_hva(d->cfg.mem, addr, len);
+	if (unlikely(!table)) {
+		vq_dev_break(d, -EFAULT,
+			     "indirect descriptor (head %u): table 0x%llx+%u is not inside one memory region",
+			     head, (unsigned long long)addr, len);
+		return NULL;
+	}
+	*count = len / 16;
+	return table;
+}

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The layout-independent half of the ring layer: choosing the ops table once
+ * from the features, the broken-queue state, and the public entry points,
+ * which fail fast on a broken queue and otherwise call the layout.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ring_internal.h"
+
+bool vq_ring_num_valid(uint64_t features, uint32_t num)
+{
+	if (num == 0 || num > VIRTQ_MAX_QUEUE_SIZE)
+		return false;
+	if (vq_has(features, VIRTIO_F_RING_PACKED))
+		return true;
+	return (num & (num - 1)) == 0;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+uint64_t vq_ring_layout(uint64_t features, uint16_t num, uint64_t off[3])
+{
+	if (!vq_ring_num_valid(features, num))
+		return 0;
+	off[0] = 0;
+	if (vq_has(features, VIRTIO_F_RING_PACKED)) {
+		off[1] = 16ull * num;                   /* event structs: 4-aligned */
+		off[2] = off[1] + 4;
+		return off[2] + 4;
+	}
+	off[1] = virtq_split_desc_size(num);
+	/* The used ring is written by the device and read by the driver; give
+	 * it its own cache lines, away from the avail ring. */
+	off[2] = align_up(off[1] + virtq_split_avail_size(num), 64);
+	return off[2] + virtq_split_used_size(num);
+}
+
+static int vq_vbreak(int *errp, char *msg, int err, const char *fmt, va_list ap)
+{
+	if (*errp == 0) {
+		vsnprintf(msg, VQ_ERRMSG_MAX, fmt, ap);
+		*errp = err;
+	}
+	return *errp;
+}
+
+int vq_dev_break(struct vq_dev *d, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err = vq_vbreak(&d->err, d->errmsg, err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err = vq_vbreak(&q->err, q->errmsg, err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* Features a ring can be created with: VERSION_1 is required (no legacy
+ * layouts), and nothing the ring layer does not implement. */
+static bool ring_features_ok(uint64_t features)
+{
+	uint64_t ring_bits = VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
+			     VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
+			     VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
+			     VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+
+	if (!vq_has(features, VIRTIO_F_VERSION_1))
+		return false;
+	/* Device-specific bits (0-23, 50+) pass through; transport bits we do
+	 * not implement (ACCESS_PLATFORM, ...) are refused. */
+	uint64_t transport = features & (((VIRTQ_BIT(50) - 1) >> 24) << 24);
+	return (transport & ~(ring_bits | VIRTQ_BIT(VIRTIO_F_VERSION_1))) == 0;
+}
+
+static bool aligned(const void *p, uintptr_t a)
+{
+	return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
+{
+	if (!r->desc || !r->driver || !r->device)
+		return false;
+	/* 2.7 / 2.8 alignment: descriptors 16; split avail 2, used 4;
+	 * packed event structures 4. */
+	if (vq_has(features, VIRTIO_F_RING_PACKED))
+		return aligned(r->desc, 16) && aligned(r->driver, 4) &&
+		       aligned(r->device, 4);
+	return aligned(r->desc, 16) && aligned(r->driver, 2) &&
+	       aligned(r->device, 4);
+}
+
+int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
+{
+	*out = NULL;
+	if (!cfg->mem || !ring_features_ok(cfg->features) ||
+	    !vq_ring_num_valid(cfg->features, cfg->num) ||
+	    !ring_addr_ok(cfg->features, &cfg->ring))
+		return -EINVAL;
+	if (vq_has(cfg->features, VIRTIO_F_RING_PACKED))
+		return vq_packed_dev_new(cfg, out);
+	return vq_split_dev_new(cfg, out);
+}
+
+void vq_dev_free(struct vq_dev *d)
+{
+	if (d)
+		d->ops->destroy(d);
+}
+
+void vq_dev_reset(struct vq_dev *d)
+{
+	d->err = 0;
+	d->errmsg[0] = '\0';
+	d->ops->reset(d);
+}
+
+int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
+{
+	if (unlikely(d->err))
+		return d->err;
+	return d->ops->pop(d, c);
+}
+
+int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+{
+	unsigned i;
+
+	if (unlikely(d->err))
+		return d->err;
+	for (i = 0; i < n; i++) {
+		int r = d->ops->pop(d, &c[i]);
+
+		if (r <= 0)
+			return i ? (int)i : r;
+	}
+	return (int)i;
+}
+
+int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
+{
+	if (unlikely(d->err))
+		return d->err;
+	return d->ops->unpop(d, c, n);
+}
+
+int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
+{
+	if (unlikely(d->err))
+		return d->err;
+	if (unlikely(len > c->in_len))
+		return -EINVAL;
+	return d->ops->fill(d, c, len);
+}
+
+int vq_dev_flush(struct vq_dev *d)
+{
+	if (unlikely(d->err))
+		return d->err;
+	return d->ops->flush(d);
+}
+
+int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
+{
+	int r = vq_dev_fill(d, c, len);
+
+	return r < 0 ? r : vq_dev_flush(d);
+}
+
+bool vq_dev_should_signal(struct vq_dev *d)
+{
+	/* A broken queue still signals: the driver must look and find out. */
+	return d->ops->should_signal(d);
+}
+
+void vq_dev_disable_notify(struct vq_dev *d)
+{
+	if (likely(!d->err))
+		d->ops->disable_notify(d);
+}
+
+int vq_dev_enable_notify(struct vq_dev *d)
+{
+	if (unlikely(d->err))
+		return d->err;
+	return d->ops->enable_notify(d);
+}
+
+bool vq_dev_has_avail(struct vq_dev *d)
+{
+	return likely(!d->err) && d->ops->has_avail(d);
+}
+
+struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)
+{
+	return d->ops->get_state(d);
+}
+
+uint16_t vq_dev_num(const struct vq_dev *d) { return d->cfg.num; }
+uint64_t vq_dev_features(const struct vq_dev *d) { return d->cfg.features; }
+int vq_dev_error(const struct vq_dev *d) { return d->err; }
+const char *vq_dev_error_msg(const struct vq_dev *d) { return d->errmsg; }
+
+/* ---- driver side ---- */
+
+int vq_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
+{
+	*out = NULL;
+	if (!ring_features_ok(cfg->features) ||
+	    !vq_ring_num_valid(cfg->features, cfg->num) ||
+	    !ring_addr_ok(cfg->features, &cfg->ring))
+		return -EINVAL;
+	if (cfg->indirect && (!aligned(cfg->indirect, 16) ||
+			      (cfg->indirect_gpa & 15) || cfg->indirect_max < 2))
+		return -EINVAL;
+	if (vq_has(cfg->features, VIRTIO_F_RING_PACKED))
+		return vq_packed_drv_new(cfg, out);
+	return vq_split_drv_new(cfg, out);
+}
+
+void vq_drv_free(struct vq_drv *q)
+{
+	if (q)
+		q->ops->destroy(q);
+}
+
+void vq_drv_reset(struct vq_drv *q)
+{
+	q->err = 0;
+	q->errmsg[0] = '\0';
+	q->ops->reset(q);
+}
+
+int vq_drv_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
+	       unsigned nin, void *token)
+{
+	if (unlikely(q->err))
+		return q->err;
+	if (unlikely(!token || nout + nin == 0 || nout + nin > q->cfg.num * 2u))
+		return -EINVAL;
+	return q->ops->add(q, seg, nout, nin, token);
+}
+
+int vq_drv_kick_prepare(struct vq_drv *q)
+{
+	if (unlikely(q->err))
+		return q->err;
+	return q->ops->kick_prepare(q);
+}
+
+int vq_drv_get(struct vq_drv *q, void **token, uint32_t *len)
+{
+	if (unlikely(q->err))
+		return q->err;
+	return q->ops->get(q, token, len);
+}
+
+int vq_drv_get_burst(struct vq_drv *q, void **tokens, uint32_t *lens, unsigned n)
+{
+	unsigned i;
+
+	if (unlikely(q->err))
+		return q->err;
+	for (i = 0; i < n; i++) {
+		int r = q->ops->get(q, &tokens[i], &lens[i]);
+
+		if (r <= 0)
+			return i ? (int)i : r;
+	}
+	return (int)i;
+}
+
+void vq_drv_disable_cb(struct vq_drv *q)
+{
+	if (likely(!q->err))
+		q->ops->disable_cb(q);
+}
+
+int vq_drv_enable_cb(struct vq_drv *q)
+{
+	if (unlikely(q->err))
+		return q->err;
+	return q->ops->enable_cb(q);
+}
+
+int vq_drv_enable_cb_delayed(struct vq_drv *q)
+{
+	if (unlikely(q->err))
+		return q->err;
+	return q->ops->enable_cb_delayed(q);
+}
+
+bool vq_drv_has_used(struct vq_drv *q)
+{
+	return likely(!q->err) && q->ops->has_used(q);
+}
+
+void *vq_drv_detach_unused(struct vq_drv *q)
+{
+	return q->ops->detach_unused(q);
+}
+
+unsigned vq_drv_free_slots(const struct vq_drv *q) { return q->ops->free_slots(q); }
+unsigned vq_drv_outstanding(const struct vq_drv *q) { return q->ops->outstanding(q); }
+uint16_t vq_drv_num(const struct vq_drv *q) { return q->cfg.num; }
+uint64_t vq_drv_features(const struct vq_drv *q) { return q->cfg.features; }
+int vq_drv_error(const struct vq_drv *q) { return q->err; }
+const char *vq_drv_error_msg(const struct vq_drv *q) { return q->errmsg; }

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the ring layer: the ops tables each layout file implements, the
+ * state every queue shares, and the helpers that walk descriptors the same
+ * way for every layout.
+ */
+#ifndef VIRTQ_RING_INTERNAL_H
+#define VIRTQ_RING_INTERNAL_H
+
+#include <virtq/ring.h>
+
+#include "internal.h"
+
+/*
+ * Memory ordering on shared ring memory.  The ring is plain memory shared
+ * with another thread or process.  The words the two sides hand over
+ * (indices, flags, event fields) are accessed with atomic builtins; the
+ * descriptor bodies and used elements are ordered by the release store that
+ * publishes them and the acquire load that discovers them (D1/D3, P1/P3,
+ * V1/V2).  A full fence is needed only where a store must be ordered before
+ * a later load (D2, D4, P2, P4, V3, V4).
+ */
+#define vq_load_acquire(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define vq_load_relaxed(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define vq_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define vq_store_relaxed(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define vq_mb()                __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+#define VQ_ERRMSG_MAX 128
+
+struct vq_dev;
+struct vq_drv;
+
+struct vq_dev_ops {
+	int  (*pop)(struct vq_dev *d, struct vq_chain *c);
+	int  (*unpop)(struct vq_dev *d, const struct vq_chain *c, unsigned n);
+	int  (*fill)(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
+	int  (*flush)(struct vq_dev *d);
+	bool (*should_signal)(struct vq_dev *d);
+	void (*disable_notify)(struct vq_dev *d);
+	int  (*enable_notify)(struct vq_dev *d);
+	bool (*has_avail)(struct vq_dev *d);
+	struct vq_dev_state (*get_state)(const struct vq_dev *d);
+	void (*reset)(struct vq_dev *d);
+	void (*destroy)(struct vq_dev *d);
+};
+
+/* State every device-side queue has; each layout embeds it first. */
+struct vq_dev {
+	const struct vq_dev_ops *ops;
+	struct vq_dev_config cfg;
+	int err;                        /* 0 or the -errno that broke it */
+	char errmsg[VQ_ERRMSG_MAX];
+};
+
+struct vq_drv_ops {
+	int  (*add)(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
+		    unsigned nin, void *token);
+	int  (*kick_prepare)(struct vq_drv *q);
+	int  (*get)(struct vq_drv *q, void **token, uint32_t *len);
+	void (*disable_cb)(struct vq_drv *q);
+	int  (*enable_cb)(struct vq_drv *q);
+	int  (*enable_cb_delayed)(struct vq_drv *q);
+	bool (*has_used)(struct vq_drv *q);
+	void *(*detach_unused)(struct vq_drv *q);
+	unsigned (*free_slots)(const struct vq_drv *q);
+	unsigned (*outstanding)(const struct vq_drv *q);
+	void (*reset)(struct vq_drv *q);
+	void (*destroy)(struct vq_drv *q);
+};
+
+struct vq_drv {
+	const struct vq_drv_ops *ops;
+	struct vq_drv_config cfg;
+	int err;
+	char errmsg[VQ_ERRMSG_MAX];
+};
+
+/* Layout constructors (split.c, packed.c): validate the layout-specific
+ * parts of the config, allocate, initialise. */
+VQ_INTERNAL int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out);
+VQ_INTERNAL int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out);
+VQ_INTERNAL int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out);
+VQ_INTERNAL int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out);
+
+/* Break a queue: record err and a message (the first one wins), return err. */
+VQ_INTERNAL int vq_dev_break(struct vq_dev *d, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+VQ_INTERNAL int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static inline bool vq_has(uint64_t features, unsigned bit)
+{
+	return features & VIRTQ_BIT(bit);
+}
+
+/* ---- walking a chain (device side), shared by the layouts ---- */
+
+/* Start filling c: counts and lengths to zero. */
+static inline void vq_chain_begin(struct vq_chain *c, uint16_t id)
+{
+	c->nout = c->nin = 0;
+	c->out_len = c->in_len = 0;
+	c->id = id;
+	c->ndesc = 0;
+}
+
+/*
+ * Append one descriptor's buffer to c: translate [addr, addr+len) through the
+ * memory map, enforce "no readable descriptor after a writable one"
+ * (2.7.4.2 / 2.8.6), sum lengths in 64 bits.  Breaks d and returns -errno on
+ * bad input; where names the descriptor for the message.
+ */
+VQ_INTERNAL int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
+		 uint32_t len, bool writable, const char *where, unsigned idx);
+
+/*
+ * Map an indirect table given by a descriptor (addr, len): len must be a
+ * non-zero multiple of 16 of at most 65536 entries, and the table must lie
+ * in one memory region.  Returns the table and sets *count, or NULL after
+ * breaking d.
+ */
+VQ_INTERNAL const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
+			      unsigned *count, unsigned head);
+
+#endif

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A driver and a device on one ring in one process, over a block of "guest
+ * memory" that the test owns: the fixture the ring tests share.
+ *
+ * Guest memory is one region at GUEST_BASE; the ring, the indirect pool and a
+ * data area are carved out of it.  Tests that forge hostile rings write the
+ * ring memory directly through pair.ring.
+ */
+#ifndef VQ_RING_PAIR_H
+#define VQ_RING_PAIR_H
+
+#include <virtq/ring.h>
+
+#include "vq_test.h"
+
+#define GUEST_BASE   0x100000000ull
+#define GUEST_SIZE   (64ull << 20)
+
+struct ring_pair {
+	uint64_t features;
+	uint16_t num;
+	uint8_t *guest;                 /* GUEST_SIZE bytes at GUEST_BASE */
+	struct vq_mem *mem;
+	struct vq_ring_addr ring;
+	uint64_t ring_gpa;
+	uint8_t *indirect;
+	uint64_t indirect_gpa;
+	uint16_t indirect_max;
+	uint64_t data_gpa;              /* first free byte for buffers */
+	uint64_t data_end;
+	struct vq_drv *drv;
+	struct vq_dev *dev;
+};
+
+static inline void *pair_hva(struct ring_pair *p, uint64_t gpa)
+{
+	return p->guest + (gpa - GUEST_BASE);
+}
+
+/* Bump-allocate len bytes of guest memory, 64-byte aligned. */
+static inline uint64_t pair_alloc(struct ring_pair *p, uint64_t len)
+{
+	uint64_t gpa = (p->data_gpa + 63) & ~63ull;
+
+	CHECK(gpa + len <= p->data_end);
+	p->data_gpa = gpa + len;
+	return gpa;
+}
+
+/* Set up memory and the ring; with_drv/with_dev create either side. */
+static inline void pair_init(struct ring_pair *p, uint64_t features,
+			     uint16_t num, int with_drv, int with_dev)
+{
+	uint64_t off[3], size;
+	struct vq_mem_region r;
+
+	memset(p, 0, sizeof(*p));
+	p->features = features | VIRTQ_BIT(VIRTIO_F_VERSION_1);
+	p->num = num;
+	p->guest = aligned_alloc(4096, GUEST_SIZE);
+	CHECK(p->guest);
+	memset(p->guest, 0, GUEST_SIZE);
+	p->mem = vq_mem_new();
+	CHECK(p->mem);
+	r = (struct vq_mem_region){ .gpa = GUEST_BASE, .size = GUEST_SIZE,
+				    .uaddr = (uintptr_t)p->guest, .hva = p->guest };
+	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
+
+	size = vq_ring_layout(p->features, num, off);
+	CHECK(size);
+	p->data_gpa = GUEST_BASE;
+	p->data_end = GUEST_BASE + GUEST_SIZE;
+	p->ring_gpa = pair_alloc(p, size);
+	p->ring.desc = pair_hva(p, p->ring_gpa + off[0]);
+	p->ring.driver = pair_hva(p, p->ring_gpa + off[1]);
+	p->ring.device = pair_hva(p, p->ring_gpa + off[2]);
+	p->indirect_max = 16;
+	p->indirect_gpa = pair_alloc(p, 16ull * p->indirect_max * num);
+	p->indirect = pair_hva(p, p->indirect_gpa);
+
+	if (with_drv) {
+		struct vq_drv_config dc = {
+			.features = p->features, .num = num, .ring = p->ring,
+			.indirect = p->indirect, .indirect_gpa = p->indirect_gpa,
+			.indirect_max = p->indirect_max,
+		};
+		CHECK_EQ(vq_drv_new(&dc, &p->drv), 0);
+	}
+	if (with_dev) {
+		int packed = !!(p->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+		struct vq_dev_config vc = {
+			.features = p->features, .num = num, .ring = p->ring,
+			.mem = p->mem,
+			.avail_idx = packed ? 0x8000 : 0,
+			.used_idx = packed ? 0x8000 : 0,
+		};
+		CHECK_EQ(vq_dev_new(&vc, &p->dev), 0);
+	}
+}
+
+static inline void pair_fini(struct ring_pair *p)
+{
+	vq_drv_free(p->drv);
+	vq_dev_free(p->dev);
+	vq_mem_free(p->mem);
+	free(p->guest);
+}
+
+#endif
