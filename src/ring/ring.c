@@ -144,6 +144,8 @@ int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 
 	if (unlikely(d->err))
 		return d->err;
+	if (d->ops->pop_burst)
+		return d->ops->pop_burst(d, c, n);
 	for (i = 0; i < n; i++) {
 		int r = d->ops->pop(d, &c[i]);
 

@@ -33,6 +33,9 @@ struct vq_drv;
 
 struct vq_dev_ops {
 	int  (*pop)(struct vq_dev *d, struct vq_chain *c);
+	/* Optional: a layout's faster burst (NULL: pop in a loop).  Same
+	 * contract as vq_dev_pop_burst. */
+	int  (*pop_burst)(struct vq_dev *d, struct vq_chain *c, unsigned n);
 	int  (*unpop)(struct vq_dev *d, const struct vq_chain *c, unsigned n);
 	int  (*fill)(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
 	int  (*flush)(struct vq_dev *d);
