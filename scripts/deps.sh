@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install what a build or test needs, from Debian's archive, only when it is
+# missing.  Usage: scripts/deps.sh [build|test|bench]
+set -euo pipefail
+
+want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
+case "${1:-build}" in
+test)  want+=(gnuplot-nox) ;;
+bench) want+=(gnuplot-nox) ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+# One update per machine is enough; a failed update still lets cached lists work.
+if [ ! -f /var/lib/apt/lists/.virtq-updated ]; then
+	$SUDO apt-get update -qq || true
+	$SUDO touch /var/lib/apt/lists/.virtq-updated || true
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

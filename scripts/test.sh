@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Build and run every test: the README's test command and CI's only step.
+#
+#   build/        gcc, -Werror: all tests
+#   build-clang/  clang, -Werror: all tests
+#   build-asan/   gcc, ASan+UBSan: all tests
+#   build-tsan/   clang, TSan: the two-thread tests (suite 'threads')
+#   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz')
+#
+# Ends with "N passed, N failed" over every meson test run.  With CI=true a
+# test that cannot find its peer fails instead of skipping.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh test
+
+jobs=$(nproc)
+passed=0
+failed=0
+failed_names=()
+
+# setup DIR CC [meson options...]: configure once, reconfigure when options change.
+setup() {
+	local dir=$1 cc=$2
+	shift 2
+	if [ -f "$dir/build.ninja" ]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		CC=$cc meson setup "$dir" "$@" >/dev/null
+	fi
+	ninja -C "$dir" -j "$jobs" >/dev/null
+}
+
+# run DIR [meson test args...]: run tests, count results from meson's JSON log.
+run() {
+	local dir=$1 rc=0
+	shift
+	echo "== $dir: meson test $*"
+	meson test -C "$dir" --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
+	local log="$dir/meson-logs/testlog.json" p=0 f=0
+	if [ -f "$log" ]; then
+		p=$(grep -c '"result": "OK"' "$log" || true)
+		f=$(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+	fi
+	# A failure meson could not attribute to a test still fails the run.
+	[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+	passed=$((passed + p))
+	failed=$((failed + f))
+	[ "$f" -eq 0 ] || failed_names+=("$dir")
+}
+
+setup build gcc -Dwerror=true
+run build
+
+setup build-clang clang -Dwerror=true
+run build-clang
+
+setup build-asan gcc -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan
+
+setup build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
+TSAN_OPTIONS=halt_on_error=1 run build-tsan --suite threads
+
+if grep -q "option('fuzz'" meson_options.txt 2>/dev/null; then
+	setup build-fuzz clang -Dfuzz=true -Db_lundef=false
+	run build-fuzz --suite fuzz
+fi
+
+echo
+[ ${#failed_names[@]} -eq 0 ] || echo "failures in: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
