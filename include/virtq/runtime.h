@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/runtime.h - one event loop for the tools: eventfd notifications, a
+ * device-side poll loop over one or more queues with per-queue work budgets
+ * and an optional busy-poll window, the driver-side mirror (poll for used
+ * buffers or sleep on the call eventfd), and per-queue counters.
+ *
+ * The ring layer has no loop of its own; this is one loop built on its
+ * public calls (vq_dev_enable_notify, vq_dev_should_signal, vq_drv_kick_prepare,
+ * vq_drv_enable_cb ...).  A notification is sent only when the ring's
+ * suppression logic says so, and every enable is followed by the re-check
+ * the ring returns, so a buffer added while notifications were being enabled
+ * is never lost.
+ *
+ * The parts that decide (the busy-poll window, the budget) are small
+ * functions with an injectable clock and probes, so they can be tested
+ * without threads or timing.
+ */
+#ifndef VIRTQ_RUNTIME_H
+#define VIRTQ_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <virtq/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Notifications over eventfd                                          */
+/* ------------------------------------------------------------------ */
+
+/* A non-blocking, close-on-exec eventfd: the fd, or -errno. */
+int vq_evt_new(void);
+/* Notify: add 1 to the counter.  0 or -errno. */
+int vq_evt_signal(int fd);
+/* Consume pending notifications without blocking: returns how many were
+ * coalesced in the counter (0 if none), or -errno. */
+int64_t vq_evt_drain(int fd);
+/* Wait up to timeout_ms (-1: forever) for fd to become readable, then drain
+ * it.  Returns the drained count (> 0), 0 on timeout, or -errno. */
+int64_t vq_evt_wait(int fd, int timeout_ms);
+
+/* ------------------------------------------------------------------ */
+/* Counters: the "exits" of a queue, reported per packet by the tools  */
+/* ------------------------------------------------------------------ */
+
+struct vq_rt_counters {
+	uint64_t packets;       /* chains processed (device) or completed (driver) */
+	uint64_t bytes;
+	uint64_t kicks_sent;    /* driver -> device eventfd writes */
+	uint64_t kicks_recv;    /* kicks the device consumed (coalesced ones count) */
+	uint64_t calls_sent;    /* device -> driver eventfd writes */
+	uint64_t calls_recv;
+	uint64_t wakeups;       /* times the thread slept and was woken */
+	uint64_t bp_hits;       /* busy-poll windows that found work */
+	uint64_t bp_misses;     /* windows that ended without it */
+};
+
+void vq_rt_counters_add(struct vq_rt_counters *sum,
+			const struct vq_rt_counters *c);
+
+/* CLOCK_MONOTONIC in nanoseconds (the default clock). */
+uint64_t vq_rt_now_ns(void);
+
+/* ------------------------------------------------------------------ */
+/* Work budget (vhost's weights)                                       */
+/* ------------------------------------------------------------------ */
+
+/* vhost-net's VHOST_NET_WEIGHT and VHOST_NET_PKT_WEIGHT: the most one queue
+ * may do in one turn before the others get theirs. */
+#define VQ_RT_WEIGHT_BYTES 0x80000u
+#define VQ_RT_WEIGHT_PKTS  256u
+
+struct vq_rt_budget {
+	uint32_t pkts;
+	uint64_t bytes;
+};
+
+/* Has a turn that did pkts packets and bytes bytes used up its budget?
+ * (vhost_exceeds_weight: either limit reached ends the turn.) */
+static inline bool vq_rt_budget_spent(const struct vq_rt_budget *b,
+				      uint64_t pkts, uint64_t bytes)
+{
+	return pkts >= b->pkts || bytes >= b->bytes;
+}
+
+/* ------------------------------------------------------------------ */
+/* The busy-poll window                                                */
+/* ------------------------------------------------------------------ */
+
+enum vq_bp_result {
+	VQ_BP_TIMEOUT = 0,      /* the window reached its deadline */
+	VQ_BP_HIT = 1,          /* this queue has work */
+	VQ_BP_OTHER = 2,        /* something else needs the thread: stop early */
+};
+
+struct vq_bp_probe {
+	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
+	bool (*ready)(void *arg);       /* this queue has work (has_avail/has_used) */
+	bool (*other)(void *arg);       /* other work pending; NULL: never */
+	void *arg;
+};
+
+/*
+ * Poll p->ready for up to window_ns (vhost-net busyloop_timeout): returns
+ * VQ_BP_HIT as soon as it is true, VQ_BP_OTHER as soon as p->other is, and
+ * VQ_BP_TIMEOUT once the clock reaches start + window_ns.  The probes are
+ * checked before the clock, so a window always probes at least once; a
+ * window of 0 returns VQ_BP_TIMEOUT without probing (no busy polling).
+ */
+enum vq_bp_result vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);
+
+/* ------------------------------------------------------------------ */
+/* Device side: the poll loop                                          */
+/* ------------------------------------------------------------------ */
+
+struct vq_rt_loop;
+struct vq_rt_queue;
+
+/*
+ * Process one turn of a queue: pop, do the work, fill and flush, within
+ * budget b.  Return the number of chains processed (>= 0) and add the bytes
+ * to *bytes, or -errno to stop the loop.  Returning fewer chains than the
+ * budget allows and less than its bytes means "the queue ran dry".  Call
+ * vq_rt_queue_signal() after a flush to notify the driver mid-turn; the
+ * loop also does it once at the end of every turn that processed chains.
+ */
+typedef int (*vq_rt_process_fn)(struct vq_rt_queue *q, void *arg,
+				 const struct vq_rt_budget *b, uint64_t *bytes);
+
+/* How the loop talks to a queue's ring.  NULL ops in the config: the vq_dev
+ * calls; tests may put a fake here. */
+struct vq_rt_ring_ops {
+	bool (*has_avail)(void *ring);
+	void (*disable_notify)(void *ring);
+	int  (*enable_notify)(void *ring);
+	bool (*should_signal)(void *ring);
+};
+
+struct vq_rt_queue_config {
+	struct vq_dev *dev;             /* the ring (with ops NULL) */
+	const struct vq_rt_ring_ops *ops;
+	void *ring;                     /* passed to ops (with ops set) */
+	int kick_fd;                    /* eventfd the driver kicks; -1: none */
+	int call_fd;                    /* eventfd to call the driver; -1: none */
+	vq_rt_process_fn process;
+	void *arg;
+	struct vq_rt_budget budget;     /* {0, 0}: the vhost weights */
+};
+
+struct vq_rt_loop_config {
+	uint64_t busy_poll_ns;          /* 0: enable notify and sleep when dry */
+	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
+	void *clock_arg;
+};
+
+int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out);
+/* Frees the loop and its queues (not the rings or fds). */
+void vq_rt_loop_free(struct vq_rt_loop *l);
+
+/* Add a queue; it starts active (notifications disabled, processed on the
+ * next turn).  -EINVAL, -ENOMEM, or -errno from epoll. */
+int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
+		   struct vq_rt_queue **out);
+
+/*
+ * One round: give every active queue one turn; a queue that ran dry busy
+ * polls (if configured), then enables notifications (re-processing if the
+ * re-check finds buffers) and goes idle.  If every queue is idle, sleep in
+ * epoll for up to timeout_ms (-1: until a kick or vq_rt_loop_stop).
+ * Returns the chains processed, or -errno from a process callback or epoll.
+ */
+int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms);
+
+/* Run rounds until vq_rt_loop_stop().  0 or -errno. */
+int vq_rt_loop_run(struct vq_rt_loop *l);
+
+/* Ask vq_rt_loop_run to return; safe from any thread. */
+void vq_rt_loop_stop(struct vq_rt_loop *l);
+bool vq_rt_loop_stopped(const struct vq_rt_loop *l);
+
+/* If the ring says the driver must be notified, write the call eventfd.
+ * Returns 1 if a call was sent, 0 if not, -errno. */
+int vq_rt_queue_signal(struct vq_rt_queue *q);
+
+/* Is the queue active (being processed) rather than asleep on its kick? */
+bool vq_rt_queue_active(const struct vq_rt_queue *q);
+struct vq_rt_counters *vq_rt_queue_counters(struct vq_rt_queue *q);
+
+/* ------------------------------------------------------------------ */
+/* Driver side                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Publish added buffers and kick the device through kick_fd if the ring
+ * says so (counted in c->kicks_sent).  Returns 1 if kicked, 0, -errno. */
+int vq_rt_drv_kick(struct vq_drv *q, int kick_fd, struct vq_rt_counters *c);
+
+struct vq_rt_drv_wait {
+	int call_fd;                    /* eventfd the device calls */
+	uint64_t busy_poll_ns;          /* 0: no busy polling */
+	bool delayed;                   /* vq_drv_enable_cb_delayed */
+	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
+	bool (*other)(void *arg);       /* ends the busy-poll window early */
+	void *arg;
+};
+
+/*
+ * Wait until used buffers are pending: return at once if they are; else
+ * busy poll for up to w->busy_poll_ns; else enable callbacks (re-checking
+ * what the ring returns) and sleep on the call eventfd for up to timeout_ms.
+ * Callbacks are disabled again on return.  Returns 1 when used buffers are
+ * (or may be) pending, 0 on timeout, -errno.
+ */
+int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
+			int timeout_ms, struct vq_rt_counters *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Notifications over eventfd.  A kick (driver -> device) and a call
+ * (device -> driver) are each one write of 1; a reader drains the counter in
+ * one read, which also tells how many notifications were coalesced.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "runtime_internal.h"
+
+int vq_evt_new(void)
+{
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int vq_evt_signal(int fd)
+{
+	uint64_t one = 1;
+
+	for (;;) {
+		ssize_t r = write(fd, &one, sizeof(one));
+
+		if (r == sizeof(one))
+			return 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		/* EAGAIN: the counter is at its maximum, so the reader has a
+		 * notification pending anyway. */
+		if (r < 0 && errno == EAGAIN)
+			return 0;
+		return r < 0 ? -errno : -EIO;
+	}
+}
+
+int64_t vq_evt_drain(int fd)
+{
+	uint64_t v;
+
+	for (;;) {
+		ssize_t r = read(fd, &v, sizeof(v));
+
+		if (r == sizeof(v))
+			return (int64_t)(v > INT64_MAX ? INT64_MAX : v);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return 0;
+		return r < 0 ? -errno : -EIO;
+	}
+}
+
+int64_t vq_evt_wait(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		int r = poll(&p, 1, timeout_ms);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return 0;
+		/* Readable; another reader may have drained it first, then
+		 * this is a spurious wakeup the caller re-checks. */
+		return vq_evt_drain(fd);
+	}
+}
