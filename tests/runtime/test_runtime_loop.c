@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The runtime's decisions, deterministically: the busy-poll window against a
+ * fake clock, and the device loop over fake rings (work budget, busy poll,
+ * the enable-notify re-check, sleeping and waking on a real eventfd kick).
+ */
+#include <virtq/runtime.h>
+
+#include <unistd.h>
+
+#include "vq_test.h"
+
+/* ---- a fake clock: every reading advances it by step ns ---- */
+struct fclock {
+	uint64_t t;
+	uint64_t step;
+	unsigned reads;
+};
+
+static uint64_t fclock_now(void *arg)
+{
+	struct fclock *c = arg;
+	uint64_t t = c->t;
+
+	c->t += c->step;
+	c->reads++;
+	return t;
+}
+
+/* ---- probes for vq_busy_poll ---- */
+struct fprobe {
+	struct fclock clk;
+	unsigned ready_calls, other_calls;
+	unsigned ready_at;      /* ready becomes true on this call (0: never) */
+	unsigned other_at;
+};
+
+static uint64_t fp_now(void *arg)
+{
+	return fclock_now(&((struct fprobe *)arg)->clk);
+}
+
+static bool fp_ready(void *arg)
+{
+	struct fprobe *p = arg;
+
+	return ++p->ready_calls == p->ready_at;
+}
+
+static bool fp_other(void *arg)
+{
+	struct fprobe *p = arg;
+
+	return ++p->other_calls == p->other_at;
+}
+
+/*
+ * Window 1000 ns from t = 1000 (deadline 2000), clock +100 per reading:
+ * the readings after the start are 1100 ... 2000, the tenth reaches the
+ * deadline, and each is preceded by one ready probe: 10 probes, 11 readings.
+ */
+static void busypoll_window_ends_at_deadline(void)
+{
+	struct fprobe p = { .clk = { .t = 1000, .step = 100 } };
+	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+
+	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_TIMEOUT);
+	CHECK_EQ(p.ready_calls, 10);
+	CHECK_EQ(p.other_calls, 10);
+	CHECK_EQ(p.clk.reads, 11);
+	CHECK_EQ(p.clk.t, 2100);
+}
+
+/* Work on the 4th probe ends the window there, before the deadline. */
+static void busypoll_hit_ends_window(void)
+{
+	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .ready_at = 4 };
+	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+
+	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_HIT);
+	CHECK_EQ(p.ready_calls, 4);
+	CHECK_EQ(p.other_calls, 3);
+	CHECK_EQ(p.clk.reads, 4);       /* the start and 3 deadline checks */
+}
+
+/* vhost-net busyloop_timeout: other pending work ends the window early. */
+static void busypoll_other_work_ends_window(void)
+{
+	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .other_at = 3 };
+	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+
+	CHECK_EQ(vq_busy_poll(&bp, 1000000), VQ_BP_OTHER);
+	CHECK_EQ(p.ready_calls, 3);
+	CHECK_EQ(p.other_calls, 3);
+	CHECK_EQ(p.clk.reads, 3);
+}
+
+/* T = 0 means no busy polling: no probe, no clock reading. */
+static void busypoll_zero_window_does_not_poll(void)
+{
+	struct fprobe p = { .clk = { .step = 100 }, .ready_at = 1 };
+	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+
+	CHECK_EQ(vq_busy_poll(&bp, 0), VQ_BP_TIMEOUT);
+	CHECK_EQ(p.ready_calls, 0);
+	CHECK_EQ(p.clk.reads, 0);
+}
+
+/* Work already there when the window opens is a hit even with a huge
+ * clock step (probes come before the deadline check). */
+static void busypoll_probes_before_deadline(void)
+{
+	struct fprobe p = { .clk = { .step = 1000000 }, .ready_at = 1 };
+	struct vq_bp_probe bp = { fp_now, fp_ready, NULL, &p };
+
+	CHECK_EQ(vq_busy_poll(&bp, 1), VQ_BP_HIT);
+}
+
+/* ---- a fake ring for the loop ---- */
+struct fring {
+	unsigned avail;          /* buffers the "driver" has made available */
+	unsigned pkt_bytes;
+	bool notify;             /* driver asked to kick */
+	unsigned enables, disables;
+	unsigned recheck_add;    /* enable_notify finds this many new buffers */
+	unsigned appear_after;   /* has_avail probes until buffers appear */
+	unsigned appear_n;
+	unsigned turns;
+	unsigned long long done;
+	int kick_fd;
+	char order[64];          /* which queue took each turn */
+	char name;
+	char *log;
+};
+
+static bool fr_has_avail(void *r)
+{
+	struct fring *f = r;
+
+	if (f->appear_after && --f->appear_after == 0)
+		f->avail += f->appear_n;
+	return f->avail > 0;
+}
+
+static void fr_disable(void *r)
+{
+	struct fring *f = r;
+
+	f->notify = false;
+	f->disables++;
+}
+
+static int fr_enable(void *r)
+{
+	struct fring *f = r;
+
+	f->notify = true;
+	f->enables++;
+	if (f->recheck_add) {
+		/* the driver added while we enabled (and saw notifications
+		 * still disabled, so it did not kick) */
+		f->avail += f->recheck_add;
+		f->recheck_add = 0;
+	}
+	return f->avail > 0;
+}
+
+static bool fr_should_signal(void *r)
+{
+	return true;
+}
+
+static const struct vq_rt_ring_ops fr_ops = {
+	fr_has_avail, fr_disable, fr_enable, fr_should_signal,
+};
+
+/* Process like a device: one chain at a time until dry or budget spent. */
+static int fr_process(struct vq_rt_queue *q, void *arg,
+		      const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct fring *f = arg;
+	unsigned n = 0;
+
+	f->turns++;
+	if (f->log) {
+		size_t l = strlen(f->log);
+
+		if (l < 63)
+			f->log[l] = f->name;
+	}
+	while (f->avail && !vq_rt_budget_spent(b, n, *bytes)) {
+		f->avail--;
+		n++;
+		*bytes += f->pkt_bytes;
+	}
+	f->done += n;
+	return (int)n;
+}
+
+static struct vq_rt_queue *add_fake(struct vq_rt_loop *l, struct fring *f,
+				    int kick_fd)
+{
+	struct vq_rt_queue_config qc = {
+		.ops = &fr_ops, .ring = f, .kick_fd = kick_fd, .call_fd = -1,
+		.process = fr_process, .arg = f,
+	};
+	struct vq_rt_queue *q;
+
+	f->kick_fd = kick_fd;
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	return q;
+}
+
+/* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue
+ * with more work stays active and the other queue gets every other turn. */
+static void loop_budget_limits_turn_and_shares(void)
+{
+	struct fclock clk = { .step = 1 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 0, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring a = { .avail = 100000, .pkt_bytes = 64, .name = 'a' };
+	struct fring b = { .avail = 100000, .pkt_bytes = 4096, .name = 'b' };
+	struct vq_rt_queue *qa, *qb;
+	struct vq_rt_loop *l;
+	char log[64] = "";
+	int i;
+
+	a.log = b.log = log;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qa = add_fake(l, &a, -1);
+	qb = add_fake(l, &b, -1);
+	for (i = 0; i < 3; i++)
+		/* a: 256 packets (pkts weight); b: 128 * 4096 = 0x80000
+		 * bytes (bytes weight) */
+		CHECK_EQ(vq_rt_loop_run_once(l, 0), 256 + 128);
+	CHECK_EQ(vq_rt_queue_counters(qa)->packets, 3 * 256);
+	CHECK_EQ(vq_rt_queue_counters(qb)->packets, 3 * 128);
+	CHECK_EQ(vq_rt_queue_counters(qb)->bytes, 3 * 0x80000);
+	/* the first queue of a round rotates */
+	CHECK(strcmp(log, "abbaab") == 0);
+	CHECK(vq_rt_queue_active(qa) && vq_rt_queue_active(qb));
+	/* busy queues never enabled notifications */
+	CHECK_EQ(a.enables + b.enables, 0);
+	vq_rt_loop_free(l);
+}
+
+/* A dry queue busy polls for the window (fake clock), misses, enables
+ * notifications and sleeps; a real eventfd kick wakes it; nothing lost. */
+static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
+{
+	struct fclock clk = { .t = 0, .step = 100 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 1000, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring f = { .avail = 10, .pkt_bytes = 64 };
+	struct vq_rt_counters *c;
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	int kick = vq_evt_new();
+
+	CHECK(kick >= 0);
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, kick);
+	c = vq_rt_queue_counters(q);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 10);
+	CHECK_EQ(c->bp_misses, 1);
+	CHECK_EQ(c->bp_hits, 0);
+	/* 1000 ns window, 100 ns a reading: 11 readings */
+	CHECK_EQ(clk.reads, 11);
+	CHECK_EQ(f.enables, 1);
+	CHECK(f.notify);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(c->packets, 10);
+	CHECK_EQ(c->calls_sent, 1);
+
+	/* Idle and nothing kicked: the loop does not process. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
+	CHECK_EQ(f.turns, 1);
+
+	/* The driver adds 5 and kicks (notifications were enabled). */
+	f.avail += 5;
+	CHECK_EQ(vq_evt_signal(kick), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);      /* woken */
+	CHECK(vq_rt_queue_active(q));
+	CHECK(!f.notify);
+	CHECK_EQ(c->kicks_recv, 1);
+	CHECK_EQ(c->wakeups, 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 5);
+	CHECK_EQ(c->packets, 15);
+	CHECK_EQ(vq_evt_drain(kick), 0);                /* kick consumed */
+	vq_rt_loop_free(l);
+	close(kick);
+}
+
+/* Buffers that appear during the window are a hit: the queue stays active
+ * without enabling notifications and processes them next round. */
+static void loop_busy_poll_hit_keeps_queue_active(void)
+{
+	struct fclock clk = { .step = 100 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 1000, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring f = { .avail = 3, .appear_after = 4, .appear_n = 7 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, -1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 3);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_hits, 1);
+	CHECK_EQ(f.enables, 0);
+	CHECK(vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 7);
+	vq_rt_loop_free(l);
+}
+
+/* V4: enable_notify's re-check finds buffers the driver added meanwhile
+ * (it saw notifications disabled and did not kick).  The loop must disable
+ * notifications again and process them without waiting for a kick. */
+static void loop_enable_notify_recheck_reprocesses(void)
+{
+	struct vq_rt_loop_config lc = { 0 };
+	struct fring f = { .avail = 2, .recheck_add = 4 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	int kick = vq_evt_new();
+
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, kick);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 2);
+	CHECK_EQ(f.enables, 1);
+	CHECK(vq_rt_queue_active(q));
+	CHECK(!f.notify);
+	/* no kick was sent: the next round still processes the 4 */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 4);
+	CHECK_EQ(vq_rt_queue_counters(q)->packets, 6);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(f.enables, 2);
+	vq_rt_loop_free(l);
+	close(kick);
+}
+
+/* A busy-poll window ends as soon as another queue has work: the polling
+ * queue neither spins to the deadline nor enables notifications. */
+static void loop_busy_poll_ends_when_other_queue_has_work(void)
+{
+	struct fclock clk = { .step = 100 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 1000000, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring a = { .avail = 1000, .name = 'a' };
+	struct fring b = { .avail = 1, .name = 'b' };
+	struct vq_rt_queue *qb;
+	struct vq_rt_loop *l;
+
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	add_fake(l, &a, -1);
+	qb = add_fake(l, &b, -1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256 + 1);
+	CHECK_EQ(vq_rt_queue_counters(qb)->bp_misses, 1);
+	CHECK_EQ(b.enables, 0);
+	CHECK(vq_rt_queue_active(qb));
+	/* one reading to open the window, none to close it */
+	CHECK_EQ(clk.reads, 1);
+	vq_rt_loop_free(l);
+}
+
+/* eventfd notifications coalesce and a drain consumes them all. */
+static void evt_signal_coalesces_and_drains(void)
+{
+	int fd = vq_evt_new();
+
+	CHECK(fd >= 0);
+	CHECK_EQ(vq_evt_drain(fd), 0);
+	CHECK_EQ(vq_evt_signal(fd), 0);
+	CHECK_EQ(vq_evt_signal(fd), 0);
+	CHECK_EQ(vq_evt_signal(fd), 0);
+	CHECK_EQ(vq_evt_wait(fd, 0), 3);
+	CHECK_EQ(vq_evt_wait(fd, 0), 0);
+	CHECK_EQ(vq_evt_drain(fd), 0);
+	close(fd);
+}
+
+/* vq_rt_loop_stop from "another thread" wakes a sleeping loop. */
+static void loop_stop_wakes_sleeper(void)
+{
+	struct vq_rt_loop_config lc = { 0 };
+	struct fring f = { 0 };
+	struct vq_rt_loop *l;
+	int kick = vq_evt_new();
+
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	add_fake(l, &f, kick);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);         /* goes idle */
+	vq_rt_loop_stop(l);
+	CHECK_EQ(vq_rt_loop_run(l), 0);                 /* returns at once */
+	CHECK(vq_rt_loop_stopped(l));
+	vq_rt_loop_free(l);
+	close(kick);
+}
+
+int main(void)
+{
+	RUN(busypoll_window_ends_at_deadline);
+	RUN(busypoll_hit_ends_window);
+	RUN(busypoll_other_work_ends_window);
+	RUN(busypoll_zero_window_does_not_poll);
+	RUN(busypoll_probes_before_deadline);
+	RUN(evt_signal_coalesces_and_drains);
+	RUN(loop_budget_limits_turn_and_shares);
+	RUN(loop_dry_queue_polls_then_sleeps_and_wakes);
+	RUN(loop_busy_poll_hit_keeps_queue_active);
+	RUN(loop_enable_notify_recheck_reprocesses);
+	RUN(loop_busy_poll_ends_when_other_queue_has_work);
+	RUN(loop_stop_wakes_sleeper);
+	return 0;
+}
