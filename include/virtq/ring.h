@@ -170,6 +170,13 @@ uint64_t vq_dev_features(const struct vq_dev *d);
 
 /* 0, or the negative errno that broke the queue, and why. */
 int vq_dev_error(const struct vq_dev *d);
+/*
+ * Break the queue for a device type's own rule (virtio-net's "Unexpected
+ * descriptor format for TX", ...): the same broken state a ring rule
+ * violation leads to.  The first error wins; returns the queue's error.
+ */
+int vq_dev_fail(struct vq_dev *d, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 const char *vq_dev_error_msg(const struct vq_dev *d);
 
 /* ------------------------------------------------------------------ */

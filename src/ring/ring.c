@@ -61,6 +61,16 @@ int vq_dev_break(struct vq_dev *d, int err, const char *fmt, ...)
 	return err;
 }
 
+int vq_dev_fail(struct vq_dev *d, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err = vq_vbreak(&d->err, d->errmsg, err < 0 ? err : -EINVAL, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
 int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
 {
 	va_list ap;
