@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/vhost_user.h - the vhost-user message codec.
+ *
+ * The protocol of record is QEMU's docs/interop/vhost-user.rst.  This codec
+ * is pure: bytes plus received file descriptors in, a typed message or an
+ * error out, and the reverse.  It does no I/O and keeps no state, so it can
+ * be fuzzed.  Every message is checked against a table of request
+ * descriptors (payload kind and size, fds allowed, reply) before anything
+ * acts on it.
+ *
+ * Names: functions are vq_vhu_*, constants VHU_* (the spec's VHOST_USER_*
+ * without the prefix, so they cannot clash with other headers).
+ * All numbers on the wire are in the machine's native byte order (spec).
+ */
+#ifndef VIRTQ_VHOST_USER_H
+#define VIRTQ_VHOST_USER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Front-end requests (the subset we implement; "Front-end message types"). */
+enum vq_vhu_request {
+	VHU_GET_FEATURES = 1,
+	VHU_SET_FEATURES = 2,
+	VHU_SET_OWNER = 3,
+	VHU_RESET_OWNER = 4,
+	VHU_SET_MEM_TABLE = 5,
+	VHU_SET_VRING_NUM = 8,
+	VHU_SET_VRING_ADDR = 9,
+	VHU_SET_VRING_BASE = 10,
+	VHU_GET_VRING_BASE = 11,
+	VHU_SET_VRING_KICK = 12,
+	VHU_SET_VRING_CALL = 13,
+	VHU_SET_VRING_ERR = 14,
+	VHU_GET_PROTOCOL_FEATURES = 15,
+	VHU_SET_PROTOCOL_FEATURES = 16,
+	VHU_GET_QUEUE_NUM = 17,
+	VHU_SET_VRING_ENABLE = 18,
+	VHU_GET_CONFIG = 24,
+	VHU_SET_CONFIG = 25,
+	VHU_RESET_DEVICE = 34,
+	VHU_GET_MAX_MEM_SLOTS = 36,
+	VHU_ADD_MEM_REG = 37,
+	VHU_REM_MEM_REG = 38,
+	VHU_SET_STATUS = 39,
+	VHU_GET_STATUS = 40,
+	VHU_REQUEST_MAX = 40,
+};
+
+/* Header flags ("Header"). */
+#define VHU_VERSION           0x1u
+#define VHU_FLAG_VERSION_MASK 0x3u
+#define VHU_FLAG_REPLY        (1u << 2)
+#define VHU_FLAG_NEED_REPLY   (1u << 3)
+
+/* The virtio feature bit vhost-user reuses for protocol features. */
+#define VHU_F_PROTOCOL_FEATURES 30
+
+/* Protocol feature bits ("Protocol features"). */
+#define VHU_PROTOCOL_F_MQ                   0
+#define VHU_PROTOCOL_F_LOG_SHMFD            1
+#define VHU_PROTOCOL_F_RARP                 2
+#define VHU_PROTOCOL_F_REPLY_ACK            3
+#define VHU_PROTOCOL_F_MTU                  4
+#define VHU_PROTOCOL_F_BACKEND_REQ          5
+#define VHU_PROTOCOL_F_CROSS_ENDIAN         6
+#define VHU_PROTOCOL_F_CRYPTO_SESSION       7
+#define VHU_PROTOCOL_F_PAGEFAULT            8
+#define VHU_PROTOCOL_F_CONFIG               9
+#define VHU_PROTOCOL_F_BACKEND_SEND_FD      10
+#define VHU_PROTOCOL_F_HOST_NOTIFIER        11
+#define VHU_PROTOCOL_F_INFLIGHT_SHMFD       12
+#define VHU_PROTOCOL_F_RESET_DEVICE         13
+#define VHU_PROTOCOL_F_INBAND_NOTIFICATIONS 14
+#define VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS  15
+#define VHU_PROTOCOL_F_STATUS               16
+
+/* SET_VRING_KICK/CALL/ERR payload: bits 0-7 the vring index, bit 8 "no fd". */
+#define VHU_VRING_IDX_MASK 0xffu
+#define VHU_VRING_NOFD     (1u << 8)
+
+/* SET_VRING_ADDR flags: bit 0 asks for used-ring logging. */
+#define VHU_VRING_F_LOG 1u
+
+#define VHU_HDR_SIZE         12u
+#define VHU_MAX_FDS          8u        /* fds one message may carry */
+#define VHU_MEM_TABLE_MAX    8u        /* regions in SET_MEM_TABLE */
+#define VHU_CONFIG_HDR_SIZE  12u
+#define VHU_CONFIG_MAX       256u      /* config bytes in one message */
+#define VHU_PAYLOAD_MAX      (VHU_CONFIG_HDR_SIZE + VHU_CONFIG_MAX)
+#define VHU_MSG_MAX          (VHU_HDR_SIZE + VHU_PAYLOAD_MAX)
+/* The most vrings a KICK/CALL/ERR payload can name. */
+#define VHU_MAX_QUEUES       256u
+
+/* Payload kinds ("Payload"). */
+enum vq_vhu_payload {
+	VHU_P_NONE,
+	VHU_P_U64,
+	VHU_P_STATE,            /* vring state description */
+	VHU_P_ADDR,             /* vring address description */
+	VHU_P_MEM,              /* multiple memory regions description */
+	VHU_P_REGION,           /* single memory region description */
+	VHU_P_CONFIG,           /* virtio device config space */
+	VHU_P_VRING_FD,         /* u64: vring index and "no fd" flag */
+};
+
+struct vq_vhu_region {
+	uint64_t gpa;           /* guest address */
+	uint64_t size;
+	uint64_t uaddr;         /* user (front-end) address */
+	uint64_t mmap_offset;
+};
+
+/* A decoded message.  fds[0, nfds) are owned by the message. */
+struct vq_vhu_msg {
+	uint32_t request;
+	uint32_t flags;
+	uint32_t size;                  /* payload bytes on the wire */
+	enum vq_vhu_payload kind;
+	int fds[VHU_MAX_FDS];
+	unsigned nfds;
+	union {
+		uint64_t u64;
+		struct {
+			uint32_t index;
+			uint32_t num;
+		} state;
+		struct {
+			uint32_t index;
+			uint32_t flags;
+			uint64_t desc;
+			uint64_t used;
+			uint64_t avail;
+			uint64_t log;
+		} addr;
+		struct {
+			uint32_t nregions;
+			struct vq_vhu_region regions[VHU_MEM_TABLE_MAX];
+		} mem;
+		struct vq_vhu_region region;
+		struct {
+			uint32_t offset;
+			uint32_t size;
+			uint32_t flags;
+			uint8_t data[VHU_CONFIG_MAX];
+		} config;
+		struct {
+			uint32_t index;
+			bool nofd;
+		} vring_fd;
+	} u;
+};
+
+/* The request's name ("VHOST_USER_GET_FEATURES"), or NULL if unknown. */
+const char *vq_vhu_request_name(uint32_t request);
+
+/* Does the request always get a reply (not counting REPLY_ACK)? */
+bool vq_vhu_request_has_reply(uint32_t request);
+
+/*
+ * Check a request header (the first VHU_HDR_SIZE bytes) before reading its
+ * payload: version 1, no reply flag, no unknown flag bits, a request we know,
+ * a payload size the request allows.  *payload_size is set on success.
+ * -EINVAL (bad header), -EOPNOTSUPP (unknown request), -EMSGSIZE (size).
+ */
+int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size);
+
+/*
+ * Decode a complete request of len bytes with the nfds descriptors that came
+ * with it.  nqueues bounds the vring index.  On success msg owns the fds the
+ * request carries and every other fd has been closed; on error every fd has
+ * been closed.  Returns 0 or -EINVAL, -EOPNOTSUPP, -EMSGSIZE (size),
+ * -EBADF (wrong number of fds), -ERANGE (vring index).
+ * err (optional, errlen bytes) receives a message naming the problem.
+ */
+int vq_vhu_decode_request(const void *buf, size_t len, const int *fds,
+			  unsigned nfds, unsigned nqueues,
+			  struct vq_vhu_msg *msg, char *err, size_t errlen);
+
+/*
+ * Decode the reply to request `expect` (a front-end reading what a back-end
+ * sent): reply flag set, same request, the payload the request's reply has
+ * (or a u64 for a REPLY_ACK).  Replies carry no fds: any given are closed.
+ * Same errors as vq_vhu_decode_request, plus -EPROTO for a reply to another
+ * request.
+ */
+int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
+			unsigned nfds, uint32_t expect, bool ack,
+			struct vq_vhu_msg *msg, char *err, size_t errlen);
+
+/*
+ * Serialize msg (request or reply, by VHU_FLAG_REPLY) into buf: header and
+ * payload per the request's table entry; msg->size is ignored and computed.
+ * A reply with kind VHU_P_U64 is a REPLY_ACK or a u64 reply.  Returns the
+ * length, -ENOBUFS if cap is too small, -EINVAL for an inconsistent msg.
+ */
+ssize_t vq_vhu_encode(const struct vq_vhu_msg *msg, void *buf, size_t cap);
+
+/* Close the fds msg owns and forget them. */
+void vq_vhu_msg_close_fds(struct vq_vhu_msg *msg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

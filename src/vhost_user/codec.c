@@ -1,0 +1,613 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vhost-user message codec: a table of request descriptors drives every
+ * check (payload kind and size, fds allowed, vring index, reply) before any
+ * handler sees a message.  Pure: no I/O except closing the fds it is told to
+ * drop, no global state.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <virtq/spec.h>
+#include <virtq/vhost_user.h>
+
+#include "internal.h"
+
+enum fd_rule {
+	FD_NONE,        /* no fd */
+	FD_REGIONS,     /* one per memory region */
+	FD_ONE,         /* exactly one */
+	FD_VRING,       /* one, unless the payload says "no fd" */
+	FD_DISCARD,     /* zero or one, closed unused (REM_MEM_REG, spec) */
+};
+
+struct req_desc {
+	const char *name;
+	enum vq_vhu_payload req;        /* request payload */
+	enum vq_vhu_payload reply;      /* explicit reply payload, or NONE */
+	enum fd_rule fds;
+	bool vring;                     /* carries a vring index */
+};
+
+#define D(id, rq, rp, f, v) [VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v }
+static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
+	D(GET_FEATURES,          VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+	D(SET_FEATURES,          VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	D(SET_OWNER,             VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
+	D(RESET_OWNER,           VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
+	D(SET_MEM_TABLE,         VHU_P_MEM,      VHU_P_NONE,   FD_REGIONS, false),
+	D(SET_VRING_NUM,         VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
+	D(SET_VRING_ADDR,        VHU_P_ADDR,     VHU_P_NONE,   FD_NONE,    true),
+	D(SET_VRING_BASE,        VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
+	D(GET_VRING_BASE,        VHU_P_STATE,    VHU_P_STATE,  FD_NONE,    true),
+	D(SET_VRING_KICK,        VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
+	D(SET_VRING_CALL,        VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
+	D(SET_VRING_ERR,         VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
+	D(GET_PROTOCOL_FEATURES, VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+	D(SET_PROTOCOL_FEATURES, VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	D(GET_QUEUE_NUM,         VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+	D(SET_VRING_ENABLE,      VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
+	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
+	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
+	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
+	D(GET_MAX_MEM_SLOTS,     VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+	D(ADD_MEM_REG,           VHU_P_REGION,   VHU_P_NONE,   FD_ONE,     false),
+	D(REM_MEM_REG,           VHU_P_REGION,   VHU_P_NONE,   FD_DISCARD, false),
+	D(SET_STATUS,            VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	D(GET_STATUS,            VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+};
+#undef D
+
+#define REGION_WIRE 32u
+#define MEM_HDR_WIRE 8u
+
+static const struct req_desc *lookup(uint32_t request)
+{
+	if (request > VHU_REQUEST_MAX || !reqs[request].name)
+		return NULL;
+	return &reqs[request];
+}
+
+const char *vq_vhu_request_name(uint32_t request)
+{
+	const struct req_desc *d = lookup(request);
+
+	return d ? d->name : NULL;
+}
+
+bool vq_vhu_request_has_reply(uint32_t request)
+{
+	const struct req_desc *d = lookup(request);
+
+	return d && d->reply != VHU_P_NONE;
+}
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
+
+/* Is size a valid payload size for kind (before looking inside)? */
+static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
+{
+	switch (kind) {
+	case VHU_P_NONE:
+		return size == 0;
+	case VHU_P_U64:
+	case VHU_P_STATE:
+	case VHU_P_VRING_FD:
+		return size == 8;
+	case VHU_P_ADDR:
+		return size == 40;
+	case VHU_P_REGION:
+		return size == 8 + REGION_WIRE;
+	case VHU_P_MEM:
+		return size >= MEM_HDR_WIRE + REGION_WIRE &&
+		       size <= MEM_HDR_WIRE + REGION_WIRE * VHU_MEM_TABLE_MAX &&
+		       (size - MEM_HDR_WIRE) % REGION_WIRE == 0;
+	case VHU_P_CONFIG:
+		return size >= VHU_CONFIG_HDR_SIZE && size <= VHU_PAYLOAD_MAX;
+	}
+	return false;
+}
+
+struct hdr {
+	uint32_t request, flags, size;
+};
+
+static void get_hdr(const void *buf, struct hdr *h)
+{
+	memcpy(&h->request, buf, 4);
+	memcpy(&h->flags, (const char *)buf + 4, 4);
+	memcpy(&h->size, (const char *)buf + 8, 4);
+}
+
+static int check_hdr(const struct hdr *h, bool reply, const struct req_desc **dp,
+		     char *err, size_t errlen)
+{
+	const struct req_desc *d = lookup(h->request);
+
+	if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
+		return fail(err, errlen, -EINVAL, "bad version %u in flags 0x%x",
+			    h->flags & VHU_FLAG_VERSION_MASK, h->flags);
+	if (h->flags & ~(VHU_FLAG_VERSION_MASK | VHU_FLAG_REPLY | VHU_FLAG_NEED_REPLY))
+		return fail(err, errlen, -EINVAL, "unknown flag bits 0x%x",
+			    h->flags);
+	if (!!(h->flags & VHU_FLAG_REPLY) != reply)
+		return fail(err, errlen, -EINVAL, reply ?
+			    "reply flag missing in a reply" :
+			    "reply flag set in a request");
+	if (!d)
+		return fail(err, errlen, -EOPNOTSUPP, "unknown request %u",
+			    h->request);
+	*dp = d;
+	return 0;
+}
+
+int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size)
+{
+	const struct req_desc *d;
+	struct hdr h;
+	int r;
+
+	get_hdr(hdr, &h);
+	r = check_hdr(&h, false, &d, NULL, 0);
+	if (r)
+		return r;
+	if (!size_ok(d->req, h.size))
+		return -EMSGSIZE;
+	*payload_size = h.size;
+	return 0;
+}
+
+static void close_all(const int *fds, unsigned nfds)
+{
+	for (unsigned i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+void vq_vhu_msg_close_fds(struct vq_vhu_msg *msg)
+{
+	close_all(msg->fds, msg->nfds);
+	msg->nfds = 0;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static void get_region(const uint8_t *p, struct vq_vhu_region *r)
+{
+	r->gpa = rd64(p);
+	r->size = rd64(p + 8);
+	r->uaddr = rd64(p + 16);
+	r->mmap_offset = rd64(p + 24);
+}
+
+static bool wraps(uint64_t start, uint64_t size)
+{
+	return start + size < start;
+}
+
+static int region_ok(const struct vq_vhu_region *r, unsigned i, char *err,
+		     size_t errlen)
+{
+	if (r->size == 0)
+		return fail(err, errlen, -EINVAL, "region %u has size 0", i);
+	if (wraps(r->gpa, r->size) || wraps(r->uaddr, r->size) ||
+	    wraps(r->mmap_offset, r->size))
+		return fail(err, errlen, -EINVAL,
+			    "region %u: address + size 0x%llx wraps", i,
+			    (unsigned long long)r->size);
+	return 0;
+}
+
+static bool overlap(uint64_t a, uint64_t as, uint64_t b, uint64_t bs)
+{
+	return a < b + bs && b < a + as;
+}
+
+/* Parse the payload of kind (size already checked by size_ok). */
+static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
+			 size_t errlen)
+{
+	uint32_t n;
+
+	switch (m->kind) {
+	case VHU_P_NONE:
+		return 0;
+	case VHU_P_U64:
+		m->u.u64 = rd64(p);
+		return 0;
+	case VHU_P_VRING_FD: {
+		uint64_t v = rd64(p);
+
+		if (v & ~(uint64_t)(VHU_VRING_IDX_MASK | VHU_VRING_NOFD))
+			return fail(err, errlen, -EINVAL,
+				    "reserved bits set in vring fd payload 0x%llx",
+				    (unsigned long long)v);
+		m->u.vring_fd.index = v & VHU_VRING_IDX_MASK;
+		m->u.vring_fd.nofd = v & VHU_VRING_NOFD;
+		return 0;
+	}
+	case VHU_P_STATE:
+		m->u.state.index = rd32(p);
+		m->u.state.num = rd32(p + 4);
+		return 0;
+	case VHU_P_ADDR:
+		m->u.addr.index = rd32(p);
+		m->u.addr.flags = rd32(p + 4);
+		m->u.addr.desc = rd64(p + 8);
+		m->u.addr.used = rd64(p + 16);
+		m->u.addr.avail = rd64(p + 24);
+		m->u.addr.log = rd64(p + 32);
+		return 0;
+	case VHU_P_REGION:
+		/* 64-bit padding first */
+		get_region(p + 8, &m->u.region);
+		return region_ok(&m->u.region, 0, err, errlen);
+	case VHU_P_MEM:
+		n = rd32(p);
+		if (n == 0 || n > VHU_MEM_TABLE_MAX)
+			return fail(err, errlen, -EINVAL,
+				    "memory table with %u regions (1..%u)", n,
+				    VHU_MEM_TABLE_MAX);
+		if (m->size != MEM_HDR_WIRE + n * REGION_WIRE)
+			return fail(err, errlen, -EMSGSIZE,
+				    "memory table of %u regions in %u bytes", n,
+				    m->size);
+		m->u.mem.nregions = n;
+		for (uint32_t i = 0; i < n; i++) {
+			struct vq_vhu_region *r = &m->u.mem.regions[i];
+			int ret;
+
+			get_region(p + MEM_HDR_WIRE + i * REGION_WIRE, r);
+			ret = region_ok(r, i, err, errlen);
+			if (ret)
+				return ret;
+			for (uint32_t j = 0; j < i; j++) {
+				const struct vq_vhu_region *o = &m->u.mem.regions[j];
+
+				if (overlap(r->gpa, r->size, o->gpa, o->size) ||
+				    overlap(r->uaddr, r->size, o->uaddr, o->size))
+					return fail(err, errlen, -EINVAL,
+						    "regions %u and %u overlap", j, i);
+			}
+		}
+		return 0;
+	case VHU_P_CONFIG:
+		m->u.config.offset = rd32(p);
+		m->u.config.size = rd32(p + 4);
+		m->u.config.flags = rd32(p + 8);
+		if (m->u.config.size > VHU_CONFIG_MAX ||
+		    m->size != VHU_CONFIG_HDR_SIZE + m->u.config.size)
+			return fail(err, errlen, -EMSGSIZE,
+				    "config of %u bytes in a %u-byte payload",
+				    m->u.config.size, m->size);
+		if (m->u.config.offset + m->u.config.size < m->u.config.offset)
+			return fail(err, errlen, -EINVAL, "config offset wraps");
+		memcpy(m->u.config.data, p + VHU_CONFIG_HDR_SIZE, m->u.config.size);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Field rules that depend on the request, not only on the payload kind. */
+static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
+			const struct req_desc *d, char *err, size_t errlen)
+{
+	uint32_t idx = 0;
+
+	if (d->vring) {
+		if (m->kind == VHU_P_VRING_FD)
+			idx = m->u.vring_fd.index;
+		else if (m->kind == VHU_P_ADDR)
+			idx = m->u.addr.index;
+		else
+			idx = m->u.state.index;
+		if (idx >= nqueues)
+			return fail(err, errlen, -ERANGE,
+				    "%s: vring index %u past the queue count %u",
+				    d->name, idx, nqueues);
+	}
+	switch (m->request) {
+	case VHU_SET_VRING_NUM:
+		if (m->u.state.num == 0 || m->u.state.num > VIRTQ_MAX_QUEUE_SIZE)
+			return fail(err, errlen, -EINVAL,
+				    "queue size %u not in 1..%u", m->u.state.num,
+				    VIRTQ_MAX_QUEUE_SIZE);
+		break;
+	case VHU_GET_VRING_BASE:
+		if (m->u.state.num != 0)
+			return fail(err, errlen, -EINVAL,
+				    "GET_VRING_BASE num %u is reserved (must be 0)",
+				    m->u.state.num);
+		break;
+	case VHU_SET_VRING_ENABLE:
+		if (m->u.state.num > 1)
+			return fail(err, errlen, -EINVAL,
+				    "SET_VRING_ENABLE num %u is not 0 or 1",
+				    m->u.state.num);
+		break;
+	case VHU_SET_VRING_ADDR:
+		if (m->u.addr.flags & ~VHU_VRING_F_LOG)
+			return fail(err, errlen, -EINVAL,
+				    "unknown vring address flags 0x%x",
+				    m->u.addr.flags);
+		break;
+	case VHU_SET_STATUS:
+		if (m->u.u64 > 0xff)
+			return fail(err, errlen, -EINVAL,
+				    "device status 0x%llx does not fit 8 bits",
+				    (unsigned long long)m->u.u64);
+		break;
+	case VHU_GET_CONFIG:
+	case VHU_SET_CONFIG:
+		if (m->u.config.flags > 1)
+			return fail(err, errlen, -EINVAL,
+				    "unknown config flags 0x%x", m->u.config.flags);
+		break;
+	}
+	return 0;
+}
+
+/* How many fds the message must carry; -1 for "0 or 1, dropped". */
+static int fds_expected(const struct vq_vhu_msg *m, enum fd_rule rule)
+{
+	switch (rule) {
+	case FD_NONE:
+		return 0;
+	case FD_REGIONS:
+		return (int)m->u.mem.nregions;
+	case FD_ONE:
+		return 1;
+	case FD_VRING:
+		return m->u.vring_fd.nofd ? 0 : 1;
+	case FD_DISCARD:
+		return -1;
+	}
+	return 0;
+}
+
+static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
+		  unsigned nqueues, bool reply, uint32_t expect, bool ack,
+		  struct vq_vhu_msg *m, char *err, size_t errlen)
+{
+	const struct req_desc *d = NULL;
+	struct hdr h;
+	int want, r;
+
+	memset(m, 0, sizeof(*m));
+	if (err && errlen)
+		err[0] = '\0';
+	if (nfds > VHU_MAX_FDS) {
+		r = fail(err, errlen, -EBADF, "%u fds, at most %u", nfds,
+			 VHU_MAX_FDS);
+		goto out_close;
+	}
+	if (len < VHU_HDR_SIZE) {
+		r = fail(err, errlen, -EMSGSIZE, "truncated header (%zu bytes)",
+			 len);
+		goto out_close;
+	}
+	get_hdr(buf, &h);
+	r = check_hdr(&h, reply, &d, err, errlen);
+	if (r)
+		goto out_close;
+	if (reply && h.request != expect) {
+		r = fail(err, errlen, -EPROTO, "reply to request %u, expected %u",
+			 h.request, expect);
+		goto out_close;
+	}
+	m->request = h.request;
+	m->flags = h.flags;
+	m->size = h.size;
+	if (reply)
+		m->kind = d->reply != VHU_P_NONE ? d->reply :
+			  ack ? VHU_P_U64 : VHU_P_NONE;
+	else
+		m->kind = d->req;
+	if (reply && m->kind == VHU_P_NONE) {
+		r = fail(err, errlen, -EPROTO, "%s has no reply", d->name);
+		goto out_close;
+	}
+	/* An empty GET_CONFIG reply is the back-end's error report (spec). */
+	if (reply && m->kind == VHU_P_CONFIG && h.size == 0) {
+		r = fail(err, errlen, -EIO, "back-end refused GET_CONFIG");
+		goto out_close;
+	}
+	if (!size_ok(m->kind, h.size)) {
+		r = fail(err, errlen, -EMSGSIZE, "%s: bad payload size %u",
+			 d->name, h.size);
+		goto out_close;
+	}
+	if (len != VHU_HDR_SIZE + (size_t)h.size) {
+		r = fail(err, errlen, -EMSGSIZE,
+			 "%s: %zu bytes for a %u-byte payload", d->name,
+			 len - VHU_HDR_SIZE, h.size);
+		goto out_close;
+	}
+	r = parse_payload(m, (const uint8_t *)buf + VHU_HDR_SIZE, err, errlen);
+	if (r)
+		goto out_close;
+	if (!reply) {
+		r = check_fields(m, nqueues, d, err, errlen);
+		if (r)
+			goto out_close;
+		want = fds_expected(m, d->fds);
+	} else {
+		want = 0;
+	}
+	if (want < 0) {
+		close_all(fds, nfds);   /* spec: close it without using it */
+		return 0;
+	}
+	if ((unsigned)want != nfds) {
+		r = fail(err, errlen, -EBADF, "%s: %u fds, expected %d", d->name,
+			 nfds, want);
+		goto out_close;
+	}
+	for (unsigned i = 0; i < nfds; i++) {
+		if (fds[i] < 0) {
+			r = fail(err, errlen, -EBADF, "%s: invalid fd", d->name);
+			goto out_close;
+		}
+		m->fds[i] = fds[i];
+	}
+	m->nfds = nfds;
+	return 0;
+
+out_close:
+	close_all(fds, nfds);
+	m->nfds = 0;
+	return r;
+}
+
+int vq_vhu_decode_request(const void *buf, size_t len, const int *fds,
+			  unsigned nfds, unsigned nqueues,
+			  struct vq_vhu_msg *msg, char *err, size_t errlen)
+{
+	return decode(buf, len, fds, nfds, nqueues, false, 0, false, msg, err,
+		      errlen);
+}
+
+int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
+			unsigned nfds, uint32_t expect, bool ack,
+			struct vq_vhu_msg *msg, char *err, size_t errlen)
+{
+	return decode(buf, len, fds, nfds, 0, true, expect, ack, msg, err,
+		      errlen);
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static void put_region(uint8_t *p, const struct vq_vhu_region *r)
+{
+	wr64(p, r->gpa);
+	wr64(p + 8, r->size);
+	wr64(p + 16, r->uaddr);
+	wr64(p + 24, r->mmap_offset);
+}
+
+ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
+{
+	const struct req_desc *d = lookup(m->request);
+	bool reply = m->flags & VHU_FLAG_REPLY;
+	enum vq_vhu_payload kind;
+	uint8_t *p = buf, *q;
+	uint32_t size;
+
+	if (!d)
+		return -EINVAL;
+	kind = reply ? (d->reply != VHU_P_NONE ? d->reply : VHU_P_U64) : d->req;
+	if (m->kind != kind && !(reply && kind == VHU_P_CONFIG && m->kind == VHU_P_NONE))
+		return -EINVAL;
+	switch (m->kind) {
+	case VHU_P_NONE:
+		size = 0;
+		break;
+	case VHU_P_U64:
+	case VHU_P_STATE:
+	case VHU_P_VRING_FD:
+		size = 8;
+		break;
+	case VHU_P_ADDR:
+		size = 40;
+		break;
+	case VHU_P_REGION:
+		size = 8 + REGION_WIRE;
+		break;
+	case VHU_P_MEM:
+		if (m->u.mem.nregions == 0 || m->u.mem.nregions > VHU_MEM_TABLE_MAX)
+			return -EINVAL;
+		size = MEM_HDR_WIRE + REGION_WIRE * m->u.mem.nregions;
+		break;
+	case VHU_P_CONFIG:
+		if (m->u.config.size > VHU_CONFIG_MAX)
+			return -EINVAL;
+		size = VHU_CONFIG_HDR_SIZE + m->u.config.size;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (cap < VHU_HDR_SIZE + (size_t)size)
+		return -ENOBUFS;
+	memset(p, 0, VHU_HDR_SIZE + size);
+	wr32(p, m->request);
+	wr32(p + 4, m->flags);
+	wr32(p + 8, size);
+	q = p + VHU_HDR_SIZE;
+	switch (m->kind) {
+	case VHU_P_NONE:
+		break;
+	case VHU_P_U64:
+		wr64(q, m->u.u64);
+		break;
+	case VHU_P_VRING_FD:
+		wr64(q, (m->u.vring_fd.index & VHU_VRING_IDX_MASK) |
+			(m->u.vring_fd.nofd ? VHU_VRING_NOFD : 0));
+		break;
+	case VHU_P_STATE:
+		wr32(q, m->u.state.index);
+		wr32(q + 4, m->u.state.num);
+		break;
+	case VHU_P_ADDR:
+		wr32(q, m->u.addr.index);
+		wr32(q + 4, m->u.addr.flags);
+		wr64(q + 8, m->u.addr.desc);
+		wr64(q + 16, m->u.addr.used);
+		wr64(q + 24, m->u.addr.avail);
+		wr64(q + 32, m->u.addr.log);
+		break;
+	case VHU_P_REGION:
+		put_region(q + 8, &m->u.region);
+		break;
+	case VHU_P_MEM:
+		wr32(q, m->u.mem.nregions);
+		for (uint32_t i = 0; i < m->u.mem.nregions; i++)
+			put_region(q + MEM_HDR_WIRE + i * REGION_WIRE,
+				   &m->u.mem.regions[i]);
+		break;
+	case VHU_P_CONFIG:
+		wr32(q, m->u.config.offset);
+		wr32(q + 4, m->u.config.size);
+		wr32(q + 8, m->u.config.flags);
+		memcpy(q + VHU_CONFIG_HDR_SIZE, m->u.config.data, m->u.config.size);
+		break;
+	}
+	return VHU_HDR_SIZE + size;
+}

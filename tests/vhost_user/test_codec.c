@@ -1,0 +1,587 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vhost-user codec on its own: every header, size, fd-count and field
+ * rule of docs/interop/vhost-user.rst that the codec enforces, and that
+ * every fd it does not keep is closed on every path.
+ */
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <virtq/vhost_user.h>
+
+#include "vq_test.h"
+
+#define NQ 4
+
+static int efd(void)
+{
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	return fd;
+}
+
+static int fd_open(int fd)
+{
+	return fcntl(fd, F_GETFD) >= 0;
+}
+
+/* Raw message builder: header then payload words. */
+struct raw {
+	uint8_t b[VHU_MSG_MAX + 64];
+	size_t len;
+};
+
+static void raw_hdr(struct raw *r, uint32_t req, uint32_t flags, uint32_t size)
+{
+	memcpy(r->b, &req, 4);
+	memcpy(r->b + 4, &flags, 4);
+	memcpy(r->b + 8, &size, 4);
+	r->len = 12;
+}
+
+static void raw_u32(struct raw *r, uint32_t v)
+{
+	memcpy(r->b + r->len, &v, 4);
+	r->len += 4;
+}
+
+static void raw_u64(struct raw *r, uint64_t v)
+{
+	memcpy(r->b + r->len, &v, 8);
+	r->len += 8;
+}
+
+static int dec(struct raw *r, int *fds, unsigned nfds, struct vq_vhu_msg *m)
+{
+	char err[128];
+	int ret = vq_vhu_decode_request(r->b, r->len, fds, nfds, NQ, m, err,
+					sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "   decode: %d %s\n", ret, err);
+	return ret;
+}
+
+static void hdr_get_features_ok(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	uint32_t sz;
+
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION, 0);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), 0);
+	CHECK_EQ(sz, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.request, VHU_GET_FEATURES);
+	CHECK_EQ(m.kind, VHU_P_NONE);
+	CHECK(vq_vhu_request_has_reply(VHU_GET_FEATURES));
+	CHECK(!vq_vhu_request_has_reply(VHU_SET_FEATURES));
+	CHECK(!strcmp(vq_vhu_request_name(VHU_SET_VRING_KICK), "VHOST_USER_SET_VRING_KICK"));
+}
+
+static void hdr_version_must_be_1(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	uint32_t sz;
+
+	raw_hdr(&r, VHU_GET_FEATURES, 2, 0);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EINVAL);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_GET_FEATURES, 0, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+}
+
+static void hdr_reply_flag_in_request_refused(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION | VHU_FLAG_REPLY, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION | 0x10, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* need_reply is legal on any request */
+	raw_hdr(&r, VHU_SET_OWNER, VHU_VERSION | VHU_FLAG_NEED_REPLY, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK(m.flags & VHU_FLAG_NEED_REPLY);
+}
+
+static void unknown_request_refused_fds_closed(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fds[2] = { efd(), efd() };
+	uint32_t sz;
+
+	raw_hdr(&r, 7 /* SET_LOG_FD: not implemented */, VHU_VERSION, 0);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EOPNOTSUPP);
+	CHECK_EQ(dec(&r, fds, 2, &m), -EOPNOTSUPP);
+	CHECK(!fd_open(fds[0]) && !fd_open(fds[1]));
+	raw_hdr(&r, 1000, VHU_VERSION, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EOPNOTSUPP);
+	raw_hdr(&r, 0, VHU_VERSION, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EOPNOTSUPP);
+}
+
+static void truncated_header_and_payload(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd = efd();
+
+	raw_hdr(&r, VHU_SET_FEATURES, VHU_VERSION, 8);
+	r.len = 7;
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EMSGSIZE);
+	CHECK(!fd_open(fd));
+	raw_hdr(&r, VHU_SET_FEATURES, VHU_VERSION, 8);
+	raw_u32(&r, 1);         /* only 4 of 8 payload bytes */
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+}
+
+static void oversized_payload_refused(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	uint32_t sz;
+
+	/* size field larger than the request allows: refused on the header */
+	raw_hdr(&r, VHU_SET_FEATURES, VHU_VERSION, 16);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EMSGSIZE);
+	raw_u64(&r, 1);
+	raw_u64(&r, 2);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	raw_hdr(&r, VHU_SET_MEM_TABLE, VHU_VERSION, 0x10000);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EMSGSIZE);
+	/* trailing bytes past the declared size */
+	raw_hdr(&r, VHU_SET_FEATURES, VHU_VERSION, 8);
+	raw_u64(&r, 1);
+	raw_u32(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	/* a payload on a request that has none */
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+}
+
+static void vring_kick_fd_counts(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd, fds[2];
+
+	/* fd expected, none given */
+	raw_hdr(&r, VHU_SET_VRING_KICK, VHU_VERSION, 8);
+	raw_u64(&r, 1);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EBADF);
+	/* one given: kept */
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), 0);
+	CHECK_EQ(m.nfds, 1);
+	CHECK_EQ(m.fds[0], fd);
+	CHECK_EQ(m.u.vring_fd.index, 1);
+	CHECK(!m.u.vring_fd.nofd);
+	vq_vhu_msg_close_fds(&m);
+	CHECK(!fd_open(fd));
+	/* two given: both closed */
+	fds[0] = efd();
+	fds[1] = efd();
+	CHECK_EQ(dec(&r, fds, 2, &m), -EBADF);
+	CHECK(!fd_open(fds[0]) && !fd_open(fds[1]));
+	/* "no fd" flag but an fd came */
+	raw_hdr(&r, VHU_SET_VRING_CALL, VHU_VERSION, 8);
+	raw_u64(&r, 2 | VHU_VRING_NOFD);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+	CHECK(!fd_open(fd));
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK(m.u.vring_fd.nofd);
+	/* reserved bits */
+	raw_hdr(&r, VHU_SET_VRING_ERR, VHU_VERSION, 8);
+	raw_u64(&r, 1u << 9 | VHU_VRING_NOFD);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+}
+
+static void fd_on_request_without_fds(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd = efd();
+
+	raw_hdr(&r, VHU_SET_FEATURES, VHU_VERSION, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+	CHECK(!fd_open(fd));
+}
+
+static void raw_region(struct raw *r, uint64_t gpa, uint64_t size,
+		       uint64_t ua, uint64_t off)
+{
+	raw_u64(r, gpa);
+	raw_u64(r, size);
+	raw_u64(r, ua);
+	raw_u64(r, off);
+}
+
+static void mem_table(struct raw *r, unsigned n, const uint64_t (*reg)[4])
+{
+	raw_hdr(r, VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 32 * n);
+	raw_u32(r, n);
+	raw_u32(r, 0);
+	for (unsigned i = 0; i < n; i++)
+		raw_region(r, reg[i][0], reg[i][1], reg[i][2], reg[i][3]);
+}
+
+static void mem_table_rules(void)
+{
+	static const uint64_t good[2][4] = {
+		{ 0, 0x10000, 0x7f0000000000, 0 },
+		{ 0x100000, 0x10000, 0x7f0000100000, 0x1000 },
+	};
+	static const uint64_t ovl_gpa[2][4] = {
+		{ 0, 0x10000, 0x7f0000000000, 0 },
+		{ 0x8000, 0x10000, 0x7f0000100000, 0 },
+	};
+	static const uint64_t ovl_ua[2][4] = {
+		{ 0, 0x10000, 0x7f0000000000, 0 },
+		{ 0x100000, 0x10000, 0x7f0000008000, 0 },
+	};
+	static const uint64_t zero[1][4] = { { 0, 0, 0x1000, 0 } };
+	static const uint64_t wrap[1][4] = { { ~0ull - 10, 0x1000, 0x1000, 0 } };
+	uint64_t nine[9][4];
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fds[VHU_MAX_FDS + 1];
+
+	mem_table(&r, 2, good);
+	fds[0] = efd();
+	fds[1] = efd();
+	CHECK_EQ(dec(&r, fds, 2, &m), 0);
+	CHECK_EQ(m.u.mem.nregions, 2);
+	CHECK_EQ(m.u.mem.regions[1].gpa, 0x100000);
+	CHECK_EQ(m.u.mem.regions[1].mmap_offset, 0x1000);
+	CHECK_EQ(m.nfds, 2);
+	vq_vhu_msg_close_fds(&m);
+	/* fewer fds than regions */
+	fds[0] = efd();
+	CHECK_EQ(dec(&r, fds, 1, &m), -EBADF);
+	CHECK(!fd_open(fds[0]));
+	/* overlapping guest or user ranges */
+	fds[0] = efd();
+	fds[1] = efd();
+	mem_table(&r, 2, ovl_gpa);
+	CHECK_EQ(dec(&r, fds, 2, &m), -EINVAL);
+	CHECK(!fd_open(fds[0]) && !fd_open(fds[1]));
+	mem_table(&r, 2, ovl_ua);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	mem_table(&r, 1, zero);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	mem_table(&r, 1, wrap);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* region count 0 and 9 */
+	raw_hdr(&r, VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 32);
+	raw_u32(&r, 0);
+	raw_u32(&r, 0);
+	raw_region(&r, 0, 0x1000, 0x1000, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	for (unsigned i = 0; i < 9; i++) {
+		nine[i][0] = i * 0x10000ull;
+		nine[i][1] = 0x1000;
+		nine[i][2] = 0x7f0000000000ull + i * 0x10000ull;
+		nine[i][3] = 0;
+	}
+	mem_table(&r, 9, nine);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	/* count says 2, size holds 1 */
+	raw_hdr(&r, VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 32);
+	raw_u32(&r, 2);
+	raw_u32(&r, 0);
+	raw_region(&r, 0, 0x1000, 0x1000, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	/* more fds than one message may carry */
+	for (unsigned i = 0; i < VHU_MAX_FDS + 1; i++)
+		fds[i] = efd();
+	mem_table(&r, 2, good);
+	CHECK_EQ(dec(&r, fds, VHU_MAX_FDS + 1, &m), -EBADF);
+	for (unsigned i = 0; i < VHU_MAX_FDS + 1; i++)
+		CHECK(!fd_open(fds[i]));
+}
+
+static void rem_mem_reg_fd_closed_unused(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd = efd();
+
+	raw_hdr(&r, VHU_REM_MEM_REG, VHU_VERSION, 40);
+	raw_u64(&r, 0);
+	raw_region(&r, 0x1000, 0x2000, 0x7000, 0);
+	CHECK_EQ(dec(&r, &fd, 1, &m), 0);
+	CHECK_EQ(m.nfds, 0);
+	CHECK(!fd_open(fd));
+	CHECK_EQ(m.u.region.size, 0x2000);
+	raw_hdr(&r, VHU_ADD_MEM_REG, VHU_VERSION, 40);
+	raw_u64(&r, 0);
+	raw_region(&r, 0x1000, 0x2000, 0x7000, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EBADF);
+}
+
+static void vring_index_past_queue_count(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd = efd();
+
+	raw_hdr(&r, VHU_SET_VRING_NUM, VHU_VERSION, 8);
+	raw_u32(&r, NQ);
+	raw_u32(&r, 256);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -ERANGE);
+	raw_hdr(&r, VHU_SET_VRING_KICK, VHU_VERSION, 8);
+	raw_u64(&r, NQ);
+	CHECK_EQ(dec(&r, &fd, 1, &m), -ERANGE);
+	CHECK(!fd_open(fd));
+	raw_hdr(&r, VHU_SET_VRING_ADDR, VHU_VERSION, 40);
+	raw_u32(&r, 0xffffffff);
+	raw_u32(&r, 0);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -ERANGE);
+}
+
+static void vring_num_range(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+
+	raw_hdr(&r, VHU_SET_VRING_NUM, VHU_VERSION, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_VRING_NUM, VHU_VERSION, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 32769);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_VRING_NUM, VHU_VERSION, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 32768);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.u.state.num, 32768);
+}
+
+static void field_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+
+	raw_hdr(&r, VHU_GET_VRING_BASE, VHU_VERSION, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 5);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_VRING_ENABLE, VHU_VERSION, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 2);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_STATUS, VHU_VERSION, 8);
+	raw_u64(&r, 0x100);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_VRING_ADDR, VHU_VERSION, 40);
+	raw_u32(&r, 0);
+	raw_u32(&r, 2);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* config: size field must match the payload */
+	raw_hdr(&r, VHU_SET_CONFIG, VHU_VERSION, 12 + 4);
+	raw_u32(&r, 0);
+	raw_u32(&r, 8);
+	raw_u32(&r, 0);
+	raw_u32(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	raw_hdr(&r, VHU_SET_CONFIG, VHU_VERSION, 12 + 4);
+	raw_u32(&r, 4);
+	raw_u32(&r, 4);
+	raw_u32(&r, 0);
+	raw_u32(&r, 0xdeadbeef);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.u.config.offset, 4);
+	CHECK_EQ(m.u.config.data[0], 0xef);
+}
+
+static void roundtrip(struct vq_vhu_msg *in)
+{
+	uint8_t buf[VHU_MSG_MAX];
+	struct vq_vhu_msg out;
+	ssize_t n = vq_vhu_encode(in, buf, sizeof(buf));
+	int ret;
+
+	CHECK(n >= 12);
+	if (in->flags & VHU_FLAG_REPLY)
+		ret = vq_vhu_decode_reply(buf, n, NULL, 0, in->request,
+					  in->kind == VHU_P_U64 &&
+					  !vq_vhu_request_has_reply(in->request),
+					  &out, NULL, 0);
+	else {
+		int fds[VHU_MAX_FDS];
+		unsigned nfds = in->kind == VHU_P_MEM ? in->u.mem.nregions :
+				in->kind == VHU_P_VRING_FD && !in->u.vring_fd.nofd;
+
+		for (unsigned i = 0; i < nfds; i++)
+			fds[i] = efd();
+		ret = vq_vhu_decode_request(buf, n, fds, nfds, NQ, &out, NULL, 0);
+		CHECK_EQ(out.nfds, nfds);
+		vq_vhu_msg_close_fds(&out);
+	}
+	CHECK_EQ(ret, 0);
+	CHECK_EQ(out.request, in->request);
+	CHECK_EQ(out.kind, in->kind);
+	CHECK_EQ(out.size, (uint32_t)n - 12);
+	switch (in->kind) {
+	case VHU_P_U64:
+		CHECK_EQ(out.u.u64, in->u.u64);
+		break;
+	case VHU_P_STATE:
+		CHECK_EQ(out.u.state.index, in->u.state.index);
+		CHECK_EQ(out.u.state.num, in->u.state.num);
+		break;
+	case VHU_P_ADDR:
+		CHECK(!memcmp(&out.u.addr, &in->u.addr, sizeof(in->u.addr)));
+		break;
+	case VHU_P_MEM:
+		CHECK_EQ(out.u.mem.nregions, in->u.mem.nregions);
+		CHECK(!memcmp(out.u.mem.regions, in->u.mem.regions,
+			      in->u.mem.nregions * sizeof(struct vq_vhu_region)));
+		break;
+	case VHU_P_CONFIG:
+		CHECK_EQ(out.u.config.size, in->u.config.size);
+		CHECK(!memcmp(out.u.config.data, in->u.config.data, in->u.config.size));
+		break;
+	case VHU_P_VRING_FD:
+		CHECK_EQ(out.u.vring_fd.index, in->u.vring_fd.index);
+		CHECK_EQ(out.u.vring_fd.nofd, in->u.vring_fd.nofd);
+		break;
+	default:
+		break;
+	}
+}
+
+static void encode_decode_roundtrip(void)
+{
+	struct vq_vhu_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.request = VHU_SET_FEATURES;
+	m.flags = VHU_VERSION;
+	m.kind = VHU_P_U64;
+	m.u.u64 = 0x140000000ull;
+	roundtrip(&m);
+	m.request = VHU_GET_FEATURES;
+	m.flags = VHU_VERSION | VHU_FLAG_REPLY;
+	roundtrip(&m);
+	m.request = VHU_SET_VRING_ADDR;
+	m.flags = VHU_VERSION;
+	m.kind = VHU_P_ADDR;
+	m.u.addr.index = 3;
+	m.u.addr.desc = 0x1000;
+	m.u.addr.used = 0x3000;
+	m.u.addr.avail = 0x2000;
+	roundtrip(&m);
+	memset(&m.u, 0, sizeof(m.u));
+	m.request = VHU_SET_MEM_TABLE;
+	m.kind = VHU_P_MEM;
+	m.u.mem.nregions = 1;
+	m.u.mem.regions[0] = (struct vq_vhu_region){ 0, 0x1000, 0x7000, 0 };
+	roundtrip(&m);
+	m.request = VHU_GET_VRING_BASE;
+	m.flags = VHU_VERSION | VHU_FLAG_REPLY;
+	m.kind = VHU_P_STATE;
+	m.u.state.index = 1;
+	m.u.state.num = 0x80058003;
+	roundtrip(&m);
+	m.request = VHU_GET_CONFIG;
+	m.kind = VHU_P_CONFIG;
+	m.u.config.size = 6;
+	memcpy(m.u.config.data, "abcdef", 6);
+	roundtrip(&m);
+	m.request = VHU_SET_VRING_KICK;
+	m.flags = VHU_VERSION;
+	m.kind = VHU_P_VRING_FD;
+	m.u.vring_fd.index = 2;
+	m.u.vring_fd.nofd = true;
+	roundtrip(&m);
+	/* REPLY_ACK for a request with no reply of its own */
+	m.request = VHU_SET_VRING_NUM;
+	m.flags = VHU_VERSION | VHU_FLAG_REPLY;
+	m.kind = VHU_P_U64;
+	m.u.u64 = 0;
+	roundtrip(&m);
+	/* kind inconsistent with the table */
+	m.request = VHU_SET_VRING_NUM;
+	m.flags = VHU_VERSION;
+	m.kind = VHU_P_ADDR;
+	CHECK_EQ(vq_vhu_encode(&m, (uint8_t[64]){0}, 64), -EINVAL);
+}
+
+static void reply_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd = efd();
+
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION | VHU_FLAG_REPLY, 8);
+	raw_u64(&r, 42);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_GET_PROTOCOL_FEATURES,
+				     false, &m, NULL, 0), -EPROTO);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, &fd, 1, VHU_GET_FEATURES, false,
+				     &m, NULL, 0), -EBADF);
+	CHECK(!fd_open(fd));
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_GET_FEATURES, false,
+				     &m, NULL, 0), 0);
+	CHECK_EQ(m.u.u64, 42);
+	/* no reply flag */
+	raw_hdr(&r, VHU_GET_FEATURES, VHU_VERSION, 8);
+	raw_u64(&r, 42);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_GET_FEATURES, false,
+				     &m, NULL, 0), -EINVAL);
+	/* an ack nobody asked for */
+	raw_hdr(&r, VHU_SET_OWNER, VHU_VERSION | VHU_FLAG_REPLY, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_OWNER, false,
+				     &m, NULL, 0), -EPROTO);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_OWNER, true,
+				     &m, NULL, 0), 0);
+	/* truncated reply */
+	raw_hdr(&r, VHU_GET_VRING_BASE, VHU_VERSION | VHU_FLAG_REPLY, 8);
+	raw_u32(&r, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_GET_VRING_BASE,
+				     false, &m, NULL, 0), -EMSGSIZE);
+	/* empty GET_CONFIG reply = error from the back-end */
+	raw_hdr(&r, VHU_GET_CONFIG, VHU_VERSION | VHU_FLAG_REPLY, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_GET_CONFIG,
+				     false, &m, NULL, 0), -EIO);
+}
+
+int main(void)
+{
+	RUN(hdr_get_features_ok);
+	RUN(hdr_version_must_be_1);
+	RUN(hdr_reply_flag_in_request_refused);
+	RUN(unknown_request_refused_fds_closed);
+	RUN(truncated_header_and_payload);
+	RUN(oversized_payload_refused);
+	RUN(vring_kick_fd_counts);
+	RUN(fd_on_request_without_fds);
+	RUN(mem_table_rules);
+	RUN(rem_mem_reg_fd_closed_unused);
+	RUN(vring_index_past_queue_count);
+	RUN(vring_num_range);
+	RUN(field_rules);
+	RUN(encode_decode_roundtrip);
+	RUN(reply_rules);
+	return 0;
+}
