@@ -1,0 +1,635 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The packed virtqueue, device side (virtio 1.2 §2.8; the vhost role).
+ *
+ * The device walks the descriptor ring at last_avail, taking descriptors
+ * whose flags say "available in the current phase", and writes one used
+ * descriptor per chain at last_used, skipping the chain's slots.  Nothing it
+ * reads from the ring is trusted: a buffer id is checked against the queue
+ * size and against the buffers already in flight, chains are bounded by the
+ * ring, and every descriptor of a chain must be available in its own phase.
+ *
+ * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one whose flush
+ * writes one used descriptor per batch of completely written buffers
+ * (2.8.22 "In-order use of descriptors").
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "packed.h"
+
+enum { ID_FREE = 0, ID_POPPED, ID_STAGED };
+
+struct pdev_id {
+	uint64_t in_len;        /* writable bytes of the chain, for IN_ORDER */
+	uint16_t ndesc;         /* ring slots the chain took */
+	uint8_t state;          /* ID_* */
+};
+
+struct pdev_stage {
+	uint16_t id;
+	uint16_t ndesc;
+	uint32_t len;
+	bool complete;          /* len == in_len: may be skipped (IN_ORDER) */
+};
+
+struct packed_dev {
+	struct vq_dev base;
+	struct virtq_packed_desc *desc;
+	struct virtq_event_suppress *drv_event;         /* the driver writes it */
+	struct virtq_event_suppress *dev_event;         /* we write it */
+	uint16_t num;
+	bool event_idx, indirect, in_order;
+
+	uint16_t last_avail;
+	bool avail_wrap;
+	uint16_t last_used;     /* where the next used descriptor goes */
+	bool used_wrap;
+
+	/* Slots published since the last signal, and whether the last
+	 * signal's position is known (vhost's signalled_used_valid). */
+	uint32_t unsignalled;
+	bool signalled_valid;
+
+	uint16_t dev_flags_shadow;      /* last flags written to dev_event */
+
+	struct pdev_stage *stage;       /* [num]: filled, not flushed */
+	uint32_t nstage;
+
+	/* IN_ORDER: popped-but-unfilled ids in pop order (ring of num). */
+	uint16_t *popq;
+	uint32_t popq_head, popq_count;
+
+	struct pdev_id *ids;            /* [num] */
+};
+
+#define DEV_FLAGS_UNKNOWN 0xffffu
+
+static inline struct packed_dev *to_pd(struct vq_dev *d)
+{
+	return (struct packed_dev *)d;
+}
+
+static inline const struct packed_dev *to_pd_const(const struct vq_dev *d)
+{
+	return (const struct packed_dev *)d;
+}
+
+/* ---- pop ---- */
+
+/* Record a walked chain as popped: validate its buffer id (the driver could
+ * name any 16-bit value, or reuse one in flight) and move past its slots. */
+static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
+		      uint16_t head, uint16_t ndesc, uint16_t next,
+		      bool next_wrap)
+{
+	struct vq_dev *d = &pd->base;
+	struct pdev_id *s;
+
+	if (unlikely(id >= pd->num))
+		return vq_dev_break(d, -EINVAL,
+				    "2.8.6: buffer id %u of the chain at slot %u is not below the queue size %u",
+				    id, head, pd->num);
+	s = &pd->ids[id];
+	if (unlikely(s->state != ID_FREE))
+		return vq_dev_break(d, -EINVAL,
+				    "2.8.6: buffer id %u (chain at slot %u) is already in flight",
+				    id, head);
+	s->state = ID_POPPED;
+	s->ndesc = ndesc;
+	s->in_len = c->in_len;
+	if (pd->in_order) {
+		uint32_t t = pd->popq_head + pd->popq_count;
+
+		pd->popq[t >= pd->num ? t - pd->num : t] = id;
+		pd->popq_count++;
+	}
+	c->id = id;
+	c->ndesc = ndesc;
+	pd->last_avail = next;
+	pd->avail_wrap = next_wrap;
+	return 1;
+}
+
+/* Walk an indirect table (2.8.19): packed descriptors read in order,
+ * len/16 of them; their NEXT and id are ignored. */
+static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
+			uint64_t addr, uint32_t len, uint16_t head)
+{
+	struct vq_dev *d = &pd->base;
+	const struct virtq_packed_desc *t;
+	unsigned count, i;
+	int r;
+
+	t = vq_indirect_table(d, addr, len, &count, head);
+	if (!t)
+		return d->err;
+	for (i = 0; i < count; i++) {
+		uint64_t a = vq_le64(t[i].addr);
+		uint32_t l = vq_le32(t[i].len);
+		uint16_t f = vq_le16(t[i].flags);
+
+		if (unlikely(f & VIRTQ_DESC_F_INDIRECT))
+			return vq_dev_break(d, -EINVAL,
+					    "2.8.19: nested indirect descriptor at entry %u (chain at slot %u)",
+					    i, head);
+		r = vq_chain_add(d, c, a, l, f & VIRTQ_DESC_F_WRITE,
+				 "indirect", i);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Pop the chain whose head flags (already loaded with acquire and found
+ * available) are hflags. */
+static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
+{
+	struct vq_dev *d = &pd->base;
+	uint16_t head = pd->last_avail, pos = head, n = 0;
+	bool wrap = pd->avail_wrap;
+	uint16_t flags = hflags, id;
+	int r;
+
+	vq_chain_begin(c, head);
+	for (;;) {
+		const struct virtq_packed_desc *desc = &pd->desc[pos];
+		uint64_t addr;
+		uint32_t len;
+
+		if (n) {
+			/* Every slot of the chain must be available in its own
+			 * phase; anything else is a driver mixing laps. */
+			flags = packed_flags_acquire(desc);
+			if (unlikely(!packed_is_avail(flags, wrap)))
+				return vq_dev_break(d, -EINVAL,
+						    "2.8.1: descriptor at slot %u (chain at slot %u) is not available in wrap phase %u (flags 0x%x): wrap-counter confusion",
+						    pos, head, wrap, flags);
+		}
+		addr = vq_le64(desc->addr);
+		len = vq_le32(desc->len);
+		id = vq_le16(desc->id);
+		if (flags & VIRTQ_DESC_F_INDIRECT) {
+			if (unlikely(!pd->indirect))
+				return vq_dev_break(d, -EINVAL,
+						    "2.8.19: indirect descriptor at slot %u without VIRTIO_F_INDIRECT_DESC",
+						    pos);
+			if (unlikely(flags & VIRTQ_DESC_F_NEXT))
+				return vq_dev_break(d, -EINVAL,
+						    "2.8.19: descriptor at slot %u has both INDIRECT and NEXT",
+						    pos);
+			r = pop_indirect(pd, c, addr, len, head);
+		} else {
+			r = vq_chain_add(d, c, addr, len,
+					 flags & VIRTQ_DESC_F_WRITE, "ring", pos);
+		}
+		if (r < 0)
+			return r;
+		n++;
+		packed_advance(&pos, &wrap, 1, pd->num);
+		if (!(flags & VIRTQ_DESC_F_NEXT))
+			break;
+		if (unlikely(n >= pd->num))
+			return vq_dev_break(d, -EINVAL,
+					    "2.8.6: chain at slot %u is longer than the queue size %u",
+					    head, pd->num);
+	}
+	/* 2.8.6: the buffer id is in the last descriptor of the chain. */
+	return pop_commit(pd, c, id, head, n, pos, wrap);
+}
+
+static int packed_pop(struct vq_dev *d, struct vq_chain *c)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint16_t flags = packed_flags_acquire(&pd->desc[pd->last_avail]);
+
+	if (!packed_is_avail(flags, pd->avail_wrap))
+		return 0;
+	return pop_chain(pd, c, flags);
+}
+
+#define BATCH 4
+#define BATCH_BAD (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT)
+
+/*
+ * Pop four single-descriptor chains that share one 64-byte line of the ring
+ * (DPDK's batched dequeue): check all four flags first, then read the
+ * bodies.  Returns how many were popped (4), 0 when the batch does not apply
+ * (the caller pops one by one), or -errno / a short count on a bad one.
+ */
+static int pop_batch(struct packed_dev *pd, struct vq_chain *c)
+{
+	struct vq_dev *d = &pd->base;
+	uint16_t pos = pd->last_avail, flags[BATCH];
+	bool wrap = pd->avail_wrap;
+	unsigned i;
+
+	if (pos % BATCH || pos + BATCH > pd->num)
+		return 0;
+	for (i = 0; i < BATCH; i++) {
+		flags[i] = packed_flags_acquire(&pd->desc[pos + i]);
+		if (!packed_is_avail(flags[i], wrap) || (flags[i] & BATCH_BAD))
+			return 0;
+	}
+	for (i = 0; i < BATCH; i++) {
+		const struct virtq_packed_desc *desc = &pd->desc[pos + i];
+		uint64_t addr = vq_le64(desc->addr);
+		uint32_t len = vq_le32(desc->len);
+		uint16_t id = vq_le16(desc->id);
+		uint16_t next = pos + i;
+		bool next_wrap = wrap;
+		int r;
+
+		vq_chain_begin(&c[i], pos + i);
+		r = vq_chain_add(d, &c[i], addr, len,
+				 flags[i] & VIRTQ_DESC_F_WRITE, "ring", pos + i);
+		packed_advance(&next, &next_wrap, 1, pd->num);
+		if (r >= 0)
+			r = pop_commit(pd, &c[i], id, pos + i, 1, next,
+				       next_wrap);
+		if (r < 0)
+			return i ? (int)i : r;
+	}
+	return BATCH;
+}
+
+static int packed_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+{
+	struct packed_dev *pd = to_pd(d);
+	unsigned done = 0;
+	int r;
+
+	while (done < n) {
+		if (n - done >= BATCH) {
+			r = pop_batch(pd, &c[done]);
+			if (r == BATCH) {
+				done += BATCH;
+				continue;
+			}
+			if (r != 0)
+				return r > 0 ? (int)done + r : (done ? (int)done : r);
+		}
+		r = packed_pop(d, &c[done]);
+		if (r <= 0)
+			return done ? (int)done : r;
+		done++;
+	}
+	return (int)done;
+}
+
+static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint32_t slots = 0, pos;
+	unsigned i;
+
+	if (n > pd->num || (pd->in_order && n > pd->popq_count))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		uint16_t id = c[i].id;
+
+		if (id >= pd->num || pd->ids[id].state != ID_POPPED)
+			return -EINVAL;
+		if (pd->in_order) {
+			uint32_t k = pd->popq_head + pd->popq_count - n + i;
+
+			if (pd->popq[k % pd->num] != id)
+				return -EINVAL;
+		}
+		slots += pd->ids[id].ndesc;
+	}
+	if (slots > pd->num)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		pd->ids[c[i].id].state = ID_FREE;
+	if (pd->in_order)
+		pd->popq_count -= n;
+	/* Rewind by slots, not buffers, flipping the phase back across 0. */
+	pos = pd->last_avail;
+	if (pos < slots) {
+		pos += pd->num;
+		pd->avail_wrap = !pd->avail_wrap;
+	}
+	pd->last_avail = (uint16_t)(pos - slots);
+	return 0;
+}
+
+/* ---- fill and flush ---- */
+
+static void stage(struct packed_dev *pd, uint16_t id, uint32_t len)
+{
+	struct pdev_id *s = &pd->ids[id];
+	struct pdev_stage *st = &pd->stage[pd->nstage++];
+
+	s->state = ID_STAGED;
+	st->id = id;
+	st->ndesc = s->ndesc;
+	st->len = len;
+	st->complete = len == s->in_len;
+}
+
+static int packed_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
+{
+	struct packed_dev *pd = to_pd(d);
+
+	if (c->id >= pd->num || pd->ids[c->id].state != ID_POPPED ||
+	    len > pd->ids[c->id].in_len)
+		return -EINVAL;
+	stage(pd, c->id, len);
+	return 0;
+}
+
+static int packed_fill_in_order(struct vq_dev *d, const struct vq_chain *c,
+				uint32_t len)
+{
+	struct packed_dev *pd = to_pd(d);
+
+	/* 2.8.22: buffers are used in the order they were made available. */
+	if (!pd->popq_count || pd->popq[pd->popq_head] != c->id ||
+	    len > pd->ids[c->id].in_len)
+		return -EINVAL;
+	pd->popq_head = pd->popq_head + 1 == pd->num ? 0 : pd->popq_head + 1;
+	pd->popq_count--;
+	stage(pd, c->id, len);
+	return 0;
+}
+
+static void write_used(struct packed_dev *pd, uint16_t pos, uint16_t id,
+		       uint32_t len)
+{
+	pd->desc[pos].id = vq_le16(id);
+	pd->desc[pos].len = vq_le32(len);
+}
+
+static uint16_t used_flags(bool wrap, uint32_t len)
+{
+	/* WRITE says the device wrote len bytes, as Linux's vhost does. */
+	return vq_le16(packed_used_flags(wrap) | (len ? VIRTQ_DESC_F_WRITE : 0));
+}
+
+static int packed_flush(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint16_t pos = pd->last_used, first = pos, first_flags = 0;
+	bool wrap = pd->used_wrap;
+	uint32_t i, k = pd->nstage, slots = 0;
+
+	if (!k)
+		return 0;
+	for (i = 0; i < k; i++) {
+		const struct pdev_stage *st = &pd->stage[i];
+
+		write_used(pd, pos, st->id, st->len);
+		packed_advance(&pos, &wrap, st->ndesc, pd->num);
+		slots += st->ndesc;
+	}
+	pos = pd->last_used;
+	wrap = pd->used_wrap;
+	for (i = 0; i < k; i++) {
+		const struct pdev_stage *st = &pd->stage[i];
+		uint16_t f = used_flags(wrap, st->len);
+
+		if (i)
+			vq_store_relaxed(&pd->desc[pos].flags, f);
+		else
+			first_flags = f;
+		pd->ids[st->id].state = ID_FREE;
+		packed_advance(&pos, &wrap, st->ndesc, pd->num);
+	}
+	/* The driver reads used descriptors in ring order from the first:
+	 * its flags, stored last with release, publish the whole burst. */
+	vq_store_release(&pd->desc[first].flags, first_flags);
+	pd->last_used = pos;
+	pd->used_wrap = wrap;
+	pd->unsignalled += slots;
+	pd->nstage = 0;
+	return (int)k;
+}
+
+/*
+ * IN_ORDER: one used descriptor per batch, at the batch's first slot, with
+ * the id and length of its last buffer; the used position skips every slot
+ * of the batch.  A batch is a run of completely written buffers, ended by
+ * the first one written partially (or by the end of what is staged).
+ */
+static int packed_flush_in_order(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint16_t pos = pd->last_used, first = pos, first_flags = 0;
+	bool wrap = pd->used_wrap;
+	uint32_t i, k = pd->nstage, slots = 0, nbatch = 0;
+	uint16_t bpos = pos;
+	bool bwrap;
+
+	if (!k)
+		return 0;
+	/* Pass 1: ids and lengths at each batch's first slot. */
+	for (i = 0; i < k; i++) {
+		const struct pdev_stage *st = &pd->stage[i];
+
+		packed_advance(&pos, &wrap, st->ndesc, pd->num);
+		slots += st->ndesc;
+		if (!st->complete || i + 1 == k) {
+			write_used(pd, bpos, st->id, st->len);
+			bpos = pos;
+		}
+	}
+	/* Pass 2: flags of every batch head but the first, then the first. */
+	pos = bpos = pd->last_used;
+	wrap = bwrap = pd->used_wrap;
+	for (i = 0; i < k; i++) {
+		const struct pdev_stage *st = &pd->stage[i];
+
+		pd->ids[st->id].state = ID_FREE;
+		packed_advance(&pos, &wrap, st->ndesc, pd->num);
+		if (!st->complete || i + 1 == k) {
+			uint16_t f = used_flags(bwrap, st->len);
+
+			if (nbatch++)
+				vq_store_relaxed(&pd->desc[bpos].flags, f);
+			else
+				first_flags = f;
+			bpos = pos;
+			bwrap = wrap;
+		}
+	}
+	vq_store_release(&pd->desc[first].flags, first_flags);
+	pd->last_used = pos;
+	pd->used_wrap = wrap;
+	pd->unsignalled += slots;
+	pd->nstage = 0;
+	return (int)k;
+}
+
+/* ---- notifications ---- */
+
+static bool packed_should_signal(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint16_t off_wrap, flags;
+	bool need;
+
+	if (!pd->unsignalled)
+		return false;
+	/* V3: our used descriptors before the driver's event structure. */
+	vq_mb();
+	packed_event_read(pd->drv_event, &off_wrap, &flags);
+	if (flags == VIRTQ_EVENT_F_DISABLE)
+		return false;
+	if (flags == VIRTQ_EVENT_F_DESC && pd->event_idx && pd->signalled_valid)
+		need = packed_need_event(off_wrap, pd->num, pd->last_used,
+					 pd->used_wrap, pd->unsignalled);
+	else
+		need = true;    /* ENABLE, or nothing to compare against */
+	if (need) {
+		pd->unsignalled = 0;
+		pd->signalled_valid = true;
+	}
+	return need;
+}
+
+static void set_dev_flags(struct packed_dev *pd, uint16_t flags)
+{
+	if (pd->dev_flags_shadow != flags) {
+		vq_store_release(&pd->dev_event->flags, vq_le16(flags));
+		pd->dev_flags_shadow = flags;
+	}
+}
+
+static void packed_disable_notify(struct vq_dev *d)
+{
+	set_dev_flags(to_pd(d), VIRTQ_EVENT_F_DISABLE);
+}
+
+static bool avail_now(struct packed_dev *pd)
+{
+	return packed_is_avail(packed_flags_acquire(&pd->desc[pd->last_avail]),
+			       pd->avail_wrap);
+}
+
+static int packed_enable_notify(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+
+	if (pd->event_idx) {
+		/* P4: the event offset before the flags that enable it. */
+		vq_store_relaxed(&pd->dev_event->off_wrap,
+				 vq_le16(pd->last_avail |
+					 (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT));
+		pd->dev_flags_shadow = DEV_FLAGS_UNKNOWN;
+		set_dev_flags(pd, VIRTQ_EVENT_F_DESC);
+	} else {
+		set_dev_flags(pd, VIRTQ_EVENT_F_ENABLE);
+	}
+	/* V4: the enable must be visible before we look at the ring again,
+	 * or a buffer added meanwhile would go unnoticed by both sides. */
+	vq_mb();
+	return avail_now(pd);
+}
+
+static bool packed_has_avail(struct vq_dev *d)
+{
+	return avail_now(to_pd(d));
+}
+
+static struct vq_dev_state packed_get_state(const struct vq_dev *d)
+{
+	const struct packed_dev *pd = to_pd_const(d);
+
+	return (struct vq_dev_state){
+		.avail_idx = pd->last_avail |
+			     (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT,
+		.used_idx = pd->last_used |
+			    (uint16_t)pd->used_wrap << VIRTQ_EVENT_WRAP_SHIFT,
+	};
+}
+
+static void packed_dev_reset(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+
+	pd->last_avail = d->cfg.avail_idx & PACKED_POS_MASK;
+	pd->avail_wrap = d->cfg.avail_idx >> VIRTQ_EVENT_WRAP_SHIFT;
+	pd->last_used = d->cfg.used_idx & PACKED_POS_MASK;
+	pd->used_wrap = d->cfg.used_idx >> VIRTQ_EVENT_WRAP_SHIFT;
+	pd->unsignalled = 0;
+	pd->signalled_valid = false;
+	pd->dev_flags_shadow = DEV_FLAGS_UNKNOWN;
+	pd->nstage = 0;
+	pd->popq_head = pd->popq_count = 0;
+	memset(pd->ids, 0, sizeof(*pd->ids) * pd->num);
+}
+
+static void packed_dev_destroy(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+
+	free(pd->stage);
+	free(pd->popq);
+	free(pd->ids);
+	free(pd);
+}
+
+static const struct vq_dev_ops packed_dev_ops = {
+	.pop = packed_pop,
+	.pop_burst = packed_pop_burst,
+	.unpop = packed_unpop,
+	.fill = packed_fill,
+	.flush = packed_flush,
+	.should_signal = packed_should_signal,
+	.disable_notify = packed_disable_notify,
+	.enable_notify = packed_enable_notify,
+	.has_avail = packed_has_avail,
+	.get_state = packed_get_state,
+	.reset = packed_dev_reset,
+	.destroy = packed_dev_destroy,
+};
+
+static const struct vq_dev_ops packed_dev_in_order_ops = {
+	.pop = packed_pop,
+	.pop_burst = packed_pop_burst,
+	.unpop = packed_unpop,
+	.fill = packed_fill_in_order,
+	.flush = packed_flush_in_order,
+	.should_signal = packed_should_signal,
+	.disable_notify = packed_disable_notify,
+	.enable_notify = packed_enable_notify,
+	.has_avail = packed_has_avail,
+	.get_state = packed_get_state,
+	.reset = packed_dev_reset,
+	.destroy = packed_dev_destroy,
+};
+
+int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
+{
+	struct packed_dev *pd;
+
+	*out = NULL;
+	if ((cfg->avail_idx & PACKED_POS_MASK) >= cfg->num ||
+	    (cfg->used_idx & PACKED_POS_MASK) >= cfg->num)
+		return -EINVAL;
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return -ENOMEM;
+	pd->stage = calloc(cfg->num, sizeof(*pd->stage));
+	pd->ids = calloc(cfg->num, sizeof(*pd->ids));
+	pd->in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
+	if (pd->in_order)
+		pd->popq = calloc(cfg->num, sizeof(*pd->popq));
+	if (!pd->stage || !pd->ids || (pd->in_order && !pd->popq)) {
+		packed_dev_destroy(&pd->base);
+		return -ENOMEM;
+	}
+	pd->base.ops = pd->in_order ? &packed_dev_in_order_ops : &packed_dev_ops;
+	pd->base.cfg = *cfg;
+	pd->desc = cfg->ring.desc;
+	pd->drv_event = cfg->ring.driver;
+	pd->dev_event = cfg->ring.device;
+	pd->num = cfg->num;
+	pd->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	pd->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC);
+	packed_dev_reset(&pd->base);
+	*out = &pd->base;
+	return 0;
+}

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The packed virtqueue, driver side (virtio 1.2 §2.8; the role of Linux's
+ * virtqueue_*_packed).
+ *
+ * Buffers are named by ids from a private free list; everything about a
+ * buffer (token, slots, writable length) lives in private arrays, so a used
+ * descriptor is only ever an index into them, checked before use.  Chains
+ * are written at next_avail with the head's flags stored last (P1); used
+ * descriptors are read at last_used, flags first (P3).
+ *
+ * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one, where a used
+ * descriptor names the last buffer of a batch and completes every buffer
+ * outstanding before it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "packed.h"
+
+#define ID_NONE 0xffffu
+
+struct pdrv_id {
+	void *token;            /* NULL: free */
+	uint64_t in_len;        /* writable bytes */
+	uint16_t ndesc;         /* ring slots taken */
+	uint16_t next_free;
+};
+
+struct packed_drv {
+	struct vq_drv base;
+	struct virtq_packed_desc *desc;
+	struct virtq_event_suppress *drv_event;         /* we write it */
+	struct virtq_event_suppress *dev_event;         /* the device writes it */
+	uint16_t num;
+	bool event_idx, indirect;
+
+	uint16_t next_avail;
+	bool avail_wrap;
+	uint16_t last_used;
+	bool used_wrap;
+
+	uint32_t free_slots;
+	uint32_t nbufs;                 /* outstanding buffers */
+	uint32_t num_added;             /* slots added since kick_prepare */
+	uint16_t free_head;
+	uint16_t drv_flags_shadow;
+
+	/* IN_ORDER: outstanding ids in add order (ring of num), and the used
+	 * descriptor being consumed: it completes every buffer up to
+	 * batch_id; the slots it skipped are stale and never read. */
+	uint16_t *fifo;
+	uint32_t fifo_head;
+	bool batch;
+	uint16_t batch_id;
+	uint32_t batch_len;
+
+	struct pdrv_id *ids;            /* [num] */
+};
+
+static inline struct packed_drv *to_pq(struct vq_drv *q)
+{
+	return (struct packed_drv *)q;
+}
+
+static inline const struct packed_drv *to_pq_const(const struct vq_drv *q)
+{
+	return (const struct packed_drv *)q;
+}
+
+/* ---- add ---- */
+
+static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
+		      unsigned nin, void *token)
+{
+	struct packed_drv *pq = to_pq(q);
+	unsigned total = nout + nin, i, need;
+	uint16_t id, pos = pq->next_avail, head = pos, head_flags = 0;
+	bool wrap = pq->avail_wrap, indirect;
+	struct pdrv_id *s;
+	uint64_t in_len = 0;
+
+	indirect = pq->indirect && total > 1 && total <= q->cfg.indirect_max;
+	need = indirect ? 1 : total;
+	if (need > pq->num)
+		return -EINVAL;         /* could never fit */
+	if (need > pq->free_slots || pq->free_head == ID_NONE)
+		return -ENOSPC;
+	id = pq->free_head;
+	s = &pq->ids[id];
+
+	for (i = 0; i < total; i++)
+		if (i >= nout)
+			in_len += seg[i].len;
+
+	if (indirect) {
+		uint64_t off = (uint64_t)id * q->cfg.indirect_max * 16;
+		struct virtq_packed_desc *t =
+			(struct virtq_packed_desc *)((uint8_t *)q->cfg.indirect + off);
+
+		for (i = 0; i < total; i++) {
+			t[i].addr = vq_le64(seg[i].addr);
+			t[i].len = vq_le32(seg[i].len);
+			t[i].id = 0;
+			t[i].flags = vq_le16(i >= nout ? VIRTQ_DESC_F_WRITE : 0);
+		}
+		pq->desc[pos].addr = vq_le64(q->cfg.indirect_gpa + off);
+		pq->desc[pos].len = vq_le32(total * 16);
+		pq->desc[pos].id = vq_le16(id);
+		head_flags = VIRTQ_DESC_F_INDIRECT | packed_avail_flags(wrap);
+		packed_advance(&pos, &wrap, 1, pq->num);
+	} else {
+		for (i = 0; i < total; i++) {
+			uint16_t f = packed_avail_flags(wrap);
+
+			if (i + 1 < total)
+				f |= VIRTQ_DESC_F_NEXT;
+			if (i >= nout)
+				f |= VIRTQ_DESC_F_WRITE;
+			pq->desc[pos].addr = vq_le64(seg[i].addr);
+			pq->desc[pos].len = vq_le32(seg[i].len);
+			/* 2.8.6: the id counts in the last descriptor; writing
+			 * it in every one costs nothing. */
+			pq->desc[pos].id = vq_le16(id);
+			if (i)
+				vq_store_relaxed(&pq->desc[pos].flags, vq_le16(f));
+			else
+				head_flags = f;
+			packed_advance(&pos, &wrap, 1, pq->num);
+		}
+	}
+
+	pq->free_head = s->next_free;
+	s->token = token;
+	s->in_len = in_len;
+	s->ndesc = (uint16_t)need;
+	s->next_free = ID_NONE;
+	if (pq->fifo) {
+		uint32_t t = pq->fifo_head + pq->nbufs;
+
+		pq->fifo[t >= pq->num ? t - pq->num : t] = id;
+	}
+	pq->nbufs++;
+	pq->free_slots -= need;
+	pq->num_added += need;
+	pq->next_avail = pos;
+	pq->avail_wrap = wrap;
+	/* P1: the head's flags last, with release: they publish the chain. */
+	vq_store_release(&pq->desc[head].flags, vq_le16(head_flags));
+	return 0;
+}
+
+static int packed_kick_prepare(struct vq_drv *q)
+{
+	struct packed_drv *pq = to_pq(q);
+	uint16_t off_wrap, flags;
+	uint32_t added = pq->num_added;
+
+	pq->num_added = 0;
+	/* P2: our descriptors before the device's event structure. */
+	vq_mb();
+	packed_event_read(pq->dev_event, &off_wrap, &flags);
+	if (flags == VIRTQ_EVENT_F_DISABLE || !added)
+		return 0;
+	if (flags == VIRTQ_EVENT_F_DESC && pq->event_idx)
+		return packed_need_event(off_wrap, pq->num, pq->next_avail,
+					 pq->avail_wrap, added);
+	return 1;
+}
+
+/* ---- get ---- */
+
+static void free_id(struct packed_drv *pq, uint16_t id)
+{
+	struct pdrv_id *s = &pq->ids[id];
+
+	pq->free_slots += s->ndesc;
+	pq->nbufs--;
+	s->token = NULL;
+	s->next_free = pq->free_head;
+	pq->free_head = id;
+}
+
+/* Read the used descriptor at last_used, if there is one: 1 with id and
+ * len, 0 if none. */
+static int read_used(struct packed_drv *pq, uint16_t *id, uint32_t *len)
+{
+	const struct virtq_packed_desc *d = &pq->desc[pq->last_used];
+
+	/* P3: flags with acquire, then the body they publish. */
+	if (!packed_is_used(packed_flags_acquire(d), pq->used_wrap))
+		return 0;
+	*id = vq_le16(d->id);
+	*len = vq_le32(d->len);
+	return 1;
+}
+
+static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
+{
+	struct packed_drv *pq = to_pq(q);
+	struct pdrv_id *s;
+	uint16_t id;
+	uint32_t l;
+
+	if (!read_used(pq, &id, &l))
+		return 0;
+	if (unlikely(id >= pq->num || !pq->ids[id].token))
+		return vq_drv_break(q, -EINVAL,
+				    "2.8.2: used id %u (slot %u) was never made available",
+				    id, pq->last_used);
+	s = &pq->ids[id];
+	if (unlikely(l > s->in_len))
+		return vq_drv_break(q, -EINVAL,
+				    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
+				    l, id, (unsigned long long)s->in_len);
+	*token = s->token;
+	*len = l;
+	/* 2.8.2: one used descriptor per chain; skip all of its slots. */
+	packed_advance(&pq->last_used, &pq->used_wrap, s->ndesc, pq->num);
+	free_id(pq, id);
+	return 1;
+}
+
+static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
+{
+	struct packed_drv *pq = to_pq(q);
+	struct pdrv_id *s;
+	uint16_t id;
+
+	if (!pq->batch) {
+		uint16_t bid;
+		uint32_t l;
+
+		if (!read_used(pq, &bid, &l))
+			return 0;
+		if (unlikely(bid >= pq->num || !pq->ids[bid].token))
+			return vq_drv_break(q, -EINVAL,
+					    "2.8.22: in-order used id %u (slot %u) is not outstanding",
+					    bid, pq->last_used);
+		if (unlikely(l > pq->ids[bid].in_len))
+			return vq_drv_break(q, -EINVAL,
+					    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
+					    l, bid,
+					    (unsigned long long)pq->ids[bid].in_len);
+		pq->batch = true;
+		pq->batch_id = bid;
+		pq->batch_len = l;
+	}
+	/* 2.8.22: the used descriptor completes every buffer made available
+	 * before batch_id, each written completely, and batch_id itself. */
+	id = pq->fifo[pq->fifo_head];
+	s = &pq->ids[id];
+	*token = s->token;
+	if (id == pq->batch_id) {
+		*len = pq->batch_len;
+		pq->batch = false;
+	} else {
+		*len = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
+	}
+	pq->fifo_head = pq->fifo_head + 1 == pq->num ? 0 : pq->fifo_head + 1;
+	packed_advance(&pq->last_used, &pq->used_wrap, s->ndesc, pq->num);
+	free_id(pq, id);
+	return 1;
+}
+
+/* ---- used-buffer notifications ---- */
+
+static void set_drv_flags(struct packed_drv *pq, uint16_t flags)
+{
+	if (pq->drv_flags_shadow != flags) {
+		vq_store_release(&pq->drv_event->flags, vq_le16(flags));
+		pq->drv_flags_shadow = flags;
+	}
+}
+
+static void packed_disable_cb(struct vq_drv *q)
+{
+	set_drv_flags(to_pq(q), VIRTQ_EVENT_F_DISABLE);
+}
+
+static bool used_pending(struct packed_drv *pq)
+{
+	if (pq->batch)
+		return true;
+	return packed_is_used(packed_flags_acquire(&pq->desc[pq->last_used]),
+			      pq->used_wrap);
+}
+
+/* Ask for a notification when the used descriptor at ahead slots past
+ * last_used is written (EVENT_IDX), or for every one; then re-check (P4). */
+static int enable_at(struct packed_drv *pq, uint32_t ahead)
+{
+	if (pq->event_idx) {
+		uint16_t pos = pq->last_used;
+		bool wrap = pq->used_wrap;
+
+		packed_advance(&pos, &wrap, ahead, pq->num);
+		vq_store_relaxed(&pq->drv_event->off_wrap,
+				 vq_le16(pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT));
+		/* P4: off_wrap before the flags that make it count. */
+		pq->drv_flags_shadow = ID_NONE;
+		set_drv_flags(pq, VIRTQ_EVENT_F_DESC);
+	} else {
+		set_drv_flags(pq, VIRTQ_EVENT_F_ENABLE);
+	}
+	/* P4: the enable must be visible before we look for used buffers,
+	 * or one written meanwhile would go unnotified. */
+	vq_mb();
+	return used_pending(pq);
+}
+
+static int packed_enable_cb(struct vq_drv *q)
+{
+	return enable_at(to_pq(q), 0);
+}
+
+static int packed_enable_cb_delayed(struct vq_drv *q)
+{
+	struct packed_drv *pq = to_pq(q);
+
+	/* About 3/4 of the outstanding slots (enable_cb_delayed_packed). */
+	return enable_at(pq, (pq->num - pq->free_slots) * 3 / 4);
+}
+
+static bool packed_has_used(struct vq_drv *q)
+{
+	return used_pending(to_pq(q));
+}
+
+static void *packed_detach_unused(struct vq_drv *q)
+{
+	struct packed_drv *pq = to_pq(q);
+	uint16_t id;
+	void *token;
+
+	if (!pq->nbufs)
+		return NULL;
+	if (pq->fifo) {
+		id = pq->fifo[pq->fifo_head];
+		pq->fifo_head = pq->fifo_head + 1 == pq->num ? 0 : pq->fifo_head + 1;
+		pq->batch = false;
+	} else {
+		for (id = 0; !pq->ids[id].token; id++)
+			;
+	}
+	token = pq->ids[id].token;
+	free_id(pq, id);
+	return token;
+}
+
+static unsigned packed_free_slots(const struct vq_drv *q)
+{
+	return to_pq_const(q)->free_slots;
+}
+
+static unsigned packed_outstanding(const struct vq_drv *q)
+{
+	return to_pq_const(q)->nbufs;
+}
+
+static void packed_drv_reset(struct vq_drv *q)
+{
+	struct packed_drv *pq = to_pq(q);
+	uint16_t i;
+
+	memset(pq->desc, 0, sizeof(*pq->desc) * pq->num);
+	memset(pq->drv_event, 0, sizeof(*pq->drv_event));
+	memset(pq->dev_event, 0, sizeof(*pq->dev_event));
+	pq->next_avail = pq->last_used = 0;
+	pq->avail_wrap = pq->used_wrap = true;     /* 2.8.1: start at 1 */
+	pq->free_slots = pq->num;
+	pq->nbufs = pq->num_added = 0;
+	pq->drv_flags_shadow = VIRTQ_EVENT_F_ENABLE;
+	pq->fifo_head = 0;
+	pq->batch = false;
+	for (i = 0; i < pq->num; i++) {
+		pq->ids[i].token = NULL;
+		pq->ids[i].next_free = i + 1u < pq->num ? i + 1u : ID_NONE;
+	}
+	pq->free_head = 0;
+}
+
+static void packed_drv_destroy(struct vq_drv *q)
+{
+	struct packed_drv *pq = to_pq(q);
+
+	free(pq->fifo);
+	free(pq->ids);
+	free(pq);
+}
+
+static const struct vq_drv_ops packed_drv_ops = {
+	.add = packed_add,
+	.kick_prepare = packed_kick_prepare,
+	.get = packed_get,
+	.disable_cb = packed_disable_cb,
+	.enable_cb = packed_enable_cb,
+	.enable_cb_delayed = packed_enable_cb_delayed,
+	.has_used = packed_has_used,
+	.detach_unused = packed_detach_unused,
+	.free_slots = packed_free_slots,
+	.outstanding = packed_outstanding,
+	.reset = packed_drv_reset,
+	.destroy = packed_drv_destroy,
+};
+
+static const struct vq_drv_ops packed_drv_in_order_ops = {
+	.add = packed_add,
+	.kick_prepare = packed_kick_prepare,
+	.get = packed_get_in_order,
+	.disable_cb = packed_disable_cb,
+	.enable_cb = packed_enable_cb,
+	.enable_cb_delayed = packed_enable_cb_delayed,
+	.has_used = packed_has_used,
+	.detach_unused = packed_detach_unused,
+	.free_slots = packed_free_slots,
+	.outstanding = packed_outstanding,
+	.reset = packed_drv_reset,
+	.destroy = packed_drv_destroy,
+};
+
+int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
+{
+	struct packed_drv *pq;
+	bool in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
+
+	*out = NULL;
+	pq = calloc(1, sizeof(*pq));
+	if (!pq)
+		return -ENOMEM;
+	pq->ids = calloc(cfg->num, sizeof(*pq->ids));
+	if (in_order)
+		pq->fifo = calloc(cfg->num, sizeof(*pq->fifo));
+	if (!pq->ids || (in_order && !pq->fifo)) {
+		packed_drv_destroy(&pq->base);
+		return -ENOMEM;
+	}
+	pq->base.ops = in_order ? &packed_drv_in_order_ops : &packed_drv_ops;
+	pq->base.cfg = *cfg;
+	pq->desc = cfg->ring.desc;
+	pq->drv_event = cfg->ring.driver;
+	pq->dev_event = cfg->ring.device;
+	pq->num = cfg->num;
+	pq->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	pq->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
+		       cfg->indirect;
+	packed_drv_reset(&pq->base);
+	*out = &pq->base;
+	return 0;
+}
