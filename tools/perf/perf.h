@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* virtq-perf: what its modules share. */
+#ifndef VIRTQ_PERF_H
+#define VIRTQ_PERF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <virtq/runtime.h>
+
+#include "stats.h"
+
+/* ---- the ring workload (ring.c) ---- */
+struct ring_opts {
+	bool packed;
+	bool in_order;
+	bool event_idx;
+	bool rx;                /* device writes the payload (default: reads) */
+	unsigned used_batch;    /* fills per flush; 1 = vq_dev_push each */
+	unsigned burst;         /* driver adds / device pops per burst */
+	uint64_t busy_poll_us;
+	unsigned queue_size;
+	unsigned size;          /* payload bytes the device copies; 0: none */
+	double seconds;
+	uint64_t ops;           /* stop after this many (0: use seconds) */
+	int cpu[2];             /* driver, device */
+	bool placement;         /* probe the core-to-core latency */
+	bool json;
+};
+
+struct ring_result {
+	uint64_t ops;
+	double elapsed;         /* s */
+	double ops_per_sec;
+	struct vq_rt_counters drv;
+	struct vq_rt_counters dev;
+	double c2c_before;      /* one-way ns; NaN if not probed */
+	double c2c_after;
+	enum perf_place place;
+};
+
+int perf_ring_main(int argc, char **argv);
+int perf_ring_run(const struct ring_opts *o, struct ring_result *r);
+
+/* ---- the A/B runner (ab.c) ---- */
+int perf_ab_main(int argc, char **argv);
+
+/* ---- core-to-core placement probe (placement.c) ---- */
+/* One-way cache-line latency between two CPUs in ns (median of batches of
+ * a ping-pong), or a negative errno. */
+double perf_c2c_ns(int cpu_a, int cpu_b);
+int perf_c2c_main(int argc, char **argv);
+
+/* ---- reports (report.c) ---- */
+void perf_ring_report(FILE *f, const struct ring_opts *o,
+		      const struct ring_result *r);
+void perf_ring_json(FILE *f, const struct ring_opts *o,
+		    const struct ring_result *r);
+
+/* One workload of an A/B run and its pairs. */
+struct ab_pair {
+	double a, b;
+	enum perf_place pa, pb;
+	bool a_first;
+};
+
+struct ab_workload {
+	char label[128];        /* the expanded values, e.g. "size=512" */
+	char args[512];         /* the member's workload arguments */
+	struct ab_pair *pairs;
+	unsigned npairs;
+	struct perf_ab_stats st;        /* over the pairs kept */
+	unsigned kept;
+	unsigned place[4];              /* pairs per enum perf_place */
+	int err;                        /* -1: statistics not computable */
+};
+
+struct ab_run {
+	const char *a, *b;              /* the A and B arguments */
+	const char *cmd;                /* the workload command line */
+	unsigned pairs;
+	double seconds;
+	bool same_placement;
+	struct ab_workload *w;
+	unsigned nw;
+};
+
+void perf_ab_table(FILE *f, const struct ab_run *r);
+void perf_ab_json(FILE *f, const struct ab_run *r);
+/* 0, 1 if gnuplot is not installed (skipped with a message), -1 error. */
+int perf_ab_plot(const char *file, const struct ab_run *r);
+
+/* Small helpers (main.c). */
+bool perf_parse_onoff(const char *s, bool *v);
+bool perf_parse_u64(const char *s, uint64_t *v);
+bool perf_parse_double(const char *s, double *v);
+void perf_si(char *buf, size_t n, double v);
+
+#endif
