@@ -213,6 +213,7 @@ int perf_ab_plot(const char *file, const struct ab_run *r)
 {
 	const char *ext = strrchr(file, '.');
 	const char *term = "pngcairo size 900,500";
+	double lo = 0, hi = 0;
 	unsigned i;
 	FILE *g;
 	int st;
@@ -236,12 +237,17 @@ int perf_ab_plot(const char *file, const struct ab_run *r)
 
 		if (w->err)
 			continue;
+		lo = fmin(lo, isnan(w->st.ci_lo) ? w->st.change : w->st.ci_lo);
+		hi = fmax(hi, isnan(w->st.ci_hi) ? w->st.change : w->st.ci_hi);
 		fprintf(g, "%u %.6f %.6f %.6f \"%s\"\n", i, w->st.change * 100,
 			isnan(w->st.ci_lo) ? w->st.change * 100 : w->st.ci_lo * 100,
 			isnan(w->st.ci_hi) ? w->st.change * 100 : w->st.ci_hi * 100,
 			w->label);
 	}
 	fputs("EOD\n", g);
+	/* zero is always on the chart: the bars are read against it */
+	fprintf(g, "set yrange [%.6f:%.6f]\n", lo * 100 - (hi - lo) * 10 - 0.5,
+		hi * 100 + (hi - lo) * 10 + 0.5);
 	fprintf(g, "set title \"B vs A: %s\\nA: %s   B: %s\" noenhanced\n",
 		r->cmd, r->a, r->b);
 	fputs("set ylabel 'change B/A - 1 (%), 95% CI'\n"
