@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/net.h - the virtio-net device layer (VIRTIO 1.2 §5.1), device side.
+ *
+ * Pure over struct vq_dev queues: no sockets, no threads.  A TX queue
+ * (guest -> us, transmitq) is drained in bursts and every frame is handed to
+ * a sink callback as iovecs straight into guest memory (no copy); an RX
+ * queue (us -> guest, receiveq) takes frames given as iovecs and copies them
+ * into guest buffers, merging several buffers for one frame when
+ * VIRTIO_NET_F_MRG_RXBUF was negotiated.
+ *
+ * Used entries are filled as frames complete and flushed in batches
+ * (used_batch).  A used entry is written only for a buffer that was written,
+ * with the exact number of bytes written: a buffer popped for a frame that
+ * is then dropped goes back to the ring unused (vq_dev_unpop), so the guest
+ * never sees a stale frame in it.
+ *
+ * Nothing is lost silently: every frame dropped is counted by reason.
+ * A driver that breaks the device type's rules (a TX chain with a writable
+ * part, a chain shorter than the header, an RX chain with a readable part)
+ * breaks the queue (vq_dev_fail) with the rule in the message.
+ */
+#ifndef VIRTQ_NET_H
+#define VIRTQ_NET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <virtq/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Feature bits (5.1.3). */
+#define VIRTIO_NET_F_CSUM        0
+#define VIRTIO_NET_F_GUEST_CSUM  1
+#define VIRTIO_NET_F_MTU         3
+#define VIRTIO_NET_F_MAC         5
+#define VIRTIO_NET_F_GUEST_TSO4  7
+#define VIRTIO_NET_F_GUEST_TSO6  8
+#define VIRTIO_NET_F_GUEST_ECN   9
+#define VIRTIO_NET_F_GUEST_UFO   10
+#define VIRTIO_NET_F_HOST_TSO4   11
+#define VIRTIO_NET_F_HOST_TSO6   12
+#define VIRTIO_NET_F_HOST_ECN    13
+#define VIRTIO_NET_F_HOST_UFO    14
+#define VIRTIO_NET_F_MRG_RXBUF   15
+#define VIRTIO_NET_F_STATUS      16
+#define VIRTIO_NET_F_CTRL_VQ     17
+#define VIRTIO_NET_F_MQ          22
+
+/* Header flags and GSO types (5.1.6). */
+#define VIRTIO_NET_HDR_F_NEEDS_CSUM 1
+#define VIRTIO_NET_HDR_F_DATA_VALID 2
+#define VIRTIO_NET_HDR_F_RSC_INFO   4
+#define VIRTIO_NET_HDR_GSO_NONE     0
+
+/* struct virtio_net_hdr, little-endian in guest memory.  The last field
+ * exists on the wire only when the header is 12 bytes (vq_net_hdr_len). */
+struct vq_net_hdr {
+	uint8_t flags;
+	uint8_t gso_type;
+	uint16_t hdr_len;
+	uint16_t gso_size;
+	uint16_t csum_start;
+	uint16_t csum_offset;
+	uint16_t num_buffers;
+};
+
+/* The header size on the wire (5.1.6): 12 bytes with VERSION_1 or
+ * MRG_RXBUF, 10 for a legacy device without MRG_RXBUF. */
+static inline uint32_t vq_net_hdr_len(uint64_t features)
+{
+	return (features & (VIRTQ_BIT(VIRTIO_F_VERSION_1) |
+			    VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF))) ? 12 : 10;
+}
+
+/* Virtqueue numbering (5.1.2): receiveq k is 2k, transmitq k is 2k+1. */
+static inline bool vq_net_is_tx_queue(unsigned vq_index)
+{
+	return vq_index & 1;
+}
+
+/* The features this layer implements (on top of VQ_RING_FEATURES). */
+#define VQ_NET_FEATURES (VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) | \
+			 VIRTQ_BIT(VIRTIO_NET_F_MQ))
+
+/* Default and largest frame (without the header) the layer accepts: 64 KiB
+ * of payload behind an Ethernet header, the most a GSO-less guest sends. */
+#define VQ_NET_MAX_FRAME 65550u
+/* Shortest frame accepted: an Ethernet header. */
+#define VQ_NET_MIN_FRAME 14u
+/* Chains popped per TX burst, and segments one TX chain may have. */
+#define VQ_NET_BURST     32u
+#define VQ_NET_TX_IOV    256u
+/* The most guest buffers one RX frame may be merged into. */
+#define VQ_NET_RX_MAX_BUFS 64u
+
+/* Why a frame was dropped. */
+enum vq_net_drop {
+	VQ_NET_DROP_NO_RX_BUF = 0,  /* the guest had no (or not enough) RX buffers */
+	VQ_NET_DROP_BAD_HDR,        /* TX header asks for an offload not negotiated */
+	VQ_NET_DROP_OVERSIZE,       /* frame larger than the limit or the buffer */
+	VQ_NET_DROP_TAP_FULL,       /* the TAP device would block */
+	VQ_NET_DROP_RUNT,           /* shorter than an Ethernet header */
+	VQ_NET_DROP_SINK,           /* the sink refused it for another reason */
+	VQ_NET_DROP_MAX,
+};
+
+/* Name of a drop reason ("no_rx_buf", ...), for statistics. */
+const char *vq_net_drop_name(enum vq_net_drop why);
+
+struct vq_net_stats {
+	uint64_t packets;           /* frames delivered (RX) or passed on (TX) */
+	uint64_t bytes;             /* their bytes, header excluded */
+	uint64_t buffers;           /* guest chains used */
+	uint64_t flushes;           /* used-index publications */
+	uint64_t drops[VQ_NET_DROP_MAX];
+};
+
+enum vq_net_role {
+	VQ_NET_RX = 0,              /* receiveq: we write frames for the guest */
+	VQ_NET_TX = 1,              /* transmitq: the guest's frames to us */
+};
+
+struct vq_net_queue_config {
+	struct vq_dev *dev;         /* the ring; features come from it */
+	enum vq_net_role role;
+	/* Publish used entries every used_batch buffers: 1 = each on its own
+	 * (vq_dev_push), 0 = once per burst (the default).  Whatever is staged
+	 * is always published before vq_net_tx_process() returns and by
+	 * vq_net_rx_flush(). */
+	unsigned used_batch;
+	uint32_t max_frame;         /* 0: VQ_NET_MAX_FRAME */
+};
+
+struct vq_net_queue;
+
+int vq_net_queue_new(const struct vq_net_queue_config *cfg,
+		     struct vq_net_queue **out);
+void vq_net_queue_free(struct vq_net_queue *q);
+/* Forget staged state and statistics (after the ring was reset). */
+void vq_net_queue_reset(struct vq_net_queue *q);
+
+struct vq_dev *vq_net_queue_dev(const struct vq_net_queue *q);
+const struct vq_net_stats *vq_net_queue_stats(const struct vq_net_queue *q);
+/* Count a drop that happened outside this layer (e.g. a source that found
+ * no RX buffer before building a frame). */
+void vq_net_queue_count_drop(struct vq_net_queue *q, enum vq_net_drop why);
+
+/*
+ * The TX sink: one frame (header stripped) as iovecs into guest memory,
+ * valid only until the callback returns.  hdr is the frame's header in host
+ * byte order.  Return 0 if the frame was taken, a positive enum vq_net_drop
+ * + 1 to have it counted as dropped for that reason, or -errno to stop
+ * processing (the chain is still returned to the guest).
+ */
+typedef int (*vq_net_tx_fn)(void *arg, const struct iovec *iov, unsigned iovcnt,
+			    uint32_t len, const struct vq_net_hdr *hdr);
+
+/* Sink return value for a drop. */
+#define VQ_NET_SINK_DROP(why) ((int)(why) + 1)
+
+/*
+ * Drain up to max_pkts TX chains (0: no limit but the ring) in bursts of
+ * VQ_NET_BURST, passing each valid frame to fn and returning every chain as
+ * used with length 0.  Adds the frame bytes to *bytes if bytes is not NULL.
+ * Returns the number of chains consumed, or -errno when the queue is broken
+ * (by the ring or by this layer's rules) or fn returned -errno.
+ */
+int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
+		      vq_net_tx_fn fn, void *arg, uint64_t *bytes);
+
+/*
+ * Deliver one frame of len bytes, gathered from iov[0, iovcnt), to the
+ * guest: a header (hdr, or all-zero if NULL; num_buffers is set here)
+ * followed by the frame, in one RX chain, or in several with MRG_RXBUF.
+ * The used entries are staged and published by the used_batch rule or
+ * vq_net_rx_flush().
+ * Returns 1 if delivered, 0 if dropped (counted: no RX buffer, oversize),
+ * -errno if the queue is broken.
+ */
+int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
+		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr);
+
+/* Publish staged RX used entries.  Returns the buffers published or -errno. */
+int vq_net_rx_flush(struct vq_net_queue *q);
+
+/* Are RX buffers available?  (cheap probe, no validation) */
+bool vq_net_rx_has_buffers(struct vq_net_queue *q);
+
+/*
+ * For loopback: describe the frame in iov[0, iovcnt) with its destination
+ * and source MAC addresses swapped, without writing guest memory (TX
+ * buffers are device-readable only).  mac[12] receives the swapped
+ * addresses; out (room for iovcnt + 1 entries) gets mac followed by the rest
+ * of the frame.  Returns the number of entries in out, or -EINVAL for a
+ * frame shorter than 12 bytes.
+ */
+int vq_net_mac_swapped(const struct iovec *iov, unsigned iovcnt, uint32_t len,
+		       uint8_t mac[12], struct iovec *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

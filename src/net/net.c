@@ -1,0 +1,520 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The virtio-net device layer: TX (transmitq, the guest's frames to us) and
+ * RX (receiveq, our frames to the guest) over vq_dev queues.
+ *
+ * The rules a driver must follow here, and what we do when it does not:
+ *  - A TX chain is device-readable only and starts with a whole header
+ *    (5.1.6.2): otherwise the queue breaks ("Unexpected descriptor format
+ *    for TX", as vhost-net says).
+ *  - A TX header asking for an offload we did not negotiate is dropped and
+ *    counted (bad header); the chain goes back used, length 0.
+ *  - An RX chain is device-writable only (5.1.6.3); with MRG_RXBUF every
+ *    buffer holds at least a header (5.1.6.3.1): otherwise the queue breaks.
+ *  - An RX frame that does not fit what the guest gave us is dropped and
+ *    counted, and the chains popped for it are given back (vq_dev_unpop):
+ *    a used entry is written only for a buffer we wrote, with the exact
+ *    length, so the guest can never see stale bytes as a frame.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <virtq/net.h>
+
+#include "internal.h"
+
+/* Segments one RX chain may have (vhost's UIO_MAXIOV is 1024; real drivers
+ * use 1 with MRG_RXBUF and at most MAX_SKB_FRAGS + 2 without). */
+#define VQ_NET_RX_IOV 256u
+
+struct vq_net_queue {
+	struct vq_dev *dev;
+	enum vq_net_role role;
+	unsigned used_batch;
+	uint32_t max_frame;
+	uint32_t hdr_len;
+	bool mrg;
+	bool csum;              /* VIRTIO_NET_F_CSUM: TX may ask for a checksum */
+	unsigned staged;        /* filled, not yet flushed */
+	unsigned nchains;
+	struct vq_chain *chains;
+	struct iovec *iov;      /* nchains * per-chain segments */
+	unsigned iov_per_chain;
+	struct vq_net_stats st;
+};
+
+static const char *const drop_names[VQ_NET_DROP_MAX] = {
+	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
+	[VQ_NET_DROP_BAD_HDR] = "bad_hdr",
+	[VQ_NET_DROP_OVERSIZE] = "oversize",
+	[VQ_NET_DROP_TAP_FULL] = "tap_full",
+	[VQ_NET_DROP_RUNT] = "runt",
+	[VQ_NET_DROP_SINK] = "sink",
+};
+
+const char *vq_net_drop_name(enum vq_net_drop why)
+{
+	if ((unsigned)why >= VQ_NET_DROP_MAX)
+		return "unknown";
+	return drop_names[why];
+}
+
+int vq_net_queue_new(const struct vq_net_queue_config *cfg,
+		     struct vq_net_queue **out)
+{
+	struct vq_net_queue *q;
+	uint64_t f;
+
+	*out = NULL;
+	if (!cfg->dev || (cfg->role != VQ_NET_RX && cfg->role != VQ_NET_TX) ||
+	    cfg->max_frame > VQ_NET_MAX_FRAME)
+		return -EINVAL;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	f = vq_dev_features(cfg->dev);
+	q->dev = cfg->dev;
+	q->role = cfg->role;
+	q->used_batch = cfg->used_batch;
+	q->max_frame = cfg->max_frame ? cfg->max_frame : VQ_NET_MAX_FRAME;
+	q->hdr_len = vq_net_hdr_len(f);
+	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
+	if (cfg->role == VQ_NET_TX) {
+		q->nchains = VQ_NET_BURST;
+		q->iov_per_chain = VQ_NET_TX_IOV;
+	} else {
+		q->nchains = VQ_NET_RX_MAX_BUFS;
+		q->iov_per_chain = VQ_NET_RX_IOV;
+	}
+	/* calloc'd: only the pages a chain actually uses are ever touched. */
+	q->chains = calloc(q->nchains, sizeof(*q->chains));
+	q->iov = calloc((size_t)q->nchains * q->iov_per_chain, sizeof(*q->iov));
+	if (!q->chains || !q->iov) {
+		vq_net_queue_free(q);
+		return -ENOMEM;
+	}
+	*out = q;
+	return 0;
+}
+
+void vq_net_queue_free(struct vq_net_queue *q)
+{
+	if (!q)
+		return;
+	free(q->chains);
+	free(q->iov);
+	free(q);
+}
+
+void vq_net_queue_reset(struct vq_net_queue *q)
+{
+	q->staged = 0;
+	memset(&q->st, 0, sizeof(q->st));
+}
+
+struct vq_dev *vq_net_queue_dev(const struct vq_net_queue *q)
+{
+	return q->dev;
+}
+
+const struct vq_net_stats *vq_net_queue_stats(const struct vq_net_queue *q)
+{
+	return &q->st;
+}
+
+void vq_net_queue_count_drop(struct vq_net_queue *q, enum vq_net_drop why)
+{
+	if ((unsigned)why < VQ_NET_DROP_MAX)
+		q->st.drops[why]++;
+}
+
+static int net_flush(struct vq_net_queue *q)
+{
+	int r;
+
+	if (!q->staged)
+		return 0;
+	r = vq_dev_flush(q->dev);
+	if (r < 0)
+		return r;
+	q->staged = 0;
+	q->st.flushes++;
+	return r;
+}
+
+/* Stage a used entry and publish by the used_batch rule. */
+static int net_fill(struct vq_net_queue *q, const struct vq_chain *c, uint32_t len)
+{
+	int r = vq_dev_fill(q->dev, c, len);
+
+	if (r < 0)
+		return r;
+	q->staged++;
+	q->st.buffers++;
+	if (q->used_batch && q->staged >= q->used_batch)
+		return net_flush(q);
+	return 0;
+}
+
+/* Copy up to len bytes out of iov starting at byte off into dst. */
+static uint32_t iov_read(const struct iovec *iov, unsigned cnt, uint64_t off,
+			 void *dst, uint32_t len)
+{
+	uint8_t *d = dst;
+	uint32_t done = 0;
+	unsigned i;
+
+	for (i = 0; i < cnt && done < len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t n = iov[i].iov_len - off;
+
+		if (n > len - done)
+			n = len - done;
+		memcpy(d + done, (const uint8_t *)iov[i].iov_base + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return vq_le16(v);
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+	v = vq_le16(v);
+	memcpy(p, &v, 2);
+}
+
+static void hdr_decode(const uint8_t *b, uint32_t hdr_len, struct vq_net_hdr *h)
+{
+	h->flags = b[0];
+	h->gso_type = b[1];
+	h->hdr_len = rd16(b + 2);
+	h->gso_size = rd16(b + 4);
+	h->csum_start = rd16(b + 6);
+	h->csum_offset = rd16(b + 8);
+	h->num_buffers = hdr_len >= 12 ? rd16(b + 10) : 0;
+}
+
+static void hdr_encode(uint8_t *b, uint32_t hdr_len, const struct vq_net_hdr *h)
+{
+	b[0] = h->flags;
+	b[1] = h->gso_type;
+	wr16(b + 2, h->hdr_len);
+	wr16(b + 4, h->gso_size);
+	wr16(b + 6, h->csum_start);
+	wr16(b + 8, h->csum_offset);
+	if (hdr_len >= 12)
+		wr16(b + 10, h->num_buffers);
+}
+
+/*
+ * Is this TX header one we can honour?  We offer no segmentation offload,
+ * so gso_type must be NONE; NEEDS_CSUM only with VIRTIO_NET_F_CSUM; the
+ * other flags are for the RX direction (5.1.6.2.1).
+ */
+static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
+{
+	uint8_t allowed = q->csum ? VIRTIO_NET_HDR_F_NEEDS_CSUM : 0;
+
+	return h->gso_type == VIRTIO_NET_HDR_GSO_NONE && !(h->flags & ~allowed);
+}
+
+/* Validate one TX chain and pass its frame to fn.  Returns 0 (taken or
+ * dropped), or -errno (queue broken, or fn's error). */
+static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
+		  void *arg, uint64_t *bytes)
+{
+	uint8_t hb[12];
+	struct vq_net_hdr h;
+	struct iovec *iov = c->iov;
+	unsigned cnt = c->nout;
+	uint64_t skip = q->hdr_len;
+	uint32_t len;
+	int r;
+
+	if (unlikely(c->nin))
+		return vq_dev_fail(q->dev, -EINVAL,
+				   "Unexpected descriptor format for TX: chain %u has %u writable segments (5.1.6.2)",
+				   c->id, c->nin);
+	if (unlikely(c->out_len < q->hdr_len))
+		return vq_dev_fail(q->dev, -EINVAL,
+				   "Unexpected header len for TX: chain %u has %llu bytes, the header is %u (5.1.6.2)",
+				   c->id, (unsigned long long)c->out_len, q->hdr_len);
+	iov_read(iov, cnt, 0, hb, q->hdr_len);
+	hdr_decode(hb, q->hdr_len, &h);
+	if (unlikely(c->out_len - q->hdr_len > q->max_frame)) {
+		q->st.drops[VQ_NET_DROP_OVERSIZE]++;
+		return 0;
+	}
+	len = (uint32_t)(c->out_len - q->hdr_len);
+	if (unlikely(!tx_hdr_ok(q, &h))) {
+		q->st.drops[VQ_NET_DROP_BAD_HDR]++;
+		return 0;
+	}
+	if (unlikely(len < VQ_NET_MIN_FRAME)) {
+		q->st.drops[VQ_NET_DROP_RUNT]++;
+		return 0;
+	}
+	/* Strip the header in our own iovec copy (the chain's storage). */
+	while (skip && skip >= iov->iov_len) {
+		skip -= iov->iov_len;
+		iov++;
+		cnt--;
+	}
+	iov->iov_base = (uint8_t *)iov->iov_base + skip;
+	iov->iov_len -= skip;
+
+	r = fn(arg, iov, cnt, len, &h);
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		vq_net_queue_count_drop(q, (enum vq_net_drop)(r - 1));
+		return 0;
+	}
+	q->st.packets++;
+	q->st.bytes += len;
+	if (bytes)
+		*bytes += len;
+	return 0;
+}
+
+int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
+		      vq_net_tx_fn fn, void *arg, uint64_t *bytes)
+{
+	unsigned done = 0, i;
+	int n, r, ret = 0;
+
+	if (q->role != VQ_NET_TX)
+		return -EINVAL;
+	for (;;) {
+		unsigned want = VQ_NET_BURST;
+
+		if (max_pkts && max_pkts - done < want)
+			want = max_pkts - done;
+		if (!want)
+			break;
+		for (i = 0; i < want; i++) {
+			q->chains[i].iov = q->iov + (size_t)i * q->iov_per_chain;
+			q->chains[i].iov_max = q->iov_per_chain;
+		}
+		n = vq_dev_pop_burst(q->dev, q->chains, want);
+		if (n < 0) {
+			ret = n;
+			break;
+		}
+		for (i = 0; i < (unsigned)n; i++) {
+			r = tx_one(q, &q->chains[i], fn, arg, bytes);
+			if (r < 0 && vq_dev_error(q->dev)) {
+				/* The chain broke the queue: nothing more
+				 * reaches the guest, say why. */
+				return r;
+			}
+			if (r < 0) {
+				/* The sink failed: this chain is consumed, the
+				 * rest go back to the ring untouched. */
+				int u = net_fill(q, &q->chains[i], 0);
+
+				if (u == 0 && i + 1 < (unsigned)n)
+					u = vq_dev_unpop(q->dev, &q->chains[i + 1],
+							 n - i - 1);
+				done += i + 1;
+				ret = u < 0 ? u : r;
+				goto out;
+			}
+			r = net_fill(q, &q->chains[i], 0);
+			if (r < 0)
+				return r;
+		}
+		done += n;
+		if ((unsigned)n < want)
+			break;
+	}
+out:
+	r = net_flush(q);
+	if (ret < 0)
+		return ret;
+	if (r < 0)
+		return r;
+	return done;
+}
+
+/* Copy len bytes from src (starting at byte soff) into dst. */
+static void iov_copy(const struct iovec *dst, unsigned dcnt, uint64_t doff,
+		     const struct iovec *src, unsigned scnt, uint64_t *soff,
+		     unsigned *si, uint32_t len)
+{
+	unsigned di = 0;
+
+	while (di < dcnt && doff >= dst[di].iov_len)
+		doff -= dst[di++].iov_len;
+	while (len && di < dcnt && *si < scnt) {
+		size_t dn = dst[di].iov_len - doff;
+		size_t sn = src[*si].iov_len - *soff;
+		size_t n = dn < sn ? dn : sn;
+
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)dst[di].iov_base + doff,
+		       (const uint8_t *)src[*si].iov_base + *soff, n);
+		len -= n;
+		doff += n;
+		*soff += n;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (*soff == src[*si].iov_len) {
+			(*si)++;
+			*soff = 0;
+		}
+	}
+}
+
+/* Write the header bytes hb[0, n) at the start of chain c. */
+static void write_hdr(const struct vq_chain *c, const uint8_t *hb, uint32_t n)
+{
+	struct iovec s = { .iov_base = (void *)hb, .iov_len = n };
+	uint64_t soff = 0;
+	unsigned si = 0;
+
+	iov_copy(c->iov + c->nout, c->nin, 0, &s, 1, &soff, &si, n);
+}
+
+static uint64_t iov_total(const struct iovec *iov, unsigned cnt)
+{
+	uint64_t t = 0;
+	unsigned i;
+
+	for (i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+static int rx_drop(struct vq_net_queue *q, unsigned popped, enum vq_net_drop why)
+{
+	int r = popped ? vq_dev_unpop(q->dev, q->chains, popped) : 0;
+
+	q->st.drops[why]++;
+	return r < 0 ? r : 0;
+}
+
+int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
+		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr)
+{
+	uint32_t lens[VQ_NET_RX_MAX_BUFS];
+	uint64_t need, got = 0, soff = 0;
+	unsigned k = 0, maxbufs = q->mrg ? q->nchains : 1, i, si = 0;
+	struct vq_net_hdr h = { 0 };
+	uint8_t hb[12];
+	int r;
+
+	if (q->role != VQ_NET_RX)
+		return -EINVAL;
+	if (unlikely(vq_dev_error(q->dev)))
+		return vq_dev_error(q->dev);
+	if (unlikely(len > q->max_frame || iov_total(iov, iovcnt) < len)) {
+		q->st.drops[VQ_NET_DROP_OVERSIZE]++;
+		return 0;
+	}
+	need = (uint64_t)q->hdr_len + len;
+	while (got < need) {
+		struct vq_chain *c;
+
+		if (k == maxbufs)       /* only with MRG_RXBUF */
+			return rx_drop(q, k, VQ_NET_DROP_OVERSIZE);
+		c = &q->chains[k];
+		c->iov = q->iov + (size_t)k * q->iov_per_chain;
+		c->iov_max = q->iov_per_chain;
+		r = vq_dev_pop(q->dev, c);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return rx_drop(q, k, VQ_NET_DROP_NO_RX_BUF);
+		k++;
+		if (unlikely(c->nout))
+			return vq_dev_fail(q->dev, -EINVAL,
+					   "Unexpected descriptor format for RX: chain %u has %u readable segments (5.1.6.3)",
+					   c->id, c->nout);
+		if (q->mrg && unlikely(c->in_len < q->hdr_len))
+			return vq_dev_fail(q->dev, -EINVAL,
+					   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
+					   c->id, (unsigned long long)c->in_len, q->hdr_len);
+		if (!q->mrg && c->in_len < need)
+			/* One chain must hold it all; a smaller frame may
+			 * still fit this buffer later, so give it back. */
+			return rx_drop(q, k, VQ_NET_DROP_OVERSIZE);
+		lens[k - 1] = (uint32_t)(c->in_len < need - got ? c->in_len : need - got);
+		got += lens[k - 1];
+	}
+
+	/* Every buffer is in hand: write, then fill each with exactly what
+	 * it got. */
+	if (hdr)
+		h = *hdr;
+	h.num_buffers = q->mrg ? k : 1;
+	hdr_encode(hb, q->hdr_len, &h);
+	write_hdr(&q->chains[0], hb, q->hdr_len);
+	for (i = 0; i < k; i++) {
+		const struct vq_chain *c = &q->chains[i];
+		uint32_t off = i == 0 ? q->hdr_len : 0;
+
+		iov_copy(c->iov + c->nout, c->nin, off, iov, iovcnt, &soff, &si,
+			 lens[i] - off);
+	}
+	for (i = 0; i < k; i++) {
+		r = net_fill(q, &q->chains[i], lens[i]);
+		if (r < 0)
+			return r;
+	}
+	q->st.packets++;
+	q->st.bytes += len;
+	return 1;
+}
+
+int vq_net_rx_flush(struct vq_net_queue *q)
+{
+	return net_flush(q);
+}
+
+bool vq_net_rx_has_buffers(struct vq_net_queue *q)
+{
+	return vq_dev_has_avail(q->dev);
+}
+
+int vq_net_mac_swapped(const struct iovec *iov, unsigned iovcnt, uint32_t len,
+		       uint8_t mac[12], struct iovec *out)
+{
+	uint8_t orig[12];
+	uint64_t off = 12;
+	unsigned i, n = 1;
+
+	if (len < 12 || iov_read(iov, iovcnt, 0, orig, 12) != 12)
+		return -EINVAL;
+	memcpy(mac, orig + 6, 6);
+	memcpy(mac + 6, orig, 6);
+	out[0].iov_base = mac;
+	out[0].iov_len = 12;
+	for (i = 0; i < iovcnt; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+		out[n].iov_len = iov[i].iov_len - off;
+		off = 0;
+		n++;
+	}
+	return n;
+}

@@ -1,0 +1,806 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The virtio-net device layer against our own driver playing the guest, on
+ * every layout (split, split in-order, packed, packed in-order): exact
+ * bytes, header sizes, mergeable RX buffers and num_buffers, drops counted
+ * by reason, used-entry batching, hostile TX and RX chains, and no stale
+ * frame ever seen after the RX ring overflowed.
+ */
+#include <virtq/net.h>
+
+#include "ring_pair.h"
+
+static const struct {
+	const char *name;
+	uint64_t f;
+} layouts[] = {
+	{ "split", 0 },
+	{ "split-inorder", VIRTQ_BIT(VIRTIO_F_IN_ORDER) },
+	{ "packed", VIRTQ_BIT(VIRTIO_F_RING_PACKED) },
+	{ "packed-inorder", VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_IN_ORDER) },
+};
+
+#define RUN_LAYOUTS(fn) do {                                                \
+	for (unsigned l_ = 0; l_ < VQ_ARRAY_SIZE(layouts); l_++) {          \
+		fprintf(stderr, "-- %s [%s]\n", #fn, layouts[l_].name);     \
+		fn(layouts[l_].f);                                          \
+	}                                                                   \
+} while (0)
+#define VQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define IDX_F (VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX))
+#define MRG   VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF)
+
+struct np {
+	struct ring_pair p;
+	struct vq_net_queue *q;
+};
+
+static void np_init(struct np *n, uint64_t features, uint16_t num,
+		    enum vq_net_role role, unsigned used_batch, uint32_t max_frame)
+{
+	struct vq_net_queue_config c;
+
+	pair_init(&n->p, features | IDX_F, num, 1, 1);
+	c = (struct vq_net_queue_config){ .dev = n->p.dev, .role = role,
+		.used_batch = used_batch, .max_frame = max_frame };
+	CHECK_EQ(vq_net_queue_new(&c, &n->q), 0);
+}
+
+static void np_fini(struct np *n)
+{
+	vq_net_queue_free(n->q);
+	pair_fini(&n->p);
+}
+
+static void publish(struct np *n)
+{
+	CHECK(vq_drv_kick_prepare(n->p.drv) >= 0);
+}
+
+static uint8_t pat(uint32_t seq, uint32_t i)
+{
+	return (uint8_t)(seq * 131 + i * 7 + (i >> 8));
+}
+
+/* ---- TX ---- */
+
+struct sink {
+	unsigned calls;
+	uint8_t buf[64][2048];
+	uint32_t len[64];
+	struct vq_net_hdr hdr[64];
+	int ret;                        /* what to return */
+	struct np *n;
+	unsigned used_seen[64];         /* driver-visible used entries at call */
+};
+
+static int sink_fn(void *arg, const struct iovec *iov, unsigned cnt, uint32_t len,
+		   const struct vq_net_hdr *h)
+{
+	struct sink *s = arg;
+	uint32_t off = 0;
+
+	CHECK(s->calls < 64);
+	CHECK(len <= sizeof(s->buf[0]));
+	for (unsigned i = 0; i < cnt; i++) {
+		CHECK(off + iov[i].iov_len <= len);
+		memcpy(s->buf[s->calls] + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	CHECK_EQ(off, len);
+	s->len[s->calls] = len;
+	s->hdr[s->calls] = *h;
+	if (s->n)
+		s->used_seen[s->calls] = vq_drv_has_used(s->n->p.drv);
+	s->calls++;
+	return s->ret;
+}
+
+/* Put a TX frame (header + len bytes of pattern seq) split as asked:
+ * split_at 0 = header and data in one segment, else header alone and the
+ * data in nseg pieces. */
+static void tx_add(struct np *n, uint32_t seq, uint32_t len, unsigned nseg,
+		   const uint8_t *hdr, uint32_t hdr_len)
+{
+	struct vq_seg seg[8];
+	uint64_t gpa = pair_alloc(&n->p, hdr_len + len);
+	uint8_t *b = pair_hva(&n->p, gpa);
+	unsigned k = 0;
+
+	memcpy(b, hdr, hdr_len);
+	for (uint32_t i = 0; i < len; i++)
+		b[hdr_len + i] = pat(seq, i);
+	if (nseg == 0) {
+		seg[k++] = (struct vq_seg){ gpa, hdr_len + len };
+	} else {
+		uint32_t off = 0, piece = len / nseg;
+
+		seg[k++] = (struct vq_seg){ gpa, hdr_len };
+		for (unsigned i = 0; i < nseg; i++) {
+			uint32_t l = i + 1 == nseg ? len - off : piece;
+
+			seg[k++] = (struct vq_seg){ gpa + hdr_len + off, l };
+			off += l;
+		}
+	}
+	CHECK_EQ(vq_drv_add(n->p.drv, seg, k, 0, (void *)(uintptr_t)(seq + 1)), 0);
+}
+
+static const uint8_t zero_hdr[12];
+
+static void tx_5_1_6_2_frames_reach_sink_exact(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	uint64_t bytes = 0;
+	static const uint32_t lens[] = { 60, 64, 1514, 14, 333, 1000 };
+
+	np_init(&n, lf, 64, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	for (unsigned i = 0; i < 6; i++)
+		tx_add(&n, i, lens[i], i % 4, zero_hdr, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, &bytes), 6);
+	CHECK_EQ(s.calls, 6);
+	for (unsigned i = 0; i < 6; i++) {
+		CHECK_EQ(s.len[i], lens[i]);
+		for (uint32_t j = 0; j < lens[i]; j++)
+			CHECK_EQ(s.buf[i][j], pat(i, j));
+	}
+	CHECK_EQ(bytes, 60 + 64 + 1514 + 14 + 333 + 1000);
+	CHECK_EQ(vq_net_queue_stats(n.q)->packets, 6);
+	CHECK_EQ(vq_net_queue_stats(n.q)->bytes, bytes);
+	/* Every chain comes back used, length 0 (TX writes nothing). */
+	for (unsigned i = 0; i < 6; i++) {
+		void *tok;
+		uint32_t len = 99;
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+		CHECK_EQ(len, 0);
+	}
+	CHECK_EQ(vq_drv_get(n.p.drv, &(void *){ NULL }, &(uint32_t){ 0 }), 0);
+	np_fini(&n);
+}
+
+/* A nonzero max_pkts bounds the turn; the rest wait for the next. */
+static void tx_budget_bounds_turn(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+
+	np_init(&n, lf, 128, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	for (unsigned i = 0; i < 50; i++)
+		tx_add(&n, i, 60, 0, zero_hdr, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 40, sink_fn, &s, NULL), 40);
+	CHECK_EQ(vq_net_tx_process(n.q, 40, sink_fn, &s, NULL), 10);
+	CHECK_EQ(vq_net_tx_process(n.q, 40, sink_fn, &s, NULL), 0);
+	CHECK_EQ(s.calls, 50);
+	np_fini(&n);
+}
+
+/* --used-batch: 1 publishes each entry before the next frame is handled,
+ * 0 publishes once per burst, N every N. */
+static void tx_used_batch_publication(uint64_t lf)
+{
+	static struct sink s;
+	static const unsigned batches[] = { 1, 0, 4 };
+
+	for (unsigned b = 0; b < 3; b++) {
+		struct np n;
+
+		np_init(&n, lf, 64, VQ_NET_TX, batches[b], 0);
+		memset(&s, 0, sizeof(s));
+		s.n = &n;
+		for (unsigned i = 0; i < 10; i++)
+			tx_add(&n, i, 60, 0, zero_hdr, 12);
+		publish(&n);
+		CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 10);
+		CHECK_EQ(s.calls, 10);
+		if (batches[b] == 1) {
+			CHECK_EQ(s.used_seen[0], 0);
+			for (unsigned i = 1; i < 10; i++)
+				CHECK_EQ(s.used_seen[i], 1);
+			CHECK_EQ(vq_net_queue_stats(n.q)->flushes, 10);
+		} else if (batches[b] == 0) {
+			for (unsigned i = 0; i < 10; i++)
+				CHECK_EQ(s.used_seen[i], 0);
+			CHECK_EQ(vq_net_queue_stats(n.q)->flushes, 1);
+		} else {
+			for (unsigned i = 0; i < 10; i++)
+				CHECK_EQ(s.used_seen[i], i >= 4);
+			CHECK_EQ(vq_net_queue_stats(n.q)->flushes, 3);
+		}
+		CHECK(vq_drv_has_used(n.p.drv));
+		np_fini(&n);
+	}
+}
+
+static void tx_hostile_writable_part_breaks(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	struct vq_seg seg[2];
+
+	np_init(&n, lf, 16, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	seg[0] = (struct vq_seg){ pair_alloc(&n.p, 100), 100 };
+	seg[1] = (struct vq_seg){ pair_alloc(&n.p, 100), 100 };
+	CHECK_EQ(vq_drv_add(n.p.drv, seg, 1, 1, (void *)1), 0);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EINVAL);
+	CHECK_EQ(s.calls, 0);
+	CHECK_EQ(vq_dev_error(n.p.dev), -EINVAL);
+	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected descriptor format for TX"));
+	/* Broken stays broken. */
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EINVAL);
+	np_fini(&n);
+}
+
+static void tx_hostile_shorter_than_header_breaks(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	struct vq_seg seg = { 0, 11 };
+
+	np_init(&n, lf, 16, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	seg.addr = pair_alloc(&n.p, 11);
+	CHECK_EQ(vq_drv_add(n.p.drv, &seg, 1, 0, (void *)1), 0);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EINVAL);
+	CHECK_EQ(s.calls, 0);
+	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected header len for TX"));
+	np_fini(&n);
+}
+
+/* Headers asking for what was not negotiated, runts, oversize frames and
+ * sink refusals: dropped, counted by reason, chains still returned. */
+static void tx_drops_counted_by_reason(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	uint8_t gso[12] = { 0, 1 };             /* GSO_TCPV4, not offered */
+	uint8_t csum[12] = { VIRTIO_NET_HDR_F_NEEDS_CSUM };
+	uint8_t valid[12] = { VIRTIO_NET_HDR_F_DATA_VALID };  /* RX-only flag */
+	const struct vq_net_stats *st;
+
+	np_init(&n, lf, 64, VQ_NET_TX, 0, 1000);
+	memset(&s, 0, sizeof(s));
+	tx_add(&n, 0, 60, 0, gso, 12);
+	tx_add(&n, 1, 60, 1, csum, 12);
+	tx_add(&n, 2, 60, 2, valid, 12);
+	tx_add(&n, 3, 13, 0, zero_hdr, 12);     /* runt */
+	tx_add(&n, 4, 1001, 3, zero_hdr, 12);   /* over max_frame */
+	tx_add(&n, 5, 1000, 3, zero_hdr, 12);   /* exactly max_frame: fine */
+	tx_add(&n, 6, 60, 0, zero_hdr, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 7);
+	CHECK_EQ(s.calls, 2);
+	CHECK_EQ(s.len[0], 1000);
+	CHECK_EQ(s.len[1], 60);
+	CHECK_EQ(s.buf[1][5], pat(6, 5));
+	st = vq_net_queue_stats(n.q);
+	CHECK_EQ(st->drops[VQ_NET_DROP_BAD_HDR], 3);
+	CHECK_EQ(st->drops[VQ_NET_DROP_RUNT], 1);
+	CHECK_EQ(st->drops[VQ_NET_DROP_OVERSIZE], 1);
+	CHECK_EQ(st->packets, 2);
+	CHECK_EQ(st->buffers, 7);
+	CHECK_EQ(vq_dev_error(n.p.dev), 0);
+	for (unsigned i = 0; i < 7; i++) {
+		void *tok;
+		uint32_t len;
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+	}
+
+	/* A sink that reports the TAP full. */
+	memset(&s, 0, sizeof(s));
+	s.ret = VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
+	tx_add(&n, 7, 60, 0, zero_hdr, 12);
+	tx_add(&n, 8, 60, 0, zero_hdr, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 2);
+	CHECK_EQ(st->drops[VQ_NET_DROP_TAP_FULL], 2);
+	CHECK_EQ(st->packets, 2);
+	np_fini(&n);
+}
+
+/* A sink error stops the turn: the chain it saw is returned, the rest of the
+ * burst goes back to the ring and is seen again next time. */
+static void tx_sink_error_gives_back_rest(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+
+	np_init(&n, lf, 64, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	for (unsigned i = 0; i < 5; i++)
+		tx_add(&n, i, 60, 0, zero_hdr, 12);
+	publish(&n);
+	s.ret = -EIO;
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EIO);
+	CHECK_EQ(s.calls, 1);
+	s.ret = 0;
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 4);
+	CHECK_EQ(s.calls, 5);
+	for (unsigned i = 1; i < 5; i++)
+		CHECK_EQ(s.buf[i][0], pat(i, 0));
+	for (unsigned i = 0; i < 5; i++) {
+		void *tok;
+		uint32_t len;
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+	}
+	np_fini(&n);
+}
+
+/* ---- RX ---- */
+
+struct rxbuf {
+	uint64_t gpa;
+	uint32_t size;
+	unsigned nseg;
+};
+
+/* Post an RX buffer of size bytes in nseg segments; token = idx + 1. */
+static void rx_post(struct np *n, struct rxbuf *b, unsigned idx)
+{
+	struct vq_seg seg[8];
+	uint32_t off = 0, piece = b->size / b->nseg;
+
+	memset(pair_hva(&n->p, b->gpa), 0xAA, b->size);
+	for (unsigned i = 0; i < b->nseg; i++) {
+		uint32_t l = i + 1 == b->nseg ? b->size - off : piece;
+
+		seg[i] = (struct vq_seg){ b->gpa + off, l };
+		off += l;
+	}
+	CHECK_EQ(vq_drv_add(n->p.drv, seg, 0, b->nseg, (void *)(uintptr_t)(idx + 1)), 0);
+}
+
+static void rx_alloc(struct np *n, struct rxbuf *b, unsigned count,
+		     uint32_t size, unsigned nseg)
+{
+	for (unsigned i = 0; i < count; i++) {
+		b[i].size = size;
+		b[i].nseg = nseg;
+		b[i].gpa = pair_alloc(&n->p, size);
+	}
+}
+
+static int deliver(struct np *n, uint32_t seq, uint32_t len)
+{
+	static uint8_t frame[70000];
+	struct iovec iov[3];
+	uint32_t a = len / 3, b = len / 2;
+
+	for (uint32_t i = 0; i < len; i++)
+		frame[i] = pat(seq, i);
+	/* A gathered source: three pieces. */
+	iov[0] = (struct iovec){ frame, a };
+	iov[1] = (struct iovec){ frame + a, b - a };
+	iov[2] = (struct iovec){ frame + b, len - b };
+	return vq_net_rx_deliver(n->q, iov, 3, len, NULL);
+}
+
+static uint16_t le16_at(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static void rx_5_1_6_4_one_buffer_exact_bytes(uint64_t lf)
+{
+	static struct rxbuf b[8];
+	static const uint32_t lens[] = { 60, 1514, 14, 2036 };
+	struct np n;
+
+	np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
+	rx_alloc(&n, b, 4, 2048, 1);
+	for (unsigned i = 0; i < 4; i++) {
+		b[i].nseg = 1 + i % 3;  /* header may straddle segments */
+		rx_post(&n, &b[i], i);
+	}
+	publish(&n);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ(deliver(&n, i, lens[i]), 1);
+	CHECK(!vq_drv_has_used(n.p.drv));      /* staged, not flushed */
+	CHECK_EQ(vq_net_rx_flush(n.q), 4);
+	for (unsigned i = 0; i < 4; i++) {
+		void *tok;
+		uint32_t len;
+		uint8_t *p;
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+		CHECK_EQ(len, 12 + lens[i]);
+		p = pair_hva(&n.p, b[i].gpa);
+		for (unsigned j = 0; j < 10; j++)
+			CHECK_EQ(p[j], 0);
+		/* 5.1.6.4: num_buffers is 1 without MRG_RXBUF (VERSION_1). */
+		CHECK_EQ(le16_at(p + 10), 1);
+		for (uint32_t j = 0; j < lens[i]; j++)
+			CHECK_EQ(p[12 + j], pat(i, j));
+		if (12 + lens[i] < b[i].size)
+			CHECK_EQ(p[12 + lens[i]], 0xAA);        /* nothing more written */
+	}
+	CHECK_EQ(vq_net_queue_stats(n.q)->packets, 4);
+	np_fini(&n);
+}
+
+/* Without MRG_RXBUF a frame that does not fit one buffer is dropped as
+ * oversize and the buffer is given back for the next frame. */
+static void rx_5_1_6_3_oversize_without_mrg(uint64_t lf)
+{
+	static struct rxbuf b[2];
+	struct np n;
+	void *tok;
+	uint32_t len;
+
+	np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
+	rx_alloc(&n, b, 2, 100, 2);
+	rx_post(&n, &b[0], 0);
+	rx_post(&n, &b[1], 1);
+	publish(&n);
+	CHECK_EQ(deliver(&n, 1, 89), 0);        /* 12 + 89 > 100 */
+	CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_OVERSIZE], 1);
+	CHECK_EQ(deliver(&n, 2, 88), 1);        /* 12 + 88 = 100: fits */
+	CHECK_EQ(vq_net_rx_flush(n.q), 1);
+	CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+	CHECK_EQ((uintptr_t)tok, 1);
+	CHECK_EQ(len, 100);
+	CHECK_EQ(((uint8_t *)pair_hva(&n.p, b[0].gpa))[12 + 87], pat(2, 87));
+	CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 0);
+	np_fini(&n);
+}
+
+static void rx_5_1_6_4_mrg_splits_and_sets_num_buffers(uint64_t lf)
+{
+	static struct rxbuf b[16];
+	static uint8_t got[4096];
+	struct np n;
+	uint32_t total = 0;
+
+	np_init(&n, lf | MRG, 32, VQ_NET_RX, 0, 0);
+	rx_alloc(&n, b, 16, 256, 1);
+	for (unsigned i = 0; i < 16; i++) {
+		b[i].nseg = 1 + (i & 1);
+		rx_post(&n, &b[i], i);
+	}
+	publish(&n);
+	CHECK_EQ(deliver(&n, 7, 1000), 1);     /* 1012 bytes: 256*3 + 244 */
+	CHECK_EQ(deliver(&n, 8, 244), 1);      /* exactly one buffer */
+	CHECK_EQ(deliver(&n, 9, 245), 1);      /* one byte into a second */
+	CHECK_EQ(vq_net_rx_flush(n.q), 7);
+	static const uint32_t want[] = { 256, 256, 256, 244, 256, 256, 1 };
+	for (unsigned i = 0; i < 7; i++) {
+		void *tok;
+		uint32_t len;
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+		CHECK_EQ(len, want[i]);
+		memcpy(got + total, pair_hva(&n.p, b[i].gpa), len);
+		total += len;
+		if (len < 256)
+			CHECK_EQ(((uint8_t *)pair_hva(&n.p, b[i].gpa))[len], 0xAA);
+	}
+	/* First frame: header with num_buffers 4, then the 1000 bytes. */
+	CHECK_EQ(le16_at(got + 10), 4);
+	for (uint32_t j = 0; j < 1000; j++)
+		CHECK_EQ(got[12 + j], pat(7, j));
+	CHECK_EQ(le16_at(got + 1012 + 10), 1);
+	for (uint32_t j = 0; j < 244; j++)
+		CHECK_EQ(got[1012 + 12 + j], pat(8, j));
+	CHECK_EQ(le16_at(got + 1012 + 256 + 10), 2);
+	for (uint32_t j = 0; j < 245; j++)
+		CHECK_EQ(got[1012 + 256 + 12 + j], pat(9, j));
+	CHECK_EQ(vq_net_queue_stats(n.q)->buffers, 7);
+	np_fini(&n);
+}
+
+/* MRG_RXBUF with too few buffers for the frame: the buffers popped for it
+ * go back unused, the drop is counted, and a smaller frame then uses them. */
+static void rx_mrg_partial_frame_gives_buffers_back(uint64_t lf)
+{
+	static struct rxbuf b[2];
+	struct np n;
+	void *tok;
+	uint32_t len;
+
+	np_init(&n, lf | MRG, 16, VQ_NET_RX, 0, 0);
+	rx_alloc(&n, b, 2, 256, 1);
+	rx_post(&n, &b[0], 0);
+	rx_post(&n, &b[1], 1);
+	publish(&n);
+	CHECK_EQ(deliver(&n, 1, 1000), 0);
+	CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_NO_RX_BUF], 1);
+	CHECK_EQ(vq_net_rx_flush(n.q), 0);
+	CHECK(!vq_drv_has_used(n.p.drv));
+	CHECK_EQ(deliver(&n, 2, 100), 1);
+	CHECK_EQ(deliver(&n, 3, 100), 1);
+	CHECK_EQ(deliver(&n, 4, 100), 0);
+	CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_NO_RX_BUF], 2);
+	CHECK_EQ(vq_net_rx_flush(n.q), 2);
+	for (unsigned i = 0; i < 2; i++) {
+		uint8_t *p = pair_hva(&n.p, b[i].gpa);
+
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, i + 1);
+		CHECK_EQ(len, 112);
+		CHECK_EQ(le16_at(p + 10), 1);
+		CHECK_EQ(p[12], pat(2 + i, 0));
+		CHECK_EQ(p[111], pat(2 + i, 99));
+	}
+	np_fini(&n);
+}
+
+static void rx_no_buffer_dropped_counted(uint64_t lf)
+{
+	struct np n;
+
+	np_init(&n, lf, 16, VQ_NET_RX, 1, 0);
+	CHECK_EQ(deliver(&n, 1, 60), 0);
+	CHECK_EQ(deliver(&n, 2, 60), 0);
+	CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_NO_RX_BUF], 2);
+	CHECK_EQ(vq_net_queue_stats(n.q)->packets, 0);
+	CHECK(!vq_drv_has_used(n.p.drv));
+	np_fini(&n);
+}
+
+static void rx_used_batch_publication(uint64_t lf)
+{
+	static struct rxbuf b[8];
+	struct np n;
+	void *tok[8];
+	uint32_t len[8];
+
+	np_init(&n, lf, 16, VQ_NET_RX, 2, 0);
+	rx_alloc(&n, b, 5, 128, 1);
+	for (unsigned i = 0; i < 5; i++)
+		rx_post(&n, &b[i], i);
+	publish(&n);
+	CHECK_EQ(deliver(&n, 0, 60), 1);
+	CHECK(!vq_drv_has_used(n.p.drv));
+	CHECK_EQ(deliver(&n, 1, 60), 1);
+	CHECK_EQ(vq_drv_get_burst(n.p.drv, tok, len, 8), 2);
+	CHECK_EQ(deliver(&n, 2, 60), 1);
+	CHECK_EQ(vq_drv_get_burst(n.p.drv, tok, len, 8), 0);
+	CHECK_EQ(vq_net_rx_flush(n.q), 1);
+	CHECK_EQ(vq_drv_get_burst(n.p.drv, tok, len, 8), 1);
+	CHECK_EQ((uintptr_t)tok[0], 3);
+	CHECK_EQ(len[0], 72);
+	np_fini(&n);
+}
+
+static void rx_hostile_readable_part_breaks(uint64_t lf)
+{
+	struct np n;
+	struct vq_seg seg[2];
+
+	np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
+	seg[0] = (struct vq_seg){ pair_alloc(&n.p, 64), 64 };
+	seg[1] = (struct vq_seg){ pair_alloc(&n.p, 2048), 2048 };
+	CHECK_EQ(vq_drv_add(n.p.drv, seg, 1, 1, (void *)1), 0);
+	publish(&n);
+	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
+	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected descriptor format for RX"));
+	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
+	CHECK(!vq_drv_has_used(n.p.drv));
+	np_fini(&n);
+}
+
+static void rx_hostile_mrg_buffer_smaller_than_header_breaks(uint64_t lf)
+{
+	struct np n;
+	struct vq_seg seg = { 0, 11 };
+
+	np_init(&n, lf | MRG, 16, VQ_NET_RX, 0, 0);
+	seg.addr = pair_alloc(&n.p, 11);
+	CHECK_EQ(vq_drv_add(n.p.drv, &seg, 0, 1, (void *)1), 0);
+	publish(&n);
+	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
+	CHECK(strstr(vq_dev_error_msg(n.p.dev), "smaller than the 12-byte header"));
+	np_fini(&n);
+}
+
+/*
+ * The stale-frame class of bug (seen with a Linux guest, packed=on,
+ * mrg_rxbuf=off, against another backend): after the RX ring overflowed and
+ * the guest refilled it, the guest received copies of old frames.  Here the
+ * guest posts big multi-segment buffers (like its "big packets" mode),
+ * frames overflow the ring, the guest reaps some, refills the same memory
+ * without clearing it, and frames of new sequence numbers and other sizes
+ * arrive.  Every used entry must name a buffer this round wrote, with the
+ * exact length of its frame, in order: never an old sequence number.
+ */
+static void rx_no_stale_frame_after_overflow(uint64_t lf, uint64_t mrg, uint16_t num)
+{
+	static struct rxbuf b[256];
+	static uint32_t buf_seq[256];           /* what we last wrote in buffer i */
+	struct np n;
+	uint64_t seed = vq_test_seed(0x57a1e);
+	uint32_t seq = 0, next_expect = 0, delivered = 0, dropped = 0;
+	uint32_t posted = 0, reaped = 0;
+	uint32_t expect_seq[4096];
+	uint32_t expect_len[4096];
+	unsigned in_ring = 0;
+	unsigned free_list[256], nfree = 0;
+
+	np_init(&n, lf | mrg, num, VQ_NET_RX, (unsigned)(seed % 3), 0);
+	rx_alloc(&n, b, num, 4096, mrg ? 1 : 3);
+	for (unsigned i = 0; i < num; i++)
+		free_list[nfree++] = i;
+
+	for (unsigned round = 0; round < 40; round++) {
+		/* Refill some or all of the free buffers. */
+		unsigned refill = round % 4 == 3 ? nfree / 2 : nfree;
+
+		for (unsigned i = 0; i < refill; i++) {
+			unsigned idx = free_list[--nfree];
+
+			/* Not cleared: it still holds its old frame. */
+			struct vq_seg seg[3];
+			uint32_t off = 0, piece = b[idx].size / b[idx].nseg;
+
+			for (unsigned s = 0; s < b[idx].nseg; s++) {
+				uint32_t l = s + 1 == b[idx].nseg ? b[idx].size - off : piece;
+
+				seg[s] = (struct vq_seg){ b[idx].gpa + off, l };
+				off += l;
+			}
+			CHECK_EQ(vq_drv_add(n.p.drv, seg, 0, b[idx].nseg,
+					    (void *)(uintptr_t)(idx + 1)), 0);
+			posted++;
+			in_ring++;
+		}
+		publish(&n);
+		/* Overflow: offer more frames than there are buffers. */
+		unsigned offer = in_ring + 1 + (unsigned)(vq_test_rand(&seed) % 8);
+
+		for (unsigned i = 0; i < offer; i++) {
+			uint32_t len = 14 + (uint32_t)(vq_test_rand(&seed) % (mrg ? 9000 : 4070));
+			int r = deliver(&n, seq, len);
+
+			CHECK(r >= 0);
+			if (r == 1) {
+				expect_seq[delivered % 4096] = seq;
+				expect_len[delivered % 4096] = len;
+				delivered++;
+			} else {
+				dropped++;
+			}
+			seq++;
+		}
+		CHECK(vq_net_rx_flush(n.q) >= 0);
+		/* Reap everything used, and check every frame. */
+		for (;;) {
+			void *tok;
+			uint32_t len, fl, got = 0;
+			uint8_t *p;
+			unsigned nb, idx;
+			int r = vq_drv_get(n.p.drv, &tok, &len);
+
+			CHECK(r >= 0);
+			if (r == 0)
+				break;
+			idx = (unsigned)(uintptr_t)tok - 1;
+			CHECK(idx < num);
+			p = pair_hva(&n.p, b[idx].gpa);
+			nb = le16_at(p + 10);
+			fl = expect_len[next_expect % 4096];
+			CHECK(len >= 12);
+			if (!mrg) {
+				CHECK_EQ(nb, 1);
+				CHECK_EQ(len, 12 + fl);
+			}
+			/* The frame's bytes, across nb buffers. */
+			uint32_t s = expect_seq[next_expect % 4096];
+			for (unsigned k = 0; k < nb; k++) {
+				if (k) {
+					CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+					idx = (unsigned)(uintptr_t)tok - 1;
+					CHECK(idx < num);
+					p = pair_hva(&n.p, b[idx].gpa);
+				}
+				uint32_t start = k ? 0 : 12;
+
+				for (uint32_t j = start; j < len; j++)
+					CHECK_EQ(p[j], pat(s, got + j - start));
+				got += len - start;
+				buf_seq[idx] = s;
+				free_list[nfree++] = idx;
+				in_ring--;
+				reaped++;
+			}
+			CHECK_EQ(got, fl);
+			next_expect++;
+		}
+	}
+	CHECK_EQ(next_expect, delivered);
+	CHECK(dropped > 0);
+	CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_NO_RX_BUF], dropped);
+	CHECK_EQ(vq_net_queue_stats(n.q)->packets, delivered);
+	CHECK_EQ(posted - reaped, in_ring);
+	(void)buf_seq;
+	np_fini(&n);
+}
+
+static void rx_no_stale_frame_after_overflow_nomrg(uint64_t lf)
+{
+	rx_no_stale_frame_after_overflow(lf, 0, 64);
+}
+
+static void rx_no_stale_frame_after_overflow_mrg(uint64_t lf)
+{
+	rx_no_stale_frame_after_overflow(lf, MRG, 64);
+}
+
+static void rx_no_stale_frame_odd_packed_size(uint64_t lf)
+{
+	if (lf & VIRTQ_BIT(VIRTIO_F_RING_PACKED))
+		rx_no_stale_frame_after_overflow(lf, 0, 37);
+}
+
+static void net_5_1_6_header_size(void)
+{
+	CHECK_EQ(vq_net_hdr_len(VIRTQ_BIT(VIRTIO_F_VERSION_1)), 12);
+	CHECK_EQ(vq_net_hdr_len(VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF)), 12);
+	CHECK_EQ(vq_net_hdr_len(0), 10);
+	CHECK(!vq_net_is_tx_queue(0));
+	CHECK(vq_net_is_tx_queue(1));
+	CHECK(!vq_net_is_tx_queue(2));
+}
+
+static void loopback_mac_swapped_view(void)
+{
+	uint8_t f[64], mac[12];
+	struct iovec in[2] = { { f, 5 }, { f + 5, 59 } }, out[3];
+	int n;
+
+	for (unsigned i = 0; i < 64; i++)
+		f[i] = (uint8_t)i;
+	n = vq_net_mac_swapped(in, 2, 64, mac, out);
+	CHECK_EQ(n, 2);
+	CHECK(out[0].iov_base == mac);
+	CHECK_EQ(out[0].iov_len, 12);
+	for (unsigned i = 0; i < 6; i++) {
+		CHECK_EQ(mac[i], 6 + i);
+		CHECK_EQ(mac[6 + i], i);
+	}
+	CHECK(out[1].iov_base == f + 12);
+	CHECK_EQ(out[1].iov_len, 52);
+	CHECK_EQ(f[0], 0);                      /* source untouched */
+	CHECK_EQ(vq_net_mac_swapped(in, 2, 11, mac, out), -EINVAL);
+	CHECK(strcmp(vq_net_drop_name(VQ_NET_DROP_TAP_FULL), "tap_full") == 0);
+}
+
+int main(void)
+{
+	RUN(net_5_1_6_header_size);
+	RUN(loopback_mac_swapped_view);
+	RUN_LAYOUTS(tx_5_1_6_2_frames_reach_sink_exact);
+	RUN_LAYOUTS(tx_budget_bounds_turn);
+	RUN_LAYOUTS(tx_used_batch_publication);
+	RUN_LAYOUTS(tx_hostile_writable_part_breaks);
+	RUN_LAYOUTS(tx_hostile_shorter_than_header_breaks);
+	RUN_LAYOUTS(tx_drops_counted_by_reason);
+	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
+	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
+	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);
+	RUN_LAYOUTS(rx_5_1_6_4_mrg_splits_and_sets_num_buffers);
+	RUN_LAYOUTS(rx_mrg_partial_frame_gives_buffers_back);
+	RUN_LAYOUTS(rx_no_buffer_dropped_counted);
+	RUN_LAYOUTS(rx_used_batch_publication);
+	RUN_LAYOUTS(rx_hostile_readable_part_breaks);
+	RUN_LAYOUTS(rx_hostile_mrg_buffer_smaller_than_header_breaks);
+	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_nomrg);
+	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_mrg);
+	RUN_LAYOUTS(rx_no_stale_frame_odd_packed_size);
+	return 0;
+}
