@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# One guest test: a real Linux guest under QEMU drives a vhost-user backend.
+#
+#   tests/guest/guest-test.sh CASE        (meson test --suite guest runs them all)
+#
+# Cases: net-split-mrg net-split-nomrg net-packed-mrg net-packed-nomrg
+#        net-packed-nomrg-overflow net-restart net-reset
+#        vsock-g2h vsock-h2g vsock-restart vsock-reset
+#
+# Environment:
+#   VIRTQ_BUILD_DIR      meson build dir holding tools/net/virtq-net and
+#                        tools/vsock/virtq-vsock (default <repo>/build)
+#   VIRTQ_GUEST_BACKEND  net backend: virtq (default) or testpmd (DPDK's
+#                        vhost PMD, the known-good peer the harness was
+#                        proven with)
+#   VIRTQ_GUEST_LOGS     where logs go (default BUILD/meson-logs/guest);
+#                        a passing case deletes its logs, a failing one keeps them
+#   VIRTQ_GUEST_CACHE    guest image cache (default <repo>/build-guest)
+#   CI=true              a case that cannot run (no QEMU, no backend) fails
+#                        instead of skipping (exit 77)
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CASE=${1:?usage: guest-test.sh CASE}
+BUILD=${VIRTQ_BUILD_DIR:-$REPO/build}
+BACKEND=${VIRTQ_GUEST_BACKEND:-virtq}
+export VIRTQ_GUEST_CACHE=${VIRTQ_GUEST_CACHE:-$REPO/build-guest}
+LOG=${VIRTQ_GUEST_LOGS:-$BUILD/meson-logs/guest}/$CASE
+rm -rf "$LOG"
+mkdir -p "$LOG"
+LOG=$(cd "$LOG" && pwd)
+NSOCK=$LOG/net.sock
+VSOCK=$LOG/vsock.sock
+UDS=$LOG/vsock.uds
+CID=3
+FAILS=0
+PIDS=()
+
+note() { echo "[$CASE] $*"; }
+check() { # check NAME CONDITION-STATUS DETAILS
+	if [ "$2" = 0 ]; then
+		note "PASS $1 $3"
+	else
+		note "FAIL $1 $3"
+		FAILS=$((FAILS + 1))
+	fi
+}
+cannot_run() {
+	if [ "${CI:-}" = true ]; then
+		note "FAIL (CI=true): $*"
+		exit 1
+	fi
+	note "SKIP: $*"
+	exit 77
+}
+finish() {
+	local p
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [ $FAILS = 0 ]; then
+		rm -rf "$LOG"
+		note "all checks passed"
+		exit 0
+	fi
+	note "$FAILS check(s) failed; logs kept in $LOG"
+	exit 1
+}
+# kv PREFIX KEY FILE: value of KEY on the last line starting with PREFIX
+kv() { grep -a "^$1 " "$3" 2>/dev/null | tail -1 | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
+# count_lines PREFIX PATTERN FILE
+count() { grep -a "^$1 " "$3" 2>/dev/null | grep -c -- "$2"; }
+
+command -v qemu-system-x86_64 >/dev/null || cannot_run "qemu-system-x86_64 not installed (scripts/deps.sh test)"
+"$HERE/build-guest.sh" >/dev/null || cannot_run "the guest image could not be built"
+GVSOCK=$VIRTQ_GUEST_CACHE/host/gvsock
+
+# ---- the boot: run-guest.sh with our log dir, in the foreground or not ----
+# guest NAME [run-guest options] -- 'cmd'     (output in $LOG/NAME/output.log)
+guest() {
+	local name=$1
+	shift
+	"$HERE/run-guest.sh" --logdir "$LOG/$name" "$@" > "$LOG/$name.out" 2> "$LOG/$name.err"
+	local rc=$?
+	cat "$LOG/$name.err"
+	return $rc
+}
+guest_bg() {
+	local name=$1
+	shift
+	"$HERE/run-guest.sh" --logdir "$LOG/$name" "$@" > "$LOG/$name.out" 2> "$LOG/$name.err" &
+	GPID=$!
+	PIDS+=("$GPID")
+}
+# wait_mark NAME MARK SECONDS: the guest printed MARK on its output port
+wait_mark() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -aq "^$2" "$LOG/$1/output.log" 2>/dev/null && return 0
+		kill -0 "$GPID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+wait_sock() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ -S "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- net backends: start MODE (sink|loopback|source), stop, kill ----
+# After net_stop: NET_RX / NET_TX are the frames the backend took from the
+# guest / gave to the guest; NET_DROP the frames it could not deliver.
+NET_PID=
+NET_N=0
+net_start() {
+	NET_N=$((NET_N + 1))
+	NET_OUT=$LOG/net-$NET_N.log
+	rm -f "$NSOCK"
+	case "$BACKEND" in
+	testpmd)
+		local fwd
+		case "$1" in sink) fwd=rxonly ;; loopback) fwd=macswap ;; source) fwd=txonly ;; esac
+		NET_PREFIX=vqguest_$$_$NET_N
+		dpdk-testpmd -l 0-1 --no-huge -m 256 --no-pci --file-prefix "$NET_PREFIX" \
+			--log-level=lib.eal:notice --vdev "net_vhost0,iface=$NSOCK,queues=1" -- \
+			--forward-mode=$fwd --nb-cores=1 --total-num-mbufs=16384 \
+			--stats-period=5 --txpkts=64 > "$NET_OUT" 2>&1 < /dev/null &
+		;;
+	virtq)
+		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" > "$NET_OUT" 2>&1 < /dev/null &
+		;;
+	esac
+	NET_PID=$!
+	PIDS+=("$NET_PID")
+	wait_sock "$NSOCK" "$NET_PID" || { note "net backend did not start:"; tail -5 "$NET_OUT"; return 1; }
+}
+net_stop() {
+	[ -n "$NET_PID" ] || return 0
+	case "$BACKEND" in
+	testpmd) kill -INT "$NET_PID" 2>/dev/null ;;
+	virtq) kill -TERM "$NET_PID" 2>/dev/null ;;
+	esac
+	local i
+	for ((i = 0; i < 100; i++)); do kill -0 "$NET_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$NET_PID" 2>/dev/null
+	wait "$NET_PID" 2>/dev/null
+	NET_PID=
+	case "$BACKEND" in
+	testpmd)
+		rm -rf "/var/run/dpdk/$NET_PREFIX"
+		# testpmd's final "Forward statistics for port 0" block
+		read -r NET_RX NET_TX NET_DROP < <(awk '
+			/Forward statistics for port 0/ { f = 1 }
+			f && /RX-packets:/ { rx = $2 }
+			f && /TX-packets:/ { tx = $2; drop = $4; f = 0 }
+			END { print rx + 0, tx + 0, drop + 0 }' "$NET_OUT")
+		;;
+	virtq)
+		read -r NET_RX NET_TX NET_DROP < <(virtq_net_counters "$NET_OUT")
+		;;
+	esac
+}
+net_kill() {
+	kill -9 "$NET_PID" 2>/dev/null
+	wait "$NET_PID" 2>/dev/null
+	NET_PID=
+	[ "$BACKEND" = testpmd ] && rm -rf "/var/run/dpdk/$NET_PREFIX"
+}
+# virtq-net's exit summary -> "rx tx drop"
+virtq_net_counters() {
+	awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "=");
+		if (kv[1] == "rx_frames") rx = kv[2]; if (kv[1] == "tx_frames") tx = kv[2];
+		if (kv[1] == "tx_dropped") d = kv[2] } }
+		END { print rx + 0, tx + 0, d + 0 }' "$1"
+}
+
+need_net_backend() {
+	case "$BACKEND" in
+	testpmd)
+		command -v dpdk-testpmd >/dev/null || cannot_run "dpdk-testpmd not installed (apt-get install dpdk-dev)"
+		;;
+	virtq)
+		VIRTQ_NET=$BUILD/tools/net/virtq-net
+		[ -x "$VIRTQ_NET" ] || cannot_run "$VIRTQ_NET not built"
+		;;
+	*) cannot_run "unknown VIRTQ_GUEST_BACKEND=$BACKEND" ;;
+	esac
+	note "net backend: $BACKEND"
+}
+
+# The negotiated virtio feature bits, as the guest driver sees them.
+FEATS='echo "FEATURES bits=$(cat /sys/bus/virtio/devices/virtio0/features)"'
+feature() { # feature BIT OUTFILE -> 0/1
+	local b
+	b=$(kv FEATURES bits "$2")
+	echo "${b:$1:1}"
+}
+
+# ---- net: split/packed x mrg_rxbuf: sink, loopback, source ----
+net_matrix() {
+	local packed=$1 mrg=$2 n=20000
+	local opts=(--dev net --sock "$NSOCK" --packed "$packed" --mrg "$mrg" --mem 128)
+	need_net_backend
+
+	# sink: the backend must count exactly the frames the guest sent.
+	net_start sink || { check sink-start 1 ""; return; }
+	guest sink "${opts[@]}" -- "$FEATS; gnet tx eth0 -n $n"
+	local rc=$?
+	net_stop
+	local o=$LOG/sink.out want_p=0 want_m=0
+	[ "$packed" = on ] && want_p=1
+	[ "$mrg" = on ] && want_m=1
+	check features $([ "$(feature 34 "$o")" = $want_p ] && [ "$(feature 15 "$o")" = $want_m ] && echo 0 || echo 1) \
+		"RING_PACKED=$(feature 34 "$o") MRG_RXBUF=$(feature 15 "$o") (want $want_p $want_m)"
+	check sink-count $([ $rc = 0 ] && [ "$(kv TX sent "$o")" = $n ] && [ "$NET_RX" = $n ] && echo 0 || echo 1) \
+		"guest_rc=$rc guest_sent=$(kv TX sent "$o") backend_rx=$NET_RX want=$n"
+
+	# loopback: every frame comes back once, intact, in its burst.
+	net_start loopback || { check loopback-start 1 ""; return; }
+	guest loopback "${opts[@]}" -- \
+		'gnet echo eth0 -n 2000 -s 0 && gnet echo eth0 -n 500 -s 60 && gnet echo eth0 -n 500 -s 1514'
+	rc=$?
+	net_stop
+	o=$LOG/loopback.out
+	check loopback-echo $([ $rc = 0 ] && [ "$(count ECHO result=PASS "$o")" = 3 ] && echo 0 || echo 1) \
+		"guest_rc=$rc $(grep -a '^ECHO ' "$o" | sed 's/.*sent=\([0-9]*\) ok=\([0-9]*\).*size=\([0-9]*\).*result=\(.*\)/[\3: \2\/\1 \4]/' | tr '\n' ' ')"
+
+	# source: the guest receives the backend's frames, none of them damaged.
+	net_start source || { check source-start 1 ""; return; }
+	guest source "${opts[@]}" -- 'gnet rx eth0 -t 3'
+	rc=$?
+	net_stop
+	o=$LOG/source.out
+	local got
+	got=$(kv RX frames "$o")
+	check source-rx $([ $rc = 0 ] && [ "${got:-0}" -gt 0 ] && [ "$(kv RX bad "$o")" = 0 ] && echo 0 || echo 1) \
+		"guest_rc=$rc guest_rx=$got bad=$(kv RX bad "$o") backend_tx=$NET_TX"
+}
+
+# ---- packed ring, mrg_rxbuf off, after the guest's RX ring overflowed ----
+# The big-buffer receive path (64 KiB chains per buffer) with packed rings:
+# after an overflow a backend that mixes up descriptor ids or lengths hands
+# the guest stale copies of old frames.  DPDK 22.11 does, intermittently.
+net_overflow() {
+	need_net_backend
+	net_start loopback || { check start 1 ""; return; }
+	guest overflow --dev net --sock "$NSOCK" --packed on --mrg off --mem 128 --timeout 110 -- "$FEATS"'
+		gnet echo eth0 -n 500 -s 0 || exit 1
+		for r in 1 2 3; do
+			gnet tx eth0 -n 30000
+			sleep 0.5
+			echo "ROUND $r"
+			gnet echo eth0 -n 1000 -s 60 -w 2000
+			gnet echo eth0 -n 1000 -s 0 -w 2000
+		done; true'
+	local rc=$?
+	net_stop
+	local o=$LOG/overflow.out pass stale
+	pass=$(count ECHO result=PASS "$o")
+	stale=$(grep -a '^ECHO ' "$o" | sed -n 's/.* stale=\([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	local ok=1
+	[ $rc = 0 ] && [ "$pass" = 7 ] && ok=0
+	local info="guest_rc=$rc echo_pass=$pass/7 stale_frames=${stale:-?} backend_rx=$NET_RX backend_tx=$NET_TX backend_dropped=$NET_DROP"
+	if [ $ok = 1 ] && [ "$BACKEND" = testpmd ]; then
+		note "XFAIL after-overflow $info (known DPDK 22.11 packed non-mergeable issue)"
+	else
+		check after-overflow $ok "$info"
+	fi
+	# The rounds only test something if the ring really overflowed.
+	[ "$BACKEND" = testpmd ] && [ "${NET_DROP:-0}" = 0 ] && note "note: the backend dropped nothing, no overflow happened"
+}
+
+# ---- kill the backend mid-traffic; QEMU reconnects; the guest works again ----
+net_restart() {
+	need_net_backend
+	net_start loopback || { check start 1 ""; return; }
+	guest_bg restart --dev net --sock "$NSOCK" --reconnect 1 --mem 128 --timeout 110 -- '
+		gnet echo eth0 -n 500 -s 0 || exit 1
+		echo KILL_NOW
+		gnet tx eth0 -n 300000 > /dev/null 2>&1
+		echo TX_DONE
+		gnet probe eth0 -t 60 && gnet echo eth0 -n 1000 -s 0'
+	if ! wait_mark restart KILL_NOW 80; then
+		wait "$GPID"
+		check before-restart 1 "the guest never reached the kill point: $(grep -a ECHO "$LOG/restart/output.log")"
+		net_stop
+		return
+	fi
+	sleep 1
+	net_kill
+	note "backend killed mid-traffic"
+	sleep 1
+	net_start loopback || { check restart 1 "second backend did not start"; return; }
+	wait "$GPID"
+	local rc=$?
+	net_stop
+	local o=$LOG/restart.out
+	check served-after-restart $([ $rc = 0 ] && [ "$(count PROBE result=PASS "$o")" = 1 ] &&
+		[ "$(count ECHO result=PASS "$o")" = 2 ] && [ "${NET_RX:-0}" -ge 1000 ] && echo 0 || echo 1) \
+		"guest_rc=$rc $(grep -a '^PROBE' "$o") $(grep -a '^ECHO' "$o" | tail -1 | cut -d' ' -f2-6) new_backend_rx=$NET_RX"
+}
+
+# ---- the guest resets its device: link down/up, then driver unbind/bind ----
+net_reset() {
+	need_net_backend
+	net_start loopback || { check start 1 ""; return; }
+	guest reset --dev net --sock "$NSOCK" --mem 128 --timeout 110 -- '
+		D=/sys/bus/virtio/drivers/virtio_net
+		gnet echo eth0 -n 500 -s 0 || exit 1
+		ip link set eth0 down; ip link set eth0 up
+		echo LINK_CYCLED
+		gnet probe eth0 -t 20 && gnet echo eth0 -n 500 -s 0 || exit 1
+		echo virtio0 > $D/unbind || exit 2
+		[ -e /sys/class/net/eth0 ] && { echo "eth0 still there"; exit 2; }
+		echo virtio0 > $D/bind || exit 2
+		i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+		ip link set eth0 promisc on; ip link set eth0 up
+		echo REBOUND
+		gnet probe eth0 -t 20 && gnet echo eth0 -n 1000 -s 0'
+	local rc=$?
+	net_stop
+	local o=$LOG/reset.out
+	check link-down-up $(sed -n '/^LINK_CYCLED/,/^REBOUND/p' "$o" | grep -q 'ECHO.*result=PASS' && echo 0 || echo 1) \
+		"$(sed -n '/^LINK_CYCLED/,/^REBOUND/p' "$o" | grep -a '^ECHO' | cut -d' ' -f2-6)"
+	check unbind-bind $([ $rc = 0 ] && sed -n '/^REBOUND/,$p' "$o" | grep -q 'ECHO.*result=PASS' && echo 0 || echo 1) \
+		"guest_rc=$rc $(sed -n '/^REBOUND/,$p' "$o" | grep -a -E '^(PROBE|ECHO)' | cut -d' ' -f1-6 | tr '\n' ' ')"
+}
+
+# ---- vsock ----
+VS_PID=
+VS_N=0
+need_vsock_backend() {
+	[ "$BACKEND" = testpmd ] && note "testpmd has no vsock; using virtq-vsock"
+	VIRTQ_VSOCK=$BUILD/tools/vsock/virtq-vsock
+	[ -x "$VIRTQ_VSOCK" ] || cannot_run "$VIRTQ_VSOCK not built"
+}
+vsock_start() {
+	VS_N=$((VS_N + 1))
+	rm -f "$VSOCK"
+	"$VIRTQ_VSOCK" --socket-path "$VSOCK" --guest-cid $CID --uds-path "$UDS" \
+		> "$LOG/vsock-$VS_N.log" 2>&1 < /dev/null &
+	VS_PID=$!
+	PIDS+=("$VS_PID")
+	wait_sock "$VSOCK" "$VS_PID" || { note "virtq-vsock did not start:"; tail -5 "$LOG/vsock-$VS_N.log"; return 1; }
+}
+vsock_stop() {
+	[ -n "$VS_PID" ] || return 0
+	kill -TERM "$VS_PID" 2>/dev/null
+	local i
+	for ((i = 0; i < 50; i++)); do kill -0 "$VS_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$VS_PID" 2>/dev/null
+	wait "$VS_PID" 2>/dev/null
+	VS_PID=
+}
+
+# guest -> host: several guest connections to CID 2, host listener behind --uds-path
+vsock_g2h() {
+	local port=5001 j=4 n=2M packed=${1:-off}
+	need_vsock_backend
+	vsock_start || { check start 1 ""; return; }
+	"$GVSOCK" recv -u "${UDS}_$port" -j $j > "$LOG/host-recv.out" 2>&1 &
+	local hp=$!
+	PIDS+=("$hp")
+	guest g2h --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
+		"gvsock cid; gvsock send -c 2 -p $port -n $n -j $j -W 20"
+	local rc=$?
+	wait "$hp"
+	local hrc=$?
+	vsock_stop
+	local o=$LOG/g2h.out
+	check cid-from-backend $([ "$(kv CID local "$o")" = $CID ] && echo 0 || echo 1) "guest_cid=$(kv CID local "$o") want=$CID"
+	check guest-to-host $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count SEND result=PASS "$o")" = $j ] &&
+		[ "$(count RECV result=PASS "$LOG/host-recv.out")" = $j ] && echo 0 || echo 1) \
+		"guest_rc=$rc host_rc=$hrc guest_pass=$(count SEND result=PASS "$o")/$j host_pass=$(count RECV result=PASS "$LOG/host-recv.out")/$j bytes_each=$n"
+}
+
+# host -> guest: CONNECT through the backend to a guest listener that echoes
+vsock_h2g() {
+	local port=6001 j=4 n=2M packed=${1:-off}
+	need_vsock_backend
+	vsock_start || { check start 1 ""; return; }
+	guest_bg h2g --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
+		"gvsock echo -p $port -j $j"
+	if wait_mark h2g LISTEN 80; then
+		"$GVSOCK" call -u "$UDS" -P $port -n $n -j $j -W 20 > "$LOG/host-call.out" 2>&1
+	fi
+	local hrc=$?
+	wait "$GPID"
+	local rc=$?
+	vsock_stop
+	local o=$LOG/h2g.out
+	check host-to-guest $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count CALL result=PASS "$LOG/host-call.out")" = $j ] &&
+		[ "$(count ECHO result=PASS "$o")" = $j ] && echo 0 || echo 1) \
+		"guest_rc=$rc host_rc=$hrc host_pass=$(count CALL result=PASS "$LOG/host-call.out")/$j guest_echo_pass=$(count ECHO result=PASS "$o")/$j bytes_each=$n"
+}
+
+case "$CASE" in
+net-split-mrg) net_matrix off on ;;
+net-split-nomrg) net_matrix off off ;;
+net-packed-mrg) net_matrix on on ;;
+net-packed-nomrg) net_matrix on off ;;
+net-packed-nomrg-overflow) net_overflow ;;
+net-restart) net_restart ;;
+net-reset) net_reset ;;
+vsock-g2h) vsock_g2h off ;;
+vsock-h2g) vsock_h2g off ;;
+*) echo "unknown case $CASE" >&2; exit 2 ;;
+esac
+finish

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gvsock - stream checks for the virtio-vsock tests.  The same source is
+ * built static for the guest (AF_VSOCK) and for the host (unix sockets, the
+ * way virtq-vsock bridges them: a guest connection to CID 2 port P arrives
+ * at "<uds>_P"; a host connection to "<uds>" that writes "CONNECT P\n" gets
+ * "OK ...\n" and is joined to the guest's listener on port P).
+ *
+ *   gvsock send (-c CID -p PORT | -u PATH [-P PORT]) -n BYTES [-j CONNS] [-W sec]
+ *        CONNS connections at once, each sends a header and BYTES of a
+ *        seeded stream, then waits for the receiver's trailer (byte count
+ *        and 64-bit checksum) and compares it with its own.
+ *   gvsock recv (-p PORT | -u PATH) [-j CONNS]
+ *        accept CONNS connections, check every byte and the checksum of
+ *        each, answer with the trailer.
+ *   gvsock echo (-p PORT | -u PATH) [-j CONNS]
+ *        accept CONNS connections; each announces a length, gets that many
+ *        bytes echoed back.
+ *   gvsock call (-c CID -p PORT | -u PATH [-P PORT]) -n BYTES [-j CONNS] [-W sec]
+ *        the client of "echo": sends while reading back, checks every byte.
+ *   gvsock cid   print this side's local CID.
+ *
+ * Lines "KEY k=v ..." for the scripts; exit 0 ok, 1 a check failed, 2 setup.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/vm_sockets.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUFSZ 65536
+
+struct hdr {
+	char magic[4];
+	uint32_t zero;
+	uint64_t len, seed;
+};
+
+struct trailer {
+	char magic[4];
+	uint32_t status;
+	uint64_t bytes, csum;
+};
+
+static unsigned int cid = 2, port;
+static const char *upath;
+static int uport = -1;
+static double wait_secs = 10;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Byte "off" of the stream named by seed: any chunking gives the same bytes. */
+static void fill(uint8_t *p, uint64_t off, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t o = off + i;
+
+		p[i] = (uint8_t)(mix(seed + (o >> 3)) >> (8 * (o & 7)));
+	}
+}
+
+static uint64_t fnv64(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+#define FNV64_INIT 0xcbf29ce484222325ull
+
+static int read_all(int fd, void *b, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, (char *)b + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EPIPE;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *b, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = write(fd, (const char *)b + done, n - done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int try_connect(void)
+{
+	int fd, r;
+
+	if (upath) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", upath);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+		if (!r && uport >= 0) {
+			char line[64];
+			size_t i = 0;
+			int n = snprintf(line, sizeof(line), "CONNECT %d\n", uport);
+
+			r = write_all(fd, line, (size_t)n);
+			while (!r && i < sizeof(line) - 1 && read(fd, line + i, 1) == 1 &&
+			       line[i] != '\n')
+				i++;
+			line[i] = 0;
+			if (!r && strncmp(line, "OK", 2)) {
+				errno = ECONNREFUSED;
+				r = -1;
+			}
+		}
+	} else {
+		struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = cid,
+					 .svm_port = port };
+
+		fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+		if (fd < 0) {
+			perror("socket(AF_VSOCK)");
+			exit(2);
+		}
+		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	}
+	if (r) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static int connect_retry(void)
+{
+	double end = now() + wait_secs;
+
+	for (;;) {
+		int fd = try_connect();
+
+		if (fd >= 0)
+			return fd;
+		if (now() > end) {
+			printf("CONNECT error=%s\n", strerror(-fd));
+			return fd;
+		}
+		usleep(100000);
+	}
+}
+
+static int listen_on(void)
+{
+	int fd;
+
+	if (upath) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", upath);
+		unlink(upath);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			perror("bind(unix)");
+			exit(2);
+		}
+	} else {
+		struct sockaddr_vm a = { .svm_family = AF_VSOCK,
+					 .svm_cid = VMADDR_CID_ANY, .svm_port = port };
+
+		fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			perror("bind(vsock)");
+			exit(2);
+		}
+	}
+	if (listen(fd, 64) < 0) {
+		perror("listen");
+		exit(2);
+	}
+	return fd;
+}
+
+static uint64_t conn_seed(int i)
+{
+	return mix((uint64_t)getpid() << 16 ^ (uint64_t)(now() * 1e6) ^ (uint64_t)i << 48);
+}
+
+/* One sending connection; returns 0 when the receiver confirmed everything. */
+static int one_send(int i, uint64_t len)
+{
+	static uint8_t b[BUFSZ];
+	struct hdr h = { .magic = "VQVS", .len = len, .seed = conn_seed(i) };
+	struct trailer t;
+	uint64_t off = 0, csum = FNV64_INIT;
+	double t0 = now();
+	int fd = connect_retry(), r;
+
+	if (fd < 0)
+		return 2;
+	r = write_all(fd, &h, sizeof(h));
+	while (!r && off < len) {
+		size_t n = len - off < BUFSZ ? (size_t)(len - off) : BUFSZ;
+
+		fill(b, off, n, h.seed);
+		csum = fnv64(csum, b, n);
+		r = write_all(fd, b, n);
+		off += n;
+	}
+	if (r) {
+		printf("SEND conn=%d error=%s at=%llu result=FAIL\n", i, strerror(-r),
+		       (unsigned long long)off);
+		return 1;
+	}
+	r = read_all(fd, &t, sizeof(t));
+	close(fd);
+	if (r || memcmp(t.magic, "VQVT", 4)) {
+		printf("SEND conn=%d error=%s result=FAIL\n", i, r ? strerror(-r) : "bad-trailer");
+		return 1;
+	}
+	int ok = !t.status && t.bytes == len && t.csum == csum;
+
+	printf("SEND conn=%d bytes=%llu csum=%016llx peer_bytes=%llu peer_csum=%016llx secs=%.3f result=%s\n",
+	       i, (unsigned long long)len, (unsigned long long)csum,
+	       (unsigned long long)t.bytes, (unsigned long long)t.csum, now() - t0,
+	       ok ? "PASS" : "FAIL");
+	return !ok;
+}
+
+static int one_recv(int fd, int i)
+{
+	static uint8_t b[BUFSZ], want[BUFSZ];
+	struct hdr h;
+	struct trailer t = { .magic = "VQVT" };
+	uint64_t off = 0, csum = FNV64_INIT;
+	long long bad = -1;
+
+	if (read_all(fd, &h, sizeof(h)) || memcmp(h.magic, "VQVS", 4)) {
+		printf("RECV conn=%d error=bad-header result=FAIL\n", i);
+		return 1;
+	}
+	while (off < h.len) {
+		size_t n = h.len - off < BUFSZ ? (size_t)(h.len - off) : BUFSZ;
+		ssize_t r = read(fd, b, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		fill(want, off, (size_t)r, h.seed);
+		if (bad < 0 && memcmp(b, want, (size_t)r))
+			for (ssize_t k = 0; k < r; k++)
+				if (b[k] != want[k]) {
+					bad = (long long)(off + (uint64_t)k);
+					break;
+				}
+		csum = fnv64(csum, b, (size_t)r);
+		off += (uint64_t)r;
+	}
+	t.status = bad >= 0 || off != h.len;
+	t.bytes = off;
+	t.csum = csum;
+	write_all(fd, &t, sizeof(t));
+	printf("RECV conn=%d bytes=%llu expected=%llu first_bad=%lld csum=%016llx result=%s\n",
+	       i, (unsigned long long)off, (unsigned long long)h.len, bad,
+	       (unsigned long long)csum, t.status ? "FAIL" : "PASS");
+	return (int)t.status;
+}
+
+static int one_echo(int fd, int i)
+{
+	static uint8_t b[BUFSZ];
+	struct hdr h;
+	uint64_t off = 0;
+
+	if (read_all(fd, &h, sizeof(h)) || memcmp(h.magic, "VQVE", 4)) {
+		printf("ECHO conn=%d error=bad-header result=FAIL\n", i);
+		return 1;
+	}
+	while (off < h.len) {
+		size_t n = h.len - off < BUFSZ ? (size_t)(h.len - off) : BUFSZ;
+		ssize_t r = read(fd, b, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || write_all(fd, b, (size_t)r))
+			break;
+		off += (uint64_t)r;
+	}
+	printf("ECHO conn=%d bytes=%llu expected=%llu result=%s\n", i,
+	       (unsigned long long)off, (unsigned long long)h.len,
+	       off == h.len ? "PASS" : "FAIL");
+	return off != h.len;
+}
+
+/* The echo client writes and reads at once so neither side's buffer fills. */
+static int one_call(int i, uint64_t len)
+{
+	static uint8_t b[BUFSZ], want[BUFSZ];
+	struct hdr h = { .magic = "VQVE", .len = len, .seed = conn_seed(i) };
+	uint64_t sent = 0, got = 0, csum_tx = FNV64_INIT, csum_rx = FNV64_INIT;
+	long long bad = -1;
+	double t0 = now();
+	int fd = connect_retry();
+
+	if (fd < 0)
+		return 2;
+	if (write_all(fd, &h, sizeof(h))) {
+		printf("CALL conn=%d error=header result=FAIL\n", i);
+		return 1;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	while (got < len) {
+		struct pollfd p = { fd, POLLIN | (sent < len ? POLLOUT : 0), 0 };
+
+		if (poll(&p, 1, 30000) <= 0) {
+			printf("CALL conn=%d error=stalled sent=%llu got=%llu result=FAIL\n", i,
+			       (unsigned long long)sent, (unsigned long long)got);
+			return 1;
+		}
+		if ((p.revents & POLLOUT) && sent < len) {
+			size_t n = len - sent < BUFSZ ? (size_t)(len - sent) : BUFSZ;
+
+			fill(b, sent, n, h.seed);
+			ssize_t r = write(fd, b, n);
+
+			if (r > 0) {
+				csum_tx = fnv64(csum_tx, b, (size_t)r);
+				sent += (uint64_t)r;
+			} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+				break;
+			}
+		}
+		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t r = read(fd, b, BUFSZ);
+
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+				break;
+			if (r > 0) {
+				if (got + (uint64_t)r > len)
+					r = (ssize_t)(len - got);
+				fill(want, got, (size_t)r, h.seed);
+				if (bad < 0 && memcmp(b, want, (size_t)r))
+					bad = (long long)got;
+				csum_rx = fnv64(csum_rx, b, (size_t)r);
+				got += (uint64_t)r;
+			}
+		}
+	}
+	close(fd);
+	int ok = got == len && bad < 0 && csum_rx == csum_tx;
+
+	printf("CALL conn=%d bytes=%llu got=%llu first_bad=%lld csum=%016llx echo_csum=%016llx secs=%.3f result=%s\n",
+	       i, (unsigned long long)len, (unsigned long long)got, bad,
+	       (unsigned long long)csum_tx, (unsigned long long)csum_rx, now() - t0,
+	       ok ? "PASS" : "FAIL");
+	return !ok;
+}
+
+/* Run fn in CONNS children; the exit status is the worst of theirs. */
+static int fan_out(int conns, int (*client)(int, uint64_t), uint64_t len,
+		   int (*server)(int, int))
+{
+	int lfd = server ? listen_on() : -1, worst = 0, st;
+
+	if (server) {
+		printf("LISTEN %s%s port=%u conns=%d\n", upath ? "unix=" : "vsock",
+		       upath ? upath : "", port, conns);
+		fflush(stdout);
+	}
+	for (int i = 0; i < conns; i++) {
+		int cfd = -1;
+
+		if (server) {
+			cfd = accept(lfd, NULL, NULL);
+			if (cfd < 0) {
+				perror("accept");
+				return 2;
+			}
+		}
+		fflush(stdout);
+		pid_t pid = fork();
+
+		if (pid == 0)
+			_exit(server ? server(cfd, i) : client(i, len));
+		if (pid < 0) {
+			perror("fork");
+			return 2;
+		}
+		if (cfd >= 0)
+			close(cfd);
+	}
+	while (wait(&st) > 0) {
+		int r = WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+
+		if (r > worst)
+			worst = r;
+	}
+	return worst;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *e;
+	uint64_t v = strtoull(s, &e, 0);
+
+	if (*e == 'K' || *e == 'k')
+		v <<= 10;
+	else if (*e == 'M' || *e == 'm')
+		v <<= 20;
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t len = 1 << 20;
+	int conns = 1, c;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: gvsock send|recv|echo|call|cid [opts]\n");
+		return 2;
+	}
+	const char *cmd = argv[1];
+
+	optind = 2;
+	while ((c = getopt(argc, argv, "c:p:u:P:n:j:W:")) != -1) {
+		switch (c) {
+		case 'c': cid = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'p': port = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'u': upath = optarg; break;
+		case 'P': uport = atoi(optarg); break;
+		case 'n': len = parse_size(optarg); break;
+		case 'j': conns = atoi(optarg); break;
+		case 'W': wait_secs = atof(optarg); break;
+		default: return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(cmd, "cid")) {
+		unsigned int local = 0;
+		int fd = open("/dev/vsock", O_RDONLY);
+
+		if (fd < 0 || ioctl(fd, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &local) < 0) {
+			perror("IOCTL_VM_SOCKETS_GET_LOCAL_CID");
+			return 2;
+		}
+		printf("CID local=%u\n", local);
+		return 0;
+	}
+	if (!strcmp(cmd, "send"))
+		return fan_out(conns, one_send, len, NULL);
+	if (!strcmp(cmd, "call"))
+		return fan_out(conns, one_call, len, NULL);
+	if (!strcmp(cmd, "recv"))
+		return fan_out(conns, NULL, 0, one_recv);
+	if (!strcmp(cmd, "echo"))
+		return fan_out(conns, NULL, 0, one_echo);
+	fprintf(stderr, "gvsock: unknown command %s\n", cmd);
+	return 2;
+}

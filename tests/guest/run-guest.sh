@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Boot the test guest under QEMU with at most one vhost-user device, run one
+# shell command inside, power off.
+#
+#   run-guest.sh [options] -- 'guest shell command'
+#     --dev none|net|vsock  the vhost-user device (default none)
+#     --sock PATH           the backend's vhost-user socket (QEMU connects)
+#     --packed on|off       packed virtqueues (default off: split)
+#     --mrg on|off          net: VIRTIO_NET_F_MRG_RXBUF (default on)
+#     --reconnect SEC       net: chardev reconnect=SEC (survive backend restarts)
+#     --dev-opts k=v,...    more -device properties
+#     --qmp PATH            QMP monitor socket (for hotplug)
+#     --mem MB              guest RAM, memfd shared with the backend (default 256)
+#     --timeout SEC         bound for the whole run (default 90)
+#     --logdir DIR          console.log, output.log, qemu.log, cmdline (default: a temp dir)
+#     --print-cmd           print the QEMU command line, do not run it
+#
+# The command's output is on the guest's second serial port: it is copied to
+# our stdout at the end.  Exit status: the guest command's; 124 on timeout;
+# 125 when QEMU could not start or the guest gave no status (see the logs).
+# KVM is used only if a probe guest really boots with it (probed once per
+# cache, result in CACHE/accel); otherwise TCG.  The choice is logged.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
+DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= MEM=256 TIMEOUT=90 LOGDIR= PRINT=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--dev) DEV=$2; shift 2 ;;
+	--sock) SOCK=$2; shift 2 ;;
+	--packed) PACKED=$2; shift 2 ;;
+	--mrg) MRG=$2; shift 2 ;;
+	--reconnect) RECONNECT=$2; shift 2 ;;
+	--dev-opts) DEVOPTS=,$2; shift 2 ;;
+	--qmp) QMP=$2; shift 2 ;;
+	--mem) MEM=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--logdir) LOGDIR=$2; shift 2 ;;
+	--print-cmd) PRINT=1; shift ;;
+	--) shift; break ;;
+	*) break ;;
+	esac
+done
+CMD=${*:-true}
+say() { echo "[run-guest] $*" >&2; }
+die() { say "ERROR: $*"; exit 125; }
+
+QEMU=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+[ -f "$CACHE/initramfs.gz" ] || "$HERE/build-guest.sh" "$CACHE" >/dev/null || die "guest build failed"
+CACHE=$(cd "$CACHE" && pwd)
+[ -n "$LOGDIR" ] || LOGDIR=$(mktemp -d /tmp/vq-guest.XXXXXX)
+mkdir -p "$LOGDIR"
+rm -f "$LOGDIR"/{console.log,output.log,qemu.log}
+
+# ---- accelerator: KVM only if it really boots the guest here ----
+probe_accel() {
+	local d=$CACHE/accel-probe
+	if [ ! -w /dev/kvm ]; then
+		echo "tcg (no usable /dev/kvm)"
+		return
+	fi
+	mkdir -p "$d"
+	if VIRTQ_GUEST_ACCEL=kvm "$0" --timeout 30 --logdir "$d" -- 'echo kvm-ok' 2>/dev/null | grep -q kvm-ok; then
+		echo "kvm (probe guest booted)"
+	else
+		echo "tcg (/dev/kvm present but the probe guest did not boot with it in 30 s)"
+	fi
+}
+if [ -z "${VIRTQ_GUEST_ACCEL:-}" ]; then
+	(
+		flock 9
+		[ -s "$CACHE/accel" ] || probe_accel > "$CACHE/accel"
+	) 9> "$CACHE/.accel.lock"
+	ACCEL_WHY=$(cat "$CACHE/accel")
+	ACCEL=${ACCEL_WHY%% *}
+else
+	ACCEL=$VIRTQ_GUEST_ACCEL
+	ACCEL_WHY="$ACCEL (VIRTQ_GUEST_ACCEL)"
+fi
+CPU=max
+[ "$ACCEL" = kvm ] && CPU=host
+
+# ---- per-run initramfs: the base image plus /vq/cmd ----
+OV=$LOGDIR/overlay
+rm -rf "$OV"
+mkdir -p "$OV/vq"
+printf '%s\n' "$CMD" > "$OV/vq/cmd"
+INITRD=$LOGDIR/initrd
+cp "$CACHE/initramfs.gz" "$INITRD"
+# A second (uncompressed) archive must start on a 4-byte boundary.
+truncate -s $((($(stat -c %s "$INITRD") + 3) / 4 * 4)) "$INITRD"
+(cd "$OV" && find . -mindepth 1 | LC_ALL=C sort | busybox cpio -o -H newc -R 0:0 2>/dev/null) >> "$INITRD"
+
+Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp 1 -m "${MEM}M"
+	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" -numa node,memdev=mem
+	-nodefaults -no-user-config -display none -no-reboot
+	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
+	-kernel "$CACHE/vmlinuz" -initrd "$INITRD"
+	-append "console=ttyS0 quiet panic=-1 no_timer_check")
+[ -n "$QMP" ] && Q+=(-qmp "unix:$QMP,server=on,wait=off")
+CHR="socket,id=chr0,path=$SOCK"
+[ -n "$RECONNECT" ] && CHR="$CHR,reconnect=$RECONNECT"
+case "$DEV" in
+none) ;;
+net)
+	# QEMU 7.2 without KVM crashes at DRIVER_OK when a vhost-user
+	# virtio-net device uses MSI-X (irqfd path): use INTx under TCG.
+	VEC=
+	[ "$ACCEL" = tcg ] && VEC=,vectors=0
+	Q+=(-chardev "$CHR" -netdev vhost-user,id=net0,chardev=chr0
+		-device "virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:12:34:56,packed=$PACKED,mrg_rxbuf=$MRG$VEC$DEVOPTS")
+	;;
+vsock)
+	# No guest-cid property: the CID comes from the backend (GET_CONFIG).
+	Q+=(-chardev "$CHR" -device "vhost-user-vsock-pci,id=vsock0,chardev=chr0,packed=$PACKED$DEVOPTS")
+	;;
+*) die "--dev must be none, net or vsock" ;;
+esac
+if [ "$DEV" != none ]; then
+	[ -n "$SOCK" ] || die "--sock is required with --dev $DEV"
+fi
+printf '%q ' "${Q[@]}" > "$LOGDIR/cmdline"
+echo >> "$LOGDIR/cmdline"
+if [ $PRINT = 1 ]; then
+	cat "$LOGDIR/cmdline"
+	exit 0
+fi
+
+say "accel=$ACCEL_WHY dev=$DEV packed=$PACKED mrg=$MRG logs=$LOGDIR"
+T0=$(date +%s.%N)
+timeout -k 5 "$TIMEOUT" "${Q[@]}" > "$LOGDIR/qemu.log" 2>&1
+QRC=$?
+WALL=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $T0 }")
+grep -av '^VQ_' "$LOGDIR/output.log" 2>/dev/null
+RC=$(sed -n 's/^VQ_RC=\([0-9]*\).*/\1/p' "$LOGDIR/output.log" 2>/dev/null | tail -1)
+if [ -n "$RC" ]; then
+	say "guest status $RC after ${WALL}s"
+	exit "$RC"
+fi
+if [ $QRC = 124 ] || [ $QRC = 137 ]; then
+	say "TIMEOUT after ${TIMEOUT}s; logs in $LOGDIR"
+	tail -n 20 "$LOGDIR/console.log" >&2 2>/dev/null
+	exit 124
+fi
+say "no status from the guest (qemu exit $QRC); logs in $LOGDIR"
+tail -n 5 "$LOGDIR/qemu.log" >&2
+tail -n 20 "$LOGDIR/console.log" >&2 2>/dev/null
+exit 125
