@@ -171,6 +171,8 @@ static int expand_prepare(struct argl *w, struct expansion *e)
 			return -E2BIG;
 		e->idx[e->n] = i;
 		d = strdup(v);
+		if (!d)
+			return -ENOMEM;
 		for (t = strtok_r(d, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 			char buf[256];
 
@@ -189,6 +191,16 @@ static int expand_prepare(struct argl *w, struct expansion *e)
 		e->n++;
 	}
 	return 0;
+}
+
+static void expand_free(struct expansion *e)
+{
+	unsigned i, k;
+
+	for (i = 0; i < e->n; i++)
+		for (k = 0; k < e->cnt[i]; k++)
+			free(e->vals[i][k]);
+	e->n = 0;
 }
 
 static void option_name(const struct argl *w, unsigned i, char *buf, size_t n)
@@ -242,7 +254,7 @@ int perf_ab_main(int argc, char **argv)
 	const char *plot = NULL;
 	bool json = false, quiet = false, progress;
 	struct argl work = { 0 }, aa = { 0 }, bb = { 0 };
-	struct expansion e;
+	struct expansion e = { .n = 0 };
 	char cmd[1024], secs[32];
 	unsigned nw = 1, wi, k, i;
 	uint64_t v;
@@ -441,6 +453,7 @@ out:
 		for (wi = 0; wi < run.nw; wi++)
 			free(run.w[wi].pairs);
 	free(run.w);
+	expand_free(&e);
 	argl_free(&work);
 	argl_free(&aa);
 	argl_free(&bb);
