@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/vhost_user_backend.h - the device side of vhost-user.
+ *
+ * A device type describes itself (features, queue count, config space) and
+ * supplies queue callbacks; the library does the protocol: the socket (server
+ * or client with reconnect), one front-end at a time, the memory table
+ * (mmap'ed from the passed fds, checked against the fd's size, hugetlbfs
+ * aligned), ring setup and state, and a clean teardown on disconnect after
+ * which the next connection is served.
+ *
+ * No event loop of its own: poll vq_vhu_backend_fd() for readability and
+ * call vq_vhu_backend_process().  vq_vhu_backend_serve() is a small blocking
+ * loop for tools whose queues run on their own threads.
+ *
+ * One thread uses a backend handle; the device callbacks are called on it.
+ * queue_stop must not return while the device still touches the queue: the
+ * library frees the ring and may unmap memory right after.
+ */
+#ifndef VIRTQ_VHOST_USER_BACKEND_H
+#define VIRTQ_VHOST_USER_BACKEND_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <virtq/ring.h>
+#include <virtq/vhost_user.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A ring handed to the device when it starts. */
+struct vq_vhu_queue {
+	unsigned index;
+	struct vq_dev *vq;      /* valid until queue_stop(index) */
+	int kick_fd;            /* -1: the front-end asked for polling */
+	int call_fd;            /* -1: do not signal */
+	int err_fd;             /* -1: none; signal it when the queue breaks */
+};
+
+struct vq_vhu_device_ops {
+	/* A ring is ready (memory, size, addresses, kick, features) and
+	 * enabled.  Called again, after queue_stop, when its kick, call or
+	 * err fd changes.  Non-zero closes the connection. */
+	int (*queue_start)(void *opaque, const struct vq_vhu_queue *q);
+	/* The ring stops (GET_VRING_BASE, disable, memory change, reset,
+	 * disconnect): flush what was filled, stop touching it. */
+	void (*queue_stop)(void *opaque, unsigned index);
+	/* Config space (VHOST_USER_PROTOCOL_F_CONFIG is offered only when
+	 * get_config is set): read len bytes at off (bounds checked). */
+	void (*get_config)(void *opaque, uint32_t off, void *buf, uint32_t len);
+	/* Write config; flags 1 = live migration.  Returns 0 or -errno (the
+	 * front-end sees a failed REPLY_ACK; the connection stays).  NULL:
+	 * the config space is read-only. */
+	int (*set_config)(void *opaque, uint32_t off, const void *buf,
+			  uint32_t len, uint32_t flags);
+	/* The front-end went away or sent RESET_DEVICE: forget device state. */
+	void (*reset)(void *opaque);
+};
+
+struct vq_vhu_device {
+	const char *name;               /* for messages */
+	/* Virtio features offered: device bits (0-23, 50-63) and the ring
+	 * bits of VQ_RING_FEATURES the device supports.  VERSION_1 is
+	 * required. */
+	uint64_t features;
+	unsigned nqueues;               /* 1..VHU_MAX_QUEUES */
+	uint32_t config_len;            /* bytes of config space */
+	const struct vq_vhu_device_ops *ops;
+	void *opaque;
+};
+
+/* Protocol features the backend library implements. */
+#define VQ_VHU_BACKEND_PROTOCOL_FEATURES                                \
+	(VIRTQ_BIT(VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) | \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_STATUS))
+
+struct vq_vhu_backend;
+
+/* -EINVAL for a bad device description, -ENOMEM. */
+int vq_vhu_backend_new(const struct vq_vhu_device *dev,
+		       struct vq_vhu_backend **out);
+/* Tear down any connection, close sockets, unlink a socket we created. */
+void vq_vhu_backend_free(struct vq_vhu_backend *b);
+
+/*
+ * Listen on a UNIX socket at path, created with mode (0: 0600).  A stale
+ * socket at path is replaced; anything that is not a socket (a file, a
+ * directory, a symlink) is refused with -EEXIST, a live socket with
+ * -EADDRINUSE.
+ */
+int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
+			  unsigned mode);
+/* Use an inherited socket (--fd): a listening one is accepted on, a
+ * connected one is the connection.  The backend owns fd afterwards. */
+int vq_vhu_backend_adopt_fd(struct vq_vhu_backend *b, int fd);
+/* Client mode: connect to path now and, after each disconnect or failed
+ * attempt, again every reconnect_ms (0: never reconnect). */
+int vq_vhu_backend_connect(struct vq_vhu_backend *b, const char *path,
+			   unsigned reconnect_ms);
+
+/* The fd to poll for readability (the connection, or the listening
+ * socket), or -1 (client mode, waiting to reconnect). */
+int vq_vhu_backend_fd(const struct vq_vhu_backend *b);
+/* Milliseconds until process() should be called even without an event
+ * (client-mode reconnect), or -1. */
+int vq_vhu_backend_timeout_ms(const struct vq_vhu_backend *b);
+
+/*
+ * Do what is pending without blocking on an idle socket: accept a
+ * connection, (re)connect, or read and handle one message (a message whose
+ * header has arrived is read whole, waiting at most the receive timeout).
+ * Returns 1 if something was done, 0 if nothing was pending, or -errno when
+ * the connection was closed (the front-end left: -ECONNRESET; a bad message
+ * or a failed request: its error, with vq_vhu_backend_error_msg() saying
+ * why).  After an error the backend is ready for the next connection.
+ */
+int vq_vhu_backend_process(struct vq_vhu_backend *b);
+
+/* Block serving the control socket until *stop is set (by a signal) or, if
+ * once is true, until the first connection ends.  Returns 0 or -errno. */
+int vq_vhu_backend_serve(struct vq_vhu_backend *b,
+			 const volatile sig_atomic_t *stop, bool once);
+
+bool vq_vhu_backend_connected(const struct vq_vhu_backend *b);
+/* The negotiated virtio and protocol features of the current connection. */
+uint64_t vq_vhu_backend_features(const struct vq_vhu_backend *b);
+uint64_t vq_vhu_backend_protocol_features(const struct vq_vhu_backend *b);
+/* Why the last connection was closed ("" if it was not for an error). */
+const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b);
+/* Seconds a half-received message may stall before the connection is
+ * dropped (default 5). */
+void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms);
+
+/* ------------------------------------------------------------------ */
+/* Backend program conventions (vhost-user.rst)                        */
+/* ------------------------------------------------------------------ */
+
+struct vq_vhu_opts {
+	const char *socket_path;        /* --socket-path=PATH */
+	int fd;                         /* --fd=FDNUM, or -1 */
+	bool print_capabilities;        /* --print-capabilities */
+};
+
+/*
+ * Take the standard options out of argv (both "--opt=V" and "--opt V"),
+ * leaving the others in order for the tool; *argc is updated.  Returns 0,
+ * or -EINVAL (with a message on stderr) for a bad value or for both
+ * --socket-path and --fd.  Neither given is not an error here (a tool may
+ * have --print-capabilities only).
+ */
+int vq_vhu_parse_opts(int *argc, char **argv, struct vq_vhu_opts *o);
+
+/* Print {"type": type, "features": [...]} (NULL-terminated list). */
+void vq_vhu_print_capabilities(FILE *f, const char *type,
+			       const char *const *features);
+
+/* SIGTERM and SIGINT set *flag (no SA_RESTART, so a blocking poll returns
+ * EINTR and the program ends promptly).  0 or -errno. */
+int vq_vhu_on_sigterm(volatile sig_atomic_t *flag);
+
+/* Open the backend's socket as the options say.  0 or -errno. */
+int vq_vhu_backend_open(struct vq_vhu_backend *b, const struct vq_vhu_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/vhost_user_frontend.h - the driver side of vhost-user (the
+ * "virtio-user" role).
+ *
+ * The front-end owns guest memory (a memfd, optionally MFD_HUGETLB), lays out
+ * the rings in it, negotiates features as the intersection of what the
+ * caller wants and what the back-end offers, sends the memory table and the
+ * ring setup, creates the kick and call eventfds and hands the driver-side
+ * rings (struct vq_drv) to the caller.  It speaks the protocol as
+ * docs/interop/vhost-user.rst writes it, so it works against any conforming
+ * back-end, not only ours.
+ *
+ * Calls block on the socket (bounded by a timeout).  One thread per handle.
+ */
+#ifndef VIRTQ_VHOST_USER_FRONTEND_H
+#define VIRTQ_VHOST_USER_FRONTEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <virtq/ring.h>
+#include <virtq/vhost_user.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vq_vhu_frontend_config {
+	/* Virtio features wanted (device bits and ring bits); VERSION_1 is
+	 * always asked for.  The result is wanted & offered. */
+	uint64_t features;
+	unsigned nqueues;               /* 1..VHU_MAX_QUEUES */
+	uint16_t queue_size;            /* valid for the negotiated layout */
+	uint64_t mem_size;              /* guest memory; 0: 16 MiB */
+	bool hugetlb;                   /* back guest memory with MFD_HUGETLB */
+	uint16_t indirect_max;          /* descriptors per indirect table; 0: none */
+	unsigned timeout_ms;            /* reply timeout; 0: 5000 */
+	/* Protocol features not to negotiate even if offered (tests). */
+	uint64_t protocol_mask_out;
+	char *err;                      /* optional: why connect failed */
+	size_t errlen;
+};
+
+struct vq_vhu_frontend;
+
+/*
+ * Connect to the back-end at path (or use the connected socket fd, which the
+ * front-end then owns) and negotiate: SET_OWNER, features, protocol
+ * features, queue count (MQ), guest memory (SET_MEM_TABLE, or ADD_MEM_REG
+ * with CONFIGURE_MEM_SLOTS).  The rings are not set up yet.
+ * Returns 0 or -errno (and cfg->err says why).
+ */
+int vq_vhu_frontend_connect(const char *path,
+			    const struct vq_vhu_frontend_config *cfg,
+			    struct vq_vhu_frontend **out);
+int vq_vhu_frontend_adopt_fd(int fd, const struct vq_vhu_frontend_config *cfg,
+			     struct vq_vhu_frontend **out);
+
+/* Lay out and set up every ring (CALL, NUM, BASE, ADDR, KICK, ENABLE) and
+ * create the driver-side queues.  0 or -errno. */
+int vq_vhu_frontend_start(struct vq_vhu_frontend *f);
+
+/* Stop ring i (GET_VRING_BASE); *base gets the back-end's answer. */
+int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
+			       uint32_t *base);
+
+/* Close the connection, free the rings and guest memory. */
+void vq_vhu_frontend_free(struct vq_vhu_frontend *f);
+
+uint64_t vq_vhu_frontend_features(const struct vq_vhu_frontend *f);
+uint64_t vq_vhu_frontend_protocol_features(const struct vq_vhu_frontend *f);
+/* Why the last call failed. */
+const char *vq_vhu_frontend_error_msg(const struct vq_vhu_frontend *f);
+
+/* After start: the driver side of ring i and its eventfds. */
+struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i);
+int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i);
+int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i);
+
+/* Guest memory for buffers: len bytes, 64-byte aligned; the host pointer,
+ * and the guest-physical address in *gpa.  NULL when memory is exhausted. */
+void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
+			    uint64_t *gpa);
+/* A host pointer for guest-physical [gpa, gpa+len), or NULL. */
+void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len);
+
+/* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG). */
+int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
+			       void *buf, uint32_t len);
+int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,
+			       const void *buf, uint32_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

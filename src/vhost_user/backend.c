@@ -1,0 +1,1069 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vhost-user back-end: the socket, one front-end at a time, and the
+ * message handlers.  Every message has passed the codec's table checks
+ * before a handler sees it; handlers check what needs connection state
+ * (order, features, the memory map).  A handler error closes the connection
+ * and tears everything down; the backend then serves the next one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <virtq/vhost_user_backend.h>
+
+#include "vhu_internal.h"
+
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
+
+struct ring {
+	uint16_t num;
+	bool has_num;
+	bool has_addr;
+	uint64_t desc_ua, avail_ua, used_ua;
+	bool has_base;
+	uint32_t base;
+	bool has_kick;                  /* kick_fd, or -1 for polling */
+	int kick_fd, call_fd, err_fd;
+	bool enabled;
+	struct vq_dev *vq;              /* non-NULL: started */
+	bool dev_running;               /* queue_start was called */
+};
+
+struct map {
+	void *addr;                     /* the mmap */
+	size_t len;
+	uint64_t gpa, size, uaddr;
+};
+
+struct vq_vhu_backend {
+	struct vq_vhu_device dev;
+	uint64_t offered;               /* virtio features we offer */
+	uint64_t proto_offered;
+	int listen_fd;
+	int conn_fd;
+	char *path;                     /* a socket we created: unlinked on free */
+	char *client_path;
+	unsigned reconnect_ms;
+	uint64_t next_connect_ns;
+	unsigned recv_timeout_ms;
+	/* connection state */
+	uint64_t features;
+	bool features_set;
+	uint64_t protocol;
+	uint8_t status;
+	struct vq_mem *mem;
+	struct map *maps;
+	unsigned nmaps, capmaps;
+	struct ring *rings;
+	char errmsg[256];
+};
+
+static int berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(b->errmsg, sizeof(b->errmsg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static bool has_proto(const struct vq_vhu_backend *b, unsigned bit)
+{
+	return b->protocol & VIRTQ_BIT(bit);
+}
+
+/* ---- rings ---- */
+
+/* The feature bits a ring is created with: ring bits and device bits;
+ * vhost-user's own bit 30 is not a virtio feature. */
+static uint64_t ring_features(uint64_t f)
+{
+	uint64_t dev_bits = (VIRTQ_BIT(24) - 1) | ~(VIRTQ_BIT(50) - 1);
+
+	return f & (VQ_RING_FEATURES | dev_bits);
+}
+
+static bool packed(const struct vq_vhu_backend *b)
+{
+	return b->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+}
+
+static void dev_stop(struct vq_vhu_backend *b, unsigned i)
+{
+	struct ring *q = &b->rings[i];
+
+	if (q->dev_running) {
+		q->dev_running = false;
+		if (b->dev.ops->queue_stop)
+			b->dev.ops->queue_stop(b->dev.opaque, i);
+	}
+}
+
+static int dev_start(struct vq_vhu_backend *b, unsigned i)
+{
+	struct ring *q = &b->rings[i];
+	struct vq_vhu_queue vq;
+	int r = 0;
+
+	if (!q->vq || !q->enabled || q->dev_running)
+		return 0;
+	vq = (struct vq_vhu_queue){ .index = i, .vq = q->vq,
+		.kick_fd = q->kick_fd, .call_fd = q->call_fd,
+		.err_fd = q->err_fd };
+	if (b->dev.ops->queue_start)
+		r = b->dev.ops->queue_start(b->dev.opaque, &vq);
+	if (r)
+		return berr(b, r < 0 ? r : -EIO, "%s: queue %u failed to start (%d)",
+			    b->dev.name, i, r);
+	q->dev_running = true;
+	return 0;
+}
+
+/* Stop a started ring and keep its position in base, so a restart (after a
+ * memory or address change) resumes where it was. */
+static void ring_suspend(struct vq_vhu_backend *b, unsigned i)
+{
+	struct ring *q = &b->rings[i];
+	struct vq_dev_state st;
+
+	if (!q->vq)
+		return;
+	dev_stop(b, i);
+	st = vq_dev_get_state(q->vq);
+	q->base = packed(b) ? (uint32_t)st.avail_idx | (uint32_t)st.used_idx << 16
+			    : st.avail_idx;
+	q->has_base = true;
+	vq_dev_free(q->vq);
+	q->vq = NULL;
+}
+
+static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
+{
+	struct ring *q = &b->rings[i];
+	uint64_t f = ring_features(b->features);
+	bool pk = packed(b), ev = f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	uint64_t dsz, asz, usz, base;
+	struct vq_dev_config cfg;
+	int r;
+
+	if (q->vq) {
+		r = dev_start(b, i);
+		return r;
+	}
+	if (!q->has_kick || !q->has_addr || !q->has_num || !b->features_set ||
+	    vq_mem_count(b->mem) == 0)
+		return 0;
+	if (!vq_ring_num_valid(f, q->num))
+		return berr(b, -EINVAL, "queue %u: size %u is not valid for a %s ring%s",
+			    i, q->num, pk ? "packed" : "split",
+			    pk ? "" : " (must be a power of two)");
+	dsz = 16ull * q->num;
+	if (pk) {
+		asz = usz = 4;
+	} else {
+		asz = 4 + 2ull * q->num + (ev ? 2 : 0);
+		usz = 4 + 8ull * q->num + (ev ? 2 : 0);
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.features = f;
+	cfg.num = q->num;
+	cfg.mem = b->mem;
+	cfg.ring.desc = vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz);
+	cfg.ring.driver = vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz);
+	cfg.ring.device = vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz);
+	if (!cfg.ring.desc || !cfg.ring.driver || !cfg.ring.device)
+		return berr(b, -EFAULT,
+			    "queue %u: ring area outside the memory map (desc 0x%llx, %s 0x%llx, %s 0x%llx)",
+			    i, (unsigned long long)q->desc_ua,
+			    pk ? "driver" : "avail", (unsigned long long)q->avail_ua,
+			    pk ? "device" : "used", (unsigned long long)q->used_ua);
+	if (q->desc_ua % 16 || q->avail_ua % (pk ? 4 : 2) || q->used_ua % 4)
+		return berr(b, -EINVAL, "queue %u: misaligned ring address", i);
+	if (pk) {
+		base = q->has_base ? q->base : 0x80008000u;
+		if ((base & 0x7fff) >= q->num || ((base >> 16) & 0x7fff) >= q->num)
+			return berr(b, -EINVAL,
+				    "queue %u: packed base 0x%llx past the ring size %u",
+				    i, (unsigned long long)base, q->num);
+		cfg.avail_idx = base & 0xffff;
+		cfg.used_idx = base >> 16;
+	} else {
+		const struct virtq_used *u = cfg.ring.device;
+
+		cfg.avail_idx = q->has_base ? q->base : 0;
+		/* split: the used index lives in memory (SET_VRING_BASE) */
+		cfg.used_idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
+	}
+	r = vq_dev_new(&cfg, &q->vq);
+	if (r)
+		return berr(b, r, "queue %u: ring refused (%d)", i, r);
+	return dev_start(b, i);
+}
+
+static void ring_reset(struct vq_vhu_backend *b, unsigned i)
+{
+	struct ring *q = &b->rings[i];
+
+	dev_stop(b, i);
+	vq_dev_free(q->vq);
+	close_fd(&q->kick_fd);
+	close_fd(&q->call_fd);
+	close_fd(&q->err_fd);
+	memset(q, 0, sizeof(*q));
+	q->kick_fd = q->call_fd = q->err_fd = -1;
+}
+
+static void suspend_all(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		ring_suspend(b, i);
+}
+
+static int start_all(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->dev.nqueues; i++) {
+		int r = ring_try_start(b, i);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- memory ---- */
+
+static void unmap_all(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		vq_mem_remove(b->mem, b->maps[i].gpa, b->maps[i].size, NULL);
+		munmap(b->maps[i].addr, b->maps[i].len);
+	}
+	b->nmaps = 0;
+}
+
+/* mmap one region from fd (which is closed here) and add it to the map. */
+static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
+		      int fd)
+{
+	struct stat st;
+	struct statfs sfs;
+	uint64_t align, moff, delta, len;
+	struct vq_mem_region mr;
+	void *p;
+	int ret;
+
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sfs) < 0) {
+		ret = berr(b, -errno, "region gpa 0x%llx: cannot stat its fd",
+			   (unsigned long long)r->gpa);
+		goto out;
+	}
+	if (r->mmap_offset > (uint64_t)st.st_size ||
+	    r->size > (uint64_t)st.st_size - r->mmap_offset) {
+		ret = berr(b, -EINVAL,
+			   "region gpa 0x%llx: offset 0x%llx + size 0x%llx is beyond the end of its file (0x%llx)",
+			   (unsigned long long)r->gpa,
+			   (unsigned long long)r->mmap_offset,
+			   (unsigned long long)r->size,
+			   (unsigned long long)st.st_size);
+		goto out;
+	}
+	/* hugetlbfs mappings must be aligned to the huge page size */
+	align = (sfs.f_type == (typeof(sfs.f_type))HUGETLBFS_MAGIC) ?
+		(uint64_t)sfs.f_bsize : (uint64_t)sysconf(_SC_PAGESIZE);
+	moff = r->mmap_offset & ~(align - 1);
+	delta = r->mmap_offset - moff;
+	len = (r->size + delta + align - 1) & ~(align - 1);
+	if (len < r->size || len > SIZE_MAX) {
+		ret = berr(b, -EINVAL, "region gpa 0x%llx: size too large",
+			   (unsigned long long)r->gpa);
+		goto out;
+	}
+	if (b->nmaps == b->capmaps) {
+		unsigned cap = b->capmaps ? b->capmaps * 2 : 8;
+		struct map *nm = realloc(b->maps, cap * sizeof(*nm));
+
+		if (!nm) {
+			ret = berr(b, -ENOMEM, "out of memory");
+			goto out;
+		}
+		b->maps = nm;
+		b->capmaps = cap;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
+	if (p == MAP_FAILED) {
+		ret = berr(b, -errno, "region gpa 0x%llx: mmap failed (%s)",
+			   (unsigned long long)r->gpa, strerror(errno));
+		goto out;
+	}
+	mr = (struct vq_mem_region){ .gpa = r->gpa, .size = r->size,
+				     .uaddr = r->uaddr, .hva = (char *)p + delta };
+	ret = vq_mem_add(b->mem, &mr);
+	if (ret) {
+		munmap(p, len);
+		ret = berr(b, ret, "region gpa 0x%llx size 0x%llx ua 0x%llx: %s",
+			   (unsigned long long)r->gpa,
+			   (unsigned long long)r->size,
+			   (unsigned long long)r->uaddr,
+			   ret == -ENOSPC ? "too many regions" :
+			   "overlaps another region");
+		goto out;
+	}
+	b->maps[b->nmaps++] = (struct map){ p, len, r->gpa, r->size, r->uaddr };
+out:
+	close(fd);
+	return ret;
+}
+
+/* ---- connection ---- */
+
+static void conn_reset_state(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		ring_reset(b, i);
+	unmap_all(b);
+	b->features = 0;
+	b->features_set = false;
+	b->protocol = 0;
+	b->status = 0;
+}
+
+static void conn_close(struct vq_vhu_backend *b)
+{
+	conn_reset_state(b);
+	if (b->dev.ops->reset)
+		b->dev.ops->reset(b->dev.opaque);
+	close_fd(&b->conn_fd);
+	if (b->client_path && b->reconnect_ms)
+		b->next_connect_ns = now_ns() + b->reconnect_ms * 1000000ull;
+}
+
+static void set_conn(struct vq_vhu_backend *b, int fd)
+{
+	struct timeval tv = { .tv_sec = b->recv_timeout_ms / 1000,
+			      .tv_usec = (b->recv_timeout_ms % 1000) * 1000 };
+	int fl = fcntl(fd, F_GETFL);
+
+	/* blocking reads inside a message, bounded by the timeout */
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	b->conn_fd = fd;
+	b->errmsg[0] = '\0';
+}
+
+/* ---- handlers ---- */
+
+static int reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
+		 struct vq_vhu_msg *rep)
+{
+	int r;
+
+	rep->request = req->request;
+	rep->flags = VHU_VERSION | VHU_FLAG_REPLY;
+	r = vhu_send(b->conn_fd, rep, NULL, 0);
+	if (r)
+		return berr(b, r, "sending the reply to %s failed",
+			    vq_vhu_request_name(req->request));
+	return 0;
+}
+
+static int reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
+		     uint64_t v)
+{
+	struct vq_vhu_msg rep = { .kind = VHU_P_U64, .u.u64 = v };
+
+	return reply(b, req, &rep);
+}
+
+static int need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
+		      unsigned bit, const char *name)
+{
+	if (has_proto(b, bit))
+		return 0;
+	return berr(b, -EPROTO, "%s without VHOST_USER_PROTOCOL_F_%s negotiated",
+		    vq_vhu_request_name(m->request), name);
+}
+
+static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	uint64_t f = m->u.u64;
+
+	if (f & ~b->offered)
+		return berr(b, -EINVAL, "SET_FEATURES: bits 0x%llx were not offered",
+			    (unsigned long long)(f & ~b->offered));
+	if (!(f & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
+		return berr(b, -EINVAL,
+			    "SET_FEATURES: VIRTIO_F_VERSION_1 is required (no legacy devices)");
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		if (b->rings[i].vq && ring_features(f) != ring_features(b->features))
+			return berr(b, -EBUSY,
+				    "SET_FEATURES: ring features changed while queue %u runs", i);
+	b->features = f;
+	b->features_set = true;
+	/* spec, "Ring states": without protocol features rings are enabled */
+	if (!(f & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)))
+		for (unsigned i = 0; i < b->dev.nqueues; i++)
+			b->rings[i].enabled = true;
+	return start_all(b);
+}
+
+static int h_set_mem_table(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r = 0;
+
+	suspend_all(b);
+	unmap_all(b);
+	for (unsigned i = 0; i < m->u.mem.nregions; i++) {
+		int fd = m->fds[i];
+
+		m->fds[i] = -1;
+		if (r)
+			close(fd);
+		else
+			r = map_region(b, &m->u.mem.regions[i], fd);
+	}
+	m->nfds = 0;
+	if (r) {
+		unmap_all(b);
+		return r;
+	}
+	return start_all(b);
+}
+
+static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int fd = m->fds[0], r;
+
+	m->nfds = 0;
+	r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS, "CONFIGURE_MEM_SLOTS");
+	if (r) {
+		close(fd);
+		return r;
+	}
+	suspend_all(b);         /* the map may be reallocated */
+	r = map_region(b, &m->u.region, fd);
+	if (r)
+		return r;
+	return start_all(b);
+}
+
+static int h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	const struct vq_vhu_region *r = &m->u.region;
+	int ret = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
+			     "CONFIGURE_MEM_SLOTS");
+
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		struct map *mp = &b->maps[i];
+
+		if (mp->gpa != r->gpa || mp->size != r->size || mp->uaddr != r->uaddr)
+			continue;
+		suspend_all(b);
+		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
+		munmap(mp->addr, mp->len);
+		b->maps[i] = b->maps[--b->nmaps];
+		return start_all(b);
+	}
+	return berr(b, -ENOENT, "REM_MEM_REG: no region gpa 0x%llx size 0x%llx ua 0x%llx",
+		    (unsigned long long)r->gpa, (unsigned long long)r->size,
+		    (unsigned long long)r->uaddr);
+}
+
+static int h_vring_num(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.state.index;
+	struct ring *q = &b->rings[i];
+
+	if (q->vq)
+		return berr(b, -EBUSY, "SET_VRING_NUM: queue %u is running", i);
+	if (!vq_ring_num_valid(ring_features(b->features), m->u.state.num))
+		return berr(b, -EINVAL, "SET_VRING_NUM: queue %u size %u is not valid for a %s ring",
+			    i, m->u.state.num, packed(b) ? "packed" :
+			    "split (power of two)");
+	q->num = m->u.state.num;
+	q->has_num = true;
+	return ring_try_start(b, i);
+}
+
+static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.addr.index;
+	struct ring *q = &b->rings[i];
+
+	if (m->u.addr.flags & VHU_VRING_F_LOG)
+		return berr(b, -ENOTSUP,
+			    "SET_VRING_ADDR: used-ring logging requested, VHOST_F_LOG_ALL is not offered");
+	if (vq_mem_count(b->mem) == 0)
+		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_MEM_TABLE", i);
+	if (!b->features_set)
+		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_FEATURES", i);
+	if (!q->has_num)
+		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_VRING_NUM", i);
+	ring_suspend(b, i);
+	q->desc_ua = m->u.addr.desc;
+	q->avail_ua = m->u.addr.avail;
+	q->used_ua = m->u.addr.used;
+	q->has_addr = true;
+	/* Validate now, so the error names this message. */
+	{
+		bool pk = packed(b), ev = b->features & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+		uint64_t asz = pk ? 4 : 4 + 2ull * q->num + (ev ? 2 : 0);
+		uint64_t usz = pk ? 4 : 4 + 8ull * q->num + (ev ? 2 : 0);
+
+		if (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, 16ull * q->num) ||
+		    !vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz) ||
+		    !vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz))
+			return berr(b, -EFAULT,
+				    "SET_VRING_ADDR: queue %u ring area outside the memory map", i);
+		if (q->desc_ua % 16 || q->avail_ua % (pk ? 4 : 2) || q->used_ua % 4)
+			return berr(b, -EINVAL,
+				    "SET_VRING_ADDR: queue %u misaligned (desc 0x%llx avail 0x%llx used 0x%llx)",
+				    i, (unsigned long long)q->desc_ua,
+				    (unsigned long long)q->avail_ua,
+				    (unsigned long long)q->used_ua);
+	}
+	return ring_try_start(b, i);
+}
+
+static int h_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.state.index;
+	struct ring *q = &b->rings[i];
+
+	if (q->vq)
+		return berr(b, -EBUSY, "SET_VRING_BASE: queue %u is running", i);
+	if (!packed(b) && (m->u.state.num >> 16))
+		return berr(b, -EINVAL,
+			    "SET_VRING_BASE: split queue %u base 0x%x has reserved bits 16-31 set",
+			    i, m->u.state.num);
+	q->base = m->u.state.num;
+	q->has_base = true;
+	return ring_try_start(b, i);
+}
+
+static int h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.state.index;
+	struct ring *q = &b->rings[i];
+	struct vq_vhu_msg rep = { .kind = VHU_P_STATE };
+
+	ring_suspend(b, i);
+	/* stopped: a restart needs a new kick (spec, "Ring states") */
+	close_fd(&q->kick_fd);
+	q->has_kick = false;
+	rep.u.state.index = i;
+	rep.u.state.num = q->has_base ? q->base : packed(b) ? 0x80008000u : 0;
+	return reply(b, m, &rep);
+}
+
+static int h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.vring_fd.index;
+	struct ring *q = &b->rings[i];
+	int fd = m->u.vring_fd.nofd ? -1 : m->fds[0];
+	int *slot = m->request == VHU_SET_VRING_KICK ? &q->kick_fd :
+		    m->request == VHU_SET_VRING_CALL ? &q->call_fd : &q->err_fd;
+
+	m->nfds = 0;
+	/* the device must let go of the old fd before it is closed */
+	dev_stop(b, i);
+	close_fd(slot);
+	*slot = fd;
+	if (m->request == VHU_SET_VRING_KICK)
+		q->has_kick = true;
+	return ring_try_start(b, i);
+}
+
+static int h_vring_enable(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	unsigned i = m->u.state.index;
+	struct ring *q = &b->rings[i];
+
+	q->enabled = m->u.state.num;
+	if (!q->enabled) {
+		dev_stop(b, i);
+		return 0;
+	}
+	return ring_try_start(b, i);
+}
+
+static int h_get_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	struct vq_vhu_msg rep = { .kind = VHU_P_CONFIG };
+	uint32_t off = m->u.config.offset, len = m->u.config.size;
+	int r = need_proto(b, m, VHU_PROTOCOL_F_CONFIG, "CONFIG");
+
+	if (r)
+		return r;
+	if (off > b->dev.config_len || len > b->dev.config_len - off) {
+		/* an empty payload reports the error (spec) */
+		rep.kind = VHU_P_NONE;
+		return reply(b, m, &rep);
+	}
+	rep.u.config = m->u.config;
+	b->dev.ops->get_config(b->dev.opaque, off, rep.u.config.data, len);
+	return reply(b, m, &rep);
+}
+
+/* > 0: refused, connection stays (REPLY_ACK reports it). */
+static int h_set_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	uint32_t off = m->u.config.offset, len = m->u.config.size;
+	int r = need_proto(b, m, VHU_PROTOCOL_F_CONFIG, "CONFIG");
+
+	if (r)
+		return r;
+	if (off > b->dev.config_len || len > b->dev.config_len - off) {
+		berr(b, 0, "SET_CONFIG: %u bytes at %u past the config space (%u)",
+		     len, off, b->dev.config_len);
+		return 1;
+	}
+	if (!b->dev.ops->set_config) {
+		berr(b, 0, "SET_CONFIG: the config space is read-only");
+		return 1;
+	}
+	r = b->dev.ops->set_config(b->dev.opaque, off, m->u.config.data, len,
+				   m->u.config.flags);
+	return r ? 1 : 0;
+}
+
+static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r = need_proto(b, m, VHU_PROTOCOL_F_RESET_DEVICE, "RESET_DEVICE");
+
+	if (r)
+		return r;
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		ring_reset(b, i);
+	b->features = 0;
+	b->features_set = false;
+	b->status = 0;
+	if (b->dev.ops->reset)
+		b->dev.ops->reset(b->dev.opaque);
+	return 0;
+}
+
+static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r;
+
+	switch (m->request) {
+	case VHU_GET_FEATURES:
+		return reply_u64(b, m, b->offered);
+	case VHU_SET_FEATURES:
+		return h_set_features(b, m);
+	case VHU_GET_PROTOCOL_FEATURES:
+		return reply_u64(b, m, b->proto_offered);
+	case VHU_SET_PROTOCOL_FEATURES:
+		if (m->u.u64 & ~b->proto_offered)
+			return berr(b, -EINVAL,
+				    "SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
+				    (unsigned long long)(m->u.u64 & ~b->proto_offered));
+		b->protocol = m->u.u64;
+		return 0;
+	case VHU_SET_OWNER:
+		return 0;
+	case VHU_RESET_OWNER:
+		/* deprecated; the spec allows "disable all rings" */
+		for (unsigned i = 0; i < b->dev.nqueues; i++) {
+			b->rings[i].enabled = false;
+			dev_stop(b, i);
+		}
+		return 0;
+	case VHU_GET_QUEUE_NUM:
+		return reply_u64(b, m, b->dev.nqueues);
+	case VHU_SET_MEM_TABLE:
+		return h_set_mem_table(b, m);
+	case VHU_GET_MAX_MEM_SLOTS:
+		r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
+			       "CONFIGURE_MEM_SLOTS");
+		return r ? r : reply_u64(b, m, VQ_MEM_MAX_REGIONS);
+	case VHU_ADD_MEM_REG:
+		return h_add_mem_reg(b, m);
+	case VHU_REM_MEM_REG:
+		return h_rem_mem_reg(b, m);
+	case VHU_SET_VRING_NUM:
+		return h_vring_num(b, m);
+	case VHU_SET_VRING_ADDR:
+		return h_vring_addr(b, m);
+	case VHU_SET_VRING_BASE:
+		return h_vring_base(b, m);
+	case VHU_GET_VRING_BASE:
+		return h_get_vring_base(b, m);
+	case VHU_SET_VRING_KICK:
+	case VHU_SET_VRING_CALL:
+	case VHU_SET_VRING_ERR:
+		return h_vring_fd(b, m);
+	case VHU_SET_VRING_ENABLE:
+		return h_vring_enable(b, m);
+	case VHU_GET_CONFIG:
+		return h_get_config(b, m);
+	case VHU_SET_CONFIG:
+		return h_set_config(b, m);
+	case VHU_RESET_DEVICE:
+		return h_reset_device(b, m);
+	case VHU_SET_STATUS:
+		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
+		if (!r)
+			b->status = (uint8_t)m->u.u64;
+		return r;
+	case VHU_GET_STATUS:
+		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
+		return r ? r : reply_u64(b, m, b->status);
+	}
+	return berr(b, -EOPNOTSUPP, "request %u not handled", m->request);
+}
+
+static int handle_one(struct vq_vhu_backend *b)
+{
+	uint8_t buf[VHU_MSG_MAX];
+	int fds[VHU_MAX_FDS];
+	unsigned nfds;
+	size_t len;
+	struct vq_vhu_msg m;
+	char err[160];
+	bool ack;
+	int r;
+
+	r = vhu_recv(b->conn_fd, true, true, buf, &len, fds, &nfds);
+	if (r == -EAGAIN)
+		return 0;
+	if (r == -ECONNRESET)
+		return -ECONNRESET;     /* orderly close: not an error message */
+	if (r < 0 && len == VHU_HDR_SIZE) {
+		/* the header was refused: let the codec say why */
+		vq_vhu_decode_request(buf, len, NULL, 0, b->dev.nqueues, &m,
+				      err, sizeof(err));
+		return berr(b, r, "bad message: %s", err);
+	}
+	if (r < 0)
+		return berr(b, r, "receiving a message failed: %s%s",
+			    r == -EPIPE ? "the front-end closed mid-message" :
+			    r == -ETIMEDOUT ? "the front-end stalled mid-message" :
+			    strerror(-r), r == -EBADF ? " (fds)" : "");
+	r = vq_vhu_decode_request(buf, len, fds, nfds, b->dev.nqueues, &m, err,
+				  sizeof(err));
+	if (r)
+		return berr(b, r, "bad message: %s", err);
+	ack = has_proto(b, VHU_PROTOCOL_F_REPLY_ACK) &&
+	      (m.flags & VHU_FLAG_NEED_REPLY) &&
+	      !vq_vhu_request_has_reply(m.request);
+	r = handle(b, &m);
+	vq_vhu_msg_close_fds(&m);       /* fds a handler did not take */
+	if (ack) {
+		int s = reply_u64(b, &m, r ? 1 : 0);
+
+		if (s && r <= 0)
+			r = s;
+	}
+	if (r > 0)
+		r = 0;  /* refused, reported, connection stays */
+	return r ? r : 1;
+}
+
+/* ---- public ---- */
+
+int vq_vhu_backend_new(const struct vq_vhu_device *dev,
+		       struct vq_vhu_backend **out)
+{
+	static const struct vq_vhu_device_ops no_ops;
+	struct vq_vhu_backend *b;
+	uint64_t dev_mask = (VIRTQ_BIT(24) - 1) | ~(VIRTQ_BIT(50) - 1);
+
+	*out = NULL;
+	if (!dev || dev->nqueues == 0 || dev->nqueues > VHU_MAX_QUEUES ||
+	    !(dev->features & VIRTQ_BIT(VIRTIO_F_VERSION_1)) ||
+	    (dev->features & ~(dev_mask | VQ_RING_FEATURES)))
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->dev = *dev;
+	if (!b->dev.ops)
+		b->dev.ops = &no_ops;
+	if (!b->dev.name)
+		b->dev.name = "vhost-user device";
+	b->offered = dev->features | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
+	if (!b->dev.ops->get_config)
+		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
+	b->listen_fd = b->conn_fd = -1;
+	b->recv_timeout_ms = 5000;
+	b->mem = vq_mem_new();
+	b->rings = calloc(dev->nqueues, sizeof(*b->rings));
+	if (!b->mem || !b->rings) {
+		vq_mem_free(b->mem);
+		free(b->rings);
+		free(b);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < dev->nqueues; i++)
+		b->rings[i].kick_fd = b->rings[i].call_fd = b->rings[i].err_fd = -1;
+	*out = b;
+	return 0;
+}
+
+void vq_vhu_backend_free(struct vq_vhu_backend *b)
+{
+	if (!b)
+		return;
+	if (b->conn_fd >= 0)
+		conn_close(b);
+	close_fd(&b->listen_fd);
+	if (b->path) {
+		unlink(b->path);
+		free(b->path);
+	}
+	free(b->client_path);
+	free(b->maps);
+	free(b->rings);
+	vq_mem_free(b->mem);
+	free(b);
+}
+
+static int fill_addr(struct sockaddr_un *sa, const char *path)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
+			  unsigned mode)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int fd, r;
+
+	if (b->listen_fd >= 0 || b->conn_fd >= 0 || b->client_path)
+		return -EBUSY;
+	r = fill_addr(&sa, path);
+	if (r)
+		return r;
+	if (!mode)
+		mode = 0600;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return berr(b, -EEXIST, "%s exists and is not a socket", path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (r == 0)
+			return berr(b, -EADDRINUSE, "%s: a live socket is listening", path);
+		unlink(path);   /* stale */
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* the socket inode's mode is what bind() gives the file (minus
+	 * umask); chmod afterwards covers kernels that ignore it */
+	fchmod(fd, mode);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, mode) < 0 || listen(fd, 1) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	b->path = strdup(path);
+	b->listen_fd = fd;
+	return 0;
+}
+
+int vq_vhu_backend_adopt_fd(struct vq_vhu_backend *b, int fd)
+{
+	int acc = 0, type = 0, dom = 0;
+	socklen_t l = sizeof(int);
+
+	if (b->listen_fd >= 0 || b->conn_fd >= 0 || b->client_path)
+		return -EBUSY;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
+		return -errno;
+	l = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
+		return -errno;
+	if (type != SOCK_STREAM || dom != AF_UNIX)
+		return -ENOTSOCK;
+	l = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0)
+		return -errno;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (acc) {
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		b->listen_fd = fd;
+	} else {
+		set_conn(b, fd);
+	}
+	return 0;
+}
+
+static int try_connect(struct vq_vhu_backend *b)
+{
+	struct sockaddr_un sa;
+	int fd, r;
+
+	r = fill_addr(&sa, b->client_path);
+	if (r)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		close(fd);
+		b->next_connect_ns = b->reconnect_ms ?
+			now_ns() + b->reconnect_ms * 1000000ull : UINT64_MAX;
+		return r;
+	}
+	set_conn(b, fd);
+	return 0;
+}
+
+int vq_vhu_backend_connect(struct vq_vhu_backend *b, const char *path,
+			   unsigned reconnect_ms)
+{
+	if (b->listen_fd >= 0 || b->conn_fd >= 0 || b->client_path)
+		return -EBUSY;
+	b->client_path = strdup(path);
+	if (!b->client_path)
+		return -ENOMEM;
+	b->reconnect_ms = reconnect_ms;
+	return try_connect(b);
+}
+
+int vq_vhu_backend_fd(const struct vq_vhu_backend *b)
+{
+	return b->conn_fd >= 0 ? b->conn_fd : b->listen_fd;
+}
+
+int vq_vhu_backend_timeout_ms(const struct vq_vhu_backend *b)
+{
+	uint64_t now;
+
+	if (b->conn_fd >= 0 || !b->client_path || b->next_connect_ns == UINT64_MAX)
+		return -1;
+	now = now_ns();
+	if (b->next_connect_ns <= now)
+		return 0;
+	return (int)((b->next_connect_ns - now + 999999) / 1000000);
+}
+
+int vq_vhu_backend_process(struct vq_vhu_backend *b)
+{
+	int r;
+
+	if (b->conn_fd < 0) {
+		if (b->listen_fd >= 0) {
+			int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (fd < 0)
+				return (errno == EAGAIN || errno == EWOULDBLOCK ||
+					errno == EINTR) ? 0 : -errno;
+			set_conn(b, fd);
+			return 1;
+		}
+		if (b->client_path && b->next_connect_ns != UINT64_MAX &&
+		    now_ns() >= b->next_connect_ns)
+			return try_connect(b) == 0 ? 1 : 0;
+		return 0;
+	}
+	r = handle_one(b);
+	if (r < 0)
+		conn_close(b);
+	return r;
+}
+
+int vq_vhu_backend_serve(struct vq_vhu_backend *b,
+			 const volatile sig_atomic_t *stop, bool once)
+{
+	bool had_conn = false;
+
+	while (!(stop && *stop)) {
+		struct pollfd p = { .fd = vq_vhu_backend_fd(b), .events = POLLIN };
+		int t = vq_vhu_backend_timeout_ms(b), r;
+
+		if (p.fd < 0 && t < 0)
+			return -ENOTCONN;
+		r = poll(&p, p.fd >= 0, t < 0 || t > 200 ? 200 : t);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0 && t != 0)
+			continue;
+		r = vq_vhu_backend_process(b);
+		if (b->conn_fd >= 0)
+			had_conn = true;
+		if (r < 0 && r != -ECONNRESET)
+			fprintf(stderr, "%s: connection closed: %s\n", b->dev.name,
+				b->errmsg);
+		if (once && had_conn && b->conn_fd < 0)
+			return 0;
+	}
+	return 0;
+}
+
+bool vq_vhu_backend_connected(const struct vq_vhu_backend *b)
+{
+	return b->conn_fd >= 0;
+}
+
+uint64_t vq_vhu_backend_features(const struct vq_vhu_backend *b)
+{
+	return b->features;
+}
+
+uint64_t vq_vhu_backend_protocol_features(const struct vq_vhu_backend *b)
+{
+	return b->protocol;
+}
+
+const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b)
+{
+	return b->errmsg;
+}
+
+void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms)
+{
+	b->recv_timeout_ms = ms ? ms : 1;
+}

@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vhost-user front-end (virtio-user role): guest memory as a memfd, the
+ * rings laid out in it, and the protocol sequence a VMM follows, with every
+ * reply decoded by the codec.  Nothing the back-end answers is trusted: a
+ * reply of the wrong type, size or shape, or fds where none belong, fails
+ * the call with a message saying which.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <virtq/runtime.h>
+#include <virtq/vhost_user_frontend.h>
+
+#include "vhu_internal.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+
+/* virtio 1.2, 2.1 "Device Status Field" */
+#define ST_ACKNOWLEDGE 1
+#define ST_DRIVER      2
+#define ST_DRIVER_OK   4
+#define ST_FEATURES_OK 8
+
+/* Guest-physical address of guest memory's first byte. */
+#define GUEST_GPA 0x100000ull
+
+/* Protocol features the front-end knows how to use. */
+#define FRONTEND_PROTOCOL (VIRTQ_BIT(VHU_PROTOCOL_F_MQ) |                 \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) |          \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |             \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS))
+
+struct fqueue {
+	struct vq_drv *drv;
+	int kick_fd, call_fd;
+	uint64_t ring_gpa;
+	uint64_t off[3];
+};
+
+struct vq_vhu_frontend {
+	struct vq_vhu_frontend_config cfg;
+	int sock;
+	uint64_t features, protocol;
+	int mem_fd;
+	uint8_t *mem;
+	uint64_t mem_size, brk;
+	struct fqueue *q;
+	char errmsg[256];
+};
+
+static int ferr(struct vq_vhu_frontend *f, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int ferr(struct vq_vhu_frontend *f, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->errmsg, sizeof(f->errmsg), fmt, ap);
+	va_end(ap);
+	if (f->cfg.err && f->cfg.errlen)
+		snprintf(f->cfg.err, f->cfg.errlen, "%s", f->errmsg);
+	return err;
+}
+
+static bool proto(const struct vq_vhu_frontend *f, unsigned bit)
+{
+	return f->protocol & VIRTQ_BIT(bit);
+}
+
+/* Receive and decode the reply to req (ack: a REPLY_ACK u64). */
+static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
+		      struct vq_vhu_msg *rep)
+{
+	uint8_t buf[VHU_MSG_MAX];
+	int fds[VHU_MAX_FDS];
+	unsigned nfds;
+	size_t len;
+	char err[160];
+	int r;
+
+	r = vhu_recv(f->sock, false, false, buf, &len, fds, &nfds);
+	if (r < 0)
+		return ferr(f, r, "%s: no reply (%s)", vq_vhu_request_name(req),
+			    r == -ECONNRESET || r == -EPIPE ?
+			    "the back-end closed the connection" :
+			    r == -ETIMEDOUT || r == -EAGAIN ? "timed out" :
+			    strerror(-r));
+	r = vq_vhu_decode_reply(buf, len, fds, nfds, req, ack, rep, err,
+				sizeof(err));
+	if (r)
+		return ferr(f, r, "%s: bad reply: %s", vq_vhu_request_name(req), err);
+	return 0;
+}
+
+/* Send a request; with REPLY_ACK (and no reply of its own) ask for and
+ * check the ack.  rep (may be NULL) receives an explicit reply. */
+static int call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
+		const int *fds, unsigned nfds, struct vq_vhu_msg *rep)
+{
+	bool has_reply = vq_vhu_request_has_reply(m->request);
+	bool ack = !has_reply && proto(f, VHU_PROTOCOL_F_REPLY_ACK);
+	struct vq_vhu_msg tmp;
+	int r;
+
+	m->flags = VHU_VERSION | (ack ? VHU_FLAG_NEED_REPLY : 0);
+	r = vhu_send(f->sock, m, fds, nfds);
+	if (r)
+		return ferr(f, r, "%s: send failed (%s)",
+			    vq_vhu_request_name(m->request), strerror(-r));
+	if (!has_reply && !ack)
+		return 0;
+	if (!rep)
+		rep = &tmp;
+	r = recv_reply(f, m->request, ack, rep);
+	if (r)
+		return r;
+	if (ack && rep->u.u64 != 0)
+		return ferr(f, -EIO, "%s: the back-end refused it (ack %llu)",
+			    vq_vhu_request_name(m->request),
+			    (unsigned long long)rep->u.u64);
+	return 0;
+}
+
+static int call_none(struct vq_vhu_frontend *f, uint32_t req)
+{
+	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_NONE };
+
+	return call(f, &m, NULL, 0, NULL);
+}
+
+static int call_u64(struct vq_vhu_frontend *f, uint32_t req, uint64_t v)
+{
+	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_U64, .u.u64 = v };
+
+	return call(f, &m, NULL, 0, NULL);
+}
+
+static int get_u64(struct vq_vhu_frontend *f, uint32_t req, uint64_t *v)
+{
+	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_NONE }, rep;
+	int r = call(f, &m, NULL, 0, &rep);
+
+	if (!r)
+		*v = rep.u.u64;
+	return r;
+}
+
+static int call_state(struct vq_vhu_frontend *f, uint32_t req, uint32_t idx,
+		      uint32_t num)
+{
+	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_STATE };
+
+	m.u.state.index = idx;
+	m.u.state.num = num;
+	return call(f, &m, NULL, 0, NULL);
+}
+
+static int call_vring_fd(struct vq_vhu_frontend *f, uint32_t req, uint32_t idx,
+			 int fd)
+{
+	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_VRING_FD };
+
+	m.u.vring_fd.index = idx;
+	m.u.vring_fd.nofd = fd < 0;
+	return call(f, &m, &fd, fd < 0 ? 0 : 1, NULL);
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static int alloc_guest(struct vq_vhu_frontend *f)
+{
+	uint64_t size = f->cfg.mem_size ? f->cfg.mem_size : 16ull << 20;
+	unsigned flags = MFD_CLOEXEC | (f->cfg.hugetlb ? MFD_HUGETLB : 0);
+	/* huge pages are 2 MiB by default; a plain memfd needs pages */
+	uint64_t gran = f->cfg.hugetlb ? 2ull << 20 : (uint64_t)sysconf(_SC_PAGESIZE);
+	void *p;
+
+	size = align_up(size, gran);
+	f->mem_fd = memfd_create("virtq-guest", flags);
+	if (f->mem_fd < 0)
+		return ferr(f, -errno, "memfd_create%s failed: %s",
+			    f->cfg.hugetlb ? " (MFD_HUGETLB)" : "", strerror(errno));
+	if (ftruncate(f->mem_fd, (off_t)size) < 0)
+		return ferr(f, -errno, "guest memory: ftruncate failed: %s",
+			    strerror(errno));
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->mem_fd, 0);
+	if (p == MAP_FAILED)
+		return ferr(f, -errno, "guest memory: mmap failed: %s",
+			    strerror(errno));
+	f->mem = p;
+	f->mem_size = size;
+	f->brk = 0;
+	return 0;
+}
+
+void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
+			    uint64_t *gpa)
+{
+	uint64_t off = align_up(f->brk, 64);
+
+	if (len == 0 || off > f->mem_size || len > f->mem_size - off)
+		return NULL;
+	f->brk = off + len;
+	*gpa = GUEST_GPA + off;
+	return f->mem + off;
+}
+
+void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len)
+{
+	if (gpa < GUEST_GPA || gpa - GUEST_GPA > f->mem_size ||
+	    len > f->mem_size - (gpa - GUEST_GPA))
+		return NULL;
+	return f->mem + (gpa - GUEST_GPA);
+}
+
+static int send_memory(struct vq_vhu_frontend *f)
+{
+	struct vq_vhu_region reg = { .gpa = GUEST_GPA, .size = f->mem_size,
+				     .uaddr = (uintptr_t)f->mem, .mmap_offset = 0 };
+	struct vq_vhu_msg m = { 0 };
+
+	if (proto(f, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)) {
+		uint64_t slots;
+		int r = get_u64(f, VHU_GET_MAX_MEM_SLOTS, &slots);
+
+		if (r)
+			return r;
+		if (slots < 1)
+			return ferr(f, -ENOSPC, "the back-end has no memory slots");
+		m.request = VHU_ADD_MEM_REG;
+		m.kind = VHU_P_REGION;
+		m.u.region = reg;
+	} else {
+		m.request = VHU_SET_MEM_TABLE;
+		m.kind = VHU_P_MEM;
+		m.u.mem.nregions = 1;
+		m.u.mem.regions[0] = reg;
+	}
+	return call(f, &m, &f->mem_fd, 1, NULL);
+}
+
+static int negotiate(struct vq_vhu_frontend *f)
+{
+	uint64_t offered, want, pofs = 0;
+	int r;
+
+	r = call_none(f, VHU_SET_OWNER);
+	if (r)
+		return r;
+	r = get_u64(f, VHU_GET_FEATURES, &offered);
+	if (r)
+		return r;
+	if (!(offered & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
+		return ferr(f, -ENOTSUP,
+			    "the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
+			    (unsigned long long)offered);
+	if (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)) {
+		r = get_u64(f, VHU_GET_PROTOCOL_FEATURES, &pofs);
+		if (r)
+			return r;
+		pofs &= FRONTEND_PROTOCOL & ~f->cfg.protocol_mask_out;
+		r = call_u64(f, VHU_SET_PROTOCOL_FEATURES, pofs);
+		if (r)
+			return r;
+		/* acks apply from the next message on */
+		f->protocol = pofs;
+	}
+	if (proto(f, VHU_PROTOCOL_F_MQ)) {
+		uint64_t nq;
+
+		r = get_u64(f, VHU_GET_QUEUE_NUM, &nq);
+		if (r)
+			return r;
+		if (nq < f->cfg.nqueues)
+			return ferr(f, -ENOSPC, "the back-end has %llu queues, %u wanted",
+				    (unsigned long long)nq, f->cfg.nqueues);
+	}
+	want = (f->cfg.features | VIRTQ_BIT(VIRTIO_F_VERSION_1)) &
+	       ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+	f->features = (want & offered) |
+		      (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
+	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
+		return ferr(f, -EINVAL, "queue size %u is not valid for the %s layout",
+			    f->cfg.queue_size,
+			    f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ?
+			    "packed" : "split");
+	r = call_u64(f, VHU_SET_FEATURES, f->features);
+	if (r)
+		return r;
+	if (proto(f, VHU_PROTOCOL_F_STATUS)) {
+		r = call_u64(f, VHU_SET_STATUS,
+			     ST_ACKNOWLEDGE | ST_DRIVER | ST_FEATURES_OK);
+		if (r)
+			return r;
+	}
+	return send_memory(f);
+}
+
+static uint64_t drv_features(uint64_t f)
+{
+	return f & ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+}
+
+static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
+{
+	struct fqueue *q = &f->q[i];
+	uint64_t size, idxmax = f->cfg.indirect_max, ind_gpa = 0;
+	uint16_t num = f->cfg.queue_size;
+	bool pk = f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	struct vq_drv_config dc = { 0 };
+	struct vq_vhu_msg m = { .request = VHU_SET_VRING_ADDR, .kind = VHU_P_ADDR };
+	void *ring, *ind = NULL;
+	int r;
+
+	size = vq_ring_layout(drv_features(f->features), num, q->off);
+	ring = vq_vhu_frontend_alloc(f, align_up(size, 4096) + 4096, &q->ring_gpa);
+	if (!ring)
+		return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
+	/* page-align the ring inside its allocation */
+	{
+		uint64_t pad = align_up(q->ring_gpa, 4096) - q->ring_gpa;
+
+		q->ring_gpa += pad;
+		ring = (char *)ring + pad;
+	}
+	if (idxmax) {
+		ind = vq_vhu_frontend_alloc(f, 16ull * idxmax * num, &ind_gpa);
+		if (!ind)
+			return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
+	}
+	dc.features = drv_features(f->features);
+	dc.num = num;
+	dc.ring.desc = (char *)ring + q->off[0];
+	dc.ring.driver = (char *)ring + q->off[1];
+	dc.ring.device = (char *)ring + q->off[2];
+	dc.indirect = ind;
+	dc.indirect_gpa = ind_gpa;
+	dc.indirect_max = idxmax;
+	/* before the back-end can see the ring: vq_drv_new zeroes it */
+	r = vq_drv_new(&dc, &q->drv);
+	if (r)
+		return ferr(f, r, "ring %u: vq_drv_new failed (%d)", i, r);
+	q->kick_fd = vq_evt_new();
+	q->call_fd = vq_evt_new();
+	if (q->kick_fd < 0 || q->call_fd < 0)
+		return ferr(f, -EMFILE, "ring %u: eventfd failed", i);
+	r = call_vring_fd(f, VHU_SET_VRING_CALL, i, q->call_fd);
+	if (!r)
+		r = call_state(f, VHU_SET_VRING_NUM, i, num);
+	if (!r)
+		r = call_state(f, VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
+	if (r)
+		return r;
+	m.u.addr.index = i;
+	m.u.addr.desc = (uintptr_t)dc.ring.desc;
+	m.u.addr.avail = (uintptr_t)dc.ring.driver;
+	m.u.addr.used = (uintptr_t)dc.ring.device;
+	r = call(f, &m, NULL, 0, NULL);
+	if (!r)
+		r = call_vring_fd(f, VHU_SET_VRING_KICK, i, q->kick_fd);
+	if (!r && (f->features & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)))
+		r = call_state(f, VHU_SET_VRING_ENABLE, i, 1);
+	return r;
+}
+
+int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
+{
+	int r;
+
+	for (unsigned i = 0; i < f->cfg.nqueues; i++) {
+		r = setup_queue(f, i);
+		if (r)
+			return r;
+	}
+	if (proto(f, VHU_PROTOCOL_F_STATUS))
+		return call_u64(f, VHU_SET_STATUS, ST_ACKNOWLEDGE | ST_DRIVER |
+				ST_FEATURES_OK | ST_DRIVER_OK);
+	return 0;
+}
+
+int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
+			       uint32_t *base)
+{
+	struct vq_vhu_msg m = { .request = VHU_GET_VRING_BASE, .kind = VHU_P_STATE };
+	struct vq_vhu_msg rep;
+	int r;
+
+	if (i >= f->cfg.nqueues)
+		return -EINVAL;
+	m.u.state.index = i;
+	r = call(f, &m, NULL, 0, &rep);
+	if (r)
+		return r;
+	if (rep.u.state.index != i)
+		return ferr(f, -EPROTO, "GET_VRING_BASE: reply for ring %u, asked %u",
+			    rep.u.state.index, i);
+	*base = rep.u.state.num;
+	return 0;
+}
+
+static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
+			 struct vq_vhu_frontend **out)
+{
+	struct vq_vhu_frontend *f;
+	unsigned ms = cfg->timeout_ms ? cfg->timeout_ms : 5000;
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	int r;
+
+	*out = NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(sock);
+		return -ENOMEM;
+	}
+	f->cfg = *cfg;
+	f->sock = sock;
+	f->mem_fd = -1;
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (cfg->nqueues == 0 || cfg->nqueues > VHU_MAX_QUEUES) {
+		r = ferr(f, -EINVAL, "queue count %u not in 1..%u", cfg->nqueues,
+			 VHU_MAX_QUEUES);
+		goto fail;
+	}
+	f->q = calloc(cfg->nqueues, sizeof(*f->q));
+	if (!f->q) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < cfg->nqueues; i++)
+		f->q[i].kick_fd = f->q[i].call_fd = -1;
+	r = alloc_guest(f);
+	if (!r)
+		r = negotiate(f);
+	if (r)
+		goto fail;
+	/* cfg->err is for connect only: the caller's buffer may be gone */
+	f->cfg.err = NULL;
+	f->cfg.errlen = 0;
+	*out = f;
+	return 0;
+fail:
+	vq_vhu_frontend_free(f);
+	return r;
+}
+
+int vq_vhu_frontend_adopt_fd(int fd, const struct vq_vhu_frontend_config *cfg,
+			     struct vq_vhu_frontend **out)
+{
+	return frontend_init(fd, cfg, out);
+}
+
+int vq_vhu_frontend_connect(const char *path,
+			    const struct vq_vhu_frontend_config *cfg,
+			    struct vq_vhu_frontend **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	*out = NULL;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+
+		if (cfg->err && cfg->errlen)
+			snprintf(cfg->err, cfg->errlen, "connect %s: %s", path,
+				 strerror(errno));
+		close(fd);
+		return r;
+	}
+	return frontend_init(fd, cfg, out);
+}
+
+void vq_vhu_frontend_free(struct vq_vhu_frontend *f)
+{
+	if (!f)
+		return;
+	if (f->sock >= 0)
+		close(f->sock);
+	for (unsigned i = 0; f->q && i < f->cfg.nqueues; i++) {
+		vq_drv_free(f->q[i].drv);
+		if (f->q[i].kick_fd >= 0)
+			close(f->q[i].kick_fd);
+		if (f->q[i].call_fd >= 0)
+			close(f->q[i].call_fd);
+	}
+	free(f->q);
+	if (f->mem)
+		munmap(f->mem, f->mem_size);
+	if (f->mem_fd >= 0)
+		close(f->mem_fd);
+	free(f);
+}
+
+uint64_t vq_vhu_frontend_features(const struct vq_vhu_frontend *f)
+{
+	return f->features;
+}
+
+uint64_t vq_vhu_frontend_protocol_features(const struct vq_vhu_frontend *f)
+{
+	return f->protocol;
+}
+
+const char *vq_vhu_frontend_error_msg(const struct vq_vhu_frontend *f)
+{
+	return f->errmsg;
+}
+
+struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i)
+{
+	return i < f->cfg.nqueues ? f->q[i].drv : NULL;
+}
+
+int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i)
+{
+	return i < f->cfg.nqueues ? f->q[i].kick_fd : -1;
+}
+
+int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i)
+{
+	return i < f->cfg.nqueues ? f->q[i].call_fd : -1;
+}
+
+int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
+			       void *buf, uint32_t len)
+{
+	struct vq_vhu_msg m = { .request = VHU_GET_CONFIG, .kind = VHU_P_CONFIG };
+	struct vq_vhu_msg rep;
+	int r;
+
+	if (!proto(f, VHU_PROTOCOL_F_CONFIG))
+		return ferr(f, -ENOTSUP, "GET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
+	if (len > VHU_CONFIG_MAX)
+		return -EINVAL;
+	m.u.config.offset = off;
+	m.u.config.size = len;
+	r = call(f, &m, NULL, 0, &rep);
+	if (r)
+		return r;
+	/* "payload size MUST match the front-end's request" */
+	if (rep.u.config.size != len || rep.u.config.offset != off)
+		return ferr(f, -EPROTO, "GET_CONFIG: reply of %u bytes at %u, asked %u at %u",
+			    rep.u.config.size, rep.u.config.offset, len, off);
+	memcpy(buf, rep.u.config.data, len);
+	return 0;
+}
+
+int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,
+			       const void *buf, uint32_t len)
+{
+	struct vq_vhu_msg m = { .request = VHU_SET_CONFIG, .kind = VHU_P_CONFIG };
+
+	if (!proto(f, VHU_PROTOCOL_F_CONFIG))
+		return ferr(f, -ENOTSUP, "SET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
+	if (len > VHU_CONFIG_MAX)
+		return -EINVAL;
+	m.u.config.offset = off;
+	m.u.config.size = len;
+	memcpy(m.u.config.data, buf, len);
+	return call(f, &m, NULL, 0, NULL);
+}

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/* vhost-user message I/O: SCM_RIGHTS in and out, whole messages only. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "vhu_internal.h"
+
+int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
+	     unsigned nfds)
+{
+	uint8_t buf[VHU_MSG_MAX];
+	union {
+		char b[CMSG_SPACE(sizeof(int) * VHU_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { 0 };
+	struct iovec iov;
+	ssize_t len = vq_vhu_encode(m, buf, sizeof(buf)), done = 0;
+
+	if (len < 0)
+		return (int)len;
+	if (nfds > VHU_MAX_FDS)
+		return -EINVAL;
+	while (done < len) {
+		ssize_t n;
+
+		iov.iov_base = buf + done;
+		iov.iov_len = len - done;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = NULL;
+		mh.msg_controllen = 0;
+		if (done == 0 && nfds) {
+			struct cmsghdr *c;
+
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.b;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+		}
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		done += n;
+	}
+	return 0;
+}
+
+/* Collect SCM_RIGHTS fds from mh into fds[*nfds..]; excess ones are closed
+ * and reported as -EBADF. */
+static int take_fds(struct msghdr *mh, int *fds, unsigned *nfds)
+{
+	int ret = 0;
+
+	if (mh->msg_flags & MSG_CTRUNC)
+		ret = -EBADF;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		unsigned n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (unsigned i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < VHU_MAX_FDS) {
+				fds[(*nfds)++] = fd;
+			} else {
+				close(fd);
+				ret = -EBADF;
+			}
+		}
+	}
+	return ret;
+}
+
+/* Read exactly len bytes (or fail); fds may arrive with any part. */
+static int recv_exact(int sock, uint8_t *p, size_t len, bool nowait,
+		      int *fds, unsigned *nfds, bool first)
+{
+	size_t done = 0;
+	int bad = 0;
+
+	while (done < len) {
+		union {
+			char b[CMSG_SPACE(sizeof(int) * VHU_MAX_FDS)];
+			struct cmsghdr align;
+		} ctl;
+		struct msghdr mh = { 0 };
+		struct iovec iov = { p + done, len - done };
+		int flags = MSG_CMSG_CLOEXEC;
+		ssize_t n;
+
+		if (nowait && first && done == 0)
+			flags |= MSG_DONTWAIT;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctl.b;
+		mh.msg_controllen = sizeof(ctl.b);
+		n = recvmsg(sock, &mh, flags);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return (first && done == 0) ? -EAGAIN : -ETIMEDOUT;
+			return -errno;
+		}
+		if (take_fds(&mh, fds, nfds))
+			bad = -EBADF;
+		if (n == 0)
+			return (first && done == 0) ? -ECONNRESET : -EPIPE;
+		done += n;
+	}
+	return bad;
+}
+
+static void close_fds(int *fds, unsigned *nfds)
+{
+	for (unsigned i = 0; i < *nfds; i++)
+		close(fds[i]);
+	*nfds = 0;
+}
+
+int vhu_recv(int sock, bool request, bool nowait, uint8_t *buf, size_t *len,
+	     int *fds, unsigned *nfds)
+{
+	uint32_t size;
+	int r;
+
+	*nfds = 0;
+	*len = 0;
+	r = recv_exact(sock, buf, VHU_HDR_SIZE, nowait, fds, nfds, true);
+	if (r)
+		goto err;
+	if (request) {
+		r = vq_vhu_check_request_hdr(buf, &size);
+		if (r) {
+			*len = VHU_HDR_SIZE;
+			goto err;
+		}
+	} else {
+		memcpy(&size, buf + 8, 4);
+		if (size > VHU_PAYLOAD_MAX) {
+			r = -EMSGSIZE;
+			goto err;
+		}
+	}
+	r = recv_exact(sock, buf + VHU_HDR_SIZE, size, false, fds, nfds, false);
+	if (r)
+		goto err;
+	*len = VHU_HDR_SIZE + size;
+	return (int)*len;
+err:
+	close_fds(fds, nfds);
+	return r;
+}

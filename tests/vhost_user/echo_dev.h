@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small vhost-user test device: every chain's device-readable bytes are
+ * copied into its device-writable buffers and the chain is returned with the
+ * number of bytes copied.  Two queues, an 8-byte config space (the last four
+ * bytes writable), and a single-threaded poll loop over the control socket
+ * and the kick eventfds.  Also counts fds and mappings for leak checks.
+ */
+#ifndef VQ_ECHO_DEV_H
+#define VQ_ECHO_DEV_H
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/uio.h>
+
+#include <virtq/runtime.h>
+#include <virtq/vhost_user_backend.h>
+
+#include "vq_test.h"
+
+#define ECHO_NQ 2
+#define ECHO_FEATURES (VIRTQ_BIT(VIRTIO_F_VERSION_1) | VQ_RING_FEATURES)
+
+struct echo {
+	struct vq_vhu_backend *b;
+	struct {
+		struct vq_dev *vq;
+		int kick, call, err;
+		bool on, dead;
+		uint64_t chains;
+	} q[ECHO_NQ];
+	uint8_t config[8];
+	unsigned starts, stops, resets;
+};
+
+static inline int echo_start(void *o, const struct vq_vhu_queue *q)
+{
+	struct echo *e = o;
+
+	e->q[q->index].vq = q->vq;
+	e->q[q->index].kick = q->kick_fd;
+	e->q[q->index].call = q->call_fd;
+	e->q[q->index].err = q->err_fd;
+	e->q[q->index].on = true;
+	e->q[q->index].dead = false;
+	e->starts++;
+	return 0;
+}
+
+static inline void echo_stop(void *o, unsigned i)
+{
+	struct echo *e = o;
+
+	e->q[i].on = false;
+	e->q[i].vq = NULL;
+	e->stops++;
+}
+
+static inline void echo_get_config(void *o, uint32_t off, void *buf, uint32_t len)
+{
+	struct echo *e = o;
+
+	memcpy(buf, e->config + off, len);
+}
+
+static inline int echo_set_config(void *o, uint32_t off, const void *buf,
+				  uint32_t len, uint32_t flags)
+{
+	struct echo *e = o;
+
+	if (off < 4 && !(flags & 1))
+		return -EPERM;  /* bytes 0-3 are read-only */
+	memcpy(e->config + off, buf, len);
+	return 0;
+}
+
+static inline void echo_reset(void *o)
+{
+	struct echo *e = o;
+
+	e->resets++;
+	memcpy(e->config, "echo", 4);
+	memset(e->config + 4, 0, 4);
+}
+
+static const struct vq_vhu_device_ops echo_ops = {
+	.queue_start = echo_start,
+	.queue_stop = echo_stop,
+	.get_config = echo_get_config,
+	.set_config = echo_set_config,
+	.reset = echo_reset,
+};
+
+static inline void echo_init(struct echo *e)
+{
+	struct vq_vhu_device d = {
+		.name = "echo", .features = ECHO_FEATURES, .nqueues = ECHO_NQ,
+		.config_len = sizeof(e->config), .ops = &echo_ops, .opaque = e,
+	};
+
+	memset(e, 0, sizeof(*e));
+	echo_reset(e);
+	e->resets = 0;
+	CHECK_EQ(vq_vhu_backend_new(&d, &e->b), 0);
+}
+
+/* Copy the readable bytes into the writable ones; returns bytes copied. */
+static inline uint32_t echo_copy(const struct vq_chain *c)
+{
+	unsigned o = 0, i = c->nout;
+	size_t ooff = 0, ioff = 0;
+	uint32_t total = 0;
+
+	while (o < c->nout && i < c->nout + c->nin) {
+		size_t n = c->iov[o].iov_len - ooff;
+
+		if (n > c->iov[i].iov_len - ioff)
+			n = c->iov[i].iov_len - ioff;
+		memcpy((char *)c->iov[i].iov_base + ioff,
+		       (char *)c->iov[o].iov_base + ooff, n);
+		total += n;
+		ooff += n;
+		ioff += n;
+		if (ooff == c->iov[o].iov_len) {
+			o++;
+			ooff = 0;
+		}
+		if (ioff == c->iov[i].iov_len) {
+			i++;
+			ioff = 0;
+		}
+	}
+	return total;
+}
+
+/* Serve one queue until it is empty with notifications re-enabled. */
+static inline void echo_run_queue(struct echo *e, unsigned qi)
+{
+	struct vq_dev *vq = e->q[qi].vq;
+	struct iovec iov[16][64];
+	struct vq_chain c[16];
+	int r;
+
+	if (!e->q[qi].on || e->q[qi].dead)
+		return;
+	do {
+		vq_dev_disable_notify(vq);
+		for (;;) {
+			for (unsigned k = 0; k < 16; k++) {
+				c[k].iov = iov[k];
+				c[k].iov_max = 64;
+			}
+			r = vq_dev_pop_burst(vq, c, 16);
+			if (r <= 0)
+				break;
+			for (int k = 0; k < r; k++)
+				CHECK_EQ(vq_dev_fill(vq, &c[k], echo_copy(&c[k])), 0);
+			e->q[qi].chains += vq_dev_flush(vq);
+			if (vq_dev_should_signal(vq) && e->q[qi].call >= 0)
+				vq_evt_signal(e->q[qi].call);
+		}
+		if (r < 0) {
+			fprintf(stderr, "echo: queue %u broken: %s\n", qi,
+				vq_dev_error_msg(vq));
+			e->q[qi].dead = true;
+			if (e->q[qi].err >= 0)
+				vq_evt_signal(e->q[qi].err);
+			return;
+		}
+		r = vq_dev_enable_notify(vq);
+	} while (r == 1);
+}
+
+/* Poll the control socket and kicks once (up to timeout_ms).  Returns the
+ * backend's process() result, or 0. */
+static inline int echo_poll_once(struct echo *e, int timeout_ms)
+{
+	struct pollfd p[1 + ECHO_NQ];
+	unsigned n = 0, map[ECHO_NQ];
+	int r = 0;
+
+	p[n++] = (struct pollfd){ .fd = vq_vhu_backend_fd(e->b), .events = POLLIN };
+	for (unsigned i = 0; i < ECHO_NQ; i++) {
+		if (e->q[i].on && e->q[i].kick >= 0) {
+			map[n - 1] = i;
+			p[n++] = (struct pollfd){ .fd = e->q[i].kick, .events = POLLIN };
+		}
+	}
+	if (poll(p, n, timeout_ms) < 0)
+		return -errno;
+	for (unsigned k = 1; k < n; k++) {
+		if (p[k].revents & POLLIN) {
+			vq_evt_drain(p[k].fd);
+			echo_run_queue(e, map[k - 1]);
+		}
+	}
+	if (p[0].revents) {
+		bool was = vq_vhu_backend_connected(e->b);
+
+		r = vq_vhu_backend_process(e->b);
+		/* a ring may have started with buffers already posted */
+		for (unsigned i = 0; i < ECHO_NQ; i++)
+			if (e->q[i].on)
+				echo_run_queue(e, i);
+		if (r == 0 && was && !vq_vhu_backend_connected(e->b))
+			r = -ECONNRESET;
+	}
+	return r;
+}
+
+/* ---- leak checks ---- */
+
+static inline int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;   /* the DIR's own fd */
+}
+
+/* Mappings of memfds (guest memory): the ones a teardown must undo.  Other
+ * lines of /proc/self/maps move with malloc and are not counted. */
+static inline int count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "memfd:"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+#endif
