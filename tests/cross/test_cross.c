@@ -37,6 +37,7 @@ struct slot {
 	uint64_t in_len;
 	/* Written by the device side of the oracle: */
 	bool done;              /* completed by the device */
+	bool owed;              /* outstanding when the driver slept (delayed) */
 	uint32_t written;
 	uint64_t wserial;
 };
@@ -45,6 +46,7 @@ struct popped {
 	struct vq_chain c;
 	struct iovec iov[MAX_SEGS];
 	struct slot *s;
+	uint64_t seq;           /* pop order, to know what unpop may take */
 };
 
 struct sim {
@@ -59,6 +61,7 @@ struct sim {
 	/* device side */
 	struct popped *pop;     /* popped, not yet filled (FIFO) */
 	unsigned npop;
+	uint64_t pop_seq;       /* pops minus unpops */
 	unsigned staged;        /* filled, not yet flushed */
 	bool dev_asleep;
 	uint64_t wserial;
@@ -66,11 +69,17 @@ struct sim {
 	/* driver side */
 	unsigned outstanding;   /* added, not yet returned */
 	unsigned unpublished;   /* added, not yet through kick_prepare */
+	unsigned added_asleep;  /* added while the device sleeps */
 	bool drv_asleep;
-	uint64_t published_since_sleep; /* used buffers the device published */
-	uint64_t wake_threshold;        /* a call is owed by this many */
+	/* A sleeping driver is owed a call at the first used buffer (plain
+	 * enable), or once every buffer outstanding when it slept is used
+	 * (delayed: the event index lies before the end of those). */
+	bool owe_first;
+	unsigned owed_left;
+	struct slot **staged_slots;     /* filled, not yet flushed */
 
 	/* counts */
+	unsigned detached;      /* at the end, by detach_unused */
 	uint64_t ops, adds, gets, kicks, calls, kick_checks, call_checks;
 };
 
@@ -155,12 +164,15 @@ static void drv_add(struct sim *s)
 	sl->done = false;
 	s->outstanding++;
 	s->unpublished++;
+	if (s->dev_asleep)
+		s->added_asleep++;
 	s->adds++;
 }
 
 static void dev_wake(struct sim *s)
 {
 	s->dev_asleep = false;
+	s->added_asleep = 0;
 	if (rnd(s, 2))
 		vq_dev_disable_notify(s->p.dev);
 }
@@ -170,9 +182,15 @@ static void drv_kick(struct sim *s)
 	int r = vq_drv_kick_prepare(s->p.drv);
 
 	CHECK(r == 0 || r == 1);
-	/* 2.7.10 / 2.8.10: a device that enabled notifications and found the
-	 * ring empty must be notified of the first new buffers. */
-	if (s->dev_asleep && s->unpublished) {
+	/*
+	 * 2.7.10 / 2.8.10: a device that enabled notifications and found the
+	 * ring empty must be notified of the first new buffers.  Split buffers
+	 * become visible here, so every unpublished one is new to it; packed
+	 * ones are visible as soon as they are added, so only those added
+	 * after it went to sleep are (earlier ones it consumed, or its
+	 * re-check would not have let it sleep).
+	 */
+	if (s->dev_asleep && (s->packed ? s->added_asleep : s->unpublished)) {
 		s->kick_checks++;
 		if (r != 1) {
 			fprintf(stderr, "lost kick: device asleep, %u buffers published, no notification\n",
@@ -181,6 +199,7 @@ static void drv_kick(struct sim *s)
 		}
 	}
 	s->unpublished = 0;
+	s->added_asleep = 0;
 	if (r == 1) {
 		s->kicks++;
 		if (s->dev_asleep)
@@ -224,7 +243,6 @@ static void drv_get(struct sim *s)
 static void drv_sleep(struct sim *s)
 {
 	bool delayed = rnd(s, 2);
-	unsigned outstanding = vq_drv_outstanding(s->p.drv);
 	int r = delayed ? vq_drv_enable_cb_delayed(s->p.drv) :
 			  vq_drv_enable_cb(s->p.drv);
 
@@ -235,10 +253,14 @@ static void drv_sleep(struct sim *s)
 	 * must bring a call.  Delayed: at the latest when every buffer
 	 * outstanding now is used. */
 	s->drv_asleep = true;
-	s->published_since_sleep = 0;
-	s->wake_threshold = delayed ? outstanding : 1;
-	if (s->wake_threshold == 0)
-		s->wake_threshold = 1;
+	s->owed_left = 0;
+	for (unsigned i = 0; i < s->num; i++) {
+		struct slot *sl = &s->slots[i];
+
+		sl->owed = delayed && sl->busy && !sl->done;
+		s->owed_left += sl->owed;
+	}
+	s->owe_first = !delayed || s->owed_left == 0;
 }
 
 /* ---- device actions ---- */
@@ -296,6 +318,7 @@ static void dev_pop(struct sim *s)
 		memcpy(pp->iov, iov[i], sizeof(pp->iov));
 		pp->c.iov = pp->iov;
 		check_chain(s, pp);
+		pp->seq = s->pop_seq++;
 		s->npop++;
 	}
 }
@@ -305,17 +328,21 @@ static void dev_unpop(struct sim *s)
 	struct vq_chain ch[8];
 	unsigned n = 1 + rnd(s, 4), first;
 
-	if (n > s->npop)
-		n = s->npop;
+	unsigned ok = 0;
+
+	/* Only the most recent pops, none of them filled since. */
+	while (ok < s->npop && s->pop[s->npop - 1 - ok].seq == s->pop_seq - 1 - ok)
+		ok++;
+	if (n > ok)
+		n = ok;
 	if (!n)
 		return;
-	/* Only the most recent pops, none of them filled (fills take the FIFO
-	 * front, so the tail is unfilled). */
 	first = s->npop - n;
 	for (unsigned i = 0; i < n; i++)
 		ch[i] = s->pop[first + i].c;
 	CHECK_EQ(vq_dev_unpop(s->p.dev, ch, n), 0);
 	s->npop = first;
+	s->pop_seq -= n;
 }
 
 static void dev_flush(struct sim *s)
@@ -327,7 +354,14 @@ static void dev_flush(struct sim *s)
 	s->staged = 0;
 	if (!n)
 		return;
-	s->published_since_sleep += n;
+	for (int i = 0; i < n; i++) {
+		struct slot *sl = s->staged_slots[i];
+
+		if (sl->owed) {
+			sl->owed = false;
+			s->owed_left--;
+		}
+	}
 	if (vq_dev_should_signal(s->p.dev)) {
 		s->calls++;
 		s->drv_asleep = false;
@@ -335,10 +369,9 @@ static void dev_flush(struct sim *s)
 			vq_drv_disable_cb(s->p.drv);
 	} else if (s->drv_asleep) {
 		s->call_checks++;
-		if (s->published_since_sleep >= s->wake_threshold) {
-			fprintf(stderr, "lost call: driver asleep, %llu used published (owed at %llu), no notification\n",
-				(unsigned long long)s->published_since_sleep,
-				(unsigned long long)s->wake_threshold);
+		if (s->owe_first || s->owed_left == 0) {
+			fprintf(stderr, "lost call: driver asleep (%s), %d used published, no notification\n",
+				s->owe_first ? "enable_cb" : "enable_cb_delayed", n);
 			exit(1);
 		}
 	}
@@ -354,6 +387,8 @@ static void dev_complete(struct sim *s)
 		struct popped pp = s->pop[i];
 		struct slot *sl = pp.s;
 		uint64_t len, off = 0;
+
+		pp.c.iov = pp.iov;      /* entries move in the FIFO: re-point */
 
 		memmove(&s->pop[i], &s->pop[i + 1], (s->npop - i - 1) * sizeof(*s->pop));
 		s->npop--;
@@ -375,7 +410,7 @@ static void dev_complete(struct sim *s)
 		sl->written = (uint32_t)len;
 		sl->done = true;
 		CHECK_EQ(vq_dev_fill(s->p.dev, &pp.c, (uint32_t)len), 0);
-		s->staged++;
+		s->staged_slots[s->staged++] = sl;
 		if (rnd(s, 4) == 0)
 			dev_flush(s);
 	}
@@ -456,7 +491,7 @@ static void drain_and_detach(struct sim *s)
 	CHECK_EQ(vq_drv_outstanding(s->p.drv), 0);
 	for (unsigned i = 0; i < s->num; i++)
 		CHECK(!s->slots[i].busy);
-	fprintf(stderr, "   detached %u unused buffers\n", detached);
+	s->detached = detached;
 }
 
 /* Let everything in flight finish and check that all tokens came home. */
@@ -497,7 +532,8 @@ static void run(bool packed, bool in_order, bool event_idx, bool indirect,
 	s.data_gpa = pair_alloc(&s.p, (uint64_t)SLOT_BYTES * s.num);
 	s.slots = calloc(s.num, sizeof(*s.slots));
 	s.pop = calloc(s.num, sizeof(*s.pop));
-	CHECK(s.slots && s.pop);
+	s.staged_slots = calloc(s.num, sizeof(*s.staged_slots));
+	CHECK(s.slots && s.pop && s.staged_slots);
 
 	fprintf(stderr, "%s in_order=%d event_idx=%d indirect=%d num=%u seed=0x%llx: ",
 		packed ? "packed" : "split ", in_order, event_idx, indirect, s.num,
@@ -510,14 +546,15 @@ static void run(bool packed, bool in_order, bool event_idx, bool indirect,
 		drain_all(&s);
 	CHECK_EQ(vq_dev_error(s.p.dev), 0);
 	CHECK_EQ(vq_drv_error(s.p.drv), 0);
-	fprintf(stderr, "%llu ops, %llu buffers, kicks/op %.3f calls/op %.3f, "
+	fprintf(stderr, "%llu ops, %llu buffers (%u detached), kicks/op %.3f calls/op %.3f, "
 		"%llu kick and %llu call obligations checked\n",
-		(unsigned long long)s.ops, (unsigned long long)s.gets,
+		(unsigned long long)s.ops, (unsigned long long)s.gets, s.detached,
 		(double)s.kicks / s.ops, (double)s.calls / s.ops,
 		(unsigned long long)s.kick_checks, (unsigned long long)s.call_checks);
 	CHECK(s.gets > ops / 20);       /* traffic really flowed */
 	free(s.slots);
 	free(s.pop);
+	free(s.staged_slots);
 	pair_fini(&s.p);
 }
 
