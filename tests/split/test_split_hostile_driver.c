@@ -151,6 +151,20 @@ static void hostile_indirect_len_not_multiple_of_16(void)
 	pair_fini(&p);
 }
 
+/* vhost "Indirect buffer length too big": more than 65536 entries. */
+static void hostile_indirect_table_too_big(void)
+{
+	struct ring_pair p;
+	uint64_t tgpa;
+
+	setup(&p, IND);
+	tgpa = pair_alloc(&p, 65537ull * 16);
+	forge_desc(&p, 0, tgpa, 65537u * 16, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_avail(&p, 0, 0);
+	expect_dev_broken(&p, pop1(&p), -EINVAL, "too big");
+	pair_fini(&p);
+}
+
 /* The table must lie in guest memory (one region). */
 static void hostile_indirect_table_outside_memory(void)
 {
@@ -424,6 +438,7 @@ int main(void)
 	RUN(split_normal_then_indirect_accepted);
 	RUN(hostile_indirect_len_zero);
 	RUN(hostile_indirect_len_not_multiple_of_16);
+	RUN(hostile_indirect_table_too_big);
 	RUN(hostile_indirect_table_outside_memory);
 	RUN(hostile_indirect_loop);
 	RUN(hostile_indirect_next_out_of_range);
