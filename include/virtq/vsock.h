@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq/vsock.h - the virtio-vsock device (virtio 1.2 section 5.10), stream
+ * sockets only, with the host side on file descriptors.
+ *
+ * The device sits on the device side of the rx (0), tx (1) and optional
+ * event (2) queues.  Every guest connection is paired with one host stream
+ * socket (a UNIX socket in the daemon, a socketpair in the tests):
+ *  - guest -> host: a REQUEST to CID 2 port P calls cfg.host_connect(P),
+ *    which returns a connected socket (the daemon connects to HOST_PATH_P);
+ *  - host -> guest: a socket handed to vq_vsock_host_attach() (or accepted
+ *    on the listener given to vq_vsock_set_listener()) first sends the line
+ *    "CONNECT <port>\n"; the device reads it byte by byte (never a byte of
+ *    the payload behind it), sends a REQUEST to the guest's port, and once
+ *    the guest answers RESPONSE writes "OK <host_port>\n" to the socket,
+ *    host_port being the source port the guest sees.  A guest RST, a bad
+ *    line or a full connection table closes the socket without a reply.
+ *
+ * Flow control is the spec's credit scheme both ways: the device never sends
+ * the guest more than its buf_alloc - (tx_cnt - fwd_cnt), and advertises a
+ * fixed per-connection buffer (cfg.buf_alloc) whose fwd_cnt advances only as
+ * bytes reach the host socket: a slow host socket closes the guest's window,
+ * nothing is buffered beyond it, and a guest that overruns it is reset.
+ *
+ * Nothing here blocks and there is no loop: the caller polls vq_vsock_fd()
+ * (readable when host sockets have news), kicks and calls, and runs the
+ * process functions.  Single-threaded: one thread calls everything.
+ */
+#ifndef VIRTQ_VSOCK_H
+#define VIRTQ_VSOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <virtq/ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device feature bits (5.10.3). */
+#define VIRTIO_VSOCK_F_STREAM    0
+#define VIRTIO_VSOCK_F_SEQPACKET 1
+
+/* Queues (5.10.2). */
+#define VQ_VSOCK_RXQ 0
+#define VQ_VSOCK_TXQ 1
+#define VQ_VSOCK_EVQ 2
+
+/* Well-known CIDs (5.10.4). */
+#define VQ_VSOCK_CID_HOST 2u
+
+#define VIRTIO_VSOCK_TYPE_STREAM    1
+#define VIRTIO_VSOCK_TYPE_SEQPACKET 2
+
+enum virtio_vsock_op {
+	VIRTIO_VSOCK_OP_INVALID = 0,
+	VIRTIO_VSOCK_OP_REQUEST = 1,
+	VIRTIO_VSOCK_OP_RESPONSE = 2,
+	VIRTIO_VSOCK_OP_RST = 3,
+	VIRTIO_VSOCK_OP_SHUTDOWN = 4,
+	VIRTIO_VSOCK_OP_RW = 5,
+	VIRTIO_VSOCK_OP_CREDIT_UPDATE = 6,
+	VIRTIO_VSOCK_OP_CREDIT_REQUEST = 7,
+};
+
+/* SHUTDOWN flags (5.10.6.5): the sender will receive / send no more. */
+#define VIRTIO_VSOCK_SHUTDOWN_RCV  1u
+#define VIRTIO_VSOCK_SHUTDOWN_SEND 2u
+
+/* The packet header (5.10.6), little-endian, 44 bytes. */
+struct virtio_vsock_hdr {
+	uint64_t src_cid;
+	uint64_t dst_cid;
+	uint32_t src_port;
+	uint32_t dst_port;
+	uint32_t len;
+	uint16_t type;
+	uint16_t op;
+	uint32_t flags;
+	uint32_t buf_alloc;
+	uint32_t fwd_cnt;
+} __attribute__((packed));
+
+#define VQ_VSOCK_HDR_SIZE 44u
+
+/* Event queue (5.10.6.7). */
+#define VIRTIO_VSOCK_EVENT_TRANSPORT_RESET 0
+struct virtio_vsock_event {
+	uint32_t id;
+};
+
+/* Config space (5.10.4). */
+struct virtio_vsock_config {
+	uint64_t guest_cid;
+} __attribute__((packed));
+
+/* The largest payload one packet carries (Linux VIRTIO_VSOCK_MAX_PKT_BUF_SIZE). */
+#define VQ_VSOCK_MAX_PKT 65536u
+
+/* ------------------------------------------------------------------ */
+
+struct vq_vsock;
+
+struct vq_vsock_config {
+	uint64_t guest_cid;             /* >= 3 */
+	uint32_t buf_alloc;             /* per-connection receive buffer; 0: 256 KiB */
+	uint32_t max_conns;             /* open + opening connections; 0: 1024 */
+	uint32_t used_batch;            /* RX used entries per flush; 0: 32, 1: each alone */
+	/*
+	 * Guest connects to the host's port: return a connected, non-blocking
+	 * stream socket (the device owns it from then on) or -errno, which
+	 * the guest sees as a RST.
+	 */
+	int (*host_connect)(void *arg, uint32_t port);
+	/* A used entry was published on queue q (after each flush): the caller
+	 * decides whether to notify (vq_dev_should_signal + call eventfd). */
+	void (*notify)(void *arg, unsigned q);
+	void *arg;
+};
+
+/* Counters.  Every bad input has one. */
+struct vq_vsock_stats {
+	uint64_t rx_pkts, rx_bytes;     /* to the guest: packets, payload bytes */
+	uint64_t tx_pkts, tx_bytes;     /* from the guest */
+	uint64_t rx_flushes;            /* RX used-index publications */
+	uint64_t conns_opened, conns_closed;
+	uint64_t rst_sent, rst_recv;
+	uint64_t credit_updates_sent, credit_requests_recv;
+	uint64_t host_stalls;           /* host socket full: data kept, window shrinks */
+	/* bad input */
+	uint64_t bad_short_buf;         /* chain shorter than the header */
+	uint64_t bad_len;               /* header length larger than the chain or 64 KiB */
+	uint64_t bad_type;              /* not a stream packet */
+	uint64_t bad_op;                /* unknown op, or an op the state forbids */
+	uint64_t bad_addr;              /* wrong source or destination CID */
+	uint64_t bad_credit;            /* data beyond the credit we gave */
+	uint64_t bad_rx_buf;            /* RX buffer unusable (too small, readable) */
+	uint64_t no_listener;           /* guest REQUEST refused by the host side */
+	uint64_t conn_limit;            /* REQUEST or CONNECT beyond max_conns */
+	uint64_t bad_connect_line;      /* host side sent no valid CONNECT line */
+	uint64_t reset_events;          /* TRANSPORT_RESET events delivered */
+};
+
+int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out);
+/* Closes every connection and the listener. */
+void vq_vsock_free(struct vq_vsock *v);
+
+/*
+ * Attach the queues (the driver set DRIVER_OK); ev may be NULL (QEMU keeps
+ * the event queue).  Connections from an earlier start are gone: stop()
+ * closed them.  0 or -EINVAL.
+ */
+int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
+		   struct vq_dev *ev);
+/* Detach the queues and close every connection's host socket (the guest's
+ * side of them is gone with the device reset).  The listener stays. */
+void vq_vsock_stop(struct vq_vsock *v);
+
+/* An fd that is readable when host sockets need attention: poll it, then
+ * call vq_vsock_process_host(). */
+int vq_vsock_fd(const struct vq_vsock *v);
+
+/* Accept host-initiated connections on this listening socket (the device
+ * owns it).  0 or -errno. */
+int vq_vsock_set_listener(struct vq_vsock *v, int listen_fd);
+/* A host socket that will send "CONNECT <port>\n".  The device owns it. */
+int vq_vsock_host_attach(struct vq_vsock *v, int fd);
+
+/* Handle host socket events without blocking: accept, CONNECT lines, data
+ * from the host (queued for RX), room to write (drains guest data).
+ * Returns the number of events handled or -errno. */
+int vq_vsock_process_host(struct vq_vsock *v);
+
+/* Process up to budget TX chains (guest -> host).  Stops early while too
+ * many replies wait for RX buffers.  Returns chains processed or -errno
+ * (the queue broke). */
+int vq_vsock_process_tx(struct vq_vsock *v, unsigned budget);
+
+/* Fill up to budget RX buffers with what is pending for the guest, flushing
+ * every used_batch entries.  Returns buffers filled or -errno. */
+int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget);
+
+/* Is anything waiting for an RX buffer? */
+bool vq_vsock_rx_pending(const struct vq_vsock *v);
+/* Does TX wait for RX (reply backlog full)? */
+bool vq_vsock_tx_blocked(const struct vq_vsock *v);
+
+/* Queue a TRANSPORT_RESET event: delivered on the event queue now or when
+ * the guest posts an event buffer.  -ENODEV without an event queue. */
+int vq_vsock_reset_event(struct vq_vsock *v);
+/* Deliver a pending event if the event queue has a buffer.  1, 0, -errno. */
+int vq_vsock_process_event(struct vq_vsock *v);
+
+unsigned vq_vsock_conn_count(const struct vq_vsock *v);
+const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
+
+/*
+ * Parse a hybrid-vsock CONNECT line (without its '\n'): "CONNECT <port>",
+ * port decimal in [0, 2^32).  0 or -EINVAL.
+ */
+int vq_vsock_parse_connect(const char *line, uint32_t *port);
+
+/* The UNIX-socket host side (hybrid vsock). */
+/* Connect, non-blocking, to "<base>_<port>": the fd or -errno (-ENOENT,
+ * -ECONNREFUSED: no listener; -ENAMETOOLONG). */
+int vq_vsock_uds_connect(const char *base, uint32_t port);
+/* Listen at path (an existing socket file there is replaced): the
+ * non-blocking fd or -errno. */
+int vq_vsock_uds_listen(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

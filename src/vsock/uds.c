@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host side on UNIX sockets, the hybrid-vsock convention of Firecracker
+ * and vhost-device-vsock: a guest connecting to CID 2 port P reaches the
+ * socket listening at "<base>_P"; host programs connect to <base> and speak
+ * the CONNECT line (read by the device, vsock.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <virtq/vsock.h>
+
+static int fill_addr(struct sockaddr_un *a, const char *path)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(a->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a->sun_path, path);
+	return 0;
+}
+
+int vq_vsock_uds_connect(const char *base, uint32_t port)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	struct sockaddr_un a;
+	int fd, r;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s_%u", base, port) >= sizeof(path))
+		return -ENAMETOOLONG;
+	r = fill_addr(&a, path);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A UNIX stream connect completes at once or fails (EAGAIN: the
+	 * listener's backlog is full, which the guest sees as a refusal). */
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		r = errno == EAGAIN ? -ECONNREFUSED : -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int vq_vsock_uds_listen(const char *path)
+{
+	struct sockaddr_un a;
+	struct stat sb;
+	int fd, r;
+
+	r = fill_addr(&a, path);
+	if (r < 0)
+		return r;
+	/* Replace a stale socket from an earlier run, nothing else. */
+	if (lstat(path, &sb) == 0) {
+		if (!S_ISSOCK(sb.st_mode))
+			return -EEXIST;
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}

@@ -1,0 +1,1380 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The virtio-vsock device: stream connections between the guest and host
+ * sockets, credit flow control both ways (5.10.6.3), and the hybrid-vsock
+ * CONNECT handshake for host-initiated connections.
+ *
+ * Shape of the data path:
+ *  - TX (guest -> host): pop a burst, handle each packet, fill every chain
+ *    with length 0, flush once.  RW payload goes from guest memory straight
+ *    to the host socket with writev; what the socket does not take is copied
+ *    into the connection's buffer, which is never larger than the credit we
+ *    advertised, and fwd_cnt advances only as bytes reach the socket.
+ *  - RX (host -> guest): connections with something to say sit on a list,
+ *    served round-robin.  Data is read from the host socket straight into
+ *    the guest's buffer (readv), never more than the guest's credit.  Used
+ *    entries are published every used_batch buffers.
+ *  - Replies that belong to no connection (RST) wait in a bounded queue;
+ *    while it is full TX stops, as vhost-vsock does, so a REQUEST flood
+ *    cannot grow memory.
+ * Host sockets are in one epoll set, edge-triggered: the device remembers
+ * "readable"/"writable" until a syscall says EAGAIN, so a connection whose
+ * guest has no credit does not make the caller spin.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <virtq/vsock.h>
+
+#include "internal.h"
+
+#define VS_IOV_MAX      256u    /* iovecs per chain */
+#define VS_TX_BURST     32u
+#define VS_REPLY_MAX    256u    /* TX stops while this many RSTs wait */
+#define VS_LINE_MAX     32u     /* "CONNECT 4294967295" fits */
+#define VS_OK_MAX       24u     /* "OK 4294967295\n" */
+#define VS_PORT_FIRST   1024u
+#define VS_PORT_LAST    0x7fffffffu
+
+enum vs_state {
+	VS_HANDSHAKE,           /* host socket, reading its CONNECT line */
+	VS_CONNECTING,          /* REQUEST sent to the guest, no RESPONSE yet */
+	VS_ESTABLISHED,
+	VS_CLOSING,             /* sent SHUTDOWN both ways, waiting for RST */
+};
+
+/* Control packets a connection owes the guest. */
+#define P_REQUEST       (1u << 0)
+#define P_RESPONSE      (1u << 1)
+#define P_CREDIT_UPDATE (1u << 2)
+#define P_SHUTDOWN      (1u << 3)
+
+/* What an epoll event points at. */
+enum vs_kind { VS_EP_LISTENER = 1, VS_EP_CONN = 2 };
+
+struct vs_conn {
+	enum vs_kind kind;              /* first: epoll data points here */
+	enum vs_state state;
+	int fd;
+	uint32_t lport, pport;          /* host side, guest side */
+	struct vs_conn *hnext;          /* hash chain */
+	struct vs_conn *prev, *next;    /* every connection */
+	struct vs_conn *rprev, *rnext;  /* RX list */
+	bool on_rx;
+	bool dead;                      /* freed at the end of process_host */
+	unsigned pend;                  /* P_* */
+	uint32_t shut_flags;            /* for P_SHUTDOWN */
+	/* host -> guest: the guest's credit */
+	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
+	/* guest -> host: our credit */
+	uint32_t rx_cnt, fwd_cnt, adv_fwd_cnt;
+	uint8_t *obuf;                  /* bytes for the host socket */
+	uint32_t ohead, olen, oextra;   /* oextra: the OK line, not credit */
+	bool host_readable, host_writable, host_eof, host_wr_shut;
+	bool host_rdhup;                /* the host shut down its side */
+	uint32_t guest_shut;            /* SHUTDOWN flags the guest sent */
+	char line[VS_LINE_MAX + 1];
+	uint32_t linelen;
+};
+
+struct vs_reply {
+	uint32_t lport, pport;
+	uint16_t type;
+};
+
+struct vq_vsock {
+	enum vs_kind listener_kind;     /* epoll data for the listener */
+	struct vq_vsock_config cfg;
+	struct vq_dev *rx, *tx, *ev;
+	int epfd;
+	int lfd;
+	struct vs_conn **hash;
+	uint32_t hmask;
+	struct vs_conn *all;
+	unsigned nconns;                /* in the hash */
+	unsigned nhandshake;
+	struct vs_conn *rx_head, *rx_tail;
+	struct vs_reply *replies;       /* ring of reply_cap */
+	uint32_t reply_cap, reply_head, reply_len;
+	uint32_t next_port;
+	bool in_host;                   /* defer frees while walking events */
+	struct vs_conn *dead;
+	bool reset_pending;
+	/* chain storage */
+	struct vq_chain txc[VS_TX_BURST];
+	struct vq_chain rxc;
+	bool rx_spare;                  /* rxc popped and unused */
+	unsigned rx_staged;             /* filled since the last flush */
+	struct iovec *iov;              /* (VS_TX_BURST + 1) * VS_IOV_MAX */
+	struct iovec slice[VS_IOV_MAX];
+	struct vq_vsock_stats st;
+};
+
+/* ---- small helpers ---- */
+
+static uint32_t hash_ports(uint32_t l, uint32_t p)
+{
+	uint64_t h = ((uint64_t)l << 32 | p) * 0x9E3779B97F4A7C15ull;
+
+	return (uint32_t)(h >> 32);
+}
+
+static struct vs_conn *conn_find(struct vq_vsock *v, uint32_t l, uint32_t p)
+{
+	struct vs_conn *c = v->hash[hash_ports(l, p) & v->hmask];
+
+	while (c && (c->lport != l || c->pport != p))
+		c = c->hnext;
+	return c;
+}
+
+static void hash_add(struct vq_vsock *v, struct vs_conn *c)
+{
+	struct vs_conn **b = &v->hash[hash_ports(c->lport, c->pport) & v->hmask];
+
+	c->hnext = *b;
+	*b = c;
+	v->nconns++;
+}
+
+static void hash_del(struct vq_vsock *v, struct vs_conn *c)
+{
+	struct vs_conn **b = &v->hash[hash_ports(c->lport, c->pport) & v->hmask];
+
+	while (*b && *b != c)
+		b = &(*b)->hnext;
+	if (*b) {
+		*b = c->hnext;
+		v->nconns--;
+	}
+}
+
+static void rx_add(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (c->on_rx || c->dead)
+		return;
+	c->on_rx = true;
+	c->rnext = NULL;
+	c->rprev = v->rx_tail;
+	if (v->rx_tail)
+		v->rx_tail->rnext = c;
+	else
+		v->rx_head = c;
+	v->rx_tail = c;
+}
+
+static void rx_del(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (!c->on_rx)
+		return;
+	if (c->rprev)
+		c->rprev->rnext = c->rnext;
+	else
+		v->rx_head = c->rnext;
+	if (c->rnext)
+		c->rnext->rprev = c->rprev;
+	else
+		v->rx_tail = c->rprev;
+	c->on_rx = false;
+	c->rprev = c->rnext = NULL;
+}
+
+/* Bytes the guest may still receive on c. */
+static uint32_t peer_credit(const struct vs_conn *c)
+{
+	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
+
+	/* A fwd_cnt ahead of what we sent wraps to a huge in-flight count:
+	 * that gives no credit rather than unbounded credit. */
+	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
+}
+
+static bool data_ready(const struct vs_conn *c)
+{
+	return c->state == VS_ESTABLISHED && c->host_readable && !c->host_eof &&
+	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) && peer_credit(c) > 0;
+}
+
+static bool has_rx_work(const struct vs_conn *c)
+{
+	return c->pend || data_ready(c);
+}
+
+static void reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
+		      uint16_t type)
+{
+	struct vs_reply *r;
+
+	/* The queue is sized for VS_REPLY_MAX from TX plus one per
+	 * connection; anything beyond is impossible, but never overflow. */
+	if (v->reply_len >= v->reply_cap)
+		return;
+	r = &v->replies[(v->reply_head + v->reply_len) % v->reply_cap];
+	r->lport = lport;
+	r->pport = pport;
+	r->type = type;
+	v->reply_len++;
+}
+
+static void conn_free(struct vs_conn *c)
+{
+	free(c->obuf);
+	free(c);
+}
+
+/* Forget c: close its host socket; the guest gets a RST if rst. */
+static void conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
+{
+	if (c->dead)
+		return;
+	if (c->state != VS_HANDSHAKE) {
+		hash_del(v, c);
+		if (rst) {
+			reply_rst(v, c->lport, c->pport, VIRTIO_VSOCK_TYPE_STREAM);
+			v->st.rst_sent++;
+		}
+		v->st.conns_closed++;
+	} else {
+		v->nhandshake--;
+	}
+	rx_del(v, c);
+	if (c->fd >= 0)
+		close(c->fd);   /* also leaves the epoll set */
+	c->fd = -1;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		v->all = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->dead = true;
+	if (v->in_host) {
+		c->next = v->dead;
+		v->dead = c;
+	} else {
+		conn_free(c);
+	}
+}
+
+static struct vs_conn *conn_new(struct vq_vsock *v, int fd, enum vs_state st)
+{
+	struct vs_conn *c = calloc(1, sizeof(*c));
+	struct epoll_event ev;
+
+	if (!c)
+		return NULL;
+	c->kind = VS_EP_CONN;
+	c->state = st;
+	c->fd = fd;
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+	ev.data.ptr = c;
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		free(c);
+		return NULL;
+	}
+	c->next = v->all;
+	if (v->all)
+		v->all->prev = c;
+	v->all = c;
+	return c;
+}
+
+/* Copy len bytes at offset off of an iovec array into dst. */
+static void iov_read(const struct iovec *iov, unsigned n, size_t off,
+		     void *dst, size_t len)
+{
+	uint8_t *d = dst;
+	unsigned i;
+
+	for (i = 0; i < n && len; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len)
+			l = len;
+		memcpy(d, (uint8_t *)iov[i].iov_base + off, l);
+		d += l;
+		len -= l;
+		off = 0;
+	}
+}
+
+static void iov_write(const struct iovec *iov, unsigned n, size_t off,
+		      const void *src, size_t len)
+{
+	const uint8_t *s = src;
+	unsigned i;
+
+	for (i = 0; i < n && len; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len)
+			l = len;
+		memcpy((uint8_t *)iov[i].iov_base + off, s, l);
+		s += l;
+		len -= l;
+		off = 0;
+	}
+}
+
+/* The part [off, off+len) of iov as a new iovec array in dst.  Returns the
+ * count (the caller checked the lengths add up). */
+static unsigned iov_slice(const struct iovec *iov, unsigned n, size_t off,
+			  size_t len, struct iovec *dst, unsigned max)
+{
+	unsigned i, k = 0;
+
+	for (i = 0; i < n && len && k < max; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len)
+			l = len;
+		dst[k].iov_base = (uint8_t *)iov[i].iov_base + off;
+		dst[k].iov_len = l;
+		k++;
+		len -= l;
+		off = 0;
+	}
+	return k;
+}
+
+static uint32_t obuf_cap(const struct vq_vsock *v)
+{
+	return v->cfg.buf_alloc + VS_OK_MAX;
+}
+
+/* Append to the host-bound buffer (the caller checked the room). */
+static int obuf_put_iov(struct vq_vsock *v, struct vs_conn *c,
+			const struct iovec *iov, unsigned n, size_t len)
+{
+	uint32_t cap = obuf_cap(v), tail;
+	unsigned i;
+
+	if (!c->obuf) {
+		c->obuf = malloc(cap);
+		if (!c->obuf)
+			return -ENOMEM;
+		c->ohead = 0;
+	}
+	tail = (c->ohead + c->olen) % cap;
+	for (i = 0; i < n; i++) {
+		const uint8_t *s = iov[i].iov_base;
+		size_t l = iov[i].iov_len;
+
+		while (l) {
+			size_t k = cap - tail;
+
+			if (k > l)
+				k = l;
+			memcpy(c->obuf + tail, s, k);
+			tail = (tail + k) % cap;
+			s += k;
+			l -= k;
+		}
+	}
+	c->olen += (uint32_t)len;
+	return 0;
+}
+
+/* Bytes went to the host socket: the OK line first, then credit. */
+static void host_wrote(struct vs_conn *c, uint32_t n)
+{
+	uint32_t extra = n < c->oextra ? n : c->oextra;
+
+	c->oextra -= extra;
+	c->fwd_cnt += n - extra;
+}
+
+static bool is_fatal_sock_err(int e)
+{
+	return e != EAGAIN && e != EWOULDBLOCK && e != EINTR;
+}
+
+/* writev without SIGPIPE: a host that closed its socket is an error to
+ * handle (RST), not a signal that kills the daemon. */
+static ssize_t sock_writev(int fd, struct iovec *iov, unsigned n)
+{
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = n };
+
+	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* After fwd_cnt moved: tell the guest when its view of our window is less
+ * than half and the news is worth a packet (or the buffer is empty, so
+ * nothing later would trigger it: no stall). */
+static void maybe_credit_update(struct vq_vsock *v, struct vs_conn *c)
+{
+	uint32_t unadv = c->fwd_cnt - c->adv_fwd_cnt;
+	uint32_t seen_free = v->cfg.buf_alloc - (c->rx_cnt - c->adv_fwd_cnt);
+	uint32_t step = v->cfg.buf_alloc / 4;
+
+	if (!unadv || seen_free >= v->cfg.buf_alloc / 2)
+		return;
+	if (step > 65536)
+		step = 65536;
+	if (unadv >= step || c->rx_cnt == c->fwd_cnt) {
+		c->pend |= P_CREDIT_UPDATE;
+		rx_add(v, c);
+	}
+}
+
+static void conn_check_done(struct vq_vsock *v, struct vs_conn *c);
+
+/* Write buffered bytes to the host socket.  0, or -1 after closing c. */
+static int obuf_drain(struct vq_vsock *v, struct vs_conn *c)
+{
+	uint32_t cap = obuf_cap(v);
+
+	while (c->olen && c->host_writable) {
+		struct iovec io[2];
+		unsigned n = 1;
+		uint32_t first = cap - c->ohead;
+		ssize_t r;
+
+		if (first > c->olen)
+			first = c->olen;
+		io[0].iov_base = c->obuf + c->ohead;
+		io[0].iov_len = first;
+		if (first < c->olen) {
+			io[1].iov_base = c->obuf;
+			io[1].iov_len = c->olen - first;
+			n = 2;
+		}
+		r = sock_writev(c->fd, io, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (!is_fatal_sock_err(errno)) {
+				c->host_writable = false;
+				v->st.host_stalls++;
+				break;
+			}
+			conn_close(v, c, true);
+			return -1;
+		}
+		c->ohead = (c->ohead + (uint32_t)r) % cap;
+		c->olen -= (uint32_t)r;
+		host_wrote(c, (uint32_t)r);
+	}
+	if (c->olen == 0 && c->obuf) {
+		free(c->obuf);
+		c->obuf = NULL;
+		c->ohead = 0;
+	}
+	maybe_credit_update(v, c);
+	conn_check_done(v, c);
+	return c->dead ? -1 : 0;
+}
+
+/*
+ * Both directions finished?  Guest said SEND and its bytes reached the host:
+ * half-close the host socket so the host reads EOF.  When the guest also
+ * will not receive, or the host has nothing more to send, the connection is
+ * over: RST (what a Linux guest waits for after its SHUTDOWN).
+ */
+static void conn_check_done(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (c->dead || c->state != VS_ESTABLISHED)
+		return;
+	if (!(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || c->olen)
+		return;
+	if (!c->host_wr_shut) {
+		shutdown(c->fd, SHUT_WR);
+		c->host_wr_shut = true;
+	}
+	if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) || c->host_eof) {
+		/* Anything still owed (a SHUTDOWN) is moot after RST. */
+		conn_close(v, c, true);
+	}
+}
+
+/* ---- lifecycle ---- */
+
+int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
+{
+	struct vq_vsock *v;
+	uint32_t nb = 1;
+
+	*out = NULL;
+	if (!cfg || cfg->guest_cid < 3 || cfg->guest_cid > 0xffffffffull ||
+	    !cfg->host_connect)
+		return -EINVAL;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v->listener_kind = VS_EP_LISTENER;
+	v->cfg = *cfg;
+	if (!v->cfg.buf_alloc)
+		v->cfg.buf_alloc = 256 * 1024;
+	if (v->cfg.buf_alloc > (1u << 30))
+		v->cfg.buf_alloc = 1u << 30;
+	if (!v->cfg.max_conns)
+		v->cfg.max_conns = 1024;
+	if (!v->cfg.used_batch)
+		v->cfg.used_batch = 32;
+	while (nb < v->cfg.max_conns && nb < (1u << 20))
+		nb <<= 1;
+	v->hmask = nb - 1;
+	v->hash = calloc(nb, sizeof(*v->hash));
+	v->reply_cap = VS_REPLY_MAX + v->cfg.max_conns * 2;
+	v->replies = calloc(v->reply_cap, sizeof(*v->replies));
+	v->iov = calloc((VS_TX_BURST + 1) * VS_IOV_MAX, sizeof(*v->iov));
+	v->epfd = epoll_create1(EPOLL_CLOEXEC);
+	v->lfd = -1;
+	v->next_port = VS_PORT_FIRST;
+	if (!v->hash || !v->replies || !v->iov || v->epfd < 0) {
+		int err = v->epfd < 0 ? -errno : -ENOMEM;
+
+		if (v->epfd >= 0)
+			close(v->epfd);
+		free(v->hash);
+		free(v->replies);
+		free(v->iov);
+		free(v);
+		return err;
+	}
+	*out = v;
+	return 0;
+}
+
+static void close_all(struct vq_vsock *v)
+{
+	while (v->all)
+		conn_close(v, v->all, false);
+	v->reply_len = 0;
+	v->reply_head = 0;
+}
+
+void vq_vsock_free(struct vq_vsock *v)
+{
+	if (!v)
+		return;
+	v->in_host = false;
+	close_all(v);
+	if (v->lfd >= 0)
+		close(v->lfd);
+	close(v->epfd);
+	free(v->hash);
+	free(v->replies);
+	free(v->iov);
+	free(v);
+}
+
+int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
+		   struct vq_dev *ev)
+{
+	if (!rx || !tx)
+		return -EINVAL;
+	v->rx = rx;
+	v->tx = tx;
+	v->ev = ev;
+	v->rx_spare = false;
+	v->rx_staged = 0;
+	return 0;
+}
+
+void vq_vsock_stop(struct vq_vsock *v)
+{
+	/* Pending handshakes belong to the host, not the guest: keep them
+	 * (they will connect after the next start); the rest is gone. */
+	struct vs_conn *c = v->all, *n;
+
+	for (; c; c = n) {
+		n = c->next;
+		if (c->state != VS_HANDSHAKE)
+			conn_close(v, c, false);
+	}
+	v->reply_len = 0;
+	v->reply_head = 0;
+	v->rx = v->tx = v->ev = NULL;
+	v->rx_spare = false;
+	v->rx_staged = 0;
+	v->reset_pending = false;
+}
+
+int vq_vsock_fd(const struct vq_vsock *v)
+{
+	return v->epfd;
+}
+
+int vq_vsock_set_listener(struct vq_vsock *v, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &v->listener_kind };
+
+	if (v->lfd >= 0)
+		return -EBUSY;
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	v->lfd = fd;
+	return 0;
+}
+
+int vq_vsock_host_attach(struct vq_vsock *v, int fd)
+{
+	struct vs_conn *c;
+
+	if (v->nhandshake >= v->cfg.max_conns) {
+		v->st.conn_limit++;
+		close(fd);
+		return -EAGAIN;
+	}
+	c = conn_new(v, fd, VS_HANDSHAKE);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	v->nhandshake++;
+	return 0;
+}
+
+unsigned vq_vsock_conn_count(const struct vq_vsock *v)
+{
+	return v->nconns;
+}
+
+const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v)
+{
+	return &v->st;
+}
+
+bool vq_vsock_rx_pending(const struct vq_vsock *v)
+{
+	return v->reply_len || v->rx_head;
+}
+
+bool vq_vsock_tx_blocked(const struct vq_vsock *v)
+{
+	return v->reply_len >= VS_REPLY_MAX;
+}
+
+int vq_vsock_parse_connect(const char *line, uint32_t *port)
+{
+	uint64_t p = 0;
+	const char *s;
+
+	if (strncmp(line, "CONNECT ", 8))
+		return -EINVAL;
+	s = line + 8;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		p = p * 10 + (uint64_t)(*s - '0');
+		if (p > 0xffffffffull)
+			return -EINVAL;
+	}
+	/* Tolerate a CR from a "\r\n" line ending, nothing else. */
+	if (*s == '\r')
+		s++;
+	if (*s)
+		return -EINVAL;
+	*port = (uint32_t)p;
+	return 0;
+}
+
+/* ---- host side ---- */
+
+static uint32_t alloc_port(struct vq_vsock *v, uint32_t pport)
+{
+	uint32_t tries;
+
+	for (tries = 0; tries < 1u << 16; tries++) {
+		uint32_t p = v->next_port++;
+
+		if (v->next_port > VS_PORT_LAST)
+			v->next_port = VS_PORT_FIRST;
+		if (!conn_find(v, p, pport))
+			return p;
+	}
+	return 0;
+}
+
+/* The CONNECT line, one byte per read so the payload behind it stays in the
+ * socket.  Returns -1 if c was closed. */
+static int handshake_read(struct vq_vsock *v, struct vs_conn *c)
+{
+	for (;;) {
+		char ch;
+		ssize_t r = read(c->fd, &ch, 1);
+		uint32_t port, lport;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && !is_fatal_sock_err(errno))
+			return 0;
+		if (r <= 0) {
+			/* EOF or error before a whole line: the host gave up. */
+			if (c->linelen)
+				v->st.bad_connect_line++;
+			conn_close(v, c, false);
+			return -1;
+		}
+		if (ch != '\n') {
+			if (c->linelen >= VS_LINE_MAX) {
+				v->st.bad_connect_line++;
+				conn_close(v, c, false);
+				return -1;
+			}
+			c->line[c->linelen++] = ch;
+			continue;
+		}
+		c->line[c->linelen] = '\0';
+		if (vq_vsock_parse_connect(c->line, &port) < 0) {
+			v->st.bad_connect_line++;
+			conn_close(v, c, false);
+			return -1;
+		}
+		if (!v->rx || v->nconns >= v->cfg.max_conns ||
+		    !(lport = alloc_port(v, port))) {
+			/* No guest to talk to, or too many connections. */
+			v->st.conn_limit += v->rx != NULL;
+			conn_close(v, c, false);
+			return -1;
+		}
+		v->nhandshake--;
+		c->state = VS_CONNECTING;
+		c->lport = lport;
+		c->pport = port;
+		hash_add(v, c);
+		/* Bytes behind the line are the stream's: read them once the
+		 * guest accepted. */
+		c->host_readable = true;
+		c->pend |= P_REQUEST;
+		rx_add(v, c);
+		return 0;
+	}
+}
+
+static void host_accept(struct vq_vsock *v)
+{
+	for (;;) {
+		int fd = accept4(v->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return;         /* EAGAIN, or EMFILE: try on the next event */
+		}
+		vq_vsock_host_attach(v, fd);
+	}
+}
+
+static void conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
+{
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		c->host_readable = true;
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		c->host_rdhup = true;
+	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+		c->host_writable = true;
+	if (c->state == VS_HANDSHAKE) {
+		if (c->host_readable)
+			handshake_read(v, c);
+		return;
+	}
+	if (c->olen && c->host_writable && obuf_drain(v, c) < 0)
+		return;
+	if (has_rx_work(c))
+		rx_add(v, c);
+}
+
+int vq_vsock_process_host(struct vq_vsock *v)
+{
+	struct epoll_event ev[64];
+	int n, i;
+
+	n = epoll_wait(v->epfd, ev, (int)VQ_ARRAY_SIZE(ev), 0);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	v->in_host = true;
+	for (i = 0; i < n; i++) {
+		enum vs_kind *k = ev[i].data.ptr;
+
+		if (*k == VS_EP_LISTENER) {
+			host_accept(v);
+			continue;
+		}
+		if (((struct vs_conn *)k)->dead)
+			continue;
+		conn_event(v, (struct vs_conn *)k, ev[i].events);
+	}
+	v->in_host = false;
+	while (v->dead) {
+		struct vs_conn *c = v->dead;
+
+		v->dead = c->next;
+		conn_free(c);
+	}
+	return n;
+}
+
+/* ---- TX: packets from the guest ---- */
+
+static void update_peer_credit(struct vq_vsock *v, struct vs_conn *c,
+			       const struct virtio_vsock_hdr *h)
+{
+	c->peer_buf_alloc = vq_le32(h->buf_alloc);
+	c->peer_fwd_cnt = vq_le32(h->fwd_cnt);
+	if (has_rx_work(c))
+		rx_add(v, c);
+}
+
+static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
+		  const struct vq_chain *ch, uint32_t len)
+{
+	uint32_t pending = c->rx_cnt - c->fwd_cnt;
+	unsigned n;
+	size_t done = 0;
+
+	if (c->state != VS_ESTABLISHED ||
+	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND)) {
+		v->st.bad_op++;
+		conn_close(v, c, true);
+		return;
+	}
+	if (len > v->cfg.buf_alloc - pending) {
+		/* More than the window we advertised: buffering it would be
+		 * unbounded, dropping it would corrupt the stream. */
+		v->st.bad_credit++;
+		conn_close(v, c, true);
+		return;
+	}
+	if (!len)
+		return;
+	c->rx_cnt += len;
+	v->st.tx_bytes += len;
+	n = iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
+		      VS_IOV_MAX);
+	if (!c->olen && c->host_writable) {
+		for (;;) {
+			ssize_t r = sock_writev(c->fd, v->slice, n);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && is_fatal_sock_err(errno)) {
+				conn_close(v, c, true);
+				return;
+			}
+			if (r < 0) {
+				c->host_writable = false;
+				v->st.host_stalls++;
+			} else {
+				done = (size_t)r;
+				host_wrote(c, (uint32_t)r);
+			}
+			break;
+		}
+		if (done < len) {
+			c->host_writable = false;
+			if (done)
+				v->st.host_stalls++;
+		}
+	}
+	if (done < len) {
+		n = iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE + done,
+			      len - done, v->slice, VS_IOV_MAX);
+		if (obuf_put_iov(v, c, v->slice, n, len - done) < 0) {
+			conn_close(v, c, true);
+			return;
+		}
+	}
+	maybe_credit_update(v, c);
+}
+
+static void tx_request(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
+		       uint32_t lport, uint32_t pport)
+{
+	struct vs_conn *c;
+	int fd;
+
+	if (v->nconns >= v->cfg.max_conns) {
+		v->st.conn_limit++;
+		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		v->st.rst_sent++;
+		return;
+	}
+	fd = v->cfg.host_connect(v->cfg.arg, lport);
+	if (fd < 0) {
+		v->st.no_listener++;
+		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		v->st.rst_sent++;
+		return;
+	}
+	c = conn_new(v, fd, VS_ESTABLISHED);
+	if (!c) {
+		close(fd);
+		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		v->st.rst_sent++;
+		return;
+	}
+	c->lport = lport;
+	c->pport = pport;
+	/* Optimistic: the first write says EAGAIN if it must. */
+	c->host_writable = true;
+	hash_add(v, c);
+	v->st.conns_opened++;
+	c->pend |= P_RESPONSE;
+	update_peer_credit(v, c, h);
+	rx_add(v, c);
+}
+
+static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
+{
+	struct virtio_vsock_hdr h;
+	struct vs_conn *c;
+	uint32_t len, lport, pport, flags;
+	uint16_t type, op;
+
+	if (ch->out_len < VQ_VSOCK_HDR_SIZE) {
+		v->st.bad_short_buf++;
+		return;
+	}
+	iov_read(ch->iov, ch->nout, 0, &h, sizeof(h));
+	len = vq_le32(h.len);
+	type = vq_le16(h.type);
+	op = vq_le16(h.op);
+	lport = vq_le32(h.dst_port);
+	pport = vq_le32(h.src_port);
+	flags = vq_le32(h.flags);
+	if (vq_le64(h.src_cid) != v->cfg.guest_cid ||
+	    vq_le64(h.dst_cid) != VQ_VSOCK_CID_HOST) {
+		/* Not for us, or spoofed: no reply (Linux drops these too). */
+		v->st.bad_addr++;
+		return;
+	}
+	v->st.tx_pkts++;
+	c = conn_find(v, lport, pport);
+	if (len > VQ_VSOCK_MAX_PKT || len > ch->out_len - VQ_VSOCK_HDR_SIZE) {
+		/* The header lies about the payload: the stream cannot go on. */
+		v->st.bad_len++;
+		if (c)
+			conn_close(v, c, true);
+		return;
+	}
+	if (type != VIRTIO_VSOCK_TYPE_STREAM) {
+		v->st.bad_type++;
+		if (op != VIRTIO_VSOCK_OP_RST) {
+			reply_rst(v, lport, pport, type);
+			v->st.rst_sent++;
+		}
+		return;
+	}
+	if (op == VIRTIO_VSOCK_OP_RST) {
+		v->st.rst_recv++;
+		if (c)
+			conn_close(v, c, false);
+		return;
+	}
+	if (op == VIRTIO_VSOCK_OP_REQUEST) {
+		if (c) {
+			/* A second REQUEST for a live pair: reset both. */
+			v->st.bad_op++;
+			conn_close(v, c, true);
+			return;
+		}
+		tx_request(v, &h, lport, pport);
+		return;
+	}
+	if (!c) {
+		/* Nothing open on these ports (5.10.6.6: reply with RST). */
+		if (op < VIRTIO_VSOCK_OP_REQUEST || op > VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+			v->st.bad_op++;
+		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		v->st.rst_sent++;
+		return;
+	}
+	update_peer_credit(v, c, &h);
+	switch (op) {
+	case VIRTIO_VSOCK_OP_RESPONSE:
+		if (c->state != VS_CONNECTING) {
+			v->st.bad_op++;
+			conn_close(v, c, true);
+			return;
+		}
+		c->state = VS_ESTABLISHED;
+		c->host_writable = true;
+		v->st.conns_opened++;
+		{
+			char ok[VS_OK_MAX];
+			int k = snprintf(ok, sizeof(ok), "OK %u\n", c->lport);
+			struct iovec io = { ok, (size_t)k };
+
+			if (obuf_put_iov(v, c, &io, 1, (size_t)k) < 0) {
+				conn_close(v, c, true);
+				return;
+			}
+			c->oextra = (uint32_t)k;
+		}
+		if (obuf_drain(v, c) < 0)
+			return;
+		if (has_rx_work(c))
+			rx_add(v, c);
+		return;
+	case VIRTIO_VSOCK_OP_SHUTDOWN:
+		c->guest_shut |= flags & (VIRTIO_VSOCK_SHUTDOWN_RCV |
+					  VIRTIO_VSOCK_SHUTDOWN_SEND);
+		if (c->state == VS_ESTABLISHED)
+			conn_check_done(v, c);
+		return;
+	case VIRTIO_VSOCK_OP_RW:
+		tx_rw(v, c, ch, len);
+		return;
+	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+		return;                 /* the credit was taken above */
+	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+		v->st.credit_requests_recv++;
+		c->pend |= P_CREDIT_UPDATE;
+		rx_add(v, c);
+		return;
+	default:
+		v->st.bad_op++;
+		conn_close(v, c, true);
+		return;
+	}
+}
+
+int vq_vsock_process_tx(struct vq_vsock *v, unsigned budget)
+{
+	unsigned done = 0;
+
+	if (!v->tx)
+		return -ENODEV;
+	while (done < budget && !vq_vsock_tx_blocked(v)) {
+		unsigned want = budget - done, i;
+		int n, r;
+
+		/* Each packet adds at most one reply: never pop more than
+		 * the reply queue can take. */
+		if (want > VS_TX_BURST)
+			want = VS_TX_BURST;
+		if (want > VS_REPLY_MAX - v->reply_len)
+			want = VS_REPLY_MAX - v->reply_len;
+		for (i = 0; i < want; i++) {
+			v->txc[i].iov = v->iov + i * VS_IOV_MAX;
+			v->txc[i].iov_max = VS_IOV_MAX;
+		}
+		n = vq_dev_pop_burst(v->tx, v->txc, want);
+		if (n < 0)
+			return done ? (int)done : n;
+		if (n == 0)
+			break;
+		for (i = 0; i < (unsigned)n; i++) {
+			tx_packet(v, &v->txc[i]);
+			r = vq_dev_fill(v->tx, &v->txc[i], 0);
+			if (r < 0)
+				return r;
+		}
+		r = vq_dev_flush(v->tx);
+		if (r < 0)
+			return r;
+		if (v->cfg.notify)
+			v->cfg.notify(v->cfg.arg, VQ_VSOCK_TXQ);
+		done += (unsigned)n;
+		if ((unsigned)n < want)
+			break;
+	}
+	return (int)done;
+}
+
+/* ---- RX: packets to the guest ---- */
+
+static void hdr_init(struct vq_vsock *v, struct virtio_vsock_hdr *h,
+		     uint32_t lport, uint32_t pport, uint16_t type, uint16_t op)
+{
+	memset(h, 0, sizeof(*h));
+	h->src_cid = vq_le64(VQ_VSOCK_CID_HOST);
+	h->dst_cid = vq_le64(v->cfg.guest_cid);
+	h->src_port = vq_le32(lport);
+	h->dst_port = vq_le32(pport);
+	h->type = vq_le16(type);
+	h->op = vq_le16(op);
+}
+
+static void hdr_credit(struct vq_vsock *v, struct vs_conn *c,
+		       struct virtio_vsock_hdr *h)
+{
+	h->buf_alloc = vq_le32(v->cfg.buf_alloc);
+	h->fwd_cnt = vq_le32(c->fwd_cnt);
+	c->adv_fwd_cnt = c->fwd_cnt;
+	c->pend &= ~P_CREDIT_UPDATE;    /* every packet carries the credit */
+}
+
+static int rx_flush(struct vq_vsock *v)
+{
+	int r;
+
+	if (!v->rx_staged)
+		return 0;
+	r = vq_dev_flush(v->rx);
+	v->rx_staged = 0;
+	if (r < 0)
+		return r;
+	v->st.rx_flushes++;
+	if (v->cfg.notify)
+		v->cfg.notify(v->cfg.arg, VQ_VSOCK_RXQ);
+	return 0;
+}
+
+static int rx_complete(struct vq_vsock *v, uint32_t len)
+{
+	int r = vq_dev_fill(v->rx, &v->rxc, len);
+
+	v->rx_spare = false;
+	if (r < 0)
+		return r;
+	if (++v->rx_staged >= v->cfg.used_batch)
+		return rx_flush(v);
+	return 0;
+}
+
+/* A usable RX chain in v->rxc: 1, 0 if none, -errno. */
+static int rx_get(struct vq_vsock *v)
+{
+	for (;;) {
+		int r;
+
+		if (v->rx_spare)
+			return 1;
+		v->rxc.iov = v->iov + VS_TX_BURST * VS_IOV_MAX;
+		v->rxc.iov_max = VS_IOV_MAX;
+		r = vq_dev_pop(v->rx, &v->rxc);
+		if (r <= 0)
+			return r;
+		v->rx_spare = true;
+		if (v->rxc.nout == 0 && v->rxc.in_len > VQ_VSOCK_HDR_SIZE)
+			return 1;
+		/* Readable parts, or no room past a header: give it back
+		 * empty (vhost: "Buffer len too small") and try the next. */
+		v->st.bad_rx_buf++;
+		r = rx_complete(v, 0);
+		if (r < 0)
+			return r;
+	}
+}
+
+static int rx_put_hdr(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
+		      uint32_t payload)
+{
+	iov_write(v->rxc.iov, v->rxc.nin, 0, h, sizeof(*h));
+	v->st.rx_pkts++;
+	v->st.rx_bytes += payload;
+	return rx_complete(v, VQ_VSOCK_HDR_SIZE + payload);
+}
+
+/*
+ * One packet for c into the chain in v->rxc.  Returns 1 if the chain was
+ * used, 0 if c had nothing after all (chain kept), -errno.
+ */
+static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
+{
+	struct virtio_vsock_hdr h;
+	uint16_t op = 0;
+
+	if (c->pend & P_REQUEST) {
+		c->pend &= ~P_REQUEST;
+		op = VIRTIO_VSOCK_OP_REQUEST;
+	} else if (c->pend & P_RESPONSE) {
+		c->pend &= ~P_RESPONSE;
+		op = VIRTIO_VSOCK_OP_RESPONSE;
+	} else if (data_ready(c)) {
+		uint32_t room = (uint32_t)(v->rxc.in_len - VQ_VSOCK_HDR_SIZE);
+		uint32_t credit = peer_credit(c);
+		unsigned n;
+		ssize_t r;
+
+		if (room > credit)
+			room = credit;
+		if (room > VQ_VSOCK_MAX_PKT)
+			room = VQ_VSOCK_MAX_PKT;
+		if (room == 0) {
+			/* A buffer with room for a header only: use it for
+			 * control, else return it empty. */
+			goto ctrl;
+		}
+		n = iov_slice(v->rxc.iov, v->rxc.nin, VQ_VSOCK_HDR_SIZE, room,
+			      v->slice, VS_IOV_MAX);
+		do
+			r = readv(c->fd, v->slice, (int)n);
+		while (r < 0 && errno == EINTR);
+		if (r > 0) {
+			hdr_init(v, &h, c->lport, c->pport,
+				 VIRTIO_VSOCK_TYPE_STREAM, VIRTIO_VSOCK_OP_RW);
+			hdr_credit(v, c, &h);
+			h.len = vq_le32((uint32_t)r);
+			c->tx_cnt += (uint32_t)r;
+			/* A short read drained the socket: new data brings a
+			 * new edge.  Not so an EOF already signalled: keep
+			 * reading until it shows. */
+			if ((size_t)r < room && !c->host_rdhup)
+				c->host_readable = false;
+			return rx_put_hdr(v, &h, (uint32_t)r) < 0 ? -EIO : 1;
+		}
+		if (r < 0 && !is_fatal_sock_err(errno)) {
+			c->host_readable = false;
+			goto ctrl;
+		}
+		if (r < 0) {
+			conn_close(v, c, true);
+			return 0;
+		}
+		/* EOF: the host will send no more. */
+		c->host_eof = true;
+		c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND;
+		c->pend |= P_SHUTDOWN;
+		conn_check_done(v, c);
+		if (c->dead)
+			return 0;
+	}
+ctrl:
+	if (!op && (c->pend & P_CREDIT_UPDATE))
+		op = VIRTIO_VSOCK_OP_CREDIT_UPDATE;
+	else if (!op && (c->pend & P_SHUTDOWN)) {
+		c->pend &= ~P_SHUTDOWN;
+		op = VIRTIO_VSOCK_OP_SHUTDOWN;
+	}
+	if (!op)
+		return 0;
+	hdr_init(v, &h, c->lport, c->pport, VIRTIO_VSOCK_TYPE_STREAM, op);
+	hdr_credit(v, c, &h);
+	if (op == VIRTIO_VSOCK_OP_SHUTDOWN)
+		h.flags = vq_le32(c->shut_flags);
+	if (op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
+		v->st.credit_updates_sent++;
+	return rx_put_hdr(v, &h, 0) < 0 ? -EIO : 1;
+}
+
+int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget)
+{
+	unsigned done = 0, idle = 0;
+	int r = 0;
+
+	if (!v->rx)
+		return -ENODEV;
+	while (done < budget) {
+		struct vs_conn *c;
+
+		if (!v->reply_len) {
+			/* Drop connections with nothing to say before taking
+			 * a buffer for them. */
+			while ((c = v->rx_head) && !has_rx_work(c))
+				rx_del(v, c);
+			if (!c)
+				break;
+		}
+		r = rx_get(v);
+		if (r <= 0)
+			break;
+		if (v->reply_len) {
+			struct virtio_vsock_hdr h;
+			struct vs_reply *rp = &v->replies[v->reply_head];
+
+			hdr_init(v, &h, rp->lport, rp->pport, rp->type,
+				 VIRTIO_VSOCK_OP_RST);
+			v->reply_head = (v->reply_head + 1) % v->reply_cap;
+			v->reply_len--;
+			r = rx_put_hdr(v, &h, 0);
+			if (r < 0)
+				break;
+			done++;
+			continue;
+		}
+		c = v->rx_head;
+		r = rx_conn(v, c);
+		if (r < 0)
+			break;
+		if (r > 0) {
+			done++;
+			idle = 0;
+		} else if (++idle > v->nconns + 1) {
+			break;          /* every connection passed: no livelock */
+		}
+		/* Round-robin: the next connection goes first. */
+		if (!c->dead) {
+			rx_del(v, c);
+			if (has_rx_work(c))
+				rx_add(v, c);
+		}
+		r = 0;
+	}
+	if (v->rx_spare) {
+		/* Popped but nothing to put in it: the next pop sees it. */
+		int u = vq_dev_unpop(v->rx, &v->rxc, 1);
+
+		v->rx_spare = false;
+		if (u < 0 && r >= 0)
+			r = u;
+	}
+	{
+		int f = rx_flush(v);
+
+		if (f < 0 && r >= 0)
+			r = f;
+	}
+	if (r < 0)
+		return vq_dev_error(v->rx) ? vq_dev_error(v->rx) : r;
+	return (int)done;
+}
+
+/* ---- event queue ---- */
+
+int vq_vsock_reset_event(struct vq_vsock *v)
+{
+	if (!v->ev)
+		return -ENODEV;
+	v->reset_pending = true;
+	return vq_vsock_process_event(v);
+}
+
+int vq_vsock_process_event(struct vq_vsock *v)
+{
+	struct iovec iov[4];
+	struct vq_chain c = { .iov = iov, .iov_max = 4 };
+	int r;
+
+	if (!v->ev || !v->reset_pending)
+		return 0;
+	for (;;) {
+		struct virtio_vsock_event e = {
+			.id = vq_le32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET),
+		};
+
+		r = vq_dev_pop(v->ev, &c);
+		if (r <= 0)
+			return r;
+		if (c.nout || c.in_len < sizeof(e)) {
+			v->st.bad_rx_buf++;
+			r = vq_dev_push(v->ev, &c, 0);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		iov_write(c.iov, c.nin, 0, &e, sizeof(e));
+		r = vq_dev_push(v->ev, &c, sizeof(e));
+		if (r < 0)
+			return r;
+		v->reset_pending = false;
+		v->st.reset_events++;
+		if (v->cfg.notify)
+			v->cfg.notify(v->cfg.arg, VQ_VSOCK_EVQ);
+		return 1;
+	}
+}

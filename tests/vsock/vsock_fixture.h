@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The vsock device between our guest driver (three ring pairs: rx, tx, event)
+ * and host sockets that are socketpairs the test holds the other end of.
+ */
+#ifndef VSOCK_FIXTURE_H
+#define VSOCK_FIXTURE_H
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <virtq/vsock.h>
+
+#include "ring_pair.h"
+#include "vsock/vsock_guest.h"
+
+#define FX_CID 3u
+#define FX_MAX_LISTEN 8
+#define FX_MAX_HOST 256
+
+struct fx {
+	struct ring_pair p;             /* guest memory, and the rx ring */
+	struct vq_drv *drv[3];
+	struct vq_dev *dq[3];
+	struct vq_vsock *dev;
+	struct vq_vsg *g;
+	/* host side: ports that "listen", and the test's ends of the
+	 * sockets the device got for them */
+	uint32_t listen[FX_MAX_LISTEN];
+	unsigned nlisten;
+	int host[FX_MAX_HOST];
+	uint32_t host_port[FX_MAX_HOST];
+	unsigned nhost;
+	unsigned notifies[3];
+};
+
+static uint64_t fx_features = 0;        /* extra ring features (packed) */
+
+static inline int fx_set_nonblock(int fd)
+{
+	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static inline int fx_host_connect(void *arg, uint32_t port)
+{
+	struct fx *f = arg;
+	unsigned i;
+	int sv[2];
+
+	for (i = 0; i < f->nlisten; i++)
+		if (f->listen[i] == port)
+			break;
+	if (i == f->nlisten || f->nhost >= FX_MAX_HOST)
+		return -ECONNREFUSED;
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fx_set_nonblock(sv[0]);
+	fx_set_nonblock(sv[1]);
+	f->host[f->nhost] = sv[1];
+	f->host_port[f->nhost] = port;
+	f->nhost++;
+	return sv[0];
+}
+
+static inline void fx_notify(void *arg, unsigned q)
+{
+	struct fx *f = arg;
+
+	f->notifies[q]++;
+}
+
+struct fx_opts {
+	uint32_t dev_buf_alloc;
+	uint32_t guest_buf_alloc;
+	uint32_t rx_buf_size;
+	uint32_t max_conns;
+	uint32_t used_batch;
+	uint32_t tx_pkt_max;
+	uint16_t num;
+	bool no_ev;
+};
+
+static inline void fx_init(struct fx *f, const struct fx_opts *o)
+{
+	struct vq_vsock_config dc = {
+		.guest_cid = FX_CID, .buf_alloc = o->dev_buf_alloc,
+		.max_conns = o->max_conns, .used_batch = o->used_batch,
+		.host_connect = fx_host_connect, .notify = fx_notify, .arg = f,
+	};
+	struct vq_vsg_config gc = {
+		.cid = FX_CID, .rx_buf_size = o->rx_buf_size,
+		.buf_alloc = o->guest_buf_alloc, .tx_pkt_max = o->tx_pkt_max,
+	};
+	uint16_t num = o->num ? o->num : 128;
+	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	unsigned i;
+
+	memset(f, 0, sizeof(*f));
+	/* One guest memory (the pair's) holds all three rings and buffers. */
+	pair_init(&f->p, feat, num, 1, 1);
+	f->drv[0] = f->p.drv;
+	f->dq[0] = f->p.dev;
+	for (i = 1; i < 3; i++) {
+		uint64_t off[3], size = vq_ring_layout(f->p.features, num, off);
+		uint64_t gpa = pair_alloc(&f->p, size);
+		int packed = !!(feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+		struct vq_ring_addr ra = {
+			pair_hva(&f->p, gpa + off[0]), pair_hva(&f->p, gpa + off[1]),
+			pair_hva(&f->p, gpa + off[2]),
+		};
+		struct vq_drv_config dc2 = { .features = f->p.features,
+					     .num = num, .ring = ra };
+		struct vq_dev_config vc = { .features = f->p.features, .num = num,
+			.ring = ra, .mem = f->p.mem,
+			.avail_idx = packed ? 0x8000 : 0,
+			.used_idx = packed ? 0x8000 : 0 };
+
+		CHECK(size);
+		CHECK_EQ(vq_drv_new(&dc2, &f->drv[i]), 0);
+		CHECK_EQ(vq_dev_new(&vc, &f->dq[i]), 0);
+	}
+	CHECK_EQ(vq_vsock_new(&dc, &f->dev), 0);
+	CHECK_EQ(vq_vsock_start(f->dev, f->dq[0], f->dq[1],
+				o->no_ev ? NULL : f->dq[2]), 0);
+	gc.rx = f->drv[0];
+	gc.tx = f->drv[1];
+	gc.ev = o->no_ev ? NULL : f->drv[2];
+	for (i = 0; i < 3; i++) {
+		struct vq_vsg_area *a = i == 0 ? &gc.rx_area : i == 1 ? &gc.tx_area
+						: &gc.ev_area;
+		uint64_t sz = i == 0 ? 24ull << 20 : i == 1 ? 17ull << 20 : 4096;
+
+		a->gpa = pair_alloc(&f->p, sz);
+		a->hva = pair_hva(&f->p, a->gpa);
+		a->size = sz;
+	}
+	CHECK_EQ(vq_vsg_new(&gc, &f->g), 0);
+	CHECK_EQ(vq_vsg_start(f->g), 0);
+}
+
+static inline void fx_fini(struct fx *f)
+{
+	unsigned i;
+
+	vq_vsg_free(f->g);
+	vq_vsock_free(f->dev);
+	for (i = 0; i < f->nhost; i++)
+		if (f->host[i] >= 0)
+			close(f->host[i]);
+	for (i = 1; i < 3; i++) {
+		vq_drv_free(f->drv[i]);
+		vq_dev_free(f->dq[i]);
+	}
+	pair_fini(&f->p);
+}
+
+/* One round of everything; returns how much happened. */
+static inline int fx_round(struct fx *f)
+{
+	int n = 0, r;
+
+	r = vq_vsock_process_host(f->dev);
+	CHECK(r >= 0);
+	n += r;
+	r = vq_vsock_process_tx(f->dev, 256);
+	CHECK(r >= 0);
+	n += r;
+	r = vq_vsock_process_rx(f->dev, 256);
+	CHECK(r >= 0);
+	n += r;
+	r = vq_vsock_process_event(f->dev);
+	CHECK(r >= 0);
+	n += r;
+	r = vq_vsg_poll(f->g);
+	CHECK(r >= 0);
+	n += r;
+	return n;
+}
+
+/* Rounds until nothing moves (twice in a row). */
+static inline void fx_settle(struct fx *f)
+{
+	int idle = 0, rounds = 0;
+
+	while (idle < 2) {
+		idle = fx_round(f) ? 0 : idle + 1;
+		CHECK(++rounds < 100000);
+	}
+}
+
+static inline void fx_listen(struct fx *f, uint32_t port)
+{
+	f->listen[f->nlisten++] = port;
+}
+
+/* The deterministic stream used by transfer tests. */
+static inline uint8_t fx_byte(uint64_t seed, uint64_t off)
+{
+	uint64_t x = (off >> 3) * 0x9E3779B97F4A7C15ull + seed;
+
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 32;
+	return (uint8_t)(x >> ((off & 7) * 8));
+}
+
+/* Host fd for the n-th connection the device opened. */
+static inline int fx_host(struct fx *f, unsigned n)
+{
+	CHECK(n < f->nhost);
+	return f->host[n];
+}
+
+#endif
