@@ -92,11 +92,13 @@ static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
 	int r;
 
 	r = vhu_recv(f->sock, false, false, buf, &len, fds, &nfds);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;         /* SO_RCVTIMEO expired */
 	if (r < 0)
 		return ferr(f, r, "%s: no reply (%s)", vq_vhu_request_name(req),
 			    r == -ECONNRESET || r == -EPIPE ?
 			    "the back-end closed the connection" :
-			    r == -ETIMEDOUT || r == -EAGAIN ? "timed out" :
+			    r == -ETIMEDOUT ? "timed out" :
 			    strerror(-r));
 	r = vq_vhu_decode_reply(buf, len, fds, nfds, req, ack, rep, err,
 				sizeof(err));

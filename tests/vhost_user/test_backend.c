@@ -1,0 +1,893 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The back-end against a hand-driven front-end in one process: every item of
+ * the issue's "Bad input" list gets its error, a closed connection, a
+ * back-end that serves the next connection, and no fd or guest-mapping leak
+ * (/proc/self/fd, memfd lines of /proc/self/maps).  Then the protocol rules
+ * the back-end implements: ring states, GET_VRING_BASE, REPLY_ACK, STATUS,
+ * RESET_DEVICE, memory slots, the socket rules and the program conventions.
+ */
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <virtq/vhost_user_frontend.h>
+
+#include "echo_dev.h"
+#include "vhost_user/vhu_internal.h"
+
+#define UA 0x7f0000000000ull            /* front-end address of guest memory */
+#define GSIZE (1ull << 20)
+
+struct fx {
+	struct echo e;
+	char dir[32], path[64];
+	int fds0, maps0;
+	int gfd;                        /* guest memory memfd */
+	uint8_t *g;                     /* the test's view of it */
+};
+
+static int cli_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	CHECK(s >= 0);
+	strcpy(sa.sun_path, path);
+	CHECK_EQ(connect(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return s;
+}
+
+static int cli(struct fx *x)
+{
+	int s = cli_connect(x->path);
+
+	CHECK_EQ(vq_vhu_backend_process(x->e.b), 1);    /* accept */
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	return s;
+}
+
+static void snd(int s, uint32_t req, uint32_t flags, enum vq_vhu_payload kind,
+		const void *payload, const int *fds, unsigned nfds)
+{
+	struct vq_vhu_msg m = { .request = req, .flags = VHU_VERSION | flags,
+				.kind = kind };
+
+	if (payload)
+		memcpy(&m.u, payload, kind == VHU_P_MEM ? sizeof(m.u.mem) :
+		       kind == VHU_P_REGION ? sizeof(m.u.region) :
+		       kind == VHU_P_ADDR ? sizeof(m.u.addr) :
+		       kind == VHU_P_STATE ? sizeof(m.u.state) :
+		       kind == VHU_P_VRING_FD ? sizeof(m.u.vring_fd) : sizeof(m.u.u64));
+	CHECK_EQ(vhu_send(s, &m, fds, nfds), 0);
+}
+
+static void snd_u64(int s, uint32_t req, uint64_t v)
+{
+	snd(s, req, 0, VHU_P_U64, &v, NULL, 0);
+}
+
+static void snd_state(int s, uint32_t req, uint32_t idx, uint32_t num)
+{
+	uint32_t st[2] = { idx, num };
+
+	snd(s, req, 0, VHU_P_STATE, st, NULL, 0);
+}
+
+static void snd_none(int s, uint32_t req)
+{
+	snd(s, req, 0, VHU_P_NONE, NULL, NULL, 0);
+}
+
+static void snd_vring_fd(int s, uint32_t req, uint32_t idx, int fd)
+{
+	struct { uint32_t index; bool nofd; } v = { idx, fd < 0 };
+
+	snd(s, req, 0, VHU_P_VRING_FD, &v, &fd, fd < 0 ? 0 : 1);
+}
+
+static void snd_addr(int s, uint32_t idx, uint64_t desc, uint64_t avail,
+		     uint64_t used)
+{
+	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } a =
+		{ idx, 0, desc, used, avail, 0 };
+
+	snd(s, VHU_SET_VRING_ADDR, 0, VHU_P_ADDR, &a, NULL, 0);
+}
+
+static void snd_mem(int s, unsigned n, const struct vq_vhu_region *r,
+		    const int *fds)
+{
+	struct { uint32_t n; struct vq_vhu_region r[VHU_MEM_TABLE_MAX]; } m;
+
+	memset(&m, 0, sizeof(m));
+	m.n = n;
+	memcpy(m.r, r, n * sizeof(*r));
+	snd(s, VHU_SET_MEM_TABLE, 0, VHU_P_MEM, &m, fds, n);
+}
+
+static void snd_region(int s, uint32_t req, const struct vq_vhu_region *r, int fd)
+{
+	snd(s, req, 0, VHU_P_REGION, r, &fd, fd < 0 ? 0 : 1);
+}
+
+/* Handle one pending message. */
+static int pump(struct fx *x)
+{
+	return vq_vhu_backend_process(x->e.b);
+}
+
+static void ok(struct fx *x)
+{
+	CHECK_EQ(pump(x), 1);
+}
+
+static struct vq_vhu_msg rcv(int s, uint32_t req, bool ack)
+{
+	uint8_t buf[VHU_MSG_MAX];
+	int fds[VHU_MAX_FDS];
+	unsigned nfds;
+	size_t len;
+	struct vq_vhu_msg m;
+
+	CHECK(vhu_recv(s, false, false, buf, &len, fds, &nfds) > 0);
+	CHECK_EQ(vq_vhu_decode_reply(buf, len, fds, nfds, req, ack, &m, NULL, 0), 0);
+	return m;
+}
+
+static uint64_t get_u64(struct fx *x, int s, uint32_t req)
+{
+	snd_none(s, req);
+	ok(x);
+	return rcv(s, req, false).u.u64;
+}
+
+static void fx_init(struct fx *x)
+{
+	int s;
+
+	echo_init(&x->e);
+	strcpy(x->dir, "/tmp/vhu-bk-XXXXXX");
+	CHECK(mkdtemp(x->dir));
+	snprintf(x->path, sizeof(x->path), "%s/sock", x->dir);
+	CHECK_EQ(vq_vhu_backend_listen(x->e.b, x->path, 0), 0);
+	vq_vhu_backend_set_recv_timeout(x->e.b, 200);
+	x->gfd = memfd_create("vhu-test-guest", MFD_CLOEXEC);
+	CHECK(x->gfd >= 0);
+	CHECK_EQ(ftruncate(x->gfd, GSIZE), 0);
+	x->g = mmap(NULL, GSIZE, PROT_READ | PROT_WRITE, MAP_SHARED, x->gfd, 0);
+	CHECK(x->g != MAP_FAILED);
+	/* warm up (lazy allocations), then take the baseline */
+	s = cli(x);
+	CHECK(get_u64(x, s, VHU_GET_FEATURES) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	close(s);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	x->fds0 = count_fds();
+	x->maps0 = count_maps();
+}
+
+static void fx_fini(struct fx *x)
+{
+	vq_vhu_backend_free(x->e.b);
+	munmap(x->g, GSIZE);
+	close(x->gfd);
+	rmdir(x->dir);
+}
+
+/* The connection was closed with err: no leaks, and the next one works. */
+static void closed_with(struct fx *x, int s, int r, int err)
+{
+	int s2;
+
+	fprintf(stderr, "   -> %d: %s\n", r, vq_vhu_backend_error_msg(x->e.b));
+	CHECK_EQ(r, err);
+	CHECK(!vq_vhu_backend_connected(x->e.b));
+	CHECK(vq_vhu_backend_error_msg(x->e.b)[0]);
+	close(s);
+	CHECK_EQ(count_fds(), x->fds0);
+	CHECK_EQ(count_maps(), x->maps0);
+	for (unsigned i = 0; i < ECHO_NQ; i++)
+		CHECK(!x->e.q[i].on);
+	s2 = cli(x);
+	CHECK_EQ(get_u64(x, s2, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	close(s2);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	CHECK_EQ(count_fds(), x->fds0);
+}
+
+static void expect_closed(struct fx *x, int s, int err)
+{
+	closed_with(x, s, pump(x), err);
+}
+
+static const uint64_t SPLIT = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+
+static struct vq_vhu_region whole(struct fx *x)
+{
+	(void)x;
+	return (struct vq_vhu_region){ .gpa = 0, .size = GSIZE, .uaddr = UA,
+				       .mmap_offset = 0 };
+}
+
+/* SET_FEATURES + SET_MEM_TABLE(whole guest) + SET_VRING_NUM(0, num). */
+static void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
+{
+	struct vq_vhu_region r = whole(x);
+
+	snd_u64(s, VHU_SET_FEATURES, features);
+	ok(x);
+	snd_mem(s, 1, &r, &x->gfd);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_NUM, 0, num);
+	ok(x);
+}
+
+/* ---- bad input, one case per item ---- */
+
+static void bad_truncated_header_frontend_gone(struct fx *x)
+{
+	int s = cli(x);
+
+	CHECK_EQ(write(s, "\x01\0\0\0\x01\0\0", 7), 7);
+	shutdown(s, SHUT_WR);
+	expect_closed(x, s, -EPIPE);
+}
+
+static void bad_truncated_payload_frontend_stalls(struct fx *x)
+{
+	int s = cli(x);
+	uint32_t h[4] = { VHU_SET_FEATURES, VHU_VERSION, 8, 1 };
+
+	CHECK_EQ(write(s, h, 16), 16);  /* 4 of 8 payload bytes, then silence */
+	expect_closed(x, s, -ETIMEDOUT);
+}
+
+static void bad_oversized_message(struct fx *x)
+{
+	int s = cli(x);
+	uint32_t h[3] = { VHU_SET_FEATURES, VHU_VERSION, 4096 };
+
+	CHECK_EQ(write(s, h, 12), 12);
+	expect_closed(x, s, -EMSGSIZE);
+}
+
+static void bad_wrong_fd_count_kick_without_fd(struct fx *x)
+{
+	int s = cli(x);
+	/* vring 0, "no fd" flag clear, and no fd sent */
+	uint32_t m[5] = { VHU_SET_VRING_KICK, VHU_VERSION, 8, 0, 0 };
+
+	CHECK_EQ(write(s, m, 20), 20);
+	expect_closed(x, s, -EBADF);
+}
+
+static void bad_wrong_fd_count_fd_on_set_owner(struct fx *x)
+{
+	int s = cli(x), fd = eventfd(0, EFD_CLOEXEC);
+
+	snd(s, VHU_SET_OWNER, 0, VHU_P_NONE, NULL, &fd, 1);
+	close(fd);
+	expect_closed(x, s, -EBADF);
+}
+
+static void bad_wrong_fd_count_mem_table(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region r[2] = { whole(x), { GSIZE, 4096, UA + GSIZE, 0 } };
+	uint32_t h[3] = { VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 64 };
+	uint8_t p[8 + 64] = { 2 };
+
+	memcpy(p + 8, r, sizeof(r));
+	/* two regions, one fd */
+	{
+		struct msghdr mh = { 0 };
+		struct iovec iov[2] = { { h, 12 }, { p, sizeof(p) } };
+		union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
+		struct cmsghdr *cm;
+
+		mh.msg_iov = iov;
+		mh.msg_iovlen = 2;
+		mh.msg_control = c.b;
+		mh.msg_controllen = sizeof(c.b);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &x->gfd, sizeof(int));
+		CHECK(sendmsg(s, &mh, 0) > 0);
+	}
+	expect_closed(x, s, -EBADF);
+}
+
+static void bad_unknown_request(struct fx *x)
+{
+	int s = cli(x);
+	uint32_t h[3] = { 7 /* SET_LOG_FD: not implemented */, VHU_VERSION, 0 };
+
+	CHECK_EQ(write(s, h, 12), 12);
+	expect_closed(x, s, -EOPNOTSUPP);
+}
+
+static void bad_ring_addr_before_mem_table(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	ok(x);
+	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
+	expect_closed(x, s, -EPROTO);
+}
+
+static void bad_vring_index_past_queue_count(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_state(s, VHU_SET_VRING_NUM, ECHO_NQ, 64);
+	expect_closed(x, s, -ERANGE);
+}
+
+static void bad_overlapping_regions(struct fx *x)
+{
+	int s = cli(x), fds[2] = { x->gfd, x->gfd };
+	struct vq_vhu_region r[2] = {
+		{ 0, 0x10000, UA, 0 }, { 0x8000, 0x10000, UA + 0x100000, 0 },
+	};
+
+	snd_mem(s, 2, r, fds);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_add_mem_reg_overlaps_existing(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
+	struct vq_vhu_region b = { 0x20000, 0x10000, UA + 0x8000, 0x20000 };
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	ok(x);
+	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0 + 1);
+	snd_region(s, VHU_ADD_MEM_REG, &b, x->gfd);   /* user range overlaps */
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_region_past_end_of_file(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region r = { 0, GSIZE * 2, UA, 0 };
+
+	snd_mem(s, 1, &r, &x->gfd);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_region_offset_past_end_of_file(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region r = { 0, 0x1000, UA, GSIZE };
+
+	snd_mem(s, 1, &r, &x->gfd);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_ring_addr_outside_map(struct fx *x)
+{
+	int s = cli(x);
+
+	setup_to_num(x, s, SPLIT, 64);
+	/* the used ring runs past the end of guest memory */
+	snd_addr(s, 0, UA, UA + 0x1000, UA + GSIZE - 16);
+	expect_closed(x, s, -EFAULT);
+}
+
+static void bad_ring_addr_misaligned(struct fx *x)
+{
+	int s = cli(x);
+
+	setup_to_num(x, s, SPLIT, 64);
+	snd_addr(s, 0, UA + 8, UA + 0x1000, UA + 0x2000);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_split_queue_size_not_power_of_two(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_NUM, 0, 100);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_queue_size_over_32768(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	ok(x);
+	snd_state(s, VHU_SET_VRING_NUM, 0, 32769);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_frontend_gone_mid_message(struct fx *x)
+{
+	int s = cli(x);
+	uint32_t h[3] = { VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 32 };
+	uint8_t p[10] = { 1 };
+	struct msghdr mh = { 0 };
+	struct iovec iov[2] = { { h, 12 }, { p, sizeof(p) } };
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
+	struct cmsghdr *cm;
+
+	/* header, an fd and 10 of 40 payload bytes; then the front-end dies */
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	mh.msg_control = c.b;
+	mh.msg_controllen = sizeof(c.b);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &x->gfd, sizeof(int));
+	CHECK(sendmsg(s, &mh, 0) > 0);
+	shutdown(s, SHUT_WR);
+	expect_closed(x, s, -EPIPE);
+}
+
+static void bad_features_not_offered(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(33) /* ACCESS_PLATFORM */);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_features_without_version_1(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_split_base_reserved_bits(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_BASE, 0, 0x10005);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_request_needs_protocol_feature(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_none(s, VHU_GET_MAX_MEM_SLOTS);
+	expect_closed(x, s, -EPROTO);
+}
+
+/* ---- protocol rules ---- */
+
+/* Lay out a split ring of 64 at guest offset 0 and set it up up to KICK. */
+static void split_ring(struct fx *x, int s, uint64_t features, int kick)
+{
+	setup_to_num(x, s, features, 64);
+	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
+	ok(x);
+	if (kick >= 0) {
+		snd_vring_fd(s, VHU_SET_VRING_KICK, 0, kick);
+		ok(x);
+	}
+}
+
+static void ring_states_enabled_without_protocol_features(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+
+	split_ring(x, s, SPLIT, k);
+	/* "without VHOST_USER_F_PROTOCOL_FEATURES ... enable all rings" */
+	CHECK_EQ(x->e.starts, 1);
+	CHECK(x->e.q[0].on);
+	CHECK_EQ(x->e.q[0].call, -1);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	CHECK(!x->e.q[0].on);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void ring_states_disabled_until_enable(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+
+	split_ring(x, s, SPLIT | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES), k);
+	CHECK_EQ(x->e.starts, 0);       /* rings start disabled */
+	snd_state(s, VHU_SET_VRING_ENABLE, 0, 1);
+	ok(x);
+	CHECK_EQ(x->e.starts, 1);
+	snd_state(s, VHU_SET_VRING_ENABLE, 0, 0);
+	ok(x);
+	CHECK(!x->e.q[0].on);
+	CHECK_EQ(x->e.stops, 1);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void get_vring_base_split_stops_ring(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+	struct virtq_used *u = (void *)(x->g + 0x2000);
+	struct vq_vhu_msg rep;
+
+	setup_to_num(x, s, SPLIT, 64);
+	snd_state(s, VHU_SET_VRING_BASE, 0, 9);
+	ok(x);
+	u->idx = 7;     /* split: the used index comes from memory */
+	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
+	ok(x);
+	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	ok(x);
+	CHECK(x->e.q[0].on);
+	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).avail_idx, 9);
+	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).used_idx, 7);
+	snd_state(s, VHU_GET_VRING_BASE, 0, 0);
+	ok(x);
+	rep = rcv(s, VHU_GET_VRING_BASE, false);
+	CHECK_EQ(rep.u.state.index, 0);
+	CHECK_EQ(rep.u.state.num, 9);
+	CHECK(!x->e.q[0].on);           /* stopped */
+	CHECK_EQ(x->e.stops, 1);
+	/* a stopped ring restarts on a new kick fd */
+	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	ok(x);
+	CHECK(x->e.q[0].on);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	memset(x->g, 0, 0x4000);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void get_vring_base_packed_both_indices(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+	struct vq_vhu_msg rep;
+
+	setup_to_num(x, s, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED), 48);
+	/* avail position 5 wrap 0, used position 3 wrap 1 */
+	snd_state(s, VHU_SET_VRING_BASE, 0, 5 | (3u | 0x8000u) << 16);
+	ok(x);
+	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x1004);
+	ok(x);
+	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	ok(x);
+	CHECK(x->e.q[0].on);
+	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).avail_idx, 5);
+	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).used_idx, 0x8003);
+	snd_state(s, VHU_GET_VRING_BASE, 0, 0);
+	ok(x);
+	rep = rcv(s, VHU_GET_VRING_BASE, false);
+	CHECK_EQ(rep.u.state.num, 5 | (3u | 0x8000u) << 16);
+	CHECK(!x->e.q[0].on);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void reply_ack_success_and_failure(struct fx *x)
+{
+	int s = cli(x);
+	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } a =
+		{ 0, 0, UA, UA + 0x2000, UA + 0x1000, 0 };
+	int r;
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	ok(x);
+	snd(s, VHU_SET_OWNER, VHU_FLAG_NEED_REPLY, VHU_P_NONE, NULL, NULL, 0);
+	ok(x);
+	CHECK_EQ(rcv(s, VHU_SET_OWNER, true).u.u64, 0);
+	/* a refused request is acked non-zero, then the connection closes */
+	snd(s, VHU_SET_VRING_ADDR, VHU_FLAG_NEED_REPLY, VHU_P_ADDR, &a, NULL, 0);
+	r = pump(x);
+	CHECK(rcv(s, VHU_SET_VRING_ADDR, true).u.u64 != 0);
+	closed_with(x, s, r, -EPROTO);
+}
+
+static void status_set_get(struct fx *x)
+{
+	int s = cli(x);
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_STATUS));
+	ok(x);
+	snd_u64(s, VHU_SET_STATUS, 0xb);
+	ok(x);
+	CHECK_EQ(get_u64(x, s, VHU_GET_STATUS), 0xb);
+	close(s);
+	CHECK_EQ(pump(x), -ECONNRESET);
+}
+
+static void reset_device_forgets_state(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+	unsigned resets = x->e.resets;
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE));
+	ok(x);
+	split_ring(x, s, SPLIT, k);
+	CHECK(x->e.q[0].on);
+	snd_none(s, VHU_RESET_DEVICE);
+	ok(x);
+	CHECK(!x->e.q[0].on);
+	CHECK_EQ(vq_vhu_backend_features(x->e.b), 0);
+	CHECK_EQ(x->e.resets, resets + 1);
+	CHECK(vq_vhu_backend_connected(x->e.b));        /* ownership retained */
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void mem_slots_add_remove(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
+	struct vq_vhu_region b = { 0x100000, 0x10000, UA + 0x100000, 0x10000 };
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	ok(x);
+	CHECK_EQ(get_u64(x, s, VHU_GET_MAX_MEM_SLOTS), VQ_MEM_MAX_REGIONS);
+	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	ok(x);
+	snd_region(s, VHU_ADD_MEM_REG, &b, x->gfd);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0 + 2);
+	/* REM_MEM_REG: an fd is tolerated and closed unused (spec) */
+	snd_region(s, VHU_REM_MEM_REG, &a, x->gfd);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0 + 1);
+	CHECK_EQ(count_fds(), x->fds0 + 2);     /* only the connection, both ends */
+	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	expect_closed(x, s, -ENOENT);
+}
+
+static void listen_refuses_non_sockets(struct fx *x)
+{
+	struct vq_vhu_backend *b;
+	struct vq_vhu_device d = { .features = ECHO_FEATURES, .nqueues = 1 };
+	char p[96], l[96];
+	struct stat st;
+	int fd;
+
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	snprintf(p, sizeof(p), "%s/file", x->dir);
+	fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	CHECK_EQ(vq_vhu_backend_listen(b, p, 0), -EEXIST);
+	CHECK_EQ(stat(p, &st), 0);
+	CHECK(S_ISREG(st.st_mode));             /* not clobbered */
+	unlink(p);
+	/* a symlink, even to a socket, is not followed */
+	snprintf(l, sizeof(l), "%s/link", x->dir);
+	CHECK_EQ(symlink(x->path, l), 0);
+	CHECK_EQ(vq_vhu_backend_listen(b, l, 0), -EEXIST);
+	unlink(l);
+	/* a live socket is not stolen */
+	CHECK_EQ(vq_vhu_backend_listen(b, x->path, 0), -EADDRINUSE);
+	/* a stale one is replaced, with mode 0600 */
+	snprintf(p, sizeof(p), "%s/stale", x->dir);
+	{
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		strcpy(sa.sun_path, p);
+		CHECK_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		close(s);
+	}
+	CHECK_EQ(vq_vhu_backend_listen(b, p, 0), 0);
+	CHECK_EQ(lstat(p, &st), 0);
+	CHECK(S_ISSOCK(st.st_mode));
+	CHECK_EQ(st.st_mode & 0777, 0600);
+	vq_vhu_backend_free(b);
+	CHECK(lstat(p, &st) < 0);               /* our socket is removed */
+}
+
+static void client_mode_reconnects(struct fx *x)
+{
+	struct vq_vhu_backend *b;
+	struct vq_vhu_device d = { .features = ECHO_FEATURES, .nqueues = 1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int ls, s;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/fe", x->dir);
+	ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK_EQ(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	CHECK_EQ(listen(ls, 2), 0);
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	CHECK_EQ(vq_vhu_backend_connect(b, sa.sun_path, 50), 0);
+	s = accept(ls, NULL, NULL);
+	CHECK(s >= 0);
+	CHECK(vq_vhu_backend_connected(b));
+	close(s);
+	CHECK_EQ(vq_vhu_backend_process(b), -ECONNRESET);
+	CHECK(!vq_vhu_backend_connected(b));
+	CHECK(vq_vhu_backend_timeout_ms(b) > 0);
+	CHECK_EQ(vq_vhu_backend_fd(b), -1);
+	usleep(60000);
+	CHECK_EQ(vq_vhu_backend_timeout_ms(b), 0);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	CHECK(vq_vhu_backend_connected(b));
+	s = accept(ls, NULL, NULL);
+	CHECK(s >= 0);
+	close(s);
+	vq_vhu_backend_free(b);
+	close(ls);
+	unlink(sa.sun_path);
+}
+
+static void conventions_options(struct fx *x)
+{
+	char a0[] = "prog", a1[] = "--socket-path=/tmp/x", a2[] = "--mine",
+	     a3[] = "--print-capabilities", a4[] = "--fd", a5[] = "3";
+	char *argv[] = { a0, a1, a2, a3, NULL };
+	char *argv2[] = { a0, a4, a5, a2, NULL };
+	char *argv3[] = { a0, a1, a4, a5, NULL };
+	struct vq_vhu_opts o;
+	int argc = 4;
+	char buf[256] = "";
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+	static const char *const feats[] = { "a", "b", NULL };
+
+	(void)x;
+	CHECK_EQ(vq_vhu_parse_opts(&argc, argv, &o), 0);
+	CHECK_EQ(argc, 2);
+	CHECK(!strcmp(argv[1], "--mine"));
+	CHECK(!strcmp(o.socket_path, "/tmp/x"));
+	CHECK(o.print_capabilities);
+	CHECK_EQ(o.fd, -1);
+	argc = 4;
+	CHECK_EQ(vq_vhu_parse_opts(&argc, argv2, &o), 0);
+	CHECK_EQ(o.fd, 3);
+	CHECK_EQ(argc, 2);
+	argc = 4;
+	CHECK_EQ(vq_vhu_parse_opts(&argc, argv3, &o), -EINVAL);
+	vq_vhu_print_capabilities(f, "net", feats);
+	fclose(f);
+	CHECK(!strcmp(buf, "{\n  \"type\": \"net\",\n  \"features\": [\n    \"a\",\n    \"b\"\n  ]\n}\n"));
+}
+
+/* ---- the front-end against a back-end that answers badly ---- */
+
+static int fe_bad(const void *reply, size_t len, int fd, bool half_close,
+		  char *err, size_t errlen)
+{
+	struct vq_vhu_frontend_config c = {
+		.features = ECHO_FEATURES, .nqueues = 1, .queue_size = 64,
+		.mem_size = 1 << 20, .timeout_ms = 200, .err = err, .errlen = errlen,
+	};
+	struct vq_vhu_frontend *f = (void *)1;
+	int sv[2], r;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (len) {
+		struct msghdr mh = { 0 };
+		struct iovec iov = { (void *)reply, len };
+		union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } cb;
+
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		if (fd >= 0) {
+			struct cmsghdr *cm;
+
+			mh.msg_control = cb.b;
+			mh.msg_controllen = sizeof(cb.b);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		}
+		CHECK(sendmsg(sv[1], &mh, 0) == (ssize_t)len);
+	}
+	if (half_close)
+		shutdown(sv[1], SHUT_WR);
+	r = vq_vhu_frontend_adopt_fd(sv[0], &c, &f);
+	CHECK(f == NULL);
+	close(sv[1]);
+	fprintf(stderr, "   -> %d: %s\n", r, err);
+	return r;
+}
+
+static void frontend_bad_replies(struct fx *x)
+{
+	char err[256];
+	int fds0 = count_fds(), maps0 = count_maps(), efd;
+	uint32_t rep[5] = { VHU_GET_FEATURES, VHU_VERSION | VHU_FLAG_REPLY, 8, 0, 1 };
+
+	(void)x;
+	/* GET_FEATURES reply without the reply flag */
+	rep[1] = VHU_VERSION;
+	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -EINVAL);
+	/* a reply to another request */
+	rep[0] = VHU_GET_PROTOCOL_FEATURES;
+	rep[1] = VHU_VERSION | VHU_FLAG_REPLY;
+	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -EPROTO);
+	/* truncated, then the back-end is gone */
+	rep[0] = VHU_GET_FEATURES;
+	CHECK_EQ(fe_bad(rep, 14, -1, true, err, sizeof(err)), -EPIPE);
+	/* oversized */
+	rep[2] = 4096;
+	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -EMSGSIZE);
+	/* an fd where none belongs: refused and closed */
+	rep[2] = 8;
+	efd = eventfd(0, EFD_CLOEXEC);
+	CHECK_EQ(fe_bad(rep, 20, efd, false, err, sizeof(err)), -EBADF);
+	close(efd);
+	/* no answer at all */
+	CHECK_EQ(fe_bad(NULL, 0, -1, false, err, sizeof(err)), -ETIMEDOUT);
+	/* VERSION_1 not offered */
+	rep[3] = 0;
+	rep[4] = 0;
+	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -ENOTSUP);
+	CHECK_EQ(count_fds(), fds0);
+	CHECK_EQ(count_maps(), maps0);
+}
+
+#define T(fn) do { fprintf(stderr, "-- %s\n", #fn); fn(&x); } while (0)
+
+int main(void)
+{
+	struct fx x;
+
+	signal(SIGPIPE, SIG_IGN);
+	fx_init(&x);
+	T(bad_truncated_header_frontend_gone);
+	T(bad_truncated_payload_frontend_stalls);
+	T(bad_oversized_message);
+	T(bad_wrong_fd_count_kick_without_fd);
+	T(bad_wrong_fd_count_fd_on_set_owner);
+	T(bad_wrong_fd_count_mem_table);
+	T(bad_unknown_request);
+	T(bad_ring_addr_before_mem_table);
+	T(bad_vring_index_past_queue_count);
+	T(bad_overlapping_regions);
+	T(bad_add_mem_reg_overlaps_existing);
+	T(bad_region_past_end_of_file);
+	T(bad_region_offset_past_end_of_file);
+	T(bad_ring_addr_outside_map);
+	T(bad_ring_addr_misaligned);
+	T(bad_split_queue_size_not_power_of_two);
+	T(bad_queue_size_over_32768);
+	T(bad_frontend_gone_mid_message);
+	T(bad_features_not_offered);
+	T(bad_features_without_version_1);
+	T(bad_split_base_reserved_bits);
+	T(bad_request_needs_protocol_feature);
+	T(ring_states_enabled_without_protocol_features);
+	T(ring_states_disabled_until_enable);
+	T(get_vring_base_split_stops_ring);
+	T(get_vring_base_packed_both_indices);
+	T(reply_ack_success_and_failure);
+	T(status_set_get);
+	T(reset_device_forgets_state);
+	T(mem_slots_add_remove);
+	T(listen_refuses_non_sockets);
+	T(client_mode_reconnects);
+	T(conventions_options);
+	T(frontend_bad_replies);
+	fx_fini(&x);
+	return 0;
+}
