@@ -580,6 +580,18 @@ int perf_ring_main(int argc, char **argv)
 	}
 	if (o.burst > o.queue_size)
 		o.burst = o.queue_size;
+	{
+		cpu_set_t allowed;
+
+		if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
+		    (o.cpu[0] >= CPU_SETSIZE || o.cpu[1] >= CPU_SETSIZE ||
+		     !CPU_ISSET(o.cpu[0], &allowed) || !CPU_ISSET(o.cpu[1], &allowed))) {
+			fprintf(stderr, "virtq-perf ring: CPUs %d,%d are not both "
+				"available to this process (--cpu A,B)\n",
+				o.cpu[0], o.cpu[1]);
+			return 2;
+		}
+	}
 	r = perf_ring_run(&o, &res);
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf ring: %s\n", strerror(-r));
