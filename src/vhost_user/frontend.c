@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -189,15 +190,17 @@ static int alloc_guest(struct vq_vhu_frontend *f)
 {
 	uint64_t size = f->cfg.mem_size ? f->cfg.mem_size : 16ull << 20;
 	unsigned flags = MFD_CLOEXEC | (f->cfg.hugetlb ? MFD_HUGETLB : 0);
-	/* huge pages are 2 MiB by default; a plain memfd needs pages */
-	uint64_t gran = f->cfg.hugetlb ? 2ull << 20 : (uint64_t)sysconf(_SC_PAGESIZE);
+	struct statfs sfs;
 	void *p;
 
-	size = align_up(size, gran);
 	f->mem_fd = memfd_create("virtq-guest", flags);
 	if (f->mem_fd < 0)
 		return ferr(f, -errno, "memfd_create%s failed: %s",
 			    f->cfg.hugetlb ? " (MFD_HUGETLB)" : "", strerror(errno));
+	/* the size must be a multiple of the (huge) page size */
+	if (fstatfs(f->mem_fd, &sfs) < 0)
+		return ferr(f, -errno, "guest memory: fstatfs failed");
+	size = align_up(size, (uint64_t)sfs.f_bsize);
 	if (ftruncate(f->mem_fd, (off_t)size) < 0)
 		return ferr(f, -errno, "guest memory: ftruncate failed: %s",
 			    strerror(errno));

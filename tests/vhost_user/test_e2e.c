@@ -21,8 +21,24 @@
 
 struct tcase {
 	const char *name;
-	bool packed, in_order, event_idx, indirect, no_mem_slots;
+	bool packed, in_order, event_idx, indirect, no_mem_slots, hugetlb;
 };
+
+/* Free huge pages for a hugetlbfs-backed guest (HugePages_Free)? */
+static bool hugetlb_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	long n = 0;
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n >= 3;
+}
 
 static void backend_child(const char *path, int nconn)
 {
@@ -77,6 +93,7 @@ static struct vq_vhu_frontend *fe_connect(const char *path, const struct tcase *
 			    (t->indirect ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0),
 		.nqueues = ECHO_NQ, .queue_size = QSIZE, .mem_size = 4u << 20,
 		.indirect_max = t->indirect ? 8 : 0,
+		.hugetlb = t->hugetlb,
 		.protocol_mask_out = t->no_mem_slots ?
 			VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) : 0,
 		.err = err, .errlen = sizeof(err),
@@ -182,6 +199,10 @@ static void run_case(const struct tcase *t)
 	int st;
 	pid_t pid;
 
+	if (t->hugetlb && !hugetlb_available()) {
+		fprintf(stderr, "   skipped: no huge pages (vm.nr_hugepages)\n");
+		return;
+	}
 	CHECK(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/sock", dir);
 	pid = fork();
@@ -261,16 +282,17 @@ static void run_case(const struct tcase *t)
 #define CASE(fn, ...) static void fn(void) { \
 	static const struct tcase t = { #fn, __VA_ARGS__ }; run_case(&t); }
 
-CASE(e2e_split,                         false, false, false, false, false)
-CASE(e2e_split_in_order,                false, true,  false, false, false)
-CASE(e2e_split_event_idx,               false, false, true,  false, false)
-CASE(e2e_split_in_order_event_idx,      false, true,  true,  false, false)
-CASE(e2e_packed,                        true,  false, false, false, false)
-CASE(e2e_packed_in_order,               true,  true,  false, false, false)
-CASE(e2e_packed_event_idx,              true,  false, true,  false, false)
-CASE(e2e_packed_in_order_event_idx,     true,  true,  true,  false, false)
-CASE(e2e_split_indirect_mem_table,      false, false, true,  true,  true)
-CASE(e2e_packed_indirect_mem_table,     true,  false, true,  true,  true)
+CASE(e2e_split,                         false, false, false, false, false, false)
+CASE(e2e_split_hugetlb_guest_memory,    false, false, true,  false, false, true)
+CASE(e2e_split_in_order,                false, true,  false, false, false, false)
+CASE(e2e_split_event_idx,               false, false, true,  false, false, false)
+CASE(e2e_split_in_order_event_idx,      false, true,  true,  false, false, false)
+CASE(e2e_packed,                        true,  false, false, false, false, false)
+CASE(e2e_packed_in_order,               true,  true,  false, false, false, false)
+CASE(e2e_packed_event_idx,              true,  false, true,  false, false, false)
+CASE(e2e_packed_in_order_event_idx,     true,  true,  true,  false, false, false)
+CASE(e2e_split_indirect_mem_table,      false, false, true,  true,  true, false)
+CASE(e2e_packed_indirect_mem_table,     true,  false, true,  true,  true, false)
 
 int main(void)
 {
@@ -285,5 +307,6 @@ int main(void)
 	RUN(e2e_packed_in_order_event_idx);
 	RUN(e2e_split_indirect_mem_table);
 	RUN(e2e_packed_indirect_mem_table);
+	RUN(e2e_split_hugetlb_guest_memory);
 	return 0;
 }
