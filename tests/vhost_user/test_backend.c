@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <virtq/vhost_user_frontend.h>
@@ -846,6 +847,49 @@ static void frontend_bad_replies(struct fx *x)
 	CHECK_EQ(count_maps(), maps0);
 }
 
+/* The blocking serve helper ends promptly on SIGTERM (conventions). */
+static void serve_ends_on_sigterm(struct fx *x)
+{
+	char path[96], err[256] = "";
+	struct vq_vhu_frontend_config c = {
+		.features = ECHO_FEATURES, .nqueues = 1, .queue_size = 64,
+		.mem_size = 1 << 20, .err = err, .errlen = sizeof(err),
+	};
+	struct vq_vhu_frontend *f = NULL;
+	struct stat st;
+	int status = 0, r = -1;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/serve", x->dir);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		static volatile sig_atomic_t stop;
+		struct echo e;
+
+		echo_init(&e);
+		if (vq_vhu_on_sigterm(&stop) || vq_vhu_backend_listen(e.b, path, 0))
+			_exit(2);
+		r = vq_vhu_backend_serve(e.b, &stop, false);
+		vq_vhu_backend_free(e.b);
+		_exit(r ? 3 : 0);
+	}
+	for (int i = 0; i < 300; i++) {
+		r = vq_vhu_frontend_connect(path, &c, &f);
+		if (r != -ENOENT && r != -ECONNREFUSED)
+			break;
+		usleep(10000);
+	}
+	CHECK_EQ(r, 0);
+	CHECK_EQ(vq_vhu_frontend_start(f), 0);
+	vq_vhu_frontend_free(f);
+	CHECK_EQ(kill(pid, SIGTERM), 0);
+	for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(10000);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(lstat(path, &st) < 0);    /* the socket was removed */
+}
+
 #define T(fn) do { fprintf(stderr, "-- %s\n", #fn); fn(&x); } while (0)
 
 int main(void)
@@ -888,6 +932,7 @@ int main(void)
 	T(client_mode_reconnects);
 	T(conventions_options);
 	T(frontend_bad_replies);
+	T(serve_ends_on_sigterm);
 	fx_fini(&x);
 	return 0;
 }
