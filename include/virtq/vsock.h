@@ -153,9 +153,15 @@ void vq_vsock_free(struct vq_vsock *v);
  */
 int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 		   struct vq_dev *ev);
-/* Detach the queues and close every connection's host socket (the guest's
- * side of them is gone with the device reset).  The listener stays. */
+/* Forget the queues (they stop: GET_VRING_BASE, an fd change) but keep
+ * the connections, for a start() that resumes the same rings. */
+void vq_vsock_detach(struct vq_vsock *v);
+/* Detach and close every connection's host socket (the guest's side of
+ * them is gone with the device reset).  The listener and host sockets
+ * still sending their CONNECT line stay. */
 void vq_vsock_stop(struct vq_vsock *v);
+/* Are queues attached? */
+bool vq_vsock_started(const struct vq_vsock *v);
 
 /* An fd that is readable when host sockets need attention: poll it, then
  * call vq_vsock_process_host(). */
@@ -191,6 +197,8 @@ bool vq_vsock_tx_blocked(const struct vq_vsock *v);
 int vq_vsock_reset_event(struct vq_vsock *v);
 /* Deliver a pending event if the event queue has a buffer.  1, 0, -errno. */
 int vq_vsock_process_event(struct vq_vsock *v);
+/* Does an event wait for an event-queue buffer? */
+bool vq_vsock_event_pending(const struct vq_vsock *v);
 
 unsigned vq_vsock_conn_count(const struct vq_vsock *v);
 const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);

@@ -593,6 +593,20 @@ int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 	return 0;
 }
 
+void vq_vsock_detach(struct vq_vsock *v)
+{
+	/* process_rx never keeps a popped chain between calls, so there is
+	 * nothing to give back. */
+	v->rx = v->tx = v->ev = NULL;
+	v->rx_spare = false;
+	v->rx_staged = 0;
+}
+
+bool vq_vsock_started(const struct vq_vsock *v)
+{
+	return v->rx && v->tx;
+}
+
 void vq_vsock_stop(struct vq_vsock *v)
 {
 	/* Pending handshakes belong to the host, not the guest: keep them
@@ -1342,6 +1356,11 @@ int vq_vsock_reset_event(struct vq_vsock *v)
 		return -ENODEV;
 	v->reset_pending = true;
 	return vq_vsock_process_event(v);
+}
+
+bool vq_vsock_event_pending(const struct vq_vsock *v)
+{
+	return v->ev && v->reset_pending;
 }
 
 int vq_vsock_process_event(struct vq_vsock *v)

@@ -303,8 +303,8 @@ int perf_ab_main(int argc, char **argv)
 		ab_usage(stderr);
 		return 2;
 	}
-	if (strcmp(argv[optind], "ring") != 0) {
-		fprintf(stderr, "virtq-perf ab: unknown workload '%s' (known: ring)\n",
+	if (strcmp(argv[optind], "ring") != 0 && strcmp(argv[optind], "vsock") != 0) {
+		fprintf(stderr, "virtq-perf ab: unknown workload '%s' (known: ring, vsock)\n",
 			argv[optind]);
 		return 2;
 	}
@@ -373,7 +373,8 @@ int perf_ab_main(int argc, char **argv)
 		for (i = 0; i < bb.n; i++)
 			argl_push(&m[1], bb.v[i]);
 		for (side = 0; side < 2; side++) {
-			if (!has_opt(&m[side], "--seconds") && !has_opt(&m[side], "--ops")) {
+			if (!has_opt(&m[side], "--seconds") && !has_opt(&m[side], "--ops") &&
+			    !has_opt(&m[side], "--bytes") && !has_opt(&m[side], "--iters")) {
 				argl_push(&m[side], "--seconds");
 				argl_push(&m[side], secs);
 			}

@@ -68,6 +68,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: virtq-perf COMMAND [options]\n"
 "  ring   two-thread ring benchmark (driver and device on two CPUs)\n"
+"  vsock  both ends of a vsock transfer around a vhost-user-vsock backend\n"
 "  ab     paired A/B runs of a workload: geometric means, change, 95%% CI\n"
 "  c2c    core-to-core one-way cache-line latency (placement probe)\n"
 "'virtq-perf COMMAND --help' for a command's options; see virtq-perf(1).\n");
@@ -81,6 +82,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "ring"))
 		return perf_ring_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "vsock"))
+		return perf_vsock_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "ab"))
 		return perf_ab_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "c2c"))

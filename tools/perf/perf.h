@@ -43,6 +43,9 @@ struct ring_result {
 int perf_ring_main(int argc, char **argv);
 int perf_ring_run(const struct ring_opts *o, struct ring_result *r);
 
+/* ---- the vhost-user-vsock transfer (vsock.c) ---- */
+int perf_vsock_main(int argc, char **argv);
+
 /* ---- the A/B runner (ab.c) ---- */
 int perf_ab_main(int argc, char **argv);
 

@@ -1,0 +1,1152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * virtq-perf vsock: a full vsock transfer without a VM.  This process is
+ * both ends around a vhost-user-vsock backend (virtq-vsock):
+ *  - the guest: our vhost-user front-end owns guest memory and the rings,
+ *    and our userspace virtio-vsock driver (src/vsock/guest.c) speaks the
+ *    vsock protocol on them (main thread);
+ *  - the host program: a second thread on the backend's UNIX sockets, the
+ *    hybrid-vsock way (CONNECT <port> to reach the guest; HOST_PATH_<port>
+ *    to be reached).
+ *
+ *   --direction rx   host -> guest (the RX path of the device, the one the
+ *                    used-batching patch changed)
+ *   --direction tx   guest -> host
+ *   --latency        ping-pong of --buf-size messages: host sends, guest
+ *                    echoes; round-trip percentiles
+ *
+ * Every transfer is checked: the receiver's byte count and a position-
+ * dependent checksum of the stream must match the sender's.  The result is
+ * the receiver's Gbit/s, end to end (first byte sent to last byte read).
+ * vsock_perf's receiver options: --rcvbuf (the guest's buf_alloc, i.e.
+ * SO_VM_SOCKETS_BUFFER_SIZE) and --rcvlowat (the guest reads only when that
+ * much is queued, SO_RCVLOWAT).
+ *
+ * With --backend PATH the backend is started here (with --used-batch,
+ * --backend-busy-poll, --backend-arg passed on) and stopped at the end, so
+ * `virtq-perf ab` can compare backend settings.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <virtq/runtime.h>
+#include <virtq/vhost_user_frontend.h>
+#include <virtq/vsock.h>
+
+#include "perf.h"
+#include "vsock/vsock_guest.h"
+
+#define PORT 5201u
+#define MAX_BARGS 16
+
+struct vs_opts {
+	const char *socket_path, *uds, *backend;
+	const char *bargs[MAX_BARGS];
+	unsigned nbargs;
+	int used_batch;                 /* -1: backend default */
+	int64_t backend_busy_poll;      /* -1: backend default */
+	bool rx;                        /* host -> guest */
+	bool latency;
+	uint64_t bytes;
+	double seconds;                 /* 0: --bytes decides */
+	uint32_t buf_size;
+	uint32_t rcvbuf, rcvlowat;
+	unsigned queue_size;
+	bool packed, event_idx;
+	uint64_t iters;                 /* latency round trips */
+	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
+	bool json, quiet;
+};
+
+/* The checksum both ends compute: 64-bit words of the stream at aligned
+ * offsets, each mixed with its index, so lost, duplicated, reordered or
+ * changed bytes show; independent of how the stream was chunked. */
+struct csum {
+	uint64_t off, h;
+	uint8_t part[8];
+};
+
+static uint64_t mix(uint64_t w, uint64_t k)
+{
+	return (w ^ (k * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+}
+
+static void csum_add(struct csum *c, const uint8_t *p, size_t n)
+{
+	while (n && (c->off & 7)) {
+		c->part[c->off & 7] = *p++;
+		c->off++;
+		n--;
+		if (!(c->off & 7)) {
+			uint64_t w;
+
+			memcpy(&w, c->part, 8);
+			c->h += mix(w, c->off / 8 - 1);
+		}
+	}
+	while (n >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		c->h += mix(w, c->off / 8);
+		c->off += 8;
+		p += 8;
+		n -= 8;
+	}
+	while (n) {
+		c->part[c->off & 7] = *p++;
+		c->off++;
+		n--;
+	}
+}
+
+static uint64_t csum_final(const struct csum *c)
+{
+	uint64_t w = 0;
+
+	if (c->off & 7) {
+		memcpy(&w, c->part, c->off & 7);
+		return c->h + mix(w, c->off / 8) + c->off;
+	}
+	return c->h + c->off;
+}
+
+/* The stream: word k of a 1 MiB random pattern, plus a block counter so
+ * no two blocks are equal. */
+#define PAT_WORDS (1u << 17)
+static uint64_t pattern[PAT_WORDS];
+
+static void pattern_init(uint64_t seed)
+{
+	uint64_t x = seed;
+
+	for (unsigned i = 0; i < PAT_WORDS; i++) {
+		x += 0x9E3779B97F4A7C15ull;
+		uint64_t z = x;
+
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+		pattern[i] = z ^ (z >> 31);
+	}
+}
+
+/* Bytes [off, off+n) of the stream into buf. */
+static void stream_fill(uint8_t *buf, uint64_t off, size_t n)
+{
+	while (n) {
+		uint64_t k = off / 8, w = pattern[k & (PAT_WORDS - 1)] + (k / PAT_WORDS);
+		unsigned b = off & 7, take = 8 - b;
+
+		if (take > n)
+			take = (unsigned)n;
+		if (b == 0 && n >= 8) {
+			memcpy(buf, &w, 8);
+			take = 8;
+		} else {
+			memcpy(buf, (uint8_t *)&w + b, take);
+		}
+		buf += take;
+		off += take;
+		n -= take;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+
+struct vs_run {
+	struct vs_opts o;
+	char tmpdir[64], sock[128], uds[128];
+	pid_t backend_pid;
+	struct vq_vhu_frontend *fe;
+	struct vq_vsg *g;
+	int kick[3], call[3];
+	uint64_t cid;
+	/* host thread */
+	pthread_t host;
+	int host_rc;
+	uint64_t host_bytes, host_csum;
+	char host_err[128];
+	int stop;                       /* atomic: guest side gave up */
+	/* guest side */
+	uint64_t t_first, t_last;       /* ns: first byte sent, last read */
+	double *lat;
+	uint64_t nlat;
+	uint64_t guest_bytes, guest_csum;
+	uint64_t guest_kicks, guest_waits;
+};
+
+static void vs_usage(FILE *f)
+{
+	fprintf(f,
+"usage: virtq-perf vsock (--socket-path PATH --uds-path HOST_PATH | --backend VIRTQ_VSOCK) [options]\n"
+"Both ends of a vsock transfer around a vhost-user-vsock backend: the guest\n"
+"(our front-end and virtio-vsock driver) and the host program (on the\n"
+"backend's UNIX sockets).  Checks byte count and checksum of every transfer.\n"
+"  --socket-path PATH    the backend's vhost-user socket\n"
+"  --uds-path HOST_PATH  the backend's host side (its --uds-path)\n"
+"  --backend PATH        start this virtq-vsock instead (and stop it after)\n"
+"  --used-batch N        --backend: its RX used batch (1: each on its own)\n"
+"  --backend-busy-poll U --backend: its --busy-poll\n"
+"  --backend-arg ARG     --backend: one more argument (repeatable)\n"
+"  --direction rx|tx     rx: host -> guest (default); tx: guest -> host\n"
+"  --bytes N[K|M|G]      bytes to transfer (64M)\n"
+"  --seconds S           transfer for S seconds instead of --bytes\n"
+"  --buf-size N[K]       sender's write size (64K)\n"
+"  --rcvbuf N[K|M]       guest receive buffer (buf_alloc) per connection (256K)\n"
+"  --rcvlowat N[K]       guest reads only when N bytes are queued (1)\n"
+"  --latency             ping-pong of --buf-size messages, percentiles\n"
+"  --iters N             latency round trips (10000)\n"
+"  --queue-size N        ring size (256)\n"
+"  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
+"  --cid N               with --socket-path: the guest CID to expect\n"
+"  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
+"  --quiet\n");
+}
+
+enum {
+	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
+	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
+	V_CID, V_JSON, V_QUIET, V_HELP,
+};
+
+static const struct option vs_long[] = {
+	{ "socket-path", required_argument, NULL, V_SOCK },
+	{ "uds-path", required_argument, NULL, V_UDS },
+	{ "backend", required_argument, NULL, V_BACKEND },
+	{ "used-batch", required_argument, NULL, V_UB },
+	{ "backend-busy-poll", required_argument, NULL, V_BBP },
+	{ "backend-arg", required_argument, NULL, V_BARG },
+	{ "direction", required_argument, NULL, V_DIR },
+	{ "bytes", required_argument, NULL, V_BYTES },
+	{ "seconds", required_argument, NULL, V_SECS },
+	{ "buf-size", required_argument, NULL, V_BUF },
+	{ "rcvbuf", required_argument, NULL, V_RCVBUF },
+	{ "rcvlowat", required_argument, NULL, V_LOWAT },
+	{ "latency", no_argument, NULL, V_LAT },
+	{ "iters", required_argument, NULL, V_ITERS },
+	{ "queue-size", required_argument, NULL, V_QSIZE },
+	{ "packed", required_argument, NULL, V_PACKED },
+	{ "event-idx", required_argument, NULL, V_EVIDX },
+	{ "cid", required_argument, NULL, V_CID },
+	{ "json", no_argument, NULL, V_JSON },
+	{ "quiet", no_argument, NULL, V_QUIET },
+	{ "help", no_argument, NULL, V_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* 64K, 1M, 1G (powers of two) or a plain number. */
+static bool parse_size(const char *s, uint64_t *v)
+{
+	char buf[32];
+	size_t n = strlen(s);
+	uint64_t mul = 1;
+
+	if (!n || n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n + 1);
+	switch (buf[n - 1]) {
+	case 'k': case 'K': mul = 1ull << 10; buf[n - 1] = 0; break;
+	case 'm': case 'M': mul = 1ull << 20; buf[n - 1] = 0; break;
+	case 'g': case 'G': mul = 1ull << 30; buf[n - 1] = 0; break;
+	}
+	if (!perf_parse_u64(buf, v) || *v > UINT64_MAX / mul)
+		return false;
+	*v *= mul;
+	return true;
+}
+
+static int vs_parse(int argc, char **argv, struct vs_opts *o)
+{
+	uint64_t v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->used_batch = -1;
+	o->backend_busy_poll = -1;
+	o->rx = true;
+	o->bytes = 64ull << 20;
+	o->buf_size = 65536;
+	o->rcvbuf = 256 * 1024;
+	o->rcvlowat = 1;
+	o->queue_size = 256;
+	o->event_idx = true;
+	o->iters = 10000;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", vs_long, NULL)) != -1) {
+		bool *flag = NULL;
+
+		switch (c) {
+		case V_SOCK: o->socket_path = optarg; break;
+		case V_UDS: o->uds = optarg; break;
+		case V_BACKEND: o->backend = optarg; break;
+		case V_UB:
+			if (!perf_parse_u64(optarg, &v) || v > 65536)
+				goto bad;
+			o->used_batch = (int)v;
+			break;
+		case V_BBP:
+			if (!perf_parse_u64(optarg, &v) || v > 10000000)
+				goto bad;
+			o->backend_busy_poll = (int64_t)v;
+			break;
+		case V_BARG:
+			if (o->nbargs >= MAX_BARGS)
+				goto bad;
+			o->bargs[o->nbargs++] = optarg;
+			break;
+		case V_DIR:
+			if (!strcmp(optarg, "rx"))
+				o->rx = true;
+			else if (!strcmp(optarg, "tx"))
+				o->rx = false;
+			else
+				goto bad;
+			break;
+		case V_BYTES:
+			if (!parse_size(optarg, &o->bytes) || !o->bytes)
+				goto bad;
+			break;
+		case V_SECS:
+			if (!perf_parse_double(optarg, &o->seconds) || o->seconds < 0)
+				goto bad;
+			break;
+		case V_BUF:
+			if (!parse_size(optarg, &v) || !v || v > (16u << 20))
+				goto bad;
+			o->buf_size = (uint32_t)v;
+			break;
+		case V_RCVBUF:
+			if (!parse_size(optarg, &v) || v < 4096 || v > (64u << 20))
+				goto bad;
+			o->rcvbuf = (uint32_t)v;
+			break;
+		case V_LOWAT:
+			if (!parse_size(optarg, &v) || !v || v > (64u << 20))
+				goto bad;
+			o->rcvlowat = (uint32_t)v;
+			break;
+		case V_LAT: o->latency = true; break;
+		case V_ITERS:
+			if (!perf_parse_u64(optarg, &o->iters) || !o->iters ||
+			    o->iters > 100000000)
+				goto bad;
+			break;
+		case V_QSIZE:
+			if (!perf_parse_u64(optarg, &v) || v < 16 || v > 32768)
+				goto bad;
+			o->queue_size = (unsigned)v;
+			break;
+		case V_PACKED: flag = &o->packed; break;
+		case V_EVIDX: flag = &o->event_idx; break;
+		case V_CID:
+			if (!perf_parse_u64(optarg, &o->cid) || o->cid < 3)
+				goto bad;
+			break;
+		case V_JSON: o->json = true; break;
+		case V_QUIET: o->quiet = true; break;
+		case V_HELP:
+		case 'h':
+			vs_usage(stdout);
+			exit(0);
+		default:
+			vs_usage(stderr);
+			return -1;
+		}
+		if (flag && !perf_parse_onoff(optarg, flag))
+			goto bad;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "virtq-perf vsock: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (!o->backend == !(o->socket_path && o->uds)) {
+		fprintf(stderr, "virtq-perf vsock: give --backend, or --socket-path and --uds-path\n");
+		return -1;
+	}
+	if (o->rcvlowat > o->rcvbuf) {
+		fprintf(stderr, "virtq-perf vsock: --rcvlowat is larger than --rcvbuf\n");
+		return -1;
+	}
+	if (o->latency && o->buf_size > o->rcvbuf) {
+		fprintf(stderr, "virtq-perf vsock: a latency message must fit --rcvbuf\n");
+		return -1;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "virtq-perf vsock: bad value '%s'\n", optarg);
+	return -1;
+}
+
+/* ---- the backend we start ---- */
+
+static int backend_start(struct vs_run *n)
+{
+	const char *args[32 + MAX_BARGS];
+	char ub[16], bp[24];
+	unsigned k = 0, i;
+	pid_t pid;
+
+	snprintf(n->tmpdir, sizeof(n->tmpdir), "/tmp/virtq-perf-vsock.XXXXXX");
+	if (!mkdtemp(n->tmpdir))
+		return -errno;
+	snprintf(n->sock, sizeof(n->sock), "%s/vu.sock", n->tmpdir);
+	snprintf(n->uds, sizeof(n->uds), "%s/h.sock", n->tmpdir);
+	args[k++] = n->o.backend;
+	args[k++] = "--socket-path";
+	args[k++] = n->sock;
+	args[k++] = "--uds-path";
+	args[k++] = n->uds;
+	args[k++] = "--guest-cid";
+	args[k++] = "3";
+	args[k++] = "--quiet";
+	args[k++] = "--once";
+	if (n->o.used_batch >= 0) {
+		snprintf(ub, sizeof(ub), "%d", n->o.used_batch);
+		args[k++] = "--used-batch";
+		args[k++] = ub;
+	}
+	if (n->o.backend_busy_poll >= 0) {
+		snprintf(bp, sizeof(bp), "%" PRId64, n->o.backend_busy_poll);
+		args[k++] = "--busy-poll";
+		args[k++] = bp;
+	}
+	for (i = 0; i < n->o.nbargs; i++)
+		args[k++] = n->o.bargs[i];
+	args[k] = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Its statistics must not mix with our JSON on stdout. */
+		dup2(2, 1);
+		execv(n->o.backend, (char *const *)args);
+		perror("virtq-perf vsock: exec backend");
+		_exit(127);
+	}
+	n->backend_pid = pid;
+	n->o.socket_path = n->sock;
+	n->o.uds = n->uds;
+	/* Wait for both sockets to exist (no probing connection: --once). */
+	for (i = 0; i < 500; i++) {
+		struct stat sb;
+		int st;
+
+		if (stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0)
+			return 0;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			n->backend_pid = 0;
+			return -ECHILD;
+		}
+		usleep(10000);
+	}
+	return -ETIMEDOUT;
+}
+
+static void backend_stop(struct vs_run *n)
+{
+	int st;
+
+	if (n->backend_pid > 0) {
+		kill(n->backend_pid, SIGTERM);
+		waitpid(n->backend_pid, &st, 0);
+		n->backend_pid = 0;
+	}
+	if (n->tmpdir[0]) {
+		unlink(n->sock);
+		unlink(n->uds);
+		rmdir(n->tmpdir);
+	}
+}
+
+/* ---- the guest ---- */
+
+static void guest_kick(void *arg, unsigned q)
+{
+	struct vs_run *n = arg;
+
+	vq_evt_signal(n->kick[q]);
+	n->guest_kicks++;
+}
+
+static int guest_setup(struct vs_run *n)
+{
+	struct vq_vhu_frontend_config fc = {
+		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1),
+		.nqueues = 3, .queue_size = (uint16_t)n->o.queue_size,
+		.mem_size = 64ull << 20,
+	};
+	struct vq_vsg_config gc = { .rx_buf_size = 4096, .buf_alloc = n->o.rcvbuf,
+				    .kick = guest_kick, .arg = n };
+	struct virtio_vsock_config vc;
+	char err[256] = "";
+	unsigned i;
+	int r;
+
+	if (n->o.packed)
+		fc.features |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	if (n->o.event_idx)
+		fc.features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	fc.err = err;
+	fc.errlen = sizeof(err);
+	r = vq_vhu_frontend_connect(n->o.socket_path, &fc, &n->fe);
+	if (r < 0) {
+		fprintf(stderr, "virtq-perf vsock: connect %s: %s\n", n->o.socket_path,
+			err[0] ? err : strerror(-r));
+		return r;
+	}
+	if ((vq_vhu_frontend_features(n->fe) ^ fc.features) &
+	    VIRTQ_BIT(VIRTIO_F_RING_PACKED)) {
+		fprintf(stderr, "virtq-perf vsock: the backend does not offer the ring layout asked for\n");
+		return -ENOTSUP;
+	}
+	r = vq_vhu_frontend_get_config(n->fe, 0, &vc, sizeof(vc));
+	if (r < 0) {
+		fprintf(stderr, "virtq-perf vsock: GET_CONFIG: %s\n",
+			vq_vhu_frontend_error_msg(n->fe));
+		return r;
+	}
+	n->cid = vq_le64(vc.guest_cid);
+	if (n->cid < 3 || (n->o.cid && n->cid != n->o.cid)) {
+		fprintf(stderr, "virtq-perf vsock: the backend says guest CID %" PRIu64 "\n", n->cid);
+		return -EPROTO;
+	}
+	r = vq_vhu_frontend_start(n->fe);
+	if (r < 0) {
+		fprintf(stderr, "virtq-perf vsock: ring setup: %s\n",
+			vq_vhu_frontend_error_msg(n->fe));
+		return r;
+	}
+	for (i = 0; i < 3; i++) {
+		n->kick[i] = vq_vhu_frontend_kick_fd(n->fe, i);
+		n->call[i] = vq_vhu_frontend_call_fd(n->fe, i);
+	}
+	gc.rx = vq_vhu_frontend_queue(n->fe, VQ_VSOCK_RXQ);
+	gc.tx = vq_vhu_frontend_queue(n->fe, VQ_VSOCK_TXQ);
+	gc.ev = vq_vhu_frontend_queue(n->fe, VQ_VSOCK_EVQ);
+	gc.cid = n->cid;
+	gc.rx_area.size = (uint64_t)n->o.queue_size * 4160;
+	gc.tx_area.size = 16ull << 20;
+	gc.ev_area.size = 4096;
+	gc.rx_area.hva = vq_vhu_frontend_alloc(n->fe, gc.rx_area.size, &gc.rx_area.gpa);
+	gc.tx_area.hva = vq_vhu_frontend_alloc(n->fe, gc.tx_area.size, &gc.tx_area.gpa);
+	gc.ev_area.hva = vq_vhu_frontend_alloc(n->fe, gc.ev_area.size, &gc.ev_area.gpa);
+	if (!gc.rx_area.hva || !gc.tx_area.hva || !gc.ev_area.hva)
+		return -ENOMEM;
+	r = vq_vsg_new(&gc, &n->g);
+	if (r < 0)
+		return r;
+	return vq_vsg_start(n->g);
+}
+
+/* Nothing moved: sleep until the device calls (callbacks on, re-check). */
+static int guest_wait(struct vs_run *n, int timeout_ms)
+{
+	struct vq_drv *rx = vq_vhu_frontend_queue(n->fe, 0);
+	struct vq_drv *tx = vq_vhu_frontend_queue(n->fe, 1);
+	struct pollfd pf[2] = { { .fd = n->call[0], .events = POLLIN },
+				{ .fd = n->call[1], .events = POLLIN } };
+	int a = vq_drv_enable_cb(rx), b = vq_drv_enable_cb(tx), r = 0;
+
+	if (a < 0 || b < 0)
+		return a < 0 ? a : b;
+	if (a == 0 && b == 0) {
+		n->guest_waits++;
+		r = poll(pf, 2, timeout_ms);
+		if (r < 0 && errno != EINTR)
+			r = -errno;
+		vq_evt_drain(n->call[0]);
+		vq_evt_drain(n->call[1]);
+	}
+	vq_drv_disable_cb(rx);
+	vq_drv_disable_cb(tx);
+	return r < 0 ? r : 0;
+}
+
+/* Pump the guest until cond() or a timeout; -ETIMEDOUT, -errno. */
+static int guest_until(struct vs_run *n, bool (*cond)(void *), void *arg,
+		       double seconds)
+{
+	uint64_t end = vq_rt_now_ns() + (uint64_t)(seconds * 1e9);
+
+	for (;;) {
+		int r = vq_vsg_poll(n->g);
+
+		if (r < 0)
+			return r;
+		if (cond(arg))
+			return 0;
+		if (vq_rt_now_ns() > end)
+			return -ETIMEDOUT;
+		if (r == 0) {
+			r = guest_wait(n, 100);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+/* ---- the host program (second thread) ---- */
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EPIPE;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = write(fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EPIPE;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* The hybrid handshake: "CONNECT <port>\n", then "OK <host_port>\n" read
+ * one byte at a time (what follows belongs to the stream). */
+static int host_connect_guest(struct vs_run *n, uint32_t port)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char line[64];
+	unsigned i = 0, hp;
+	int fd, len;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", n->o.uds);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		snprintf(n->host_err, sizeof(n->host_err), "connect %s: %s", n->o.uds,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	len = snprintf(line, sizeof(line), "CONNECT %u\n", port);
+	if (write_full(fd, line, (size_t)len) < 0)
+		goto fail;
+	while (i < sizeof(line) - 1) {
+		if (read_full(fd, &line[i], 1) < 0)
+			goto fail;
+		if (line[i] == '\n')
+			break;
+		i++;
+	}
+	line[i] = '\0';
+	if (sscanf(line, "OK %u", &hp) != 1) {
+		snprintf(n->host_err, sizeof(n->host_err), "handshake reply '%s'", line);
+		close(fd);
+		return -1;
+	}
+	return fd;
+fail:
+	snprintf(n->host_err, sizeof(n->host_err), "handshake: connection closed");
+	close(fd);
+	return -1;
+}
+
+static int host_listen_accept(struct vs_run *n, int lfd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	int i, fd;
+
+	for (i = 0; i < 300 && !__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE); i++) {
+		if (poll(&p, 1, 100) > 0)
+			break;
+	}
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		snprintf(n->host_err, sizeof(n->host_err), "accept: %s", strerror(errno));
+		return -1;
+	}
+	/* blocking from now on */
+	return fd;
+}
+
+/* The host program: in rx, the sender; in tx, the receiver; in latency,
+ * the pinger.  Its listener for tx was created before the guest started. */
+struct host_arg {
+	struct vs_run *n;
+	int lfd;
+	uint64_t total;         /* bytes to send (rx); UINT64_MAX: until stop */
+};
+
+static bool stopped(struct vs_run *n)
+{
+	return __atomic_load_n(&n->stop, __ATOMIC_ACQUIRE);
+}
+
+static void *host_main(void *arg)
+{
+	struct host_arg *h = arg;
+	struct vs_run *n = h->n;
+	uint8_t *buf = malloc(n->o.buf_size > 65536 ? n->o.buf_size : 65536);
+	struct csum cs = { 0 };
+	int fd = -1;
+
+	n->host_rc = -1;
+	if (!buf)
+		goto out;
+	if (n->o.latency || n->o.rx)
+		fd = host_connect_guest(n, PORT);
+	else
+		fd = host_listen_accept(n, h->lfd);
+	if (fd < 0)
+		goto out;
+	if (n->o.latency) {
+		uint64_t i;
+
+		for (i = 0; i < n->o.iters && !stopped(n); i++) {
+			uint64_t t = vq_rt_now_ns();
+
+			stream_fill(buf, i * n->o.buf_size, n->o.buf_size);
+			if (write_full(fd, buf, n->o.buf_size) < 0 ||
+			    read_full(fd, buf, n->o.buf_size) < 0) {
+				snprintf(n->host_err, sizeof(n->host_err), "ping-pong: connection lost");
+				goto out;
+			}
+			n->lat[n->nlat++] = (double)(vq_rt_now_ns() - t) / 1e3;
+			csum_add(&cs, buf, n->o.buf_size);
+		}
+		n->host_bytes = cs.off;
+		n->host_csum = csum_final(&cs);
+		n->host_rc = 0;
+		goto out;
+	}
+	if (n->o.rx) {
+		uint64_t off = 0, t0 = vq_rt_now_ns();
+		uint64_t dl = n->o.seconds > 0 ? t0 + (uint64_t)(n->o.seconds * 1e9) : 0;
+
+		/* Read by the main thread only after the join. */
+		n->t_first = t0;
+		while (off < h->total && !stopped(n)) {
+			size_t k = n->o.buf_size;
+
+			if (dl && vq_rt_now_ns() >= dl)
+				break;
+			if (k > h->total - off)
+				k = (size_t)(h->total - off);
+			stream_fill(buf, off, k);
+			csum_add(&cs, buf, k);
+			if (write_full(fd, buf, k) < 0) {
+				snprintf(n->host_err, sizeof(n->host_err), "write: connection lost at %" PRIu64, off);
+				goto out;
+			}
+			off += k;
+		}
+		/* EOF tells the guest the stream is complete. */
+		shutdown(fd, SHUT_WR);
+		n->host_bytes = cs.off;
+		n->host_csum = csum_final(&cs);
+		/* Wait for the guest to close (its RST closes our socket). */
+		while (read(fd, buf, 1) > 0)
+			;
+		n->host_rc = 0;
+	} else {
+		for (;;) {
+			ssize_t r = read(fd, buf, 65536);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				snprintf(n->host_err, sizeof(n->host_err), "read: %s", strerror(errno));
+				goto out;
+			}
+			if (r == 0)
+				break;
+			csum_add(&cs, buf, (size_t)r);
+		}
+		n->t_last = vq_rt_now_ns();
+		n->host_bytes = cs.off;
+		n->host_csum = csum_final(&cs);
+		n->host_rc = 0;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/* ---- the transfers, guest side ---- */
+
+struct wait_conn {
+	struct vs_run *n;
+	struct vq_vsg_conn *c;
+	uint32_t port;
+};
+
+static bool conn_ready(void *arg)
+{
+	struct wait_conn *w = arg;
+
+	if (!w->c)
+		w->c = vq_vsg_accept(w->n->g, w->port);
+	return w->c && vq_vsg_state(w->c) != VSG_CONNECTING;
+}
+
+static bool conn_done(void *arg)
+{
+	struct wait_conn *w = arg;
+
+	return vq_vsg_state(w->c) == VSG_CLOSED;
+}
+
+/* rx: the guest receives until EOF, checksumming, honouring rcvlowat. */
+static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
+{
+	uint8_t *buf = malloc(n->o.rcvbuf);
+	struct csum cs = { 0 };
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		uint32_t avail;
+		int p = vq_vsg_poll(n->g);
+
+		if (p < 0) {
+			r = p;
+			break;
+		}
+		avail = vq_vsg_readable(c);
+		if (avail && (avail >= n->o.rcvlowat || vq_vsg_eof(c) ||
+			      vq_vsg_peer_shutdown(c))) {
+			uint32_t k = vq_vsg_read(c, buf, avail);
+
+			csum_add(&cs, buf, k);
+			continue;
+		}
+		if (vq_vsg_eof(c))
+			break;
+		if (vq_vsg_state(c) == VSG_CLOSED) {
+			r = -ECONNRESET;
+			break;
+		}
+		if (p == 0) {
+			r = guest_wait(n, 200);
+			if (r < 0)
+				break;
+			if (stopped(n) && n->host_rc != 0) {
+				r = -EPIPE;
+				break;
+			}
+		}
+	}
+	n->t_last = vq_rt_now_ns();
+	n->guest_bytes = cs.off;
+	n->guest_csum = csum_final(&cs);
+	free(buf);
+	if (r == 0 && vq_vsg_state(c) != VSG_CLOSED)
+		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND);
+	return r;
+}
+
+/* tx: the guest sends total bytes in --buf-size writes, then closes. */
+static int guest_send(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
+		      uint64_t deadline)
+{
+	uint8_t *buf = malloc(n->o.buf_size);
+	struct csum cs = { 0 };
+	uint64_t off = 0;
+	uint32_t have = 0, at = 0;
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (off < total) {
+		long w;
+		int p;
+
+		if (have == at) {
+			uint64_t k = n->o.buf_size;
+
+			if (deadline && vq_rt_now_ns() >= deadline)
+				break;
+			if (k > total - off)
+				k = total - off;
+			stream_fill(buf, off, k);
+			csum_add(&cs, buf, k);
+			have = (uint32_t)k;
+			at = 0;
+		}
+		w = vq_vsg_write(c, buf + at, have - at);
+		if (w < 0) {
+			r = (int)w;
+			break;
+		}
+		at += (uint32_t)w;
+		off += (uint64_t)w;
+		p = vq_vsg_poll(n->g);
+		if (p < 0) {
+			r = p;
+			break;
+		}
+		if (w == 0 && p == 0) {
+			r = guest_wait(n, 200);
+			if (r < 0)
+				break;
+			if (stopped(n)) {
+				r = -EPIPE;
+				break;
+			}
+		}
+	}
+	n->guest_bytes = off;
+	n->guest_csum = csum_final(&cs);
+	free(buf);
+	if (r == 0)
+		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV);
+	return r;
+}
+
+/* latency: echo every message back. */
+static int guest_echo(struct vs_run *n, struct vq_vsg_conn *c)
+{
+	uint8_t *buf = malloc(n->o.buf_size);
+	uint64_t want = n->o.iters * n->o.buf_size, done = 0;
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (done < want) {
+		uint32_t k = vq_vsg_read(c, buf, n->o.buf_size);
+		uint32_t at = 0;
+		int p;
+
+		while (at < k) {
+			long w = vq_vsg_write(c, buf + at, k - at);
+
+			if (w < 0) {
+				r = (int)w;
+				goto out;
+			}
+			at += (uint32_t)w;
+			if (at < k && (p = vq_vsg_poll(n->g)) == 0)
+				guest_wait(n, 10);
+		}
+		done += k;
+		p = vq_vsg_poll(n->g);
+		if (p < 0) {
+			r = p;
+			break;
+		}
+		if (!k && p == 0) {
+			if (vq_vsg_eof(c) || vq_vsg_state(c) == VSG_CLOSED) {
+				r = -ECONNRESET;
+				break;
+			}
+			r = guest_wait(n, 200);
+			if (r < 0 || stopped(n))
+				break;
+		}
+	}
+out:
+	free(buf);
+	return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, uint64_t n, double p)
+{
+	uint64_t i = (uint64_t)ceil(p / 100.0 * (double)n);
+
+	return v[i ? i - 1 : 0];
+}
+
+int perf_vsock_main(int argc, char **argv)
+{
+	static struct vs_run n;
+	struct host_arg ha = { .n = &n, .lfd = -1 };
+	struct wait_conn wc = { .n = &n, .port = PORT };
+	uint64_t total;
+	char hpath[160];
+	bool ok;
+	int r, rc = 1;
+
+	if (vs_parse(argc, argv, &n.o) < 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	pattern_init(0x5eed);
+	if (n.o.backend && (r = backend_start(&n)) < 0) {
+		fprintf(stderr, "virtq-perf vsock: backend '%s' did not come up: %s\n",
+			n.o.backend, strerror(-r));
+		backend_stop(&n);
+		return 1;
+	}
+	if (guest_setup(&n) < 0)
+		goto out;
+	total = n.o.bytes;
+	if (n.o.seconds > 0)
+		total = UINT64_MAX;
+	ha.total = total;
+	if (n.o.latency) {
+		n.lat = calloc(n.o.iters, sizeof(double));
+		if (!n.lat)
+			goto out;
+	}
+	if (!n.o.latency && !n.o.rx) {
+		/* The guest connects to the host: listen at HOST_PATH_PORT. */
+		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
+		ha.lfd = vq_vsock_uds_listen(hpath);
+		if (ha.lfd < 0) {
+			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
+				strerror(-ha.lfd));
+			goto out;
+		}
+	} else {
+		vq_vsg_listen(n.g, PORT);
+	}
+	if (pthread_create(&n.host, NULL, host_main, &ha)) {
+		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+		goto out;
+	}
+	if (!n.o.latency && !n.o.rx) {
+		wc.c = vq_vsg_connect(n.g, PORT);
+		if (!wc.c) {
+			r = -ENOMEM;
+		} else {
+			r = guest_until(&n, conn_ready, &wc, 10);
+			if (r == 0 && vq_vsg_state(wc.c) != VSG_ESTABLISHED)
+				r = -ECONNREFUSED;
+		}
+	} else {
+		r = guest_until(&n, conn_ready, &wc, 10);
+	}
+	if (r == 0) {
+		if (n.o.latency) {
+			r = guest_echo(&n, wc.c);
+		} else if (n.o.rx) {
+			/* With --seconds the host ends the stream (EOF) at
+			 * its deadline. */
+			r = guest_receive(&n, wc.c);
+		} else {
+			uint64_t dl = n.o.seconds > 0 ?
+				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
+
+			n.t_first = vq_rt_now_ns();
+			r = guest_send(&n, wc.c, total, dl);
+		}
+		/* Let the close handshake finish (RST from the device). */
+		if (r == 0 && !n.o.latency)
+			guest_until(&n, conn_done, &wc, 5);
+	}
+	if (r < 0)
+		__atomic_store_n(&n.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(n.host, NULL);
+	if (r < 0) {
+		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n", strerror(-r),
+			n.host_err[0] ? "; host side: " : "", n.host_err);
+		goto out;
+	}
+	if (n.host_rc != 0) {
+		fprintf(stderr, "virtq-perf vsock: host side: %s\n", n.host_err);
+		goto out;
+	}
+	if (n.o.latency) {
+		ok = n.host_bytes == n.o.iters * n.o.buf_size;
+		n.guest_bytes = n.host_bytes;
+		n.guest_csum = n.host_csum;
+	} else {
+		ok = n.host_bytes == n.guest_bytes && n.host_csum == n.guest_csum;
+	}
+	{
+		double secs = n.t_last > n.t_first ? (double)(n.t_last - n.t_first) / 1e9 : 0;
+		double bps = secs > 0 ? (double)n.guest_bytes / secs : 0;
+		double p50 = NAN, p90 = NAN, p99 = NAN, p999 = NAN;
+		const char *dir = n.o.latency ? "latency" : n.o.rx ? "rx" : "tx";
+
+		if (n.o.latency && n.nlat) {
+			double sum = 0;
+
+			for (uint64_t i = 0; i < n.nlat; i++)
+				sum += n.lat[i];
+			qsort(n.lat, n.nlat, sizeof(double), cmp_double);
+			p50 = pct(n.lat, n.nlat, 50);
+			p90 = pct(n.lat, n.nlat, 90);
+			p99 = pct(n.lat, n.nlat, 99);
+			p999 = pct(n.lat, n.nlat, 99.9);
+			/* transactions per second as the A/B metric */
+			bps = sum > 0 ? (double)n.nlat / (sum / 1e6) : 0;
+			secs = sum / 1e6;
+		}
+		if (n.o.json) {
+			printf("{\"workload\":\"vsock\",\"direction\":\"%s\",\"bytes\":%" PRIu64
+			       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
+			       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
+			       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
+			       ",\"guest_waits\":%" PRIu64,
+			       dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
+			       secs, bps, n.o.latency ? 0 : bps * 8 / 1e9,
+			       ok ? "true" : "false", n.guest_csum, n.guest_kicks,
+			       n.guest_waits);
+			if (n.o.latency)
+				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
+				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
+				       n.nlat, p50, p90, p99, p999);
+			printf("}\n");
+		} else if (n.o.latency) {
+			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+			       n.nlat, n.o.buf_size, bps, p50, p90, p99, p999,
+			       ok ? "verified" : "BYTE COUNT MISMATCH");
+		} else {
+			printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
+			       "checksum %016" PRIx64 " %s\n",
+			       dir, n.guest_bytes, secs, bps * 8 / 1e9, n.o.buf_size, n.o.rcvbuf,
+			       n.o.rcvlowat, n.guest_csum,
+			       ok ? "verified" : "MISMATCH");
+		}
+		if (!ok)
+			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+				" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
+				n.guest_bytes, n.guest_csum, n.host_bytes, n.host_csum);
+		rc = ok ? 0 : 1;
+	}
+out:
+	if (ha.lfd >= 0) {
+		close(ha.lfd);
+		unlink(hpath);
+	}
+	vq_vsg_free(n.g);
+	vq_vhu_frontend_free(n.fe);
+	backend_stop(&n);
+	free(n.lat);
+	return rc;
+}
