@@ -24,6 +24,7 @@ enum { ID_FREE = 0, ID_POPPED, ID_STAGED };
 struct pdev_id {
 	uint64_t in_len;        /* writable bytes of the chain, for IN_ORDER */
 	uint16_t ndesc;         /* ring slots the chain took */
+	uint16_t head;          /* its first slot | wrap << 15, for unpop */
 	uint8_t state;          /* ID_* */
 };
 
@@ -98,6 +99,8 @@ static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
 				    id, head);
 	s->state = ID_POPPED;
 	s->ndesc = ndesc;
+	s->head = pd->last_avail |
+		  (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT;
 	s->in_len = c->in_len;
 	if (pd->in_order) {
 		uint32_t t = pd->popq_head + pd->popq_count;
@@ -278,40 +281,47 @@ static int packed_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 	return (int)done;
 }
 
+/* Move a position (with its wrap counter) n slots back, n <= num. */
+static void rewind_pos(uint16_t *pos, bool *wrap, uint32_t n, uint16_t num)
+{
+	uint32_t p = *pos;
+
+	if (p < n) {
+		p += num;
+		*wrap = !*wrap;
+	}
+	*pos = (uint16_t)(p - n);
+}
+
 static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
 	struct packed_dev *pd = to_pd(d);
-	uint32_t slots = 0, pos;
+	uint16_t pos = pd->last_avail;
+	bool wrap = pd->avail_wrap;
 	unsigned i;
 
 	if (n > pd->num || (pd->in_order && n > pd->popq_count))
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
+	/* The chains must be the last ones popped, unfilled: walking back
+	 * from last_avail by their slots must land on each one's head. */
+	for (i = n; i-- > 0;) {
 		uint16_t id = c[i].id;
+		const struct pdev_id *s;
 
 		if (id >= pd->num || pd->ids[id].state != ID_POPPED)
 			return -EINVAL;
-		if (pd->in_order) {
-			uint32_t k = pd->popq_head + pd->popq_count - n + i;
-
-			if (pd->popq[k % pd->num] != id)
-				return -EINVAL;
-		}
-		slots += pd->ids[id].ndesc;
+		s = &pd->ids[id];
+		rewind_pos(&pos, &wrap, s->ndesc, pd->num);
+		if (s->head != (pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT))
+			return -EINVAL;
 	}
-	if (slots > pd->num)
-		return -EINVAL;
 	for (i = 0; i < n; i++)
 		pd->ids[c[i].id].state = ID_FREE;
 	if (pd->in_order)
 		pd->popq_count -= n;
-	/* Rewind by slots, not buffers, flipping the phase back across 0. */
-	pos = pd->last_avail;
-	if (pos < slots) {
-		pos += pd->num;
-		pd->avail_wrap = !pd->avail_wrap;
-	}
-	pd->last_avail = (uint16_t)(pos - slots);
+	/* Rewound by slots, not buffers, the phase flipped back across 0. */
+	pd->last_avail = pos;
+	pd->avail_wrap = wrap;
 	return 0;
 }
 
@@ -368,6 +378,15 @@ static uint16_t used_flags(bool wrap, uint32_t len)
 	return vq_le16(packed_used_flags(wrap) | (len ? VIRTQ_DESC_F_WRITE : 0));
 }
 
+/* Count published slots; a whole ring or more already means "signal", so
+ * the count saturates there instead of wrapping. */
+static void add_unsignalled(struct packed_dev *pd, uint32_t slots)
+{
+	pd->unsignalled += slots;
+	if (pd->unsignalled > pd->num)
+		pd->unsignalled = pd->num;
+}
+
 static int packed_flush(struct vq_dev *d)
 {
 	struct packed_dev *pd = to_pd(d);
@@ -402,7 +421,7 @@ static int packed_flush(struct vq_dev *d)
 	vq_store_release(&pd->desc[first].flags, first_flags);
 	pd->last_used = pos;
 	pd->used_wrap = wrap;
-	pd->unsignalled += slots;
+	add_unsignalled(pd, slots);
 	pd->nstage = 0;
 	return (int)k;
 }
@@ -457,7 +476,7 @@ static int packed_flush_in_order(struct vq_dev *d)
 	vq_store_release(&pd->desc[first].flags, first_flags);
 	pd->last_used = pos;
 	pd->used_wrap = wrap;
-	pd->unsignalled += slots;
+	add_unsignalled(pd, slots);
 	pd->nstage = 0;
 	return (int)k;
 }
@@ -517,7 +536,6 @@ static int packed_enable_notify(struct vq_dev *d)
 		vq_store_relaxed(&pd->dev_event->off_wrap,
 				 vq_le16(pd->last_avail |
 					 (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT));
-		pd->dev_flags_shadow = DEV_FLAGS_UNKNOWN;
 		set_dev_flags(pd, VIRTQ_EVENT_F_DESC);
 	} else {
 		set_dev_flags(pd, VIRTQ_EVENT_F_ENABLE);

@@ -143,7 +143,9 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 	}
 	pq->nbufs++;
 	pq->free_slots -= need;
-	pq->num_added += need;
+	/* Saturates: a whole ring added already means "kick". */
+	pq->num_added = pq->num_added + need > pq->num ? pq->num :
+			pq->num_added + need;
 	pq->next_avail = pos;
 	pq->avail_wrap = wrap;
 	/* P1: the head's flags last, with release: they publish the chain. */
@@ -299,7 +301,6 @@ static int enable_at(struct packed_drv *pq, uint32_t ahead)
 		vq_store_relaxed(&pq->drv_event->off_wrap,
 				 vq_le16(pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT));
 		/* P4: off_wrap before the flags that make it count. */
-		pq->drv_flags_shadow = ID_NONE;
 		set_drv_flags(pq, VIRTQ_EVENT_F_DESC);
 	} else {
 		set_drv_flags(pq, VIRTQ_EVENT_F_ENABLE);

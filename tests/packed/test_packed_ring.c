@@ -873,6 +873,15 @@ static void packed_unpop_across_wrap(void)
 		c[i] = pc[i].c;
 	}
 	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x0002);
+	/* Only the most recently popped chains can be given back. */
+	CHECK_EQ(vq_dev_unpop(p.dev, &c[0], 1), -EINVAL);
+	CHECK_EQ(vq_dev_unpop(p.dev, &c[1], 1), -EINVAL);
+	{
+		struct vq_chain twice[2] = { c[2], c[2] };
+
+		CHECK_EQ(vq_dev_unpop(p.dev, twice, 2), -EINVAL);
+	}
+	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x0002);
 	CHECK_EQ(vq_dev_unpop(p.dev, &c[1], 2), 0);
 	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x8007);
 	/* Unpopping what is no longer in flight is refused. */
