@@ -63,12 +63,21 @@ fi
 MODDIR=$KDIR/lib/modules/$KVER
 [ -f "$KDIR/boot/vmlinuz-$KVER" ] || die "no kernel image in $KPKG"
 
+# Nothing to do when no input changed since the last build.
+STAMP=$( (echo "$KVER"; sha256sum "$0" "$HERE"/init.sh "$HERE"/gnet.c "$HERE"/gvsock.c "$BUSYBOX") |
+	sha256sum | cut -c1-16)
+if [ "$(cat "$CACHE/stamp" 2>/dev/null)" = "$STAMP" ] && [ -f "$CACHE/initramfs.gz" ] &&
+	[ -f "$CACHE/vmlinuz" ] && [ -x "$CACHE/host/gvsock" ]; then
+	echo "$CACHE"
+	exit 0
+fi
+
 # ---- modules, dependencies first (from each .ko's modinfo depends=) ----
 declare -A KO=() DONE=()
 while IFS= read -r f; do
 	b=$(basename "$f" .ko)
 	KO[${b//-/_}]=$f
-done < <(find "$MODDIR/kernel" -name '*.ko')
+done < <(find "$MODDIR/kernel/drivers" "$MODDIR/kernel/net" -name '*.ko')
 ORDER=()
 add_mod() {
 	local m=${1//-/_} d
@@ -114,4 +123,5 @@ if [ "$(cat "$CACHE/initramfs.sum" 2>/dev/null)" != "$SUM $KVER" ] || [ ! -f "$C
 	echo "$SUM $KVER" > "$CACHE/initramfs.sum"
 	say "guest built: kernel $KVER, modules: ${ORDER[*]}"
 fi
+echo "$STAMP" > "$CACHE/stamp"
 echo "$CACHE"

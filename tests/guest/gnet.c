@@ -3,7 +3,7 @@
  * gnet - raw Ethernet frames for the guest side of the virtio-net tests.
  * Built static by tests/guest/build-guest.sh and run inside the test guest.
  *
- *   gnet tx    IF -n N [-s size]            send N frames, seq 0..N-1
+ *   gnet tx    IF -n N [-s size] [-t sec]   send N frames (seq 0..N-1) or for sec
  *   gnet rx    IF [-n N] [-t sec] [-i idle] count frames, verify ours
  *   gnet echo  IF -n N [-s size|0=random] [-b burst] [-w ms]
  *                                           send bursts, expect each frame back
@@ -53,6 +53,25 @@ static int ifindex;
 static uint8_t mymac[6];
 static const uint8_t dstmac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
 static uint32_t run_id;
+
+static const char *ifname;
+
+/* A counter of the interface (since the driver probed), or -1. */
+static long long if_stat(const char *name)
+{
+	char path[128];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s", ifname, name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
 
 static double now(void)
 {
@@ -138,7 +157,7 @@ static enum verdict check(const uint8_t *f, unsigned int len, uint64_t *seq,
 	return V_OK;
 }
 
-static int open_if(const char *ifname, int rx)
+static int open_if(int rx)
 {
 	int fd = socket(AF_PACKET, SOCK_RAW, htons(rx ? ETH_P_ALL : 0));
 	struct ifreq ifr;
@@ -215,6 +234,8 @@ static int cmd_tx(int fd, struct opts *o)
 	double t0 = now();
 
 	for (; sent < o->n; sent++) {
+		if (o->secs > 0 && !(sent & 255) && now() - t0 >= o->secs)
+			break;
 		build(buf[0], o->size, sent);
 		int r = send_frame(fd, buf[0], o->size, now() + 10);
 
@@ -270,8 +291,9 @@ static int cmd_rx(int fd, struct opts *o)
 			break;
 		}
 	}
-	printf("RX frames=%llu ours=%llu other=%llu bad=%llu secs=%.3f\n",
-	       frames, ours, other, bad, now() - t0);
+	printf("RX frames=%llu ours=%llu other=%llu bad=%llu secs=%.3f if_rx_packets=%lld if_rx_dropped=%lld\n",
+	       frames, ours, other, bad, now() - t0, if_stat("rx_packets"),
+	       if_stat("rx_dropped"));
 	return bad ? 1 : 0;
 }
 
@@ -422,7 +444,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gnet tx|rx|echo|probe IF [opts]\n");
 		return 2;
 	}
-	const char *cmd = argv[1], *ifname = argv[2];
+	const char *cmd = argv[1];
+
+	ifname = argv[2];
 
 	optind = 3;
 	while ((c = getopt(argc, argv, "n:s:b:w:t:i:")) != -1) {
@@ -445,7 +469,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	run_id = (uint32_t)(getpid() * 2654435761u ^ (uint32_t)(now() * 1e6));
 	rx = strcmp(cmd, "tx") != 0;
-	int fd = open_if(ifname, rx);
+	int fd = open_if(rx);
 
 	if (!strcmp(cmd, "tx"))
 		return cmd_tx(fd, &o);

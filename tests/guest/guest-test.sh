@@ -59,11 +59,12 @@ finish() {
 	local p
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	if [ $FAILS = 0 ]; then
+	if [ $FAILS = 0 ] && [ -z "${KEEP_LOGS:-}" ]; then
 		rm -rf "$LOG"
 		note "all checks passed"
 		exit 0
 	fi
+	[ $FAILS = 0 ] && { note "passed; logs kept in $LOG"; exit 0; }
 	note "$FAILS check(s) failed; logs kept in $LOG"
 	exit 1
 }
@@ -118,6 +119,7 @@ wait_sock() {
 # guest / gave to the guest; NET_DROP the frames it could not deliver.
 NET_PID=
 NET_N=0
+SOURCE_COUNT=5000
 net_start() {
 	NET_N=$((NET_N + 1))
 	NET_OUT=$LOG/net-$NET_N.log
@@ -133,7 +135,10 @@ net_start() {
 			--stats-period=5 --txpkts=64 > "$NET_OUT" 2>&1 < /dev/null &
 		;;
 	virtq)
-		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" > "$NET_OUT" 2>&1 < /dev/null &
+		local extra=()
+		[ "$1" = source ] && extra=(--count "$SOURCE_COUNT")
+		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" --json "${extra[@]}" \
+			> "$NET_OUT" 2>&1 < /dev/null &
 		;;
 	esac
 	NET_PID=$!
@@ -172,12 +177,14 @@ net_kill() {
 	NET_PID=
 	[ "$BACKEND" = testpmd ] && rm -rf "/var/run/dpdk/$NET_PREFIX"
 }
-# virtq-net's exit summary -> "rx tx drop"
+# virtq-net's JSON summary -> "rx tx drop": its tx_pkts are the guest's
+# transmissions (frames we took), rx_pkts the frames delivered to the guest,
+# no_rx_buf the frames dropped because the guest had no receive buffer.
 virtq_net_counters() {
-	awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "=");
-		if (kv[1] == "rx_frames") rx = kv[2]; if (kv[1] == "tx_frames") tx = kv[2];
-		if (kv[1] == "tx_dropped") d = kv[2] } }
-		END { print rx + 0, tx + 0, d + 0 }' "$1"
+	local l
+	l=$(grep -a '"summary":true' "$1" | tail -1)
+	jnum() { echo "$l" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+	echo "$(jnum tx_pkts) $(jnum rx_pkts) $(jnum no_rx_buf)"
 }
 
 need_net_backend() {
@@ -231,16 +238,26 @@ net_matrix() {
 	check loopback-echo $([ $rc = 0 ] && [ "$(count ECHO result=PASS "$o")" = 3 ] && echo 0 || echo 1) \
 		"guest_rc=$rc $(grep -a '^ECHO ' "$o" | sed 's/.*sent=\([0-9]*\) ok=\([0-9]*\).*size=\([0-9]*\).*result=\(.*\)/[\3: \2\/\1 \4]/' | tr '\n' ' ')"
 
-	# source: the guest receives the backend's frames, none of them damaged.
+	# source: the guest receives the backend's frames, none of them damaged;
+	# virtq-net sends SOURCE_COUNT frames: each one is delivered and received
+	# by the guest, or counted as dropped for want of a receive buffer.
 	net_start source || { check source-start 1 ""; return; }
-	guest source "${opts[@]}" -- 'gnet rx eth0 -t 3'
+	guest source "${opts[@]}" -- 'gnet rx eth0 -t 20 -i 2'
 	rc=$?
 	net_stop
 	o=$LOG/source.out
-	local got
+	local got ok=1
 	got=$(kv RX frames "$o")
-	check source-rx $([ $rc = 0 ] && [ "${got:-0}" -gt 0 ] && [ "$(kv RX bad "$o")" = 0 ] && echo 0 || echo 1) \
-		"guest_rc=$rc guest_rx=$got bad=$(kv RX bad "$o") backend_tx=$NET_TX"
+	if [ "$BACKEND" = virtq ]; then
+		# The interface counts from probe on, so frames that came
+		# before gnet opened its socket are counted too.
+		[ $rc = 0 ] && [ "$(kv RX bad "$o")" = 0 ] && [ "${NET_TX:-0}" -gt 0 ] &&
+			[ "$(kv RX if_rx_packets "$o")" = "$NET_TX" ] &&
+			[ $((NET_TX + NET_DROP)) = "$SOURCE_COUNT" ] && ok=0
+	else
+		[ $rc = 0 ] && [ "${got:-0}" -gt 0 ] && [ "$(kv RX bad "$o")" = 0 ] && ok=0
+	fi
+	check source-rx $ok "guest_rc=$rc guest_socket_rx=$got bad=$(kv RX bad "$o") guest_if_rx=$(kv RX if_rx_packets "$o") backend_delivered=$NET_TX backend_no_rx_buf=$NET_DROP sent=$SOURCE_COUNT"
 }
 
 # ---- packed ring, mrg_rxbuf off, after the guest's RX ring overflowed ----
@@ -252,8 +269,8 @@ net_overflow() {
 	net_start loopback || { check start 1 ""; return; }
 	guest overflow --dev net --sock "$NSOCK" --packed on --mrg off --mem 128 --timeout 110 -- "$FEATS"'
 		gnet echo eth0 -n 500 -s 0 || exit 1
-		for r in 1 2 3; do
-			gnet tx eth0 -n 30000
+		for r in 1 2; do
+			gnet tx eth0 -n 20000
 			sleep 0.5
 			echo "ROUND $r"
 			gnet echo eth0 -n 1000 -s 60 -w 2000
@@ -265,10 +282,11 @@ net_overflow() {
 	pass=$(count ECHO result=PASS "$o")
 	stale=$(grep -a '^ECHO ' "$o" | sed -n 's/.* stale=\([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 	local ok=1
-	[ $rc = 0 ] && [ "$pass" = 7 ] && ok=0
-	local info="guest_rc=$rc echo_pass=$pass/7 stale_frames=${stale:-?} backend_rx=$NET_RX backend_tx=$NET_TX backend_dropped=$NET_DROP"
+	[ $rc = 0 ] && [ "$pass" = 5 ] && ok=0
+	local info="guest_rc=$rc echo_pass=$pass/5 stale_frames=${stale:-?} backend_rx=$NET_RX backend_tx=$NET_TX backend_dropped=$NET_DROP"
 	if [ $ok = 1 ] && [ "$BACKEND" = testpmd ]; then
 		note "XFAIL after-overflow $info (known DPDK 22.11 packed non-mergeable issue)"
+		KEEP_LOGS=1
 	else
 		check after-overflow $ok "$info"
 	fi
@@ -283,7 +301,7 @@ net_restart() {
 	guest_bg restart --dev net --sock "$NSOCK" --reconnect 1 --mem 128 --timeout 110 -- '
 		gnet echo eth0 -n 500 -s 0 || exit 1
 		echo KILL_NOW
-		gnet tx eth0 -n 300000 > /dev/null 2>&1
+		gnet tx eth0 -n 100000000 -t 5 > /dev/null 2>&1
 		echo TX_DONE
 		gnet probe eth0 -t 60 && gnet echo eth0 -n 1000 -s 0'
 	if ! wait_mark restart KILL_NOW 80; then
