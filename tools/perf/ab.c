@@ -303,8 +303,9 @@ int perf_ab_main(int argc, char **argv)
 		ab_usage(stderr);
 		return 2;
 	}
-	if (strcmp(argv[optind], "ring") != 0 && strcmp(argv[optind], "vsock") != 0) {
-		fprintf(stderr, "virtq-perf ab: unknown workload '%s' (known: ring, vsock)\n",
+	if (strcmp(argv[optind], "ring") != 0 && strcmp(argv[optind], "net") != 0 &&
+	    strcmp(argv[optind], "vsock") != 0) {
+		fprintf(stderr, "virtq-perf ab: unknown workload '%s' (known: ring, net, vsock)\n",
 			argv[optind]);
 		return 2;
 	}

@@ -68,6 +68,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: virtq-perf COMMAND [options]\n"
 "  ring   two-thread ring benchmark (driver and device on two CPUs)\n"
+"  net    drive a vhost-user-net backend as a guest: tx, rx, rr\n"
 "  vsock  both ends of a vsock transfer around a vhost-user-vsock backend\n"
 "  ab     paired A/B runs of a workload: geometric means, change, 95%% CI\n"
 "  c2c    core-to-core one-way cache-line latency (placement probe)\n"
@@ -82,6 +83,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "ring"))
 		return perf_ring_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "net"))
+		return perf_net_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "vsock"))
 		return perf_vsock_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "ab"))

@@ -43,6 +43,9 @@ struct ring_result {
 int perf_ring_main(int argc, char **argv);
 int perf_ring_run(const struct ring_opts *o, struct ring_result *r);
 
+/* ---- the vhost-user-net generator (net.c) ---- */
+int perf_net_main(int argc, char **argv);
+
 /* ---- the vhost-user-vsock transfer (vsock.c) ---- */
 int perf_vsock_main(int argc, char **argv);
 

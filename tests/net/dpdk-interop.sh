@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Interop with DPDK testpmd, one case per run:
+#
+#   dpdk-interop.sh VIRTQ_NET VIRTQ_PERF CASE LAYOUT
+#
+#   CASE   vu-tx   testpmd virtio-user txonly -> virtq-net sink: every frame
+#                  testpmd sent is counted by virtq-net, exactly
+#          vu-rx   virtq-net source --count N -> testpmd virtio-user rxonly:
+#                  testpmd receives exactly N
+#          vh-tx   virtq-perf net tx --count N -> testpmd vhost rxonly:
+#                  testpmd receives exactly N
+#          vh-rx   testpmd vhost txonly -> virtq-perf net rx --count N
+#                  --verify: N frames of the right length arrive, and
+#                  testpmd sent at least N and at most N + a ring
+#   LAYOUT split | split-inorder | packed | packed-inorder
+#
+# Exit 77 (skip) when dpdk-testpmd is missing, unless CI=true (then 1).
+# testpmd runs without hugepages (--no-huge), as the lab does.
+set -u
+VNET=$1 VPERF=$2 CASE=$3 LAYOUT=$4
+
+skip() {
+	echo "SKIP: $*"
+	if [ "${CI:-}" = true ]; then
+		echo "CI=true: a missing peer is a failure"
+		exit 1
+	fi
+	exit 77
+}
+command -v dpdk-testpmd >/dev/null 2>&1 || skip "dpdk-testpmd not installed (scripts/deps.sh test)"
+[ -e /dev/net/tun ] || true
+
+case $LAYOUT in
+split)          PACKED=0 INORDER=0 ;;
+split-inorder)  PACKED=0 INORDER=1 ;;
+packed)         PACKED=1 INORDER=0 ;;
+packed-inorder) PACKED=1 INORDER=1 ;;
+*) echo "bad layout $LAYOUT"; exit 2 ;;
+esac
+onoff() { [ "$1" = 1 ] && echo on || echo off; }
+
+DIR=$(mktemp -d /tmp/virtq-interop.XXXXXX)
+SOCK=$DIR/net.sock
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
+	sleep 0.2
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$DIR" /var/run/dpdk/virtq-$$-* 2>/dev/null
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	for f in "$DIR"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+	exit 1
+}
+
+N=${N:-200000}
+EAL_COMMON=(--no-huge -m 256 --no-pci)
+
+# testpmd ROLE PREFIX VDEV FWD: start testpmd in the background.
+testpmd() {
+	local name=$1 vdev=$2 fwd=$3 main=$4
+	# Its stdin must stay open (interactive 'stop' is not used: SIGINT).
+	dpdk-testpmd -l 0,1 --main-lcore "$main" --file-prefix "virtq-$$-$name" \
+		"${EAL_COMMON[@]}" --vdev "$vdev" -- --forward-mode="$fwd" \
+		--nb-cores=1 --txpkts=64 --total-num-mbufs=8192 --stats-period 1 \
+		</dev/null >"$DIR/testpmd-$name.log" 2>&1 &
+	PIDS+=($!)
+	TESTPMD_PID=$!
+}
+
+# The largest count testpmd printed: its periodic port statistics count
+# from port start, while its final forward statistics leave out the frames
+# it flushed from the RX queues when forwarding started.
+tp_count() {    # FIELD (RX-packets|TX-packets) LOG
+	grep -oE "$1: +[0-9]+" "$2" | grep -oE '[0-9]+$' | sort -n | tail -n 1
+}
+
+stop_testpmd() {
+	kill -INT "$TESTPMD_PID" 2>/dev/null
+	for _ in $(seq 100); do
+		kill -0 "$TESTPMD_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	wait "$TESTPMD_PID" 2>/dev/null
+}
+
+wait_for() {    # SECONDS COMMAND...: poll until COMMAND succeeds
+	local t=$1
+	shift
+	for _ in $(seq $((t * 10))); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+vnet_json_field() {     # FIELD: last value in virtq-net's JSON lines
+	grep -oE "\"$1\":[0-9]+" "$DIR/vnet.out" 2>/dev/null | tail -n 1 | cut -d: -f2
+}
+
+case $CASE in
+vu-tx | vu-rx)
+	mode=sink
+	extra=()
+	[ "$CASE" = vu-rx ] && mode=source && extra=(--count "$N")
+	"$VNET" --socket-path "$SOCK" --once --quiet --json --stats-interval 0.2 \
+		"${extra[@]}" "$mode" >"$DIR/vnet.out" 2>"$DIR/vnet.log" &
+	VNET_PID=$!
+	PIDS+=($VNET_PID)
+	wait_for 5 test -S "$SOCK" || fail "virtq-net did not listen"
+	fwd=txonly
+	[ "$CASE" = vu-rx ] && fwd=rxonly
+	testpmd vu "net_virtio_user0,path=$SOCK,queues=1,queue_size=256,server=0,packed_vq=$PACKED,in_order=$INORDER,mrg_rxbuf=1" "$fwd" 1
+	if [ "$CASE" = vu-tx ]; then
+		sleep 3
+	else
+		rx_done() { [ "$(vnet_json_field rx_pkts)" = "$N" ]; }
+		wait_for 30 rx_done || fail "virtq-net did not deliver $N frames"
+		tp_done() { [ "$(tp_count RX-packets "$DIR/testpmd-vu.log")" = "$N" ]; }
+		wait_for 5 tp_done      # its next statistics show the last frames
+	fi
+	stop_testpmd
+	# virtq-net exits (--once) when testpmd's connection goes.
+	wait_for 10 bash -c "! kill -0 $VNET_PID 2>/dev/null" || fail "virtq-net did not exit"
+	wait "$VNET_PID"
+	rc=$?
+	[ $rc -eq 0 ] || fail "virtq-net exit status $rc"
+	summary=$(grep '"summary"' "$DIR/vnet.out")
+	[ -n "$summary" ] || fail "no summary from virtq-net"
+	if [ "$CASE" = vu-tx ]; then
+		sent=$(tp_count TX-packets "$DIR/testpmd-vu.log")
+		got=$(echo "$summary" | grep -oE '"tx_pkts":[0-9]+' | cut -d: -f2)
+		[ -n "$sent" ] && [ "$sent" -gt 0 ] || fail "testpmd sent nothing"
+		echo "testpmd virtio-user sent $sent, virtq-net received $got"
+		[ "$sent" = "$got" ] || fail "counts differ"
+	else
+		got=$(tp_count RX-packets "$DIR/testpmd-vu.log")
+		echo "virtq-net sent $N, testpmd virtio-user received $got"
+		[ "$got" = "$N" ] || fail "counts differ"
+	fi
+	drops=$(echo "$summary" | grep -oE '"drops":\{[^}]*\}')
+	echo "virtq-net drops: $drops"
+	echo "$drops" | grep -qE ':[1-9]' && fail "virtq-net dropped frames"
+	;;
+vh-tx | vh-rx)
+	fwd=rxonly
+	[ "$CASE" = vh-rx ] && fwd=txonly
+	testpmd vh "net_vhost0,iface=$SOCK,queues=1,client=0" "$fwd" 0
+	wait_for 20 test -S "$SOCK" || fail "testpmd vhost did not listen"
+	sleep 0.5
+	dir=tx
+	[ "$CASE" = vh-rx ] && dir=rx
+	"$VPERF" net --socket-path "$SOCK" --direction "$dir" --count "$N" \
+		--seconds 30 --packed "$(onoff $PACKED)" --in-order "$(onoff $INORDER)" \
+		--verify --json >"$DIR/perf.out" 2>"$DIR/perf.log" || fail "virtq-perf net failed"
+	got=$(grep -oE '"packets":[0-9]+' "$DIR/perf.out" | cut -d: -f2)
+	sleep 1
+	stop_testpmd
+	if [ "$CASE" = vh-tx ]; then
+		rx=$(tp_count RX-packets "$DIR/testpmd-vh.log")
+		echo "virtq-perf net sent $got (asked $N), testpmd vhost received $rx"
+		[ "$got" = "$N" ] && [ "$rx" = "$N" ] || fail "counts differ"
+	else
+		tx=$(tp_count TX-packets "$DIR/testpmd-vh.log")
+		echo "testpmd vhost sent $tx, virtq-perf net received $got (asked $N)"
+		[ "$got" = "$N" ] || fail "virtq-perf net received $got"
+		[ -n "$tx" ] && [ "$tx" -ge "$N" ] && [ "$tx" -le $((N + 512)) ] ||
+			fail "testpmd sent $tx"
+	fi
+	;;
+*)
+	echo "unknown case $CASE"
+	exit 2
+	;;
+esac
+echo PASS

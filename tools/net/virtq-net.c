@@ -1,0 +1,1086 @@
+// SPDX-License-Identifier: MIT
+/*
+ * virtq-net: a vhost-user-net backend.
+ *
+ *   virtq-net --socket-path PATH [options] [sink|source|loopback|tap IFNAME]
+ *
+ * The control plane (the vhost-user socket, statistics, signals) runs on the
+ * main thread; queue pairs are served by --threads worker threads, each
+ * running the runtime's poll loop over the pairs it owns.  When the
+ * front-end starts or stops a ring, the worker that owns it is stopped, its
+ * loop rebuilt with the rings that are running, and started again, so a
+ * ring is never touched after queue_stop returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <virtq/net.h>
+#include <virtq/runtime.h>
+#include <virtq/vhost_user_backend.h>
+
+#define MAX_PAIRS   64u
+#define MAX_THREADS 64u
+
+enum mode { M_SINK, M_SOURCE, M_LOOPBACK, M_TAP };
+static const char *const mode_names[] = { "sink", "source", "loopback", "tap" };
+
+struct opts {
+	enum mode mode;
+	const char *tap_name;
+	unsigned size;
+	unsigned pairs;
+	unsigned threads;
+	unsigned used_batch;
+	uint64_t busy_poll_us;
+	bool no_in_order, no_packed, no_event_idx, no_indirect, no_mrg;
+	double stats_interval;
+	bool json;
+	bool once;
+	bool client;
+	bool quiet;
+	uint64_t count;                 /* source: frames to send in all (0: no limit) */
+	int cpus[MAX_THREADS];
+	unsigned ncpus;
+};
+
+struct daemon;
+
+/* One ring as the daemon sees it. */
+struct ring {
+	struct daemon *d;
+	unsigned index;
+	bool running;
+	bool broken_logged;
+	struct vq_dev *dev;
+	int kick_fd, call_fd, err_fd;
+	struct vq_net_queue *nq;
+	struct vq_rt_queue *rtq;
+	uint64_t calls;                 /* RX calls we send ourselves */
+	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
+};
+
+/* Totals a worker publishes for the statistics line (atomic words). */
+struct wstats {
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	uint64_t kicks, calls;
+	uint64_t drops[VQ_NET_DROP_MAX];
+};
+
+struct worker {
+	struct daemon *d;
+	unsigned id;
+	pthread_t th;
+	bool running;
+	struct vq_rt_loop *loop;
+	struct wstats base;     /* from rings that stopped (control thread) */
+	struct wstats pub;      /* published by the worker, atomically */
+};
+
+struct tap {
+	int fd;
+	pthread_t th;
+	bool running;
+	int stop_fd;            /* eventfd that wakes the reader */
+	int stop;               /* atomic */
+};
+
+struct daemon {
+	struct opts o;
+	struct ring rings[2 * MAX_PAIRS];
+	struct worker workers[MAX_THREADS];
+	uint8_t frame[VQ_NET_MAX_FRAME];        /* source mode template */
+	struct tap tap;
+	int64_t source_left;            /* atomic; with --count */
+};
+
+static volatile sig_atomic_t g_stop;
+
+/* ------------------------------------------------------------------ */
+/* Ring ops for the loop: a broken ring goes idle for good instead of  */
+/* failing the whole loop (its error is logged once).                  */
+/* ------------------------------------------------------------------ */
+
+static bool r_has_avail(void *p)
+{
+	return vq_dev_has_avail(((struct ring *)p)->dev);
+}
+
+static void r_disable(void *p)
+{
+	vq_dev_disable_notify(((struct ring *)p)->dev);
+}
+
+static int r_enable(void *p)
+{
+	int r = vq_dev_enable_notify(((struct ring *)p)->dev);
+
+	return r < 0 ? 0 : r;
+}
+
+static bool r_should_signal(void *p)
+{
+	return vq_dev_should_signal(((struct ring *)p)->dev);
+}
+
+static const struct vq_rt_ring_ops ring_ops = {
+	.has_avail = r_has_avail, .disable_notify = r_disable,
+	.enable_notify = r_enable, .should_signal = r_should_signal,
+};
+
+static void ring_broken(struct ring *r)
+{
+	if (r->broken_logged)
+		return;
+	r->broken_logged = true;
+	fprintf(stderr, "virtq-net: queue %u broken: %s\n", r->index,
+		vq_dev_error_msg(r->dev));
+	if (r->err_fd >= 0)
+		vq_evt_signal(r->err_fd);
+}
+
+/* Signal the guest for a ring we fill outside its own turn (RX). */
+static void ring_call(struct ring *r)
+{
+	if (vq_dev_should_signal(r->dev)) {
+		if (r->call_fd >= 0)
+			vq_evt_signal(r->call_fd);
+		r->calls++;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Data path                                                           */
+/* ------------------------------------------------------------------ */
+
+static int sink_count(void *arg, const struct iovec *iov, unsigned cnt,
+		      uint32_t len, const struct vq_net_hdr *h)
+{
+	return 0;       /* the layer counts packets and bytes */
+}
+
+static int sink_loopback(void *arg, const struct iovec *iov, unsigned cnt,
+			 uint32_t len, const struct vq_net_hdr *h)
+{
+	struct ring *rx = arg;
+	struct iovec out[VQ_NET_TX_IOV + 1];
+	uint8_t mac[12];
+	int n, r;
+
+	if (!rx->running || !rx->nq)
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_NO_RX_BUF);
+	n = vq_net_mac_swapped(iov, cnt, len, mac, out);
+	if (n < 0)
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_RUNT);
+	r = vq_net_rx_deliver(rx->nq, out, (unsigned)n, len, NULL);
+	if (r < 0) {
+		ring_broken(rx);
+		/* Counted on the RX side as nothing; count the loss here. */
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_NO_RX_BUF);
+	}
+	/* Dropped frames were counted by the RX queue. */
+	return 0;
+}
+
+static int sink_tap(void *arg, const struct iovec *iov, unsigned cnt,
+		    uint32_t len, const struct vq_net_hdr *h)
+{
+	struct daemon *d = arg;
+	ssize_t w = writev(d->tap.fd, iov, (int)cnt);
+
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
+	if (w < 0)
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_SINK);
+	return 0;
+}
+
+static int process_tx(struct vq_rt_queue *q, void *arg,
+		      const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring *r = arg;
+	struct daemon *d = r->d;
+	struct ring *rx = &d->rings[r->index - 1];
+	int n;
+
+	switch (d->o.mode) {
+	case M_LOOPBACK:
+		n = vq_net_tx_process(r->nq, b->pkts, sink_loopback, rx, bytes);
+		if (rx->running && rx->nq) {
+			if (vq_net_rx_flush(rx->nq) < 0)
+				ring_broken(rx);
+			else
+				ring_call(rx);
+		}
+		break;
+	case M_TAP:
+		n = vq_net_tx_process(r->nq, b->pkts, sink_tap, d, bytes);
+		break;
+	default:
+		n = vq_net_tx_process(r->nq, b->pkts, sink_count, NULL, bytes);
+		break;
+	}
+	if (n < 0) {
+		ring_broken(r);
+		return 0;
+	}
+	return n;
+}
+
+/* Source: frames of --size bytes for as long as the guest has buffers. */
+static int process_rx_source(struct vq_rt_queue *q, void *arg,
+			     const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring *r = arg;
+	struct daemon *d = r->d;
+	struct iovec iov = { d->frame, d->o.size };
+	unsigned n = 0;
+	int k;
+
+	while (n < b->pkts && vq_dev_has_avail(r->dev)) {
+		if (d->o.count &&
+		    __atomic_fetch_sub(&d->source_left, 1, __ATOMIC_RELAXED) <= 0)
+			break;
+		k = vq_net_rx_deliver(r->nq, &iov, 1, d->o.size, NULL);
+		if (k < 0) {
+			ring_broken(r);
+			return 0;
+		}
+		if (k == 0)
+			break;
+		n++;
+		*bytes += d->o.size;
+	}
+	if (vq_net_rx_flush(r->nq) < 0) {
+		ring_broken(r);
+		return 0;
+	}
+	return (int)n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Workers                                                             */
+/* ------------------------------------------------------------------ */
+
+static unsigned worker_of(const struct daemon *d, unsigned ring_index)
+{
+	return (ring_index / 2) % d->o.threads;
+}
+
+static void stats_add_ring(struct wstats *s, struct ring *r)
+{
+	const struct vq_net_stats *ns;
+	unsigned i;
+
+	if (!r->nq)
+		return;
+	ns = vq_net_queue_stats(r->nq);
+	if (vq_net_is_tx_queue(r->index)) {
+		s->tx_pkts += ns->packets;
+		s->tx_bytes += ns->bytes;
+	} else {
+		s->rx_pkts += ns->packets;
+		s->rx_bytes += ns->bytes;
+	}
+	for (i = 0; i < VQ_NET_DROP_MAX; i++)
+		s->drops[i] += ns->drops[i];
+	s->calls += r->calls + r->rt_calls;
+	s->kicks += r->rt_kicks;
+	if (r->rtq) {
+		struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
+
+		s->kicks += c->kicks_recv;
+		s->calls += c->calls_sent;
+	}
+}
+
+/* Publish this worker's totals (worker thread; the control thread reads
+ * them with atomic loads). */
+static void worker_publish(struct worker *w)
+{
+	struct daemon *d = w->d;
+	struct wstats s = w->base;
+	uint64_t *src = (uint64_t *)&s, *dst = (uint64_t *)&w->pub;
+	unsigned i;
+
+	for (i = 0; i < 2 * d->o.pairs; i++)
+		if (worker_of(d, i) == w->id && d->rings[i].running)
+			stats_add_ring(&s, &d->rings[i]);
+	for (i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
+		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct daemon *d = w->d;
+
+	if (d->o.ncpus) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(d->o.cpus[w->id % d->o.ncpus], &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	while (!vq_rt_loop_stopped(w->loop)) {
+		int r = vq_rt_loop_run_once(w->loop, 0);
+
+		if (r == 0) {
+			/* Nothing done: publish, then sleep (or busy poll) */
+			worker_publish(w);
+			r = vq_rt_loop_run_once(w->loop, 200);
+		}
+		if (r < 0) {
+			fprintf(stderr, "virtq-net: worker %u: %s\n", w->id, strerror(-r));
+			break;
+		}
+	}
+	worker_publish(w);
+	return NULL;
+}
+
+static void worker_stop(struct worker *w)
+{
+	struct daemon *d = w->d;
+	unsigned i;
+
+	if (!w->running)
+		return;
+	vq_rt_loop_stop(w->loop);
+	pthread_join(w->th, NULL);
+	w->running = false;
+	/* The loop's queue counters go with it: keep them. */
+	for (i = 0; i < 2 * d->o.pairs; i++) {
+		struct ring *r = &d->rings[i];
+
+		if (worker_of(d, i) != w->id || !r->rtq)
+			continue;
+		r->rt_kicks += vq_rt_queue_counters(r->rtq)->kicks_recv;
+		r->rt_calls += vq_rt_queue_counters(r->rtq)->calls_sent;
+		r->rtq = NULL;
+	}
+	vq_rt_loop_free(w->loop);
+	w->loop = NULL;
+}
+
+/* Build the worker's loop from the running rings it owns and start it. */
+static int worker_start(struct worker *w)
+{
+	struct daemon *d = w->d;
+	struct vq_rt_loop_config lc = { .busy_poll_ns = d->o.busy_poll_us * 1000 };
+	unsigned i, nq = 0;
+	int r;
+
+	r = vq_rt_loop_new(&lc, &w->loop);
+	if (r < 0)
+		return r;
+	for (i = 0; i < 2 * d->o.pairs; i++) {
+		struct ring *rg = &d->rings[i];
+		struct vq_rt_queue_config qc = {
+			.ops = &ring_ops, .ring = rg, .kick_fd = rg->kick_fd,
+			.call_fd = rg->call_fd, .arg = rg,
+		};
+
+		if (worker_of(d, i) != w->id || !rg->running)
+			continue;
+		rg->rtq = NULL;
+		if (vq_net_is_tx_queue(i)) {
+			qc.process = process_tx;
+		} else if (d->o.mode == M_SOURCE) {
+			qc.process = process_rx_source;
+		} else {
+			/* RX is filled from the TX turn (loopback) or the TAP
+			 * reader: no turn of its own. */
+			continue;
+		}
+		r = vq_rt_loop_add(w->loop, &qc, &rg->rtq);
+		if (r < 0) {
+			vq_rt_loop_free(w->loop);
+			w->loop = NULL;
+			return r;
+		}
+		nq++;
+	}
+	if (!nq) {
+		vq_rt_loop_free(w->loop);
+		w->loop = NULL;
+		return 0;
+	}
+	r = pthread_create(&w->th, NULL, worker_main, w);
+	if (r) {
+		vq_rt_loop_free(w->loop);
+		w->loop = NULL;
+		return -r;
+	}
+	w->running = true;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* TAP                                                                 */
+/* ------------------------------------------------------------------ */
+
+static int tap_open(const char *name)
+{
+	struct ifreq ifr;
+	int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+/*
+ * The TAP reader owns receiveq 0 while it runs: frames read from the TAP
+ * go to the guest.  With no guest buffers it enables RX notifications and
+ * waits for the guest's kick (frames wait in the TAP's queue meanwhile).
+ */
+static void *tap_main(void *arg)
+{
+	struct daemon *d = arg;
+	struct ring *rx = &d->rings[0];
+	static uint8_t buf[VQ_NET_MAX_FRAME];
+	bool want_kick = false;
+
+	while (!__atomic_load_n(&d->tap.stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pf[2] = {
+			{ .fd = d->tap.stop_fd, .events = POLLIN },
+			{ .fd = want_kick ? rx->kick_fd : d->tap.fd, .events = POLLIN },
+		};
+
+		if (poll(pf, 2, 500) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents)
+			continue;
+		if (want_kick) {
+			if (pf[1].revents)
+				vq_evt_drain(rx->kick_fd);
+			vq_dev_disable_notify(rx->dev);
+			want_kick = false;
+		}
+		for (unsigned n = 0; n < 256; n++) {
+			ssize_t len;
+			struct iovec iov;
+			int r;
+
+			if (!vq_dev_has_avail(rx->dev)) {
+				r = vq_dev_enable_notify(rx->dev);
+				if (r == 0 && rx->kick_fd >= 0)
+					want_kick = true;
+				else if (r > 0)
+					vq_dev_disable_notify(rx->dev);
+				if (r < 0)
+					ring_broken(rx);
+				break;
+			}
+			len = read(d->tap.fd, buf, sizeof(buf));
+			if (len <= 0)
+				break;
+			iov = (struct iovec){ buf, (size_t)len };
+			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)len, NULL);
+			if (r < 0) {
+				ring_broken(rx);
+				break;
+			}
+		}
+		if (vq_net_rx_flush(rx->nq) >= 0)
+			ring_call(rx);
+	}
+	return NULL;
+}
+
+static void tap_stop(struct daemon *d)
+{
+	if (!d->tap.running)
+		return;
+	__atomic_store_n(&d->tap.stop, 1, __ATOMIC_RELEASE);
+	vq_evt_signal(d->tap.stop_fd);
+	pthread_join(d->tap.th, NULL);
+	vq_evt_drain(d->tap.stop_fd);
+	d->tap.running = false;
+}
+
+static void tap_start(struct daemon *d)
+{
+	if (d->tap.running || !d->rings[0].running)
+		return;
+	__atomic_store_n(&d->tap.stop, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&d->tap.th, NULL, tap_main, d) == 0)
+		d->tap.running = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* vhost-user device callbacks (control thread)                        */
+/* ------------------------------------------------------------------ */
+
+static void ring_release(struct ring *r, struct worker *w)
+{
+	if (!r->running)
+		return;
+	/* Whatever was filled reaches the guest before the ring goes. */
+	if (r->nq && !vq_net_is_tx_queue(r->index))
+		vq_net_rx_flush(r->nq);
+	stats_add_ring(&w->base, r);
+	vq_net_queue_free(r->nq);
+	r->nq = NULL;
+	r->rtq = NULL;
+	r->running = false;
+	r->dev = NULL;
+	r->calls = r->rt_kicks = r->rt_calls = 0;
+}
+
+static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
+{
+	struct daemon *d = opaque;
+	struct ring *r;
+	struct worker *w;
+	struct vq_net_queue_config nc;
+	int e;
+
+	if (q->index >= 2 * d->o.pairs)
+		return -EINVAL;
+	r = &d->rings[q->index];
+	w = &d->workers[worker_of(d, q->index)];
+	worker_stop(w);
+	if (d->o.mode == M_TAP && q->index == 0)
+		tap_stop(d);
+	ring_release(r, w);
+	nc = (struct vq_net_queue_config){
+		.dev = q->vq,
+		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
+		.used_batch = d->o.used_batch,
+	};
+	e = vq_net_queue_new(&nc, &r->nq);
+	if (e < 0)
+		return e;
+	r->dev = q->vq;
+	r->kick_fd = q->kick_fd;
+	r->call_fd = q->call_fd;
+	r->err_fd = q->err_fd;
+	r->broken_logged = false;
+	r->running = true;
+	if (!d->o.quiet)
+		fprintf(stderr, "virtq-net: queue %u started (%s, %u entries, features 0x%" PRIx64 ")\n",
+			q->index, vq_net_is_tx_queue(q->index) ? "tx" : "rx",
+			vq_dev_num(q->vq), vq_dev_features(q->vq));
+	e = worker_start(w);
+	if (d->o.mode == M_TAP && q->index == 0)
+		tap_start(d);
+	return e;
+}
+
+static void dev_queue_stop(void *opaque, unsigned index)
+{
+	struct daemon *d = opaque;
+	struct worker *w;
+
+	if (index >= 2 * d->o.pairs)
+		return;
+	w = &d->workers[worker_of(d, index)];
+	worker_stop(w);
+	if (d->o.mode == M_TAP && index == 0)
+		tap_stop(d);
+	ring_release(&d->rings[index], w);
+	if (worker_start(w) < 0)
+		fprintf(stderr, "virtq-net: cannot restart worker %u\n", w->id);
+	if (!d->o.quiet)
+		fprintf(stderr, "virtq-net: queue %u stopped\n", index);
+}
+
+static void dev_reset(void *opaque)
+{
+}
+
+static const struct vq_vhu_device_ops net_ops = {
+	.queue_start = dev_queue_start,
+	.queue_stop = dev_queue_stop,
+	.reset = dev_reset,
+};
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+static void stats_read(struct daemon *d, struct wstats *s)
+{
+	unsigned i, k;
+
+	memset(s, 0, sizeof(*s));
+	for (i = 0; i < d->o.threads; i++) {
+		uint64_t *src = (uint64_t *)&d->workers[i].pub;
+		uint64_t *base = (uint64_t *)&d->workers[i].base;
+		uint64_t *dst = (uint64_t *)s;
+
+		for (k = 0; k < sizeof(*s) / sizeof(uint64_t); k++) {
+			uint64_t p = __atomic_load_n(&src[k], __ATOMIC_RELAXED);
+
+			/* base only grows while the worker is stopped, and the
+			 * worker's publication includes it. */
+			dst[k] += p > base[k] ? p : base[k];
+		}
+	}
+}
+
+static uint64_t drops_total(const struct wstats *s)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < VQ_NET_DROP_MAX; i++)
+		t += s->drops[i];
+	return t;
+}
+
+static void stats_print(struct daemon *d, const struct wstats *now,
+			const struct wstats *prev, double dt, double t, bool final)
+{
+	double tx_pps = (double)(now->tx_pkts - prev->tx_pkts) / dt;
+	double rx_pps = (double)(now->rx_pkts - prev->rx_pkts) / dt;
+	double tx_gbps = (double)(now->tx_bytes - prev->tx_bytes) * 8 / dt / 1e9;
+	double rx_gbps = (double)(now->rx_bytes - prev->rx_bytes) * 8 / dt / 1e9;
+	uint64_t pk = (now->tx_pkts - prev->tx_pkts) + (now->rx_pkts - prev->rx_pkts);
+	double kpp = pk ? (double)(now->kicks - prev->kicks) / (double)pk : 0;
+	double cpp = pk ? (double)(now->calls - prev->calls) / (double)pk : 0;
+	unsigned i;
+
+	if (d->o.json) {
+		printf("{\"%s\":true,\"t\":%.3f,\"mode\":\"%s\",\"tx_pkts\":%" PRIu64
+		       ",\"rx_pkts\":%" PRIu64 ",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64
+		       ",\"tx_pps\":%.0f,\"rx_pps\":%.0f,\"tx_gbps\":%.4f,\"rx_gbps\":%.4f"
+		       ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64
+		       ",\"kicks_per_pkt\":%.6f,\"calls_per_pkt\":%.6f,\"drops\":{",
+		       final ? "summary" : "stats", t, mode_names[d->o.mode],
+		       now->tx_pkts, now->rx_pkts, now->tx_bytes, now->rx_bytes,
+		       tx_pps, rx_pps, tx_gbps, rx_gbps, now->kicks, now->calls, kpp, cpp);
+		for (i = 0; i < VQ_NET_DROP_MAX; i++)
+			printf("%s\"%s\":%" PRIu64, i ? "," : "",
+			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
+		printf("}}\n");
+	} else {
+		printf("%s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
+		       "kicks/pkt %.4f calls/pkt %.4f  drops %" PRIu64,
+		       final ? "summary" : "stats  ", t, tx_pps / 1e6, tx_gbps,
+		       rx_pps / 1e6, rx_gbps, kpp, cpp, drops_total(now));
+		if (drops_total(now)) {
+			printf(" (");
+			for (i = 0; i < VQ_NET_DROP_MAX; i++)
+				if (now->drops[i])
+					printf(" %s=%" PRIu64, vq_net_drop_name((enum vq_net_drop)i),
+					       now->drops[i]);
+			printf(" )");
+		}
+		if (final)
+			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
+			       " packets %" PRIu64 " bytes", now->tx_pkts, now->tx_bytes,
+			       now->rx_pkts, now->rx_bytes);
+		printf("\n");
+	}
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: virtq-net (--socket-path PATH | --fd N) [options] [MODE]\n"
+"       virtq-net --print-capabilities\n"
+"A vhost-user-net backend.  MODE: sink (count and drop what the guest sends,\n"
+"the default), source (send --size byte frames to the guest), loopback (send\n"
+"each frame back with the MAC addresses swapped), tap IFNAME (bridge to a TAP).\n"
+"  --socket-path PATH    listen on a UNIX socket (vhost-user server)\n"
+"  --fd N                use an inherited socket\n"
+"  --client              connect to PATH instead, reconnecting every second\n"
+"  --mode MODE [--tap IFNAME]  the same as the positional MODE\n"
+"  --size BYTES          source frame size (64)\n"
+"  --count N             source: send N frames in all, then stop sending\n"
+"  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ)\n"
+"  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
+"  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
+"  --used-batch N        publish used entries every N (1: each on its own;\n"
+"                        0: once per burst, the default)\n"
+"  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
+"  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
+"                        stop offering that feature\n"
+"  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n"
+"  --json                statistics as JSON lines\n"
+"  --once                exit when the first front-end disconnects\n"
+"  --quiet               no queue start/stop messages\n");
+}
+
+enum {
+	O_MODE = 256, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_USED_BATCH,
+	O_BUSY_POLL, O_NO_IN_ORDER, O_NO_PACKED, O_NO_EVENT_IDX, O_NO_INDIRECT,
+	O_NO_MRG, O_STATS, O_JSON, O_ONCE, O_CLIENT, O_QUIET, O_COUNT, O_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ "mode", required_argument, NULL, O_MODE },
+	{ "tap", required_argument, NULL, O_TAP },
+	{ "size", required_argument, NULL, O_SIZE },
+	{ "queue-pairs", required_argument, NULL, O_PAIRS },
+	{ "threads", required_argument, NULL, O_THREADS },
+	{ "cpu", required_argument, NULL, O_CPU },
+	{ "used-batch", required_argument, NULL, O_USED_BATCH },
+	{ "busy-poll", required_argument, NULL, O_BUSY_POLL },
+	{ "no-in-order", no_argument, NULL, O_NO_IN_ORDER },
+	{ "no-packed", no_argument, NULL, O_NO_PACKED },
+	{ "no-event-idx", no_argument, NULL, O_NO_EVENT_IDX },
+	{ "no-indirect", no_argument, NULL, O_NO_INDIRECT },
+	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
+	{ "stats-interval", required_argument, NULL, O_STATS },
+	{ "json", no_argument, NULL, O_JSON },
+	{ "once", no_argument, NULL, O_ONCE },
+	{ "client", no_argument, NULL, O_CLIENT },
+	{ "quiet", no_argument, NULL, O_QUIET },
+	{ "count", required_argument, NULL, O_COUNT },
+	{ "help", no_argument, NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
+{
+	char *end;
+
+	if (!*s || *s == '-')
+		return false;
+	errno = 0;
+	*v = strtoul(s, &end, 0);
+	return !errno && *end == '\0' && *v <= max;
+}
+
+static int parse_mode(struct opts *o, const char *s)
+{
+	for (unsigned i = 0; i < 4; i++)
+		if (!strcmp(s, mode_names[i])) {
+			o->mode = (enum mode)i;
+			return 0;
+		}
+	fprintf(stderr, "virtq-net: unknown mode '%s'\n", s);
+	return -1;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	unsigned long v;
+	char *end;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->size = 64;
+	o->pairs = 1;
+	o->threads = 1;
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case O_MODE:
+			if (parse_mode(o, optarg) < 0)
+				return -1;
+			break;
+		case O_TAP:
+			o->tap_name = optarg;
+			break;
+		case O_SIZE:
+			if (!parse_uint(optarg, VQ_NET_MAX_FRAME, &v) || v < VQ_NET_MIN_FRAME)
+				goto bad;
+			o->size = (unsigned)v;
+			break;
+		case O_PAIRS:
+			if (!parse_uint(optarg, MAX_PAIRS, &v) || !v)
+				goto bad;
+			o->pairs = (unsigned)v;
+			break;
+		case O_THREADS:
+			if (!parse_uint(optarg, MAX_THREADS, &v) || !v)
+				goto bad;
+			o->threads = (unsigned)v;
+			break;
+		case O_CPU: {
+			char *s = optarg;
+
+			o->ncpus = 0;
+			while (*s && o->ncpus < MAX_THREADS) {
+				long cpu = strtol(s, &end, 10);
+
+				if (end == s || cpu < 0 || cpu >= CPU_SETSIZE)
+					goto bad;
+				o->cpus[o->ncpus++] = (int)cpu;
+				s = *end == ',' ? end + 1 : end;
+				if (*end && *end != ',')
+					goto bad;
+			}
+			break;
+		}
+		case O_USED_BATCH:
+			if (!parse_uint(optarg, 1u << 16, &v))
+				goto bad;
+			o->used_batch = (unsigned)v;
+			break;
+		case O_BUSY_POLL:
+			if (!parse_uint(optarg, 10000000, &v))
+				goto bad;
+			o->busy_poll_us = v;
+			break;
+		case O_NO_IN_ORDER: o->no_in_order = true; break;
+		case O_NO_PACKED: o->no_packed = true; break;
+		case O_NO_EVENT_IDX: o->no_event_idx = true; break;
+		case O_NO_INDIRECT: o->no_indirect = true; break;
+		case O_NO_MRG: o->no_mrg = true; break;
+		case O_STATS:
+			o->stats_interval = strtod(optarg, &end);
+			if (*end || o->stats_interval < 0)
+				goto bad;
+			break;
+		case O_JSON: o->json = true; break;
+		case O_ONCE: o->once = true; break;
+		case O_CLIENT: o->client = true; break;
+		case O_QUIET: o->quiet = true; break;
+		case O_COUNT:
+			if (!parse_uint(optarg, ~0ul, &v))
+				goto bad;
+			o->count = v;
+			break;
+		case O_HELP:
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		if (parse_mode(o, argv[optind++]) < 0)
+			return -1;
+		if (o->mode == M_TAP && optind < argc)
+			o->tap_name = argv[optind++];
+	}
+	if (optind < argc) {
+		fprintf(stderr, "virtq-net: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (o->mode == M_TAP && !o->tap_name) {
+		fprintf(stderr, "virtq-net: tap mode needs an interface name\n");
+		return -1;
+	}
+	if (o->threads > o->pairs)
+		o->threads = o->pairs;
+	return 0;
+bad:
+	fprintf(stderr, "virtq-net: bad value '%s'\n", optarg);
+	return -1;
+}
+
+static uint64_t offered_features(const struct opts *o)
+{
+	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
+		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
+		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
+		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+
+	if (o->pairs > 1)
+		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
+	if (o->no_in_order)
+		f &= ~VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	if (o->no_packed)
+		f &= ~VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	if (o->no_event_idx)
+		f &= ~VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	if (o->no_indirect)
+		f &= ~VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
+	if (o->no_mrg)
+		f &= ~VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	return f;
+}
+
+/* A broadcast frame of an experimental EtherType with a counting payload. */
+static void build_frame(uint8_t *f, unsigned size)
+{
+	static const uint8_t src[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x01 };
+
+	memset(f, 0xff, 6);
+	memcpy(f + 6, src, 6);
+	f[12] = 0x88;
+	f[13] = 0xb5;
+	for (unsigned i = 14; i < size; i++)
+		f[i] = (uint8_t)i;
+}
+
+static double now_s(void)
+{
+	return (double)vq_rt_now_ns() / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon d;
+	struct vq_vhu_opts vo;
+	struct vq_vhu_device dev;
+	struct vq_vhu_backend *b = NULL;
+	struct wstats prev, cur;
+	double t0, last, next_stats;
+	unsigned i;
+	int r, rc = 1;
+
+	if (vq_vhu_parse_opts(&argc, argv, &vo) < 0)
+		return 2;
+	if (vo.print_capabilities) {
+		static const char *const none[] = { NULL };
+
+		vq_vhu_print_capabilities(stdout, "net", none);
+		return 0;
+	}
+	if (parse_args(argc, argv, &d.o) < 0)
+		return 2;
+	if (!vo.socket_path && vo.fd < 0) {
+		fprintf(stderr, "virtq-net: --socket-path or --fd is required\n");
+		usage(stderr);
+		return 2;
+	}
+	for (i = 0; i < MAX_THREADS; i++) {
+		d.workers[i].d = &d;
+		d.workers[i].id = i;
+	}
+	for (i = 0; i < 2 * MAX_PAIRS; i++) {
+		d.rings[i].d = &d;
+		d.rings[i].index = i;
+		d.rings[i].kick_fd = d.rings[i].call_fd = d.rings[i].err_fd = -1;
+	}
+	build_frame(d.frame, d.o.size);
+	d.source_left = (int64_t)d.o.count;
+	d.tap.fd = -1;
+	if (d.o.mode == M_TAP) {
+		if (d.o.pairs != 1) {
+			fprintf(stderr, "virtq-net: tap mode serves one queue pair\n");
+			return 2;
+		}
+		d.tap.fd = tap_open(d.o.tap_name);
+		if (d.tap.fd < 0) {
+			fprintf(stderr, "virtq-net: cannot open TAP %s: %s\n",
+				d.o.tap_name, strerror(-d.tap.fd));
+			return 1;
+		}
+		d.tap.stop_fd = vq_evt_new();
+	}
+
+	dev = (struct vq_vhu_device){
+		.name = "virtq-net", .features = offered_features(&d.o),
+		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
+	};
+	r = vq_vhu_backend_new(&dev, &b);
+	if (r < 0) {
+		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
+		return 1;
+	}
+	if (d.o.client && vo.socket_path)
+		r = vq_vhu_backend_connect(b, vo.socket_path, 1000);
+	else
+		r = vq_vhu_backend_open(b, &vo);
+	if (r < 0) {
+		fprintf(stderr, "virtq-net: cannot open %s: %s\n",
+			vo.socket_path ? vo.socket_path : "the socket", strerror(-r));
+		goto out;
+	}
+	vq_vhu_on_sigterm(&g_stop);
+	signal(SIGPIPE, SIG_IGN);
+	if (!d.o.quiet)
+		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
+			mode_names[d.o.mode], d.o.pairs, d.o.threads, dev.features);
+
+	memset(&prev, 0, sizeof(prev));
+	t0 = last = now_s();
+	next_stats = d.o.stats_interval > 0 ? t0 + d.o.stats_interval : 0;
+	bool was_connected = false;
+
+	rc = 0;
+	while (!g_stop) {
+		int fd = vq_vhu_backend_fd(b);
+		int tmo = vq_vhu_backend_timeout_ms(b);
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		double t;
+
+		if (next_stats) {
+			int st = (int)((next_stats - now_s()) * 1000) + 1;
+
+			if (st < 0)
+				st = 0;
+			if (tmo < 0 || st < tmo)
+				tmo = st;
+		}
+		r = poll(&pf, fd >= 0 ? 1 : 0, tmo);
+		if (r < 0 && errno != EINTR) {
+			rc = 1;
+			break;
+		}
+		if (g_stop)
+			break;
+		if (r > 0 || fd < 0 || vq_vhu_backend_timeout_ms(b) == 0) {
+			do {
+				r = vq_vhu_backend_process(b);
+			} while (r > 0 && !g_stop);
+			if (r < 0 && r != -ECONNRESET)
+				fprintf(stderr, "virtq-net: connection closed: %s\n",
+					vq_vhu_backend_error_msg(b));
+			if (vq_vhu_backend_connected(b))
+				was_connected = true;
+			else if (was_connected && d.o.once)
+				break;
+		}
+		t = now_s();
+		if (next_stats && t >= next_stats) {
+			stats_read(&d, &cur);
+			stats_print(&d, &cur, &prev, t - last, t - t0, false);
+			prev = cur;
+			last = t;
+			next_stats += d.o.stats_interval;
+			if (next_stats < t)
+				next_stats = t + d.o.stats_interval;
+		}
+	}
+	/* Stop the data path first: queue_stop for each running ring comes
+	 * with the backend's teardown, but the summary wants final counts. */
+	for (i = 0; i < d.o.threads; i++)
+		worker_stop(&d.workers[i]);
+	tap_stop(&d);
+	for (i = 0; i < 2 * d.o.pairs; i++)
+		ring_release(&d.rings[i], &d.workers[worker_of(&d, i)]);
+	for (i = 0; i < d.o.threads; i++)
+		d.workers[i].pub = d.workers[i].base;
+	stats_read(&d, &cur);
+	memset(&prev, 0, sizeof(prev));
+	{
+		double t = now_s();
+
+		stats_print(&d, &cur, &prev, t - t0 > 0 ? t - t0 : 1, t - t0, true);
+	}
+out:
+	vq_vhu_backend_free(b);
+	if (d.tap.fd >= 0) {
+		close(d.tap.fd);
+		close(d.tap.stop_fd);
+	}
+	return rc;
+}

@@ -1,0 +1,758 @@
+// SPDX-License-Identifier: MIT
+/*
+ * virtq-perf net: drive a vhost-user-net backend the way a guest would, with
+ * our vhost-user front-end (the virtio-user role).
+ *
+ *   tx  we send frames of --size bytes as fast as the backend takes them
+ *       (testpmd txonly); the rate is the completions per second
+ *   rx  we post receive buffers and count the frames that arrive (rxonly)
+ *   rr  one frame out, wait for it to come back from a loopback backend;
+ *       round-trip latency percentiles (netperf TCP_RR's shape)
+ *
+ * The backend is either at --socket-path or started by us (--backend CMD,
+ * run through /bin/sh with "--socket-path TMP" appended) and stopped at the
+ * end.  --json prints one object with "ops_per_sec", so `virtq-perf ab`
+ * can pair runs of it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <virtq/net.h>
+#include <virtq/runtime.h>
+#include <virtq/vhost_user_frontend.h>
+
+#include "perf.h"
+
+enum dir { D_TX, D_RX, D_RR };
+
+struct net_opts {
+	const char *socket_path;
+	const char *backend;
+	enum dir dir;
+	unsigned size;
+	bool packed, in_order, event_idx, mrg, indirect;
+	int64_t busy_poll_us;           /* -1: poll forever (never sleep) */
+	unsigned queue_size;
+	unsigned burst;
+	double seconds;
+	uint64_t count;
+	int cpu;
+	bool json;
+	bool hugetlb;
+	bool verify;
+};
+
+#define RXBUF 2048u
+
+struct net_run {
+	struct net_opts o;
+	struct vq_vhu_frontend *f;
+	struct vq_drv *rxq, *txq;
+	int rx_kick, rx_call, tx_kick, tx_call;
+	uint32_t hdr_len;
+	uint8_t *txmem;                 /* queue_size frames */
+	uint64_t txgpa;
+	uint32_t txstride;
+	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
+	uint64_t rxgpa;
+	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
+	uint64_t pkts, bytes, bad;
+	double elapsed;
+	double *lat;                    /* rr: microseconds */
+	uint64_t nlat, lat_cap;
+	pid_t backend_pid;
+	char tmpdir[64];
+	char sock[100];
+};
+
+static void net_usage(FILE *f)
+{
+	fprintf(f,
+"usage: virtq-perf net (--socket-path PATH | --backend CMD) [options]\n"
+"  --direction tx|rx|rr  we send, we receive, or request-response (tx)\n"
+"  --size BYTES          frame size without the virtio-net header (64)\n"
+"  --packed on|off       packed ring (off)\n"
+"  --in-order on|off     VIRTIO_F_IN_ORDER (off)\n"
+"  --event-idx on|off    VIRTIO_F_EVENT_IDX (on)\n"
+"  --mrg-rxbuf on|off    VIRTIO_NET_F_MRG_RXBUF (on)\n"
+"  --indirect on|off     VIRTIO_F_INDIRECT_DESC (off)\n"
+"  --busy-poll USEC      poll this long for used buffers, then sleep on the\n"
+"                        call eventfd; default: poll without sleeping\n"
+"  --queue-size N        ring size (256)\n"
+"  --burst N             frames per kick decision (32)\n"
+"  --seconds S           run time (5)\n"
+"  --count N             stop after N frames (or transactions)\n"
+"  --cpu N               pin to CPU N\n"
+"  --hugetlb             guest memory on huge pages\n"
+"  --verify              rx/rr: check every received frame's length and bytes\n"
+"  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
+"  --json                one JSON object with ops_per_sec\n");
+}
+
+enum {
+	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
+	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
+	N_JSON, N_HUGE, N_VERIFY, N_HELP,
+};
+
+static const struct option net_long[] = {
+	{ "socket-path", required_argument, NULL, N_SOCK },
+	{ "backend", required_argument, NULL, N_BACKEND },
+	{ "direction", required_argument, NULL, N_DIR },
+	{ "size", required_argument, NULL, N_SIZE },
+	{ "packed", required_argument, NULL, N_PACKED },
+	{ "in-order", required_argument, NULL, N_INORDER },
+	{ "event-idx", required_argument, NULL, N_EVIDX },
+	{ "mrg-rxbuf", required_argument, NULL, N_MRG },
+	{ "indirect", required_argument, NULL, N_INDIRECT },
+	{ "busy-poll", required_argument, NULL, N_BP },
+	{ "queue-size", required_argument, NULL, N_QSIZE },
+	{ "burst", required_argument, NULL, N_BURST },
+	{ "seconds", required_argument, NULL, N_SECS },
+	{ "count", required_argument, NULL, N_COUNT },
+	{ "cpu", required_argument, NULL, N_CPU },
+	{ "json", no_argument, NULL, N_JSON },
+	{ "hugetlb", no_argument, NULL, N_HUGE },
+	{ "verify", no_argument, NULL, N_VERIFY },
+	{ "help", no_argument, NULL, N_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int net_parse(int argc, char **argv, struct net_opts *o)
+{
+	uint64_t v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->dir = D_TX;
+	o->size = 64;
+	o->event_idx = o->mrg = true;
+	o->busy_poll_us = -1;
+	o->queue_size = 256;
+	o->burst = 32;
+	o->seconds = 5;
+	o->cpu = -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", net_long, NULL)) != -1) {
+		bool *flag = NULL;
+
+		switch (c) {
+		case N_SOCK: o->socket_path = optarg; break;
+		case N_BACKEND: o->backend = optarg; break;
+		case N_DIR:
+			if (!strcmp(optarg, "tx"))
+				o->dir = D_TX;
+			else if (!strcmp(optarg, "rx"))
+				o->dir = D_RX;
+			else if (!strcmp(optarg, "rr"))
+				o->dir = D_RR;
+			else
+				goto bad;
+			break;
+		case N_SIZE:
+			if (!perf_parse_u64(optarg, &v) || v < VQ_NET_MIN_FRAME ||
+			    v > RXBUF - 12)
+				goto bad;
+			o->size = (unsigned)v;
+			break;
+		case N_PACKED: flag = &o->packed; break;
+		case N_INORDER: flag = &o->in_order; break;
+		case N_EVIDX: flag = &o->event_idx; break;
+		case N_MRG: flag = &o->mrg; break;
+		case N_INDIRECT: flag = &o->indirect; break;
+		case N_BP:
+			if (!perf_parse_u64(optarg, &v) || v > 10000000)
+				goto bad;
+			o->busy_poll_us = (int64_t)v;
+			break;
+		case N_QSIZE:
+			if (!perf_parse_u64(optarg, &v) || v < 2 || v > 32768)
+				goto bad;
+			o->queue_size = (unsigned)v;
+			break;
+		case N_BURST:
+			if (!perf_parse_u64(optarg, &v) || v < 1 || v > 1024)
+				goto bad;
+			o->burst = (unsigned)v;
+			break;
+		case N_SECS:
+			if (!perf_parse_double(optarg, &o->seconds) || o->seconds <= 0)
+				goto bad;
+			break;
+		case N_COUNT:
+			if (!perf_parse_u64(optarg, &o->count))
+				goto bad;
+			break;
+		case N_CPU:
+			if (!perf_parse_u64(optarg, &v) || v >= CPU_SETSIZE)
+				goto bad;
+			o->cpu = (int)v;
+			break;
+		case N_JSON: o->json = true; break;
+		case N_HUGE: o->hugetlb = true; break;
+		case N_VERIFY: o->verify = true; break;
+		case N_HELP:
+		case 'h':
+			net_usage(stdout);
+			exit(0);
+		default:
+			net_usage(stderr);
+			return -1;
+		}
+		if (flag && !perf_parse_onoff(optarg, flag))
+			goto bad;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "virtq-perf net: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (!o->socket_path == !o->backend) {
+		fprintf(stderr, "virtq-perf net: give one of --socket-path and --backend\n");
+		return -1;
+	}
+	if (!o->packed && (o->queue_size & (o->queue_size - 1))) {
+		fprintf(stderr, "virtq-perf net: a split ring's size is a power of two\n");
+		return -1;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "virtq-perf net: bad value '%s'\n", optarg);
+	return -1;
+}
+
+/* ---- the backend we start ---- */
+
+static int backend_start(struct net_run *n)
+{
+	char *cmd;
+	pid_t pid;
+
+	snprintf(n->tmpdir, sizeof(n->tmpdir), "/tmp/virtq-perf-net.XXXXXX");
+	if (!mkdtemp(n->tmpdir))
+		return -errno;
+	snprintf(n->sock, sizeof(n->sock), "%s/net.sock", n->tmpdir);
+	if (asprintf(&cmd, "exec %s --socket-path %s", n->o.backend, n->sock) < 0)
+		return -ENOMEM;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		free(cmd);
+		return -errno;
+	}
+	if (pid == 0) {
+		/* Its statistics must not mix with our JSON on stdout. */
+		dup2(2, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	free(cmd);
+	n->backend_pid = pid;
+	/* Wait for its socket to accept. */
+	for (int i = 0; i < 500; i++) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int st;
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", n->sock);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			close(fd);
+			/* That probe was a connection: let the backend see it
+			 * end before the real one. */
+			usleep(20000);
+			return 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			n->backend_pid = 0;
+			return -ECHILD;
+		}
+		usleep(10000);
+	}
+	return -ETIMEDOUT;
+}
+
+static void backend_stop(struct net_run *n)
+{
+	int st;
+
+	if (n->backend_pid > 0) {
+		kill(n->backend_pid, SIGTERM);
+		waitpid(n->backend_pid, &st, 0);
+		n->backend_pid = 0;
+	}
+	if (n->tmpdir[0]) {
+		unlink(n->sock);
+		rmdir(n->tmpdir);
+	}
+}
+
+/* ---- set-up ---- */
+
+static uint64_t wanted_features(const struct net_opts *o)
+{
+	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+
+	if (o->packed)
+		f |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	if (o->in_order)
+		f |= VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	if (o->event_idx)
+		f |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	if (o->mrg)
+		f |= VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	if (o->indirect)
+		f |= VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
+	return f;
+}
+
+static void frame_fill(uint8_t *p, unsigned size, uint32_t seq)
+{
+	static const uint8_t dst[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	static const uint8_t src[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x02 };
+
+	memcpy(p, dst, 6);
+	memcpy(p + 6, src, 6);
+	p[12] = 0x88;
+	p[13] = 0xb5;
+	for (unsigned i = 14; i < size; i++)
+		p[i] = (uint8_t)(i + seq);
+	if (size >= 18)
+		memcpy(p + 14, &seq, 4);
+}
+
+static int post_rx(struct net_run *n, unsigned i)
+{
+	struct vq_seg s = { n->rxgpa + (uint64_t)i * RXBUF, RXBUF };
+
+	return vq_drv_add(n->rxq, &s, 0, 1, (void *)(uintptr_t)(i + 1));
+}
+
+static int net_setup(struct net_run *n)
+{
+	struct net_opts *o = &n->o;
+	char err[256] = "";
+	struct vq_vhu_frontend_config fc = {
+		.features = wanted_features(o), .nqueues = 2,
+		.queue_size = (uint16_t)o->queue_size,
+		.mem_size = 0, .hugetlb = o->hugetlb,
+		.indirect_max = o->indirect ? 16 : 0,
+		.err = err, .errlen = sizeof(err),
+	};
+	uint64_t need;
+	const char *path = o->socket_path ? o->socket_path : n->sock;
+	unsigned i;
+	int r;
+
+	n->txstride = (12 + o->size + 63) & ~63u;
+	need = (uint64_t)o->queue_size * (n->txstride + RXBUF) + (8u << 20);
+	fc.mem_size = need < (16u << 20) ? 16u << 20 : (need + (2u << 20) - 1) & ~((2ull << 20) - 1);
+	r = vq_vhu_frontend_connect(path, &fc, &n->f);
+	if (r == 0)
+		r = vq_vhu_frontend_start(n->f);
+	if (r < 0) {
+		fprintf(stderr, "virtq-perf net: %s: %s\n", path,
+			err[0] ? err : n->f ? vq_vhu_frontend_error_msg(n->f) : strerror(-r));
+		return r;
+	}
+	/* A backend may refuse what we want: say what we got. */
+	if ((vq_vhu_frontend_features(n->f) & fc.features) != fc.features) {
+		fprintf(stderr, "virtq-perf net: backend does not offer features 0x%" PRIx64 "\n",
+			fc.features & ~vq_vhu_frontend_features(n->f));
+		return -ENOTSUP;
+	}
+	n->hdr_len = vq_net_hdr_len(vq_vhu_frontend_features(n->f));
+	n->rxq = vq_vhu_frontend_queue(n->f, 0);
+	n->txq = vq_vhu_frontend_queue(n->f, 1);
+	n->rx_kick = vq_vhu_frontend_kick_fd(n->f, 0);
+	n->rx_call = vq_vhu_frontend_call_fd(n->f, 0);
+	n->tx_kick = vq_vhu_frontend_kick_fd(n->f, 1);
+	n->tx_call = vq_vhu_frontend_call_fd(n->f, 1);
+	n->txmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * n->txstride, &n->txgpa);
+	n->rxmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * RXBUF, &n->rxgpa);
+	if (!n->rxq || !n->txq || !n->txmem || !n->rxmem) {
+		fprintf(stderr, "virtq-perf net: front-end set-up failed\n");
+		return -ENOMEM;
+	}
+	for (i = 0; i < o->queue_size; i++) {
+		memset(n->txmem + (uint64_t)i * n->txstride, 0, n->hdr_len);
+		frame_fill(n->txmem + (uint64_t)i * n->txstride + n->hdr_len, o->size, i);
+	}
+	vq_drv_disable_cb(n->txq);
+	vq_drv_disable_cb(n->rxq);
+	if (o->dir != D_TX) {
+		for (i = 0; i < o->queue_size; i++)
+			if ((r = post_rx(n, i)) < 0)
+				return r;
+		r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Wait for used buffers on q as --busy-poll says.  1: there may be some. */
+static int wait_used(struct net_run *n, struct vq_drv *q, int call_fd,
+		     struct vq_rt_counters *c)
+{
+	struct vq_rt_drv_wait w = {
+		.call_fd = call_fd,
+		.busy_poll_ns = n->o.busy_poll_us > 0 ? (uint64_t)n->o.busy_poll_us * 1000 : 0,
+	};
+
+	if (n->o.busy_poll_us < 0)
+		return vq_drv_has_used(q);
+	return vq_rt_drv_wait_used(q, &w, 100, c);
+}
+
+static bool time_up(struct net_run *n, uint64_t t0, uint64_t *checks)
+{
+	if (n->o.count && n->pkts >= n->o.count)
+		return true;
+	if ((++*checks & 63) != 0)
+		return false;
+	return (double)(vq_rt_now_ns() - t0) / 1e9 >= n->o.seconds;
+}
+
+/* ---- tx: keep the ring full of frames, count completions ---- */
+
+static int run_tx(struct net_run *n, uint64_t t0)
+{
+	void *tok[256];
+	uint32_t len[256];
+	unsigned free_list_n = n->o.queue_size, burst = n->o.burst, i;
+	uint32_t *free_list = malloc(sizeof(uint32_t) * n->o.queue_size);
+	uint64_t checks = 0;
+	int r = 0;
+
+	if (!free_list)
+		return -ENOMEM;
+	for (i = 0; i < free_list_n; i++)
+		free_list[i] = n->o.queue_size - 1 - i;
+	if (burst > 256)
+		burst = 256;
+	while (!time_up(n, t0, &checks)) {
+		unsigned added = 0;
+
+		while (added < burst && free_list_n &&
+		       (!n->o.count || n->pkts + (n->o.queue_size - free_list_n) < n->o.count)) {
+			uint32_t b = free_list[free_list_n - 1];
+			struct vq_seg s = { n->txgpa + (uint64_t)b * n->txstride,
+					    n->hdr_len + n->o.size };
+
+			r = vq_drv_add(n->txq, &s, 1, 0, (void *)(uintptr_t)(b + 1));
+			if (r == -ENOSPC)
+				break;
+			if (r < 0)
+				goto out;
+			free_list_n--;
+			added++;
+		}
+		if (added && (r = vq_rt_drv_kick(n->txq, n->tx_kick, &n->tc)) < 0)
+			goto out;
+		r = vq_drv_get_burst(n->txq, tok, len, 256);
+		if (r < 0)
+			goto out;
+		if (r == 0 && (!free_list_n || !added)) {
+			r = wait_used(n, n->txq, n->tx_call, &n->tc);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		for (i = 0; i < (unsigned)r; i++) {
+			uintptr_t b = (uintptr_t)tok[i];
+
+			if (b == 0 || b > n->o.queue_size) {
+				r = -EPROTO;
+				goto out;
+			}
+			free_list[free_list_n++] = (uint32_t)(b - 1);
+		}
+		n->pkts += (unsigned)r;
+		n->bytes += (uint64_t)r * n->o.size;
+	}
+	r = 0;
+out:
+	free(free_list);
+	if (r < 0 && vq_drv_error(n->txq))
+		fprintf(stderr, "virtq-perf net: tx queue: %s\n", vq_drv_error_msg(n->txq));
+	return r;
+}
+
+/* ---- rx ---- */
+
+static uint16_t le16_at(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* One used RX buffer: count frames (with MRG_RXBUF the first buffer of a
+ * frame says how many follow), optionally check it, post it again. */
+static int rx_consume(struct net_run *n, void *tok, uint32_t len,
+		      unsigned *more, uint32_t *seq_out)
+{
+	uintptr_t b = (uintptr_t)tok;
+	uint8_t *p;
+
+	if (b == 0 || b > n->o.queue_size || len > RXBUF)
+		return -EPROTO;
+	p = n->rxmem + (uint64_t)(b - 1) * RXBUF;
+	if (*more) {
+		(*more)--;
+	} else {
+		uint16_t nb = n->hdr_len >= 12 ? le16_at(p + 10) : 1;
+
+		if (len < n->hdr_len || nb == 0)
+			return -EPROTO;
+		*more = nb - 1;
+		n->pkts++;
+		n->bytes += len - n->hdr_len;
+		if (seq_out && len >= n->hdr_len + 18)
+			memcpy(seq_out, p + n->hdr_len + 14, 4);
+		if (n->o.verify && nb == 1 && len != n->hdr_len + n->o.size)
+			n->bad++;
+	}
+	return post_rx(n, (unsigned)(b - 1));
+}
+
+static int run_rx(struct net_run *n, uint64_t t0)
+{
+	void *tok[256];
+	uint32_t len[256];
+	unsigned more = 0;
+	uint64_t checks = 0;
+	int r, i;
+
+	while (!time_up(n, t0, &checks)) {
+		r = vq_drv_get_burst(n->rxq, tok, len, 256);
+		if (r < 0)
+			goto err;
+		if (r == 0) {
+			r = wait_used(n, n->rxq, n->rx_call, &n->rc);
+			if (r < 0)
+				goto err;
+			continue;
+		}
+		for (i = 0; i < r; i++) {
+			int e;
+
+			/* --count: count exactly that many; the rest are
+			 * just given back. */
+			if (n->o.count && n->pkts >= n->o.count && !more) {
+				e = post_rx(n, (unsigned)((uintptr_t)tok[i] - 1));
+				if (e < 0) {
+					r = e;
+					goto err;
+				}
+				continue;
+			}
+			e = rx_consume(n, tok[i], len[i], &more, NULL);
+
+			if (e < 0) {
+				r = e;
+				goto err;
+			}
+		}
+		if ((r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
+			goto err;
+	}
+	return 0;
+err:
+	if (vq_drv_error(n->rxq))
+		fprintf(stderr, "virtq-perf net: rx queue: %s\n", vq_drv_error_msg(n->rxq));
+	return r;
+}
+
+/* ---- rr: one frame out, wait for it back ---- */
+
+static int run_rr(struct net_run *n, uint64_t t0)
+{
+	uint64_t checks = 0, lost = 0;
+	uint32_t seq = 0;
+	int r;
+
+	n->lat_cap = 1 << 20;
+	n->lat = malloc(sizeof(double) * n->lat_cap);
+	if (!n->lat)
+		return -ENOMEM;
+	while (!time_up(n, t0, &checks)) {
+		uint8_t *fr = n->txmem + n->hdr_len;
+		struct vq_seg s = { n->txgpa, n->hdr_len + n->o.size };
+		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
+		bool back = false;
+		void *tok;
+		uint32_t len;
+		unsigned more = 0;
+
+		frame_fill(fr, n->o.size, seq);
+		if ((r = vq_drv_add(n->txq, &s, 1, 0, (void *)1)) < 0)
+			return r;
+		if ((r = vq_rt_drv_kick(n->txq, n->tx_kick, &n->tc)) < 0)
+			return r;
+		while (!back) {
+			uint32_t got = ~0u;
+
+			r = vq_drv_get(n->rxq, &tok, &len);
+			if (r < 0)
+				return r;
+			if (r == 0) {
+				if (vq_rt_now_ns() > tdead) {
+					lost++;
+					break;
+				}
+				if ((r = wait_used(n, n->rxq, n->rx_call, &n->rc)) < 0)
+					return r;
+				continue;
+			}
+			/* rx_consume counts frames; rr counts transactions */
+			uint64_t sp = n->pkts, sb = n->bytes;
+
+			r = rx_consume(n, tok, len, &more, &got);
+			n->pkts = sp;
+			n->bytes = sb;
+			if (r < 0)
+				return r;
+			if ((r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
+				return r;
+			back = got == seq;
+		}
+		/* The TX buffer comes back once the backend consumed it. */
+		while ((r = vq_drv_get(n->txq, &tok, &len)) == 0) {
+			if (vq_rt_now_ns() > tdead + 1000000000ull)
+				return -ETIMEDOUT;
+		}
+		if (r < 0)
+			return r;
+		if (back) {
+			if (n->nlat < n->lat_cap)
+				n->lat[n->nlat++] = (double)(vq_rt_now_ns() - ts) / 1e3;
+			n->pkts++;
+			n->bytes += n->o.size;
+		}
+		seq++;
+	}
+	if (lost)
+		fprintf(stderr, "virtq-perf net: %" PRIu64 " transactions got no answer within 1 s\n", lost);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, uint64_t n, double p)
+{
+	uint64_t i;
+
+	if (!n)
+		return NAN;
+	i = (uint64_t)(p / 100.0 * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+static const char *const dir_names[] = { "tx", "rx", "rr" };
+
+static void net_report(struct net_run *n)
+{
+	struct net_opts *o = &n->o;
+	double pps = n->elapsed > 0 ? (double)n->pkts / n->elapsed : 0;
+	double gbps = n->elapsed > 0 ? (double)n->bytes * 8 / n->elapsed / 1e9 : 0;
+	double kpp = n->pkts ? (double)(n->tc.kicks_sent + n->rc.kicks_sent) / (double)n->pkts : 0;
+	double wpp = n->pkts ? (double)(n->tc.wakeups + n->rc.wakeups) / (double)n->pkts : 0;
+	double p50 = NAN, p90 = NAN, p99 = NAN, p999 = NAN;
+
+	if (o->dir == D_RR && n->nlat) {
+		qsort(n->lat, n->nlat, sizeof(double), cmp_double);
+		p50 = pct(n->lat, n->nlat, 50);
+		p90 = pct(n->lat, n->nlat, 90);
+		p99 = pct(n->lat, n->nlat, 99);
+		p999 = pct(n->lat, n->nlat, 99.9);
+	}
+	if (o->json) {
+		printf("{\"workload\":\"net\",\"direction\":\"%s\",\"size\":%u,"
+		       "\"packed\":%s,\"in_order\":%s,\"event_idx\":%s,\"mrg_rxbuf\":%s,"
+		       "\"features\":\"0x%" PRIx64 "\",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
+		       ",\"seconds\":%.4f,\"ops_per_sec\":%.1f,\"mpps\":%.4f,\"gbps\":%.4f,"
+		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64,
+		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
+		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
+		       o->mrg ? "true" : "false", vq_vhu_frontend_features(n->f),
+		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad);
+		if (o->dir == D_RR && n->nlat)
+			printf(",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f",
+			       p50, p90, p99, p999);
+		printf("}\n");
+	} else {
+		printf("net %s %u B %s%s%s: %" PRIu64 " %s in %.2f s = %.3f M/s, %.3f Gbit/s, "
+		       "kicks/pkt %.4f, wakeups/pkt %.4f\n",
+		       dir_names[o->dir], o->size, o->packed ? "packed" : "split",
+		       o->in_order ? " in-order" : "", o->mrg ? " mrg" : "",
+		       n->pkts, o->dir == D_RR ? "transactions" : "frames", n->elapsed,
+		       pps / 1e6, gbps, kpp, wpp);
+		if (o->dir == D_RR && n->nlat)
+			printf("rr latency us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f\n",
+			       p50, p90, p99, p999);
+		if (n->bad)
+			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
+	}
+	fflush(stdout);
+}
+
+int perf_net_main(int argc, char **argv)
+{
+	static struct net_run n;
+	uint64_t t0;
+	int r;
+
+	memset(&n, 0, sizeof(n));
+	if (net_parse(argc, argv, &n.o) < 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	if (n.o.backend && (r = backend_start(&n)) < 0) {
+		fprintf(stderr, "virtq-perf net: backend '%s' did not come up: %s\n",
+			n.o.backend, strerror(-r));
+		backend_stop(&n);
+		return 1;
+	}
+	if (n.o.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(n.o.cpu, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+	r = net_setup(&n);
+	if (r == 0) {
+		t0 = vq_rt_now_ns();
+		r = n.o.dir == D_TX ? run_tx(&n, t0) : n.o.dir == D_RX ? run_rx(&n, t0)
+								 : run_rr(&n, t0);
+		n.elapsed = (double)(vq_rt_now_ns() - t0) / 1e9;
+		if (r < 0)
+			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
+				strerror(-r));
+		else
+			net_report(&n);
+	}
+	vq_vhu_frontend_free(n.f);
+	backend_stop(&n);
+	free(n.lat);
+	if (r == 0 && n.o.verify && n.bad)
+		return 1;
+	return r < 0 ? 1 : 0;
+}
