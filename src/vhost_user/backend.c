@@ -214,6 +214,11 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		return berr(b, -EINVAL, "queue %u: misaligned ring address", i);
 	if (pk) {
 		base = q->has_base ? q->base : 0x80008000u;
+		/* Front-ends that send only the avail half (DPDK 22.11's
+		 * virtio-user sends 0x8000 for a fresh ring) mean "used where
+		 * avail is", as DPDK's own vhost reads it. */
+		if (!(base >> 16))
+			base |= base << 16;
 		if ((base & 0x7fff) >= q->num || ((base >> 16) & 0x7fff) >= q->num)
 			return berr(b, -EINVAL,
 				    "queue %u: packed base 0x%llx past the ring size %u",
