@@ -212,6 +212,10 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 				    "2.8.2: used id %u (slot %u) was never made available",
 				    id, pq->last_used);
 	s = &pq->ids[id];
+	/* A device-readable-only buffer: the device wrote nothing, whatever
+	 * it says (DPDK 22.11's vhost puts the bytes it read there). */
+	if (s->in_len == 0)
+		l = 0;
 	if (unlikely(l > s->in_len))
 		return vq_drv_break(q, -EINVAL,
 				    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
@@ -240,6 +244,8 @@ static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 			return vq_drv_break(q, -EINVAL,
 					    "2.8.22: in-order used id %u (slot %u) is not outstanding",
 					    bid, pq->last_used);
+		if (pq->ids[bid].in_len == 0)
+			l = 0;  /* as in packed_get: readable-only buffer */
 		if (unlikely(l > pq->ids[bid].in_len))
 			return vq_drv_break(q, -EINVAL,
 					    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
