@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The runtime over real rings, one thread, with the races staged exactly:
+ * the driver adds a buffer after the device found the queue dry and before
+ * it enables notifications (the driver sees notifications disabled and does
+ * not kick); and the device publishes a used buffer after the driver found
+ * none and before it enables callbacks (the device sees callbacks disabled
+ * and does not call).  The enable re-checks (V4, D4/P4) must catch both.
+ */
+#include <virtq/runtime.h>
+
+#include <unistd.h>
+
+#include "ring_pair.h"
+
+struct stage {
+	struct ring_pair *p;
+	uint64_t buf;
+	unsigned dry_seen;
+	int inject_kick;        /* what kick_prepare said for the injected add */
+	unsigned processed;
+};
+
+/* Device process: pop and push everything; the first time the queue is
+ * found dry, play the driver: add a buffer and publish it. */
+static int stage_process(struct vq_rt_queue *q, void *arg,
+			 const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct stage *s = arg;
+	struct iovec iov[4];
+	struct vq_chain c = { .iov = iov, .iov_max = 4 };
+	unsigned n = 0;
+	int r;
+
+	while ((r = vq_dev_pop(s->p->dev, &c)) == 1) {
+		CHECK_EQ(vq_dev_push(s->p->dev, &c, 0), 1);
+		n++;
+	}
+	CHECK_EQ(r, 0);
+	if (s->dry_seen++ == 0) {
+		struct vq_seg seg = { s->buf, 64 };
+
+		CHECK_EQ(vq_drv_add(s->p->drv, &seg, 1, 0, (void *)1), 0);
+		s->inject_kick = vq_drv_kick_prepare(s->p->drv);
+	}
+	s->processed += n;
+	return (int)n;
+}
+
+static void device_recheck(uint64_t features)
+{
+	struct ring_pair p;
+	struct stage s = { .p = &p };
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	int kick = vq_evt_new();
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	s.buf = pair_alloc(&p, 64);
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
+					  .call_fd = -1, .process = stage_process,
+					  .arg = &s };
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	/* Three buffers first, so that with EVENT_IDX the device's
+	 * avail_event is stale (0) by the time the queue runs dry at 3: the
+	 * driver's add at 3 then needs no kick (vring_need_event(0, 4, 3) is
+	 * false), exactly as with the NO_NOTIFY flag. */
+	{
+		struct vq_seg seg = { s.buf, 64 };
+		int i;
+
+		for (i = 0; i < 3; i++)
+			CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)9), 0);
+		CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+		vq_evt_drain(kick);
+	}
+
+	/* Round 1: 3 buffers, then dry; the driver adds before the device
+	 * enables notifications; they were disabled, so it does not kick ... */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 3);
+	CHECK_EQ(s.inject_kick, 0);
+	CHECK_EQ(vq_evt_drain(kick), 0);
+	/* ... and enable_notify's re-check found it: the queue stays active */
+	CHECK(vq_rt_queue_active(q));
+	/* Round 2 processes it without any kick. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(s.processed, 4);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->packets, 4);
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 0);
+
+	/* Now idle with notifications on: the next add must kick. */
+	{
+		struct vq_seg seg = { s.buf, 64 };
+
+		CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)2), 0);
+		CHECK_EQ(vq_rt_drv_kick(p.drv, kick, &(struct vq_rt_counters){ 0 }), 1);
+	}
+	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);       /* woken by the kick */
+	CHECK(vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->wakeups, 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	vq_rt_loop_free(l);
+	pair_fini(&p);
+	close(kick);
+}
+
+/* V4 lost-wakeup race on the device side, each layout and notification
+ * mode. */
+static void runtime_v4_device_enable_notify_recheck(void)
+{
+	device_recheck(0);
+	device_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
+/* ---- driver side ---- */
+
+struct dstage {
+	struct ring_pair *p;
+	uint64_t t;
+	unsigned others;
+	bool signalled;
+};
+
+static uint64_t dclock(void *arg)
+{
+	struct dstage *d = arg;
+
+	return d->t += 1000;
+}
+
+/* Runs inside the driver's busy-poll window: the device publishes the
+ * used buffer now (callbacks are disabled, so it must not call). */
+static bool device_acts(void *arg)
+{
+	struct dstage *d = arg;
+	struct iovec iov[4];
+	struct vq_chain c = { .iov = iov, .iov_max = 4 };
+
+	/* The third probe: the window has just checked for used buffers
+	 * and found none; publish now, in the gap before enable_cb. */
+	if (++d->others == 3) {
+		CHECK_EQ(vq_dev_pop(d->p->dev, &c), 1);
+		CHECK_EQ(vq_dev_push(d->p->dev, &c, 0), 1);
+		d->signalled = vq_dev_should_signal(d->p->dev);
+	}
+	return false;
+}
+
+static void driver_recheck(uint64_t features)
+{
+	struct ring_pair p;
+	struct dstage d = { .p = &p };
+	struct vq_rt_counters c = { 0 };
+	int call = vq_evt_new();
+	struct vq_rt_drv_wait w = { .call_fd = call, .busy_poll_ns = 2500,
+				    .now_ns = dclock, .other = device_acts,
+				    .arg = &d };
+	struct vq_seg seg;
+	void *tok;
+	uint32_t len;
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	vq_drv_disable_cb(p.drv);
+	/* Three buffers round trip first, so that with EVENT_IDX the
+	 * driver's used_event is stale (callbacks disabled) when the staged
+	 * buffer is used: the device then needs no call for it, exactly as
+	 * with the NO_INTERRUPT flag. */
+	{
+		struct iovec iov[4];
+		struct vq_chain ch = { .iov = iov, .iov_max = 4 };
+		int i;
+
+		for (i = 0; i < 3; i++)
+			CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)8), 0);
+		CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+		for (i = 0; i < 3; i++) {
+			CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+			CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+			vq_dev_should_signal(p.dev);
+		}
+		for (i = 0; i < 3; i++)
+			CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	}
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)7), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+
+	/* Window 2500 ns with a clock of +1000 per reading: 3 probes.  The
+	 * device publishes during the third, after the used check of that
+	 * probe: the window misses it, and enable_cb's re-check catches it
+	 * (the device did not call: callbacks were disabled). */
+	{
+		/* and returns at once: no sleep on the call that never comes */
+		uint64_t t0 = vq_rt_now_ns();
+
+		CHECK_EQ(vq_rt_drv_wait_used(p.drv, &w, 2000, &c), 1);
+		CHECK(vq_rt_now_ns() - t0 < 1000000000ull);
+	}
+	CHECK(!d.signalled);
+	CHECK_EQ(c.bp_misses, 1);
+	CHECK_EQ(c.bp_hits, 0);
+	CHECK_EQ(c.wakeups, 0);
+	CHECK_EQ(vq_evt_drain(call), 0);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	CHECK(tok == (void *)7);
+
+	/* Nothing outstanding: the wait sleeps and times out. */
+	w.other = NULL;
+	CHECK_EQ(vq_rt_drv_wait_used(p.drv, &w, 0, &c), 0);
+	CHECK_EQ(c.bp_misses, 2);
+	pair_fini(&p);
+	close(call);
+}
+
+/* D4/P4 on the driver side, each layout and notification mode. */
+static void runtime_d4_driver_enable_cb_recheck(void)
+{
+	driver_recheck(0);
+	driver_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
+/* A sleeping driver is woken by the device's call and counts it. */
+static void runtime_driver_sleeps_and_wakes_on_call(void)
+{
+	struct ring_pair p;
+	struct vq_rt_counters c = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_loop *l;
+	struct vq_rt_queue *q;
+	int kick = vq_evt_new(), call = vq_evt_new();
+	struct vq_rt_drv_wait w = { .call_fd = call };
+	struct iovec iov[4];
+	struct vq_chain ch = { .iov = iov, .iov_max = 4 };
+	struct vq_seg seg;
+
+	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
+					  .call_fd = call, .process = NULL };
+	/* a queue needs a process callback */
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), -EINVAL);
+	vq_rt_loop_free(l);
+
+	vq_drv_disable_cb(p.drv);
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)3), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+	/* nothing used yet: enable callbacks, sleep, time out */
+	CHECK_EQ(vq_rt_drv_wait_used(p.drv, &w, 0, &c), 0);
+	/* the device uses it while callbacks are enabled (as a sleeping
+	 * driver leaves them); it must call */
+	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
+	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+	CHECK(vq_dev_should_signal(p.dev));
+	CHECK_EQ(vq_evt_signal(call), 0);
+	vq_drv_disable_cb(p.drv);
+	CHECK_EQ(vq_rt_drv_wait_used(p.drv, &w, 0, &c), 1);
+	pair_fini(&p);
+	close(kick);
+	close(call);
+}
+
+int main(void)
+{
+	RUN(runtime_v4_device_enable_notify_recheck);
+	RUN(runtime_d4_driver_enable_cb_recheck);
+	RUN(runtime_driver_sleeps_and_wakes_on_call);
+	return 0;
+}
