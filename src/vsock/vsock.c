@@ -103,8 +103,7 @@ struct vq_vsock {
 	struct vs_reply *replies;       /* ring of reply_cap */
 	uint32_t reply_cap, reply_head, reply_len;
 	uint32_t next_port;
-	bool in_host;                   /* defer frees while walking events */
-	struct vs_conn *dead;
+	struct vs_conn *dead;           /* closed, freed by reap() */
 	bool reset_pending;
 	/* chain storage */
 	struct vq_chain txc[VS_TX_BURST];
@@ -253,11 +252,19 @@ static void conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 		v->all = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	/* Freed by reap() when the public call returns: callers up the
+	 * stack (and later epoll events of this batch) may still look. */
 	c->dead = true;
-	if (v->in_host) {
-		c->next = v->dead;
-		v->dead = c;
-	} else {
+	c->next = v->dead;
+	v->dead = c;
+}
+
+static void reap(struct vq_vsock *v)
+{
+	while (v->dead) {
+		struct vs_conn *c = v->dead;
+
+		v->dead = c->next;
 		conn_free(c);
 	}
 }
@@ -569,8 +576,8 @@ void vq_vsock_free(struct vq_vsock *v)
 {
 	if (!v)
 		return;
-	v->in_host = false;
 	close_all(v);
+	reap(v);
 	if (v->lfd >= 0)
 		close(v->lfd);
 	close(v->epfd);
@@ -618,6 +625,7 @@ void vq_vsock_stop(struct vq_vsock *v)
 		if (c->state != VS_HANDSHAKE)
 			conn_close(v, c, false);
 	}
+	reap(v);
 	v->reply_len = 0;
 	v->reply_head = 0;
 	v->rx = v->tx = v->ev = NULL;
@@ -819,7 +827,6 @@ int vq_vsock_process_host(struct vq_vsock *v)
 	n = epoll_wait(v->epfd, ev, (int)VQ_ARRAY_SIZE(ev), 0);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
-	v->in_host = true;
 	for (i = 0; i < n; i++) {
 		enum vs_kind *k = ev[i].data.ptr;
 
@@ -831,13 +838,7 @@ int vq_vsock_process_host(struct vq_vsock *v)
 			continue;
 		conn_event(v, (struct vs_conn *)k, ev[i].events);
 	}
-	v->in_host = false;
-	while (v->dead) {
-		struct vs_conn *c = v->dead;
-
-		v->dead = c->next;
-		conn_free(c);
-	}
+	reap(v);
 	return n;
 }
 
@@ -1066,7 +1067,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 	}
 }
 
-int vq_vsock_process_tx(struct vq_vsock *v, unsigned budget)
+static int process_tx(struct vq_vsock *v, unsigned budget)
 {
 	unsigned done = 0;
 
@@ -1276,7 +1277,7 @@ ctrl:
 	return rx_put_hdr(v, &h, 0) < 0 ? -EIO : 1;
 }
 
-int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget)
+static int process_rx(struct vq_vsock *v, unsigned budget)
 {
 	unsigned done = 0, idle = 0;
 	int r = 0;
@@ -1346,6 +1347,22 @@ int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget)
 	if (r < 0)
 		return vq_dev_error(v->rx) ? vq_dev_error(v->rx) : r;
 	return (int)done;
+}
+
+int vq_vsock_process_tx(struct vq_vsock *v, unsigned budget)
+{
+	int r = process_tx(v, budget);
+
+	reap(v);
+	return r;
+}
+
+int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget)
+{
+	int r = process_rx(v, budget);
+
+	reap(v);
+	return r;
 }
 
 /* ---- event queue ---- */
