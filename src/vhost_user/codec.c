@@ -343,12 +343,9 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 				    "queue size %u not in 1..%u", m->u.state.num,
 				    VIRTQ_MAX_QUEUE_SIZE);
 		break;
-	case VHU_GET_VRING_BASE:
-		if (m->u.state.num != 0)
-			return fail(err, errlen, -EINVAL,
-				    "GET_VRING_BASE num %u is reserved (must be 0)",
-				    m->u.state.num);
-		break;
+	/* GET_VRING_BASE num is reserved ("must be set to 0"), but DPDK's
+	 * virtio-user sends the ring size there: it carries nothing, so it is
+	 * ignored rather than refused. */
 	case VHU_SET_VRING_ENABLE:
 		if (m->u.state.num > 1)
 			return fail(err, errlen, -EINVAL,

@@ -377,10 +377,11 @@ static void field_rules(void)
 	struct raw r;
 	struct vq_vhu_msg m;
 
+	/* reserved but ignored: DPDK virtio-user puts the ring size there */
 	raw_hdr(&r, VHU_GET_VRING_BASE, VHU_VERSION, 8);
 	raw_u32(&r, 0);
-	raw_u32(&r, 5);
-	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	raw_u32(&r, 256);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
 	raw_hdr(&r, VHU_SET_VRING_ENABLE, VHU_VERSION, 8);
 	raw_u32(&r, 0);
 	raw_u32(&r, 2);
