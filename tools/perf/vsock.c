@@ -502,7 +502,14 @@ static int guest_setup(struct vs_run *n)
 		fc.features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
 	fc.err = err;
 	fc.errlen = sizeof(err);
-	r = vq_vhu_frontend_connect(n->o.socket_path, &fc, &n->fe);
+	/* A backend we just started may have bound its socket and not yet
+	 * listen()ed: retry a refused connection for a while. */
+	for (i = 0; i < 200; i++) {
+		r = vq_vhu_frontend_connect(n->o.socket_path, &fc, &n->fe);
+		if (!n->backend_pid || (r != -ECONNREFUSED && r != -ENOENT))
+			break;
+		usleep(10000);
+	}
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf vsock: connect %s: %s\n", n->o.socket_path,
 			err[0] ? err : strerror(-r));
