@@ -24,7 +24,10 @@ exec 9> "$CACHE/.lock"
 flock 9
 
 BUSYBOX=$(command -v busybox) || die "busybox not found (apt-get install busybox-static)"
-busybox --list | grep -qx cpio || die "$BUSYBOX has no cpio applet"
+case " $("$BUSYBOX" --list | tr '\n' ' ') " in
+*" cpio "*) ;;
+*) die "$BUSYBOX has no cpio applet" ;;
+esac
 if ldd "$BUSYBOX" >/dev/null 2>&1; then
 	die "$BUSYBOX is dynamically linked (install busybox-static)"
 fi

@@ -344,9 +344,9 @@ net_reset() {
 	local rc=$?
 	net_stop
 	local o=$LOG/reset.out
-	check link-down-up $(sed -n '/^LINK_CYCLED/,/^REBOUND/p' "$o" | grep -q 'ECHO.*result=PASS' && echo 0 || echo 1) \
+	check link-down-up $(sed -n '/^LINK_CYCLED/,/^REBOUND/p' "$o" | grep 'ECHO.*result=PASS' >/dev/null && echo 0 || echo 1) \
 		"$(sed -n '/^LINK_CYCLED/,/^REBOUND/p' "$o" | grep -a '^ECHO' | cut -d' ' -f2-6)"
-	check unbind-bind $([ $rc = 0 ] && sed -n '/^REBOUND/,$p' "$o" | grep -q 'ECHO.*result=PASS' && echo 0 || echo 1) \
+	check unbind-bind $([ $rc = 0 ] && sed -n '/^REBOUND/,$p' "$o" | grep 'ECHO.*result=PASS' >/dev/null && echo 0 || echo 1) \
 		"guest_rc=$rc $(sed -n '/^REBOUND/,$p' "$o" | grep -a -E '^(PROBE|ECHO)' | cut -d' ' -f1-6 | tr '\n' ' ')"
 }
 
@@ -418,6 +418,144 @@ vsock_h2g() {
 		"guest_rc=$rc host_rc=$hrc host_pass=$(count CALL result=PASS "$LOG/host-call.out")/$j guest_echo_pass=$(count ECHO result=PASS "$o")/$j bytes_each=$n"
 }
 
+# ---- QMP over bash's /dev/tcp (no extra tools); every line goes to qmp.log ----
+qmp_open() {
+	local i line
+	QFD=
+	for ((i = 0; i < 100; i++)); do
+		{ exec {QFD}<> "/dev/tcp/127.0.0.1/$1"; } 2>/dev/null && break
+		QFD=
+		sleep 0.1
+	done
+	[ -n "${QFD:-}" ] || return 1
+	read -r -t 10 -u "$QFD" line && echo "$line" >> "$LOG/qmp.log" || return 1
+	qmp '{"execute":"qmp_capabilities"}'
+}
+# qmp JSON: send a command, wait for its return (or error); events are logged
+qmp() {
+	local line
+	echo "> $1" >> "$LOG/qmp.log"
+	echo "$1" >&"$QFD"
+	while read -r -t 30 -u "$QFD" line; do
+		echo "$line" >> "$LOG/qmp.log"
+		case "$line" in
+		*'"return"'*) return 0 ;;
+		*'"error"'*) return 1 ;;
+		esac
+	done
+	return 1
+}
+# qmp_event NAME SECONDS: wait for an event (it may have come already)
+qmp_event() {
+	local line end=$((SECONDS + $2))
+	grep -q "\"event\": *\"$1\"" "$LOG/qmp.log" && return 0
+	while [ $SECONDS -lt $end ] && read -r -t "$2" -u "$QFD" line; do
+		echo "$line" >> "$LOG/qmp.log"
+		case "$line" in *"\"$1\""*) return 0 ;; esac
+	done
+	return 1
+}
+qmp_port() {
+	local p
+	for ((;;)); do
+		p=$((20000 + RANDOM % 40000))
+		(exec 3<> "/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo $p; return; }
+	done
+}
+
+# ---- restart virtq-vsock ----
+# QEMU 7.2's vhost-user-vsock has no reconnect (the chardev has no event
+# handler; it keeps the event queue itself and only sends TRANSPORT_RESET
+# after migration), so a restarted backend is attached the way an operator
+# would: hot-unplug the device, start the backend, hot-plug a new device.
+# The guest's driver goes away and comes back: its connections end with
+# ECONNRESET, which is what the transport reset event does, and new
+# connections must work.
+vsock_restart() {
+	local qp
+	need_vsock_backend
+	vsock_start || { check start 1 ""; return; }
+	qp=$(qmp_port)
+	"$GVSOCK" recv -u "${UDS}_5101" -j 1 > "$LOG/host-before.out" 2>&1 &
+	PIDS+=($!)
+	"$GVSOCK" recv -u "${UDS}_5102" -j 1 > "$LOG/host-old.out" 2>&1 &
+	PIDS+=($!)
+	"$GVSOCK" recv -u "${UDS}_5103" -j 3 > "$LOG/host-after.out" 2>&1 &
+	local after=$!
+	PIDS+=("$after")
+	guest_bg restart --dev vsock --sock "$VSOCK" --qmp-port "$qp" --timeout 110 -- '
+		gvsock send -c 2 -p 5101 -n 1M -W 20 || exit 1
+		( gvsock send -c 2 -p 5102 -n 4000M -W 20; echo "OLD_DONE rc=$?" ) > /tmp/old.out 2>&1 &
+		sleep 2
+		echo KILL_NOW
+		i=0; while ! grep -q OLD_DONE /tmp/old.out && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+		cat /tmp/old.out
+		echo NEW_CONNECTIONS
+		gvsock send -c 2 -p 5103 -n 2M -j 3 -W 60 && gvsock cid'
+	qmp_open "$qp" || { check qmp 1 "no QMP on port $qp"; return; }
+	if ! wait_mark restart KILL_NOW 80; then
+		wait "$GPID"
+		check before-restart 1 "the guest never reached the kill point"
+		return
+	fi
+	kill -9 "$VS_PID"
+	wait "$VS_PID" 2>/dev/null
+	note "virtq-vsock killed mid-transfer"
+	vsock_start || { check restart 1 "second virtq-vsock did not start"; return; }
+	qmp '{"execute":"device_del","arguments":{"id":"vsock0"}}'
+	qmp_event DEVICE_DELETED 40 || note "no DEVICE_DELETED within 40 s"
+	qmp '{"execute":"chardev-remove","arguments":{"id":"chr0"}}'
+	qmp '{"execute":"chardev-add","arguments":{"id":"chr1","backend":{"type":"socket","data":{"addr":{"type":"unix","data":{"path":"'"$VSOCK"'"}},"server":false}}}}'
+	qmp '{"execute":"device_add","arguments":{"driver":"vhost-user-vsock-pci","id":"vsock1","chardev":"chr1"}}' ||
+		note "device_add failed: $(tail -1 "$LOG/qmp.log")"
+	wait "$GPID"
+	local rc=$?
+	wait "$after"
+	local hrc=$?
+	vsock_stop
+	local o=$LOG/restart.out
+	check old-connection-ends $(grep -q '^OLD_DONE rc=[1-9]' "$o" && grep -q '^SEND conn=0 error=' "$o" && echo 0 || echo 1) \
+		"$(grep -a -E '^(SEND|OLD_DONE)' "$o" | sed -n '2,3p' | cut -c1-80 | tr '\n' ' ')"
+	check new-connections $([ $rc = 0 ] && [ $hrc = 0 ] &&
+		[ "$(sed -n '/^NEW_CONNECTIONS/,$p' "$o" | grep -c 'SEND.*result=PASS')" = 3 ] &&
+		[ "$(count RECV result=PASS "$LOG/host-after.out")" = 3 ] && echo 0 || echo 1) \
+		"guest_rc=$rc host_rc=$hrc guest_pass=$(sed -n '/^NEW_CONNECTIONS/,$p' "$o" | grep -c 'SEND.*result=PASS')/3 host_pass=$(count RECV result=PASS "$LOG/host-after.out")/3 cid_after=$(kv CID local "$o")"
+}
+
+# ---- the guest resets its vsock device: unbind/bind the driver ----
+vsock_reset() {
+	need_vsock_backend
+	vsock_start || { check start 1 ""; return; }
+	"$GVSOCK" recv -u "${UDS}_5201" -j 1 > "$LOG/host-before.out" 2>&1 &
+	PIDS+=($!)
+	"$GVSOCK" recv -u "${UDS}_5202" -j 1 > "$LOG/host-old.out" 2>&1 &
+	PIDS+=($!)
+	"$GVSOCK" recv -u "${UDS}_5203" -j 3 > "$LOG/host-after.out" 2>&1 &
+	local after=$!
+	PIDS+=("$after")
+	guest reset --dev vsock --sock "$VSOCK" --timeout 110 -- '
+		D=/sys/bus/virtio/drivers/vmw_vsock_virtio_transport
+		gvsock send -c 2 -p 5201 -n 1M -W 20 || exit 1
+		( gvsock send -c 2 -p 5202 -n 4000M -W 20; echo "OLD_DONE rc=$?" ) > /tmp/old.out 2>&1 &
+		sleep 2
+		echo virtio0 > $D/unbind || exit 2
+		echo virtio0 > $D/bind || exit 2
+		i=0; while ! grep -q OLD_DONE /tmp/old.out && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+		cat /tmp/old.out
+		echo NEW_CONNECTIONS
+		gvsock send -c 2 -p 5203 -n 2M -j 3 -W 30'
+	local rc=$?
+	wait "$after"
+	local hrc=$?
+	vsock_stop
+	local o=$LOG/reset.out
+	check old-connection-ends $(grep -q '^OLD_DONE rc=[1-9]' "$o" && echo 0 || echo 1) \
+		"$(grep -a -E '^(SEND|OLD_DONE)' "$o" | sed -n '2,3p' | cut -c1-80 | tr '\n' ' ')"
+	check new-connections $([ $rc = 0 ] && [ $hrc = 0 ] &&
+		[ "$(count RECV result=PASS "$LOG/host-after.out")" = 3 ] && echo 0 || echo 1) \
+		"guest_rc=$rc host_rc=$hrc host_pass=$(count RECV result=PASS "$LOG/host-after.out")/3"
+}
+
 case "$CASE" in
 net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
@@ -428,6 +566,8 @@ net-restart) net_restart ;;
 net-reset) net_reset ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
+vsock-restart) vsock_restart ;;
+vsock-reset) vsock_reset ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;
 esac
 finish

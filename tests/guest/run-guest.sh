@@ -10,7 +10,7 @@
 #     --mrg on|off          net: VIRTIO_NET_F_MRG_RXBUF (default on)
 #     --reconnect SEC       net: chardev reconnect=SEC (survive backend restarts)
 #     --dev-opts k=v,...    more -device properties
-#     --qmp PATH            QMP monitor socket (for hotplug)
+#     --qmp-port PORT       QMP monitor on 127.0.0.1:PORT (for hotplug)
 #     --mem MB              guest RAM, memfd shared with the backend (default 256)
 #     --timeout SEC         bound for the whole run (default 90)
 #     --logdir DIR          console.log, output.log, qemu.log, cmdline (default: a temp dir)
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
 	--mrg) MRG=$2; shift 2 ;;
 	--reconnect) RECONNECT=$2; shift 2 ;;
 	--dev-opts) DEVOPTS=,$2; shift 2 ;;
-	--qmp) QMP=$2; shift 2 ;;
+	--qmp-port) QMP=$2; shift 2 ;;
 	--mem) MEM=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--logdir) LOGDIR=$2; shift 2 ;;
@@ -62,7 +62,7 @@ probe_accel() {
 		return
 	fi
 	mkdir -p "$d"
-	if VIRTQ_GUEST_ACCEL=kvm "$0" --timeout 30 --logdir "$d" -- 'echo kvm-ok' 2>/dev/null | grep -q kvm-ok; then
+	if VIRTQ_GUEST_ACCEL=kvm "$0" --timeout 30 --logdir "$d" -- 'echo kvm-ok' 2>/dev/null | grep kvm-ok >/dev/null; then
 		echo "kvm (probe guest booted)"
 	else
 		echo "tcg (/dev/kvm present but the probe guest did not boot with it in 30 s)"
@@ -99,7 +99,7 @@ Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp 1 -m "${MEM}M"
 	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
 	-kernel "$CACHE/vmlinuz" -initrd "$INITRD"
 	-append "console=ttyS0 quiet panic=-1 no_timer_check")
-[ -n "$QMP" ] && Q+=(-qmp "unix:$QMP,server=on,wait=off")
+[ -n "$QMP" ] && Q+=(-qmp "tcp:127.0.0.1:$QMP,server=on,wait=off")
 CHR="socket,id=chr0,path=$SOCK"
 [ -n "$RECONNECT" ] && CHR="$CHR,reconnect=$RECONNECT"
 case "$DEV" in
