@@ -6,7 +6,7 @@ set -euo pipefail
 
 want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
 case "${1:-build}" in
-test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev) ;;
+test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk) ;;
 bench) want+=(gnuplot-nox) ;;
 esac
 
