@@ -370,5 +370,8 @@ int main(void)
 	fprintf(stderr, "== packed\n");
 	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
 	run_all();
+	fprintf(stderr, "== split in-order\n");
+	fx_features = VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	run_all();
 	return 0;
 }
