@@ -440,8 +440,7 @@ static void ring_usage(FILE *f)
 "  --json                  one JSON object on stdout\n");
 }
 
-void perf_ring_defaults(struct ring_opts *o);
-void perf_ring_defaults(struct ring_opts *o)
+static void perf_ring_defaults(struct ring_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->event_idx = true;
