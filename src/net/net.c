@@ -252,8 +252,14 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 		return vq_dev_fail(q->dev, -EINVAL,
 				   "Unexpected header len for TX: chain %u has %llu bytes, the header is %u (5.1.6.2)",
 				   c->id, (unsigned long long)c->out_len, q->hdr_len);
-	iov_read(iov, cnt, 0, hb, q->hdr_len);
-	hdr_decode(hb, q->hdr_len, &h);
+	/* Read the header in place when it is in one piece (it nearly always
+	 * is); copying it first costs a store-forwarding stall per frame. */
+	if (likely(iov->iov_len >= q->hdr_len)) {
+		hdr_decode(iov->iov_base, q->hdr_len, &h);
+	} else {
+		iov_read(iov, cnt, 0, hb, q->hdr_len);
+		hdr_decode(hb, q->hdr_len, &h);
+	}
 	if (unlikely(c->out_len - q->hdr_len > q->max_frame)) {
 		q->st.drops[VQ_NET_DROP_OVERSIZE]++;
 		return 0;
@@ -464,8 +470,17 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 	if (hdr)
 		h = *hdr;
 	h.num_buffers = q->mrg ? k : 1;
-	hdr_encode(hb, q->hdr_len, &h);
-	write_hdr(&q->chains[0], hb, q->hdr_len);
+	{
+		const struct vq_chain *c0 = &q->chains[0];
+		const struct iovec *w = &c0->iov[c0->nout];
+
+		if (likely(w->iov_len >= q->hdr_len)) {
+			hdr_encode(w->iov_base, q->hdr_len, &h);
+		} else {
+			hdr_encode(hb, q->hdr_len, &h);
+			write_hdr(c0, hb, q->hdr_len);
+		}
+	}
 	for (i = 0; i < k; i++) {
 		const struct vq_chain *c = &q->chains[i];
 		uint32_t off = i == 0 ? q->hdr_len : 0;
