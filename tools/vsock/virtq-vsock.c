@@ -56,6 +56,9 @@ struct daemon {
 	struct vq_vsock *vs;
 	struct ring q[NQ];
 	uint64_t kicks_old, calls_old;  /* from rings that stopped */
+	/* Per front-end connection: did its first start resume rings that
+	 * another backend ran, and was the guest told? */
+	bool session_started, session_resumed, reset_sent;
 };
 
 static volatile sig_atomic_t g_stop;
@@ -99,15 +102,23 @@ static void attach(struct daemon *d)
 	if (!rx->running || !tx->running)
 		return;
 	/* A TX ring that never moved means a new driver session: whatever
-	 * connections we hold belong to a guest that is gone. */
+	 * connections we hold belong to a guest that is gone.  (One that
+	 * moved is the same session after an fd change: keep them.) */
 	fresh = ring_fresh(tx->dev);
 	if (fresh && vq_vsock_conn_count(d->vs))
 		vq_vsock_stop(d->vs);
+	if (!d->session_started) {
+		d->session_started = true;
+		d->session_resumed = !fresh;
+	}
 	vq_vsock_start(d->vs, rx->dev, tx->dev, ev->running ? ev->dev : NULL);
-	/* Rings that resume where another backend left them: the guest's
-	 * connections are unknown to us; tell it (5.10.6.7). */
-	if (!fresh && ev->running)
+	/* The first rings of this front-end connection resume where another
+	 * backend left them: the guest's connections are unknown to us; tell
+	 * it once (5.10.6.7), when it gives us the event queue. */
+	if (d->session_resumed && !d->reset_sent && ev->running) {
 		vq_vsock_reset_event(d->vs);
+		d->reset_sent = true;
+	}
 }
 
 static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
@@ -166,6 +177,7 @@ static void dev_reset(void *opaque)
 	struct daemon *d = opaque;
 
 	vq_vsock_stop(d->vs);
+	d->session_started = d->session_resumed = d->reset_sent = false;
 }
 
 static const struct vq_vhu_device_ops vsock_ops = {
