@@ -7,7 +7,7 @@
 # the machine and the commands, and prints it.
 #
 # usage: bench/ring-ab.sh [BUILD_DIR]        (default: build)
-# environment: PAIRS (20), RUN_SECONDS (0.4 per member run), SIZES (0,1500),
+# environment: PAIRS (20), RUN_SECONDS (0.3 per member run), SIZES (0,1500),
 #              CPUS (0,1), OUT (result file), EXTRA (more ab options,
 #              e.g. --same-placement)
 set -eu
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 perf=$build/tools/virtq-perf
 pairs=${PAIRS:-20}
-secs=${RUN_SECONDS:-0.4}
+secs=${RUN_SECONDS:-0.3}
 sizes=${SIZES:-0,1500}
 cpus=${CPUS:-0,1}
 extra=${EXTRA:-}
