@@ -911,6 +911,9 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 			conn_close(v, c, true);
 			return;
 		}
+		/* Writable but behind buffered bytes: keep the order, drain. */
+		if (c->host_writable && obuf_drain(v, c) < 0)
+			return;
 	}
 	maybe_credit_update(v, c);
 }
