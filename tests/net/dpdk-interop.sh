@@ -6,6 +6,7 @@
 #
 #   CASE   vu-tx   testpmd virtio-user txonly -> virtq-net sink: every frame
 #                  testpmd sent is counted by virtq-net, exactly
+#          vu-mq   vu-tx with 2 queue pairs served by 2 virtq-net threads
 #          vu-rx   virtq-net source --count N -> testpmd virtio-user rxonly:
 #                  testpmd receives exactly N
 #          vh-tx   virtq-perf net tx --count N -> testpmd vhost rxonly:
@@ -58,6 +59,7 @@ fail() {
 }
 
 N=${N:-200000}
+TP_EXTRA=()
 EAL_COMMON=(--no-huge -m 256 --no-pci)
 
 # testpmd ROLE PREFIX VDEV FWD: start testpmd in the background.
@@ -67,6 +69,7 @@ testpmd() {
 	dpdk-testpmd -l 0,1 --main-lcore "$main" --file-prefix "virtq-$$-$name" \
 		"${EAL_COMMON[@]}" --vdev "$vdev" -- --forward-mode="$fwd" \
 		--nb-cores=1 --txpkts=64 --total-num-mbufs=8192 --stats-period 1 \
+		"${TP_EXTRA[@]}" \
 		</dev/null >"$DIR/testpmd-$name.log" 2>&1 &
 	PIDS+=($!)
 	TESTPMD_PID=$!
@@ -103,10 +106,12 @@ vnet_json_field() {     # FIELD: last value in virtq-net's JSON lines
 }
 
 case $CASE in
-vu-tx | vu-rx)
+vu-tx | vu-rx | vu-mq)
 	mode=sink
 	extra=()
+	queues=1
 	[ "$CASE" = vu-rx ] && mode=source && extra=(--count "$N")
+	[ "$CASE" = vu-mq ] && queues=2 && extra=(--queue-pairs 2 --threads 2)
 	"$VNET" --socket-path "$SOCK" --once --quiet --json --stats-interval 0.2 \
 		"${extra[@]}" "$mode" >"$DIR/vnet.out" 2>"$DIR/vnet.log" &
 	VNET_PID=$!
@@ -114,8 +119,9 @@ vu-tx | vu-rx)
 	wait_for 5 test -S "$SOCK" || fail "virtq-net did not listen"
 	fwd=txonly
 	[ "$CASE" = vu-rx ] && fwd=rxonly
-	testpmd vu "net_virtio_user0,path=$SOCK,queues=1,queue_size=256,server=0,packed_vq=$PACKED,in_order=$INORDER,mrg_rxbuf=1" "$fwd" 1
-	if [ "$CASE" = vu-tx ]; then
+	TP_EXTRA=(--rxq=$queues --txq=$queues)
+	testpmd vu "net_virtio_user0,path=$SOCK,queues=$queues,queue_size=256,server=0,packed_vq=$PACKED,in_order=$INORDER,mrg_rxbuf=1" "$fwd" 1
+	if [ "$CASE" != vu-rx ]; then
 		sleep 3
 	else
 		rx_done() { [ "$(vnet_json_field rx_pkts)" = "$N" ]; }
@@ -131,8 +137,10 @@ vu-tx | vu-rx)
 	[ $rc -eq 0 ] || fail "virtq-net exit status $rc"
 	summary=$(grep '"summary"' "$DIR/vnet.out")
 	[ -n "$summary" ] || fail "no summary from virtq-net"
-	if [ "$CASE" = vu-tx ]; then
-		sent=$(tp_count TX-packets "$DIR/testpmd-vu.log")
+	if [ "$CASE" != vu-rx ]; then
+		# The accumulated forward statistics (the last line) sum the
+		# queues; per-queue lines come before it.
+		sent=$(grep -oE "TX-packets: +[0-9]+" "$DIR/testpmd-vu.log" | tail -n 1 | grep -oE '[0-9]+$')
 		got=$(echo "$summary" | grep -oE '"tx_pkts":[0-9]+' | cut -d: -f2)
 		# More than a few rings' worth: a stalled ring fails here.
 		[ -n "$sent" ] && [ "$sent" -gt 10000 ] || fail "testpmd sent only ${sent:-0}"
