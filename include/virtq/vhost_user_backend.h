@@ -134,8 +134,8 @@ uint64_t vq_vhu_backend_features(const struct vq_vhu_backend *b);
 uint64_t vq_vhu_backend_protocol_features(const struct vq_vhu_backend *b);
 /* Why the last connection was closed ("" if it was not for an error). */
 const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b);
-/* Seconds a half-received message may stall before the connection is
- * dropped (default 5). */
+/* Milliseconds a half-received message may stall before the connection
+ * is dropped (default 5000); applies from the next connection. */
 void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms);
 
 /* ------------------------------------------------------------------ */
