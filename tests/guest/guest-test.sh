@@ -6,7 +6,7 @@
 #
 # Cases: net-split-mrg net-split-nomrg net-packed-mrg net-packed-nomrg
 #        net-packed-nomrg-overflow net-restart net-reset
-#        vsock-g2h vsock-h2g vsock-restart vsock-reset
+#        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
 # Environment:
 #   VIRTQ_BUILD_DIR      meson build dir holding tools/net/virtq-net and
@@ -93,6 +93,13 @@ guest_bg() {
 	"$HERE/run-guest.sh" --logdir "$LOG/$name" "$@" > "$LOG/$name.out" 2> "$LOG/$name.err" &
 	GPID=$!
 	PIDS+=("$GPID")
+}
+# guest_wait NAME: the background guest's status
+guest_wait() {
+	wait "$GPID"
+	local rc=$?
+	cat "$LOG/$1.err"
+	return $rc
 }
 # wait_mark NAME MARK SECONDS: the guest printed MARK on its output port
 wait_mark() {
@@ -242,7 +249,7 @@ net_matrix() {
 	# virtq-net sends SOURCE_COUNT frames: each one is delivered and received
 	# by the guest, or counted as dropped for want of a receive buffer.
 	net_start source || { check source-start 1 ""; return; }
-	guest source "${opts[@]}" -- 'gnet rx eth0 -t 20 -i 2'
+	guest source "${opts[@]}" -- 'gnet rx eth0 -t 3 -i 1'
 	rc=$?
 	net_stop
 	o=$LOG/source.out
@@ -316,7 +323,7 @@ net_restart() {
 	note "backend killed mid-traffic"
 	sleep 1
 	net_start loopback || { check restart 1 "second backend did not start"; return; }
-	wait "$GPID"
+	guest_wait restart
 	local rc=$?
 	net_stop
 	local o=$LOG/restart.out
@@ -387,12 +394,15 @@ vsock_g2h() {
 	local hp=$!
 	PIDS+=("$hp")
 	guest g2h --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
-		"gvsock cid; gvsock send -c 2 -p $port -n $n -j $j -W 20"
+		"$FEATS; gvsock cid; gvsock send -c 2 -p $port -n $n -j $j -W 20"
 	local rc=$?
 	wait "$hp"
 	local hrc=$?
 	vsock_stop
 	local o=$LOG/g2h.out
+	local want_p=0
+	[ "$packed" = on ] && want_p=1
+	check ring-layout $([ "$(feature 34 "$o")" = $want_p ] && echo 0 || echo 1) "RING_PACKED=$(feature 34 "$o") want=$want_p"
 	check cid-from-backend $([ "$(kv CID local "$o")" = $CID ] && echo 0 || echo 1) "guest_cid=$(kv CID local "$o") want=$CID"
 	check guest-to-host $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count SEND result=PASS "$o")" = $j ] &&
 		[ "$(count RECV result=PASS "$LOG/host-recv.out")" = $j ] && echo 0 || echo 1) \
@@ -410,7 +420,7 @@ vsock_h2g() {
 		"$GVSOCK" call -u "$UDS" -P $port -n $n -j $j -W 20 > "$LOG/host-call.out" 2>&1
 	fi
 	local hrc=$?
-	wait "$GPID"
+	guest_wait h2g
 	local rc=$?
 	vsock_stop
 	local o=$LOG/h2g.out
@@ -509,7 +519,7 @@ vsock_restart() {
 	qmp '{"execute":"chardev-add","arguments":{"id":"chr1","backend":{"type":"socket","data":{"addr":{"type":"unix","data":{"path":"'"$VSOCK"'"}},"server":false}}}}'
 	qmp '{"execute":"device_add","arguments":{"driver":"vhost-user-vsock-pci","id":"vsock1","chardev":"chr1"}}' ||
 		note "device_add failed: $(tail -1 "$LOG/qmp.log")"
-	wait "$GPID"
+	guest_wait restart
 	local rc=$?
 	wait "$after"
 	local hrc=$?
@@ -567,6 +577,7 @@ net-restart) net_restart ;;
 net-reset) net_reset ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
+vsock-packed) vsock_g2h on ;;
 vsock-restart) vsock_restart ;;
 vsock-reset) vsock_reset ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;
