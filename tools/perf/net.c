@@ -40,6 +40,8 @@ enum dir { D_TX, D_RX, D_RR };
 struct net_opts {
 	const char *socket_path;
 	const char *backend;
+	const char *backend_opt[16];    /* appended to backend */
+	unsigned nbackend_opt;
 	enum dir dir;
 	unsigned size;
 	bool packed, in_order, event_idx, mrg, indirect;
@@ -98,13 +100,15 @@ static void net_usage(FILE *f)
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx/rr: check every received frame's length and bytes\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
+"  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
+"                        'virtq-perf ab' can vary backend options)\n"
 "  --json                one JSON object with ops_per_sec\n");
 }
 
 enum {
 	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
 	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
-	N_JSON, N_HUGE, N_VERIFY, N_HELP,
+	N_JSON, N_HUGE, N_VERIFY, N_BOPT, N_HELP,
 };
 
 static const struct option net_long[] = {
@@ -126,6 +130,7 @@ static const struct option net_long[] = {
 	{ "json", no_argument, NULL, N_JSON },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
+	{ "backend-opt", required_argument, NULL, N_BOPT },
 	{ "help", no_argument, NULL, N_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -203,6 +208,11 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 		case N_JSON: o->json = true; break;
 		case N_HUGE: o->hugetlb = true; break;
 		case N_VERIFY: o->verify = true; break;
+		case N_BOPT:
+			if (o->nbackend_opt == 16 || strchr(optarg, '\''))
+				goto bad;
+			o->backend_opt[o->nbackend_opt++] = optarg;
+			break;
 		case N_HELP:
 		case 'h':
 			net_usage(stdout);
@@ -236,14 +246,17 @@ bad:
 
 static int backend_start(struct net_run *n)
 {
-	char *cmd;
+	char *cmd, opts[1024] = "";
+	size_t k = 0;
 	pid_t pid;
 
 	snprintf(n->tmpdir, sizeof(n->tmpdir), "/tmp/virtq-perf-net.XXXXXX");
 	if (!mkdtemp(n->tmpdir))
 		return -errno;
 	snprintf(n->sock, sizeof(n->sock), "%s/net.sock", n->tmpdir);
-	if (asprintf(&cmd, "exec %s --socket-path %s", n->o.backend, n->sock) < 0)
+	for (unsigned i = 0; i < n->o.nbackend_opt && k < sizeof(opts); i++)
+		k += (size_t)snprintf(opts + k, sizeof(opts) - k, " '%s'", n->o.backend_opt[i]);
+	if (asprintf(&cmd, "exec %s%s --socket-path %s", n->o.backend, opts, n->sock) < 0)
 		return -ENOMEM;
 	fflush(stdout);
 	fflush(stderr);
