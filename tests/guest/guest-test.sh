@@ -306,7 +306,7 @@ net_overflow() {
 net_restart() {
 	need_net_backend
 	net_start loopback || { check start 1 ""; return; }
-	guest_bg restart --dev net --sock "$NSOCK" --reconnect 1 --mem 128 --timeout 110 -- '
+	guest_bg restart --dev net --sock "$NSOCK" --packed "$1" --reconnect 1 --mem 128 --timeout 110 -- '
 		gnet echo eth0 -n 500 -s 0 || exit 1
 		echo KILL_NOW
 		gnet tx eth0 -n 100000000 -t 5 > /dev/null 2>&1
@@ -573,7 +573,8 @@ net-split-nomrg) net_matrix off off ;;
 net-packed-mrg) net_matrix on on ;;
 net-packed-nomrg) net_matrix on off ;;
 net-packed-nomrg-overflow) net_overflow ;;
-net-restart) net_restart ;;
+net-restart) net_restart off ;;
+net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
