@@ -264,7 +264,7 @@ net_matrix() {
 	else
 		[ $rc = 0 ] && [ "${got:-0}" -gt 0 ] && [ "$(kv RX bad "$o")" = 0 ] && ok=0
 	fi
-	check source-rx $ok "guest_rc=$rc guest_socket_rx=$got bad=$(kv RX bad "$o") guest_if_rx=$(kv RX if_rx_packets "$o") backend_delivered=$NET_TX backend_no_rx_buf=$NET_DROP sent=$SOURCE_COUNT"
+	check source-rx $ok "guest_rc=$rc guest_socket_rx=$got bad=$(kv RX bad "$o") guest_if_rx=$(kv RX if_rx_packets "$o") backend_delivered=$NET_TX backend_no_rx_buf=$NET_DROP$([ "$BACKEND" = virtq ] && echo " sent=$SOURCE_COUNT")"
 }
 
 # ---- packed ring, mrg_rxbuf off, after the guest's RX ring overflowed ----
