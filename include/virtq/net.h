@@ -185,6 +185,26 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr);
 
+/* One frame for vq_net_rx_deliver_burst. */
+struct vq_net_frame {
+	const struct iovec *iov;
+	unsigned iovcnt;
+	uint32_t len;
+	const struct vq_net_hdr *hdr;   /* NULL: all-zero */
+};
+
+/*
+ * Deliver frames in order as vq_net_rx_deliver() would, but popping the
+ * guest's buffers in bursts and prefetching them before the copies (a frame
+ * that needs several buffers, or does not fit, takes the one-frame path).
+ * Stops at the first frame for which the guest has no buffer at all,
+ * without counting it: the caller keeps or drops it.  Returns how many
+ * frames were handled (delivered, or dropped and counted by the one-frame
+ * path), or -errno if the queue is broken.
+ */
+int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f,
+			    unsigned n);
+
 /* Publish staged RX used entries.  Returns the buffers published or -errno. */
 int vq_net_rx_flush(struct vq_net_queue *q);
 

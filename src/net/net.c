@@ -498,6 +498,99 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 	return 1;
 }
 
+/* Copy one frame into one chain known to hold it: header, then data. */
+static void rx_into_chain(struct vq_net_queue *q, const struct vq_chain *c,
+			  const struct vq_net_frame *f)
+{
+	const struct iovec *w = &c->iov[c->nout];
+	struct vq_net_hdr h = { 0 };
+	uint8_t hb[12];
+	uint64_t soff = 0;
+	unsigned si = 0;
+
+	if (f->hdr)
+		h = *f->hdr;
+	h.num_buffers = 1;
+	if (likely(w->iov_len >= q->hdr_len)) {
+		hdr_encode(w->iov_base, q->hdr_len, &h);
+	} else {
+		hdr_encode(hb, q->hdr_len, &h);
+		write_hdr(c, hb, q->hdr_len);
+	}
+	iov_copy(w, c->nin, q->hdr_len, f->iov, f->iovcnt, &soff, &si, f->len);
+}
+
+int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f,
+			    unsigned n)
+{
+	unsigned done = 0, i;
+	int k, r;
+
+	if (q->role != VQ_NET_RX)
+		return -EINVAL;
+	while (done < n) {
+		unsigned want = n - done;
+
+		if (want > VQ_NET_BURST)
+			want = VQ_NET_BURST;
+		for (i = 0; i < want; i++) {
+			q->chains[i].iov = q->iov + (size_t)i * q->iov_per_chain;
+			q->chains[i].iov_max = q->iov_per_chain;
+		}
+		k = vq_dev_pop_burst(q->dev, q->chains, want);
+		if (k < 0)
+			return k;
+		if (k == 0)
+			break;  /* no buffer: the caller decides */
+		for (i = 0; i < (unsigned)k; i++) {
+			const struct vq_chain *c = &q->chains[i];
+
+			if (unlikely(c->nout))
+				return vq_dev_fail(q->dev, -EINVAL,
+						   "Unexpected descriptor format for RX: chain %u has %u readable segments (5.1.6.3)",
+						   c->id, c->nout);
+			if (q->mrg && unlikely(c->in_len < q->hdr_len))
+				return vq_dev_fail(q->dev, -EINVAL,
+						   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
+						   c->id, (unsigned long long)c->in_len, q->hdr_len);
+			/* The copies below write these lines: ask for them
+			 * now, while the ring is still being read. */
+			__builtin_prefetch(c->iov[0].iov_base, 1);
+			__builtin_prefetch((uint8_t *)c->iov[0].iov_base + 64, 1);
+		}
+		for (i = 0; i < (unsigned)k; i++) {
+			const struct vq_chain *c = &q->chains[i];
+			const struct vq_net_frame *fr = &f[done + i];
+			uint64_t need = (uint64_t)q->hdr_len + fr->len;
+
+			if (unlikely(need > c->in_len || fr->len > q->max_frame ||
+				     iov_total(fr->iov, fr->iovcnt) < fr->len)) {
+				/* Several buffers, or a drop: give this chain
+				 * and the rest back, take the one-frame path. */
+				r = vq_dev_unpop(q->dev, c, (unsigned)k - i);
+				if (r < 0)
+					return r;
+				r = vq_net_rx_deliver(q, fr->iov, fr->iovcnt, fr->len,
+						      fr->hdr);
+				if (r < 0)
+					return r;
+				done += i + 1;
+				goto next;
+			}
+			rx_into_chain(q, c, fr);
+			r = net_fill(q, c, (uint32_t)need);
+			if (r < 0)
+				return r;
+			q->st.packets++;
+			q->st.bytes += fr->len;
+		}
+		done += k;
+next:
+		;
+	}
+	return (int)done;
+}
+
 int vq_net_rx_flush(struct vq_net_queue *q)
 {
 	return net_flush(q);

@@ -248,22 +248,42 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 	struct ring *r = arg;
 	struct daemon *d = r->d;
 	struct iovec iov = { d->frame, d->o.size };
-	unsigned n = 0;
+	struct vq_net_frame f[VQ_NET_BURST];
+	unsigned n = 0, i, want;
 	int k;
 
+	for (i = 0; i < VQ_NET_BURST; i++)
+		f[i] = (struct vq_net_frame){ &iov, 1, d->o.size, NULL };
 	while (n < b->pkts && vq_dev_has_avail(r->dev)) {
-		if (d->o.count &&
-		    __atomic_fetch_sub(&d->source_left, 1, __ATOMIC_RELAXED) <= 0)
-			break;
-		k = vq_net_rx_deliver(r->nq, &iov, 1, d->o.size, NULL);
+		want = b->pkts - n < VQ_NET_BURST ? b->pkts - n : VQ_NET_BURST;
+		if (d->o.count) {
+			int64_t left = __atomic_sub_fetch(&d->source_left, want,
+							  __ATOMIC_RELAXED);
+
+			if (left < 0) {
+				/* Take only what was left; give the rest back. */
+				int64_t over = -left < (int64_t)want ? -left : (int64_t)want;
+
+				__atomic_add_fetch(&d->source_left, over, __ATOMIC_RELAXED);
+				want -= (unsigned)over;
+			}
+			if (!want)
+				break;
+		}
+		k = vq_net_rx_deliver_burst(r->nq, f, want);
 		if (k < 0) {
 			ring_broken(r);
 			return 0;
 		}
-		if (k == 0)
+		n += (unsigned)k;
+		*bytes += (uint64_t)k * d->o.size;
+		if ((unsigned)k < want) {
+			/* Out of buffers: the rest were not sent. */
+			if (d->o.count)
+				__atomic_add_fetch(&d->source_left, want - (unsigned)k,
+						   __ATOMIC_RELAXED);
 			break;
-		n++;
-		*bytes += d->o.size;
+		}
 	}
 	if (vq_net_rx_flush(r->nq) < 0) {
 		ring_broken(r);
