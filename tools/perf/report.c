@@ -113,14 +113,14 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		"the mean paired log(B/A)%s\n\n",
 		r->same_placement ? ";\n  only pairs whose members saw the same "
 		"placement (near-near or far-far)" : "");
-	fprintf(f, "  %-22s %10s %10s %9s %22s %7s  %s\n", "workload", "A ops/s",
+	fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %s\n", "workload", "A ops/s",
 		"B ops/s", "change", "95% CI", "faster", "near/far/mixed");
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 		char a[32], b[32], ch[32], lo[32], hi[32], ci[80], fa[32];
 
 		if (w->err) {
-			fprintf(f, "  %-22s %10s %10s %9s %22s %4u/%-3u %u/%u/%u\n",
+			fprintf(f, "  %-22s %10s %10s %10s %26s %4u/%-3u %u/%u/%u\n",
 				w->label, "-", "-", "-", "(no pairs)", 0, 0,
 				w->place[PLACE_NEAR], w->place[PLACE_FAR],
 				w->place[PLACE_MIXED]);
@@ -133,7 +133,7 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		pct(hi, sizeof(hi), w->st.ci_hi);
 		snprintf(ci, sizeof(ci), "[%s, %s]", lo, hi);
 		snprintf(fa, sizeof(fa), "%u/%u", w->st.faster, w->st.n);
-		fprintf(f, "  %-22s %10s %10s %9s %22s %7s  %u/%u/%u\n", w->label,
+		fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %u/%u/%u\n", w->label,
 			a, b, ch, ci, fa, w->place[PLACE_NEAR],
 			w->place[PLACE_FAR], w->place[PLACE_MIXED]);
 	}
