@@ -57,7 +57,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
 	sleep 0.3
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -169,7 +169,7 @@ mpps() { awk -v p="${1:-0}" 'BEGIN { printf "%7.3f", p / 1e6 }'; }
 ratio() { awk -v b="${1:-0}" -v a="${2:-0}" 'BEGIN { if (a > 0) printf "%5.2f", b / a; else printf "    -" }'; }
 
 echo "# virtq net race, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "# $(dpdk-testpmd --version 2>/dev/null | head -1 || true) DPDK $(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); virtq $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# DPDK $(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); virtq $(git rev-parse --short HEAD 2>/dev/null)"
 echo "# ${SECS}s per run, median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# frontend forwarding on CPU 0, backend on CPU 1, both busy polling; testpmd --no-huge"
 printf "%-4s %5s %-6s %-3s %-5s | %7s %7s %7s %7s | %5s %5s %5s\n" dir size layout io place "a" "b" "c" "d" "b/a" "c/a" "d/a"

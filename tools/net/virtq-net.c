@@ -128,8 +128,14 @@ static void r_disable(void *p)
 
 static int r_enable(void *p)
 {
-	int r = vq_dev_enable_notify(((struct ring *)p)->dev);
+	struct ring *rg = p;
+	int r;
 
+	/* No kick eventfd (the frontend asked for polling): never sleep,
+	 * as if buffers had just arrived. */
+	if (rg->kick_fd < 0)
+		return vq_dev_error(rg->dev) ? 0 : 1;
+	r = vq_dev_enable_notify(rg->dev);
 	return r < 0 ? 0 : r;
 }
 
