@@ -640,6 +640,25 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	return e;
 }
 
+/*
+ * A transmit ring about to stop: take what the guest already posted (at
+ * most one ring's worth), so frames it counted as sent are not left behind
+ * when the frontend stops right after sending (testpmd does).
+ */
+static void tx_drain(struct ring *r)
+{
+	uint64_t bytes = 0;
+	int n;
+
+	if (!r->running || !r->nq || !vq_net_is_tx_queue(r->index) ||
+	    vq_dev_error(r->dev))
+		return;
+	n = process_tx(NULL, r, &(struct vq_rt_budget){ vq_dev_num(r->dev), ~0ull },
+		       &bytes);
+	if (n > 0 && r->call_fd >= 0 && vq_dev_should_signal(r->dev))
+		vq_evt_signal(r->call_fd);
+}
+
 static void dev_queue_stop(void *opaque, unsigned index)
 {
 	struct daemon *d = opaque;
@@ -651,6 +670,7 @@ static void dev_queue_stop(void *opaque, unsigned index)
 	worker_stop(w);
 	if (d->o.mode == M_TAP && index == 0)
 		tap_stop(d);
+	tx_drain(&d->rings[index]);
 	ring_release(&d->rings[index], w);
 	if (worker_start(w) < 0)
 		fprintf(stderr, "virtq-net: cannot restart worker %u\n", w->id);
