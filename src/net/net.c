@@ -344,6 +344,10 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 				return r;
 		}
 		done += n;
+		/* Once per burst: the guest gets its buffers back while we
+		 * pop the next burst. */
+		if (!q->used_batch && (r = net_flush(q)) < 0)
+			return r;
 		if ((unsigned)n < want)
 			break;
 	}

@@ -299,7 +299,7 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 				break;
 		}
 		k = vq_net_rx_deliver_burst(r->nq, f, want);
-		if (k < 0) {
+		if (k < 0 || (!d->o.used_batch && vq_net_rx_flush(r->nq) < 0)) {
 			ring_broken(r);
 			return 0;
 		}
