@@ -7,7 +7,7 @@ set -euo pipefail
 want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
 case "${1:-build}" in
 test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk) ;;
-bench) want+=(gnuplot-nox) ;;
+bench) want+=(gnuplot-nox dpdk linux-perf) ;;
 esac
 
 missing=()
@@ -20,9 +20,13 @@ echo "deps: installing ${missing[*]}" >&2
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-# One update per machine is enough; a failed update still lets cached lists work.
+# Update the package lists once per machine; if an install still fails (stale
+# lists on a machine that was kept), update again and retry once.
 if [ ! -f /var/lib/apt/lists/.virtq-updated ]; then
 	$SUDO apt-get update -qq || true
 	$SUDO touch /var/lib/apt/lists/.virtq-updated || true
 fi
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
