@@ -517,16 +517,8 @@ static void run(bool packed, bool in_order, bool event_idx, bool indirect,
 	static const uint16_t split_sizes[] = { 8, 64, 256 };
 	static const uint16_t packed_sizes[] = { 8, 100, 256 };
 	struct sim s = { .packed = packed, .in_order = in_order, .rng = seed | 1 };
-	uint64_t f = 0;
+	uint64_t f = pair_features(packed, in_order, event_idx, indirect);
 
-	if (packed)
-		f |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	if (in_order)
-		f |= VIRTQ_BIT(VIRTIO_F_IN_ORDER);
-	if (event_idx)
-		f |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-	if (indirect)
-		f |= VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
 	s.num = packed ? packed_sizes[rnd(&s, 3)] : split_sizes[rnd(&s, 3)];
 	pair_init(&s.p, f, s.num, 1, 1);
 	s.data_gpa = pair_alloc(&s.p, (uint64_t)SLOT_BYTES * s.num);

@@ -204,17 +204,9 @@ static void driver_loop(struct shared *sh)
 static void run(bool packed, bool in_order, bool event_idx, bool indirect, uint64_t total)
 {
 	struct shared sh = { .in_order = in_order, .total = total };
-	uint64_t f = 0;
+	uint64_t f = pair_features(packed, in_order, event_idx, indirect);
 	pthread_t dev;
 
-	if (packed)
-		f |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	if (in_order)
-		f |= VIRTQ_BIT(VIRTIO_F_IN_ORDER);
-	if (event_idx)
-		f |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-	if (indirect)
-		f |= VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
 	pair_init(&sh.p, f, packed ? 200 : 256, 1, 1);
 	sh.buf_gpa = pair_alloc(&sh.p, (uint64_t)sh.p.num * 2 * BUF_BYTES);
 	sh.kickfd = eventfd(0, EFD_CLOEXEC);

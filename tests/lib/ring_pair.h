@@ -12,6 +12,8 @@
 
 #include <sys/mman.h>
 
+#include <stdbool.h>
+
 #include <virtq/ring.h>
 
 #include "vq_test.h"
@@ -48,6 +50,16 @@ static inline uint64_t pair_alloc(struct ring_pair *p, uint64_t len)
 	CHECK(gpa + len <= p->data_end);
 	p->data_gpa = gpa + len;
 	return gpa;
+}
+
+/* The ring features of one test configuration. */
+static inline uint64_t pair_features(bool packed, bool in_order, bool event_idx,
+				     bool indirect)
+{
+	return (packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
+	       (in_order ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
+	       (event_idx ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
+	       (indirect ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0);
 }
 
 /* Set up memory and the ring; with_drv/with_dev create either side. */
