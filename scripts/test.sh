@@ -52,6 +52,22 @@ run() {
 setup build gcc -Dwerror=true
 run build
 
+# A consumer built against the installed headers, library and pkg-config file.
+echo "== install: a consumer of the installed library"
+dest=$(mktemp -d)
+if DESTDIR=$dest meson install -C build --quiet >/dev/null &&
+   pc=$(dirname "$(find "$dest" -name virtq.pc | head -n 1)") &&
+   flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$pc pkg-config --cflags --libs virtq) &&
+   cc -std=gnu11 -Wall -Wextra -Werror examples/consumer.c $flags -o "$dest/consumer" &&
+   LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name libvirtq.so | head -n 1)") "$dest/consumer"; then
+	passed=$((passed + 1))
+else
+	echo "install: FAIL"
+	failed=$((failed + 1))
+	failed_names+=(install)
+fi
+rm -rf "$dest"
+
 setup build-clang clang -Dwerror=true
 run build-clang
 
