@@ -105,6 +105,9 @@ struct daemon {
 	struct ring rings[2 * MAX_PAIRS];
 	struct worker workers[MAX_THREADS];
 	uint8_t frame[VQ_NET_MAX_FRAME];        /* source mode template */
+	/* A burst of it, built once (read only, so workers share it). */
+	struct iovec frame_iov;
+	struct vq_net_frame frames[VQ_NET_BURST];
 	struct tap tap;
 	int64_t source_left;            /* atomic; with --count */
 };
@@ -275,13 +278,9 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 {
 	struct ring *r = arg;
 	struct daemon *d = r->d;
-	struct iovec iov = { d->frame, d->o.size };
-	struct vq_net_frame f[VQ_NET_BURST];
-	unsigned n = 0, i, want;
+	unsigned n = 0, want;
 	int k;
 
-	for (i = 0; i < VQ_NET_BURST; i++)
-		f[i] = (struct vq_net_frame){ &iov, 1, d->o.size, NULL };
 	while (n < b->pkts && vq_dev_has_avail(r->dev)) {
 		want = b->pkts - n < VQ_NET_BURST ? b->pkts - n : VQ_NET_BURST;
 		if (d->o.count) {
@@ -298,7 +297,7 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 			if (!want)
 				break;
 		}
-		k = vq_net_rx_deliver_burst(r->nq, f, want);
+		k = vq_net_rx_deliver_burst(r->nq, d->frames, want);
 		if (k < 0 || (!d->o.used_batch && vq_net_rx_flush(r->nq) < 0)) {
 			ring_broken(r);
 			return 0;
@@ -1042,6 +1041,9 @@ int main(int argc, char **argv)
 		d.rings[i].kick_fd = d.rings[i].call_fd = d.rings[i].err_fd = -1;
 	}
 	build_frame(d.frame, d.o.size);
+	d.frame_iov = (struct iovec){ d.frame, d.o.size };
+	for (i = 0; i < VQ_NET_BURST; i++)
+		d.frames[i] = (struct vq_net_frame){ &d.frame_iov, 1, d.o.size, NULL };
 	d.source_left = (int64_t)d.o.count;
 	d.tap.fd = -1;
 	if (d.o.mode == M_TAP) {
