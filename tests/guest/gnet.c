@@ -196,6 +196,9 @@ static int open_if(int rx)
 	}
 	if (rx)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+	/* Queued frames are charged to the send buffer until the device uses
+	 * them: the default (~270 small frames) could not fill a big TX ring. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
 	/* Straight to the driver: ENOBUFS when the ring is full, no qdisc drops. */
 	setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
 	return fd;
