@@ -33,6 +33,8 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user_backend.h>
 
+#include "daemon.h"
+
 #define MAX_PAIRS   64u
 #define MAX_THREADS 64u
 
@@ -45,14 +47,7 @@ struct opts {
 	unsigned size;
 	unsigned pairs;
 	unsigned threads;
-	unsigned used_batch;
-	uint64_t busy_poll_us;
-	bool no_in_order, no_packed, no_event_idx, no_indirect, no_mrg;
-	double stats_interval;
-	bool json;
-	bool once;
-	bool client;
-	bool quiet;
+	bool no_mrg;
 	bool copy;                      /* sink: copy each frame out */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
 	int cpus[MAX_THREADS];
@@ -77,8 +72,7 @@ struct ring {
 
 /* Totals a worker publishes for the statistics line (atomic words). */
 struct wstats {
-	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
-	uint64_t kicks, calls;
+	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
 };
 
@@ -102,6 +96,8 @@ struct tap {
 
 struct daemon {
 	struct opts o;
+	struct vqd_opts com;            /* the options every daemon takes */
+	struct wstats st_now, st_prev;  /* the statistics line's ends */
 	struct ring rings[2 * MAX_PAIRS];
 	struct worker workers[MAX_THREADS];
 	uint8_t frame[VQ_NET_MAX_FRAME];        /* source mode template */
@@ -111,8 +107,6 @@ struct daemon {
 	struct tap tap;
 	int64_t source_left;            /* atomic; with --count */
 };
-
-static volatile sig_atomic_t g_stop;
 
 /* ------------------------------------------------------------------ */
 /* Ring ops for the loop: a broken ring goes idle for good instead of  */
@@ -298,7 +292,7 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 				break;
 		}
 		k = vq_net_rx_deliver_burst(r->nq, d->frames, want);
-		if (k < 0 || (!d->o.used_batch && vq_net_rx_flush(r->nq) < 0)) {
+		if (k < 0 || (!d->com.used_batch && vq_net_rx_flush(r->nq) < 0)) {
 			ring_broken(r);
 			return 0;
 		}
@@ -337,21 +331,21 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 		return;
 	ns = vq_net_queue_stats(r->nq);
 	if (vq_net_is_tx_queue(r->index)) {
-		s->tx_pkts += ns->packets;
-		s->tx_bytes += ns->bytes;
+		s->c.tx_pkts += ns->packets;
+		s->c.tx_bytes += ns->bytes;
 	} else {
-		s->rx_pkts += ns->packets;
-		s->rx_bytes += ns->bytes;
+		s->c.rx_pkts += ns->packets;
+		s->c.rx_bytes += ns->bytes;
 	}
 	for (i = 0; i < VQ_NET_DROP_MAX; i++)
 		s->drops[i] += ns->drops[i];
-	s->calls += r->calls + r->rt_calls;
-	s->kicks += r->rt_kicks;
+	s->c.calls += r->calls + r->rt_calls;
+	s->c.kicks += r->rt_kicks;
 	if (r->rtq) {
 		struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
 
-		s->kicks += c->kicks_recv;
-		s->calls += c->calls_sent;
+		s->c.kicks += c->kicks_recv;
+		s->c.calls += c->calls_sent;
 	}
 }
 
@@ -428,7 +422,7 @@ static void worker_stop(struct worker *w)
 static int worker_start(struct worker *w)
 {
 	struct daemon *d = w->d;
-	struct vq_rt_loop_config lc = { .busy_poll_ns = d->o.busy_poll_us * 1000 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = d->com.busy_poll_us * 1000 };
 	unsigned i, nq = 0;
 	int r;
 
@@ -618,7 +612,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	nc = (struct vq_net_queue_config){
 		.dev = q->vq,
 		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
-		.used_batch = d->o.used_batch,
+		.used_batch = d->com.used_batch,
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)
@@ -629,7 +623,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	r->err_fd = q->err_fd;
 	r->broken_logged = false;
 	r->running = true;
-	if (!d->o.quiet)
+	if (!d->com.quiet)
 		fprintf(stderr, "virtq-net: queue %u started (%s, %u entries, features 0x%" PRIx64 ")\n",
 			q->index, vq_net_is_tx_queue(q->index) ? "tx" : "rx",
 			vq_dev_num(q->vq), vq_dev_features(q->vq));
@@ -673,7 +667,7 @@ static void dev_queue_stop(void *opaque, unsigned index)
 	ring_release(&d->rings[index], w);
 	if (worker_start(w) < 0)
 		fprintf(stderr, "virtq-net: cannot restart worker %u\n", w->id);
-	if (!d->o.quiet)
+	if (!d->com.quiet)
 		fprintf(stderr, "virtq-net: queue %u stopped\n", index);
 }
 
@@ -720,36 +714,27 @@ static uint64_t drops_total(const struct wstats *s)
 	return t;
 }
 
-static void stats_print(struct daemon *d, const struct wstats *now,
-			const struct wstats *prev, double dt, double t, bool final)
+/* One statistics line (vqd_ctl's stats callback). */
+static void stats_line(void *arg, double dt, double t, bool final)
 {
-	double tx_pps = (double)(now->tx_pkts - prev->tx_pkts) / dt;
-	double rx_pps = (double)(now->rx_pkts - prev->rx_pkts) / dt;
-	double tx_gbps = (double)(now->tx_bytes - prev->tx_bytes) * 8 / dt / 1e9;
-	double rx_gbps = (double)(now->rx_bytes - prev->rx_bytes) * 8 / dt / 1e9;
-	uint64_t pk = (now->tx_pkts - prev->tx_pkts) + (now->rx_pkts - prev->rx_pkts);
-	double kpp = pk ? (double)(now->kicks - prev->kicks) / (double)pk : 0;
-	double cpp = pk ? (double)(now->calls - prev->calls) / (double)pk : 0;
+	struct daemon *d = arg;
+	struct wstats *now = &d->st_now, *prev = &d->st_prev;
 	unsigned i;
 
-	if (d->o.json) {
-		printf("{\"%s\":true,\"t\":%.3f,\"mode\":\"%s\",\"tx_pkts\":%" PRIu64
-		       ",\"rx_pkts\":%" PRIu64 ",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64
-		       ",\"tx_pps\":%.0f,\"rx_pps\":%.0f,\"tx_gbps\":%.4f,\"rx_gbps\":%.4f"
-		       ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64
-		       ",\"kicks_per_pkt\":%.6f,\"calls_per_pkt\":%.6f,\"drops\":{",
-		       final ? "summary" : "stats", t, mode_names[d->o.mode],
-		       now->tx_pkts, now->rx_pkts, now->tx_bytes, now->rx_bytes,
-		       tx_pps, rx_pps, tx_gbps, rx_gbps, now->kicks, now->calls, kpp, cpp);
+	stats_read(d, now);
+	if (final)
+		memset(prev, 0, sizeof(*prev));
+	vqd_line_start(d->com.json, &now->c, &prev->c, dt, t, final);
+	if (d->com.json) {
+		printf(",\"mode\":\"%s\"", mode_names[d->o.mode]);
+		vqd_json_rates(&now->c, &prev->c, dt, true, true);
+		printf(",\"drops\":{");
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
 		printf("}}\n");
 	} else {
-		printf("%s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
-		       "kicks/pkt %.4f calls/pkt %.4f  drops %" PRIu64,
-		       final ? "summary" : "stats  ", t, tx_pps / 1e6, tx_gbps,
-		       rx_pps / 1e6, rx_gbps, kpp, cpp, drops_total(now));
+		printf("  drops %" PRIu64, drops_total(now));
 		if (drops_total(now)) {
 			printf(" (");
 			for (i = 0; i < VQ_NET_DROP_MAX; i++)
@@ -760,11 +745,12 @@ static void stats_print(struct daemon *d, const struct wstats *now,
 		}
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
-			       " packets %" PRIu64 " bytes", now->tx_pkts, now->tx_bytes,
-			       now->rx_pkts, now->rx_bytes);
+			       " packets %" PRIu64 " bytes", now->c.tx_pkts, now->c.tx_bytes,
+			       now->c.rx_pkts, now->c.rx_bytes);
 		printf("\n");
 	}
 	fflush(stdout);
+	*prev = *now;
 }
 
 /* ------------------------------------------------------------------ */
@@ -779,9 +765,7 @@ static void usage(FILE *f)
 "A vhost-user-net backend.  MODE: sink (count and drop what the guest sends,\n"
 "the default), source (send --size byte frames to the guest), loopback (send\n"
 "each frame back with the MAC addresses swapped), tap IFNAME (bridge to a TAP).\n"
-"  --socket-path PATH    listen on a UNIX socket (vhost-user server)\n"
-"  --fd N                use an inherited socket\n"
-"  --client              connect to PATH instead, reconnecting every second\n"
+VQD_USAGE_SOCKET
 "  --mode MODE [--tap IFNAME]  the same as the positional MODE\n"
 "  --size BYTES          source frame size (64)\n"
 "  --count N             source: send N frames in all, then stop sending\n"
@@ -795,16 +779,12 @@ static void usage(FILE *f)
 "  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
 "  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
 "                        stop offering that feature\n"
-"  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n"
-"  --json                statistics as JSON lines\n"
-"  --once                exit when the first front-end disconnects\n"
-"  --quiet               no queue start/stop messages\n");
+VQD_USAGE_STATS);
 }
 
 enum {
-	O_MODE = 256, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_USED_BATCH,
-	O_BUSY_POLL, O_NO_IN_ORDER, O_NO_PACKED, O_NO_EVENT_IDX, O_NO_INDIRECT,
-	O_NO_MRG, O_STATS, O_JSON, O_ONCE, O_CLIENT, O_QUIET, O_COUNT, O_COPY, O_HELP,
+	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
+	O_COUNT, O_COPY,
 };
 
 static const struct option long_opts[] = {
@@ -814,34 +794,11 @@ static const struct option long_opts[] = {
 	{ "queue-pairs", required_argument, NULL, O_PAIRS },
 	{ "threads", required_argument, NULL, O_THREADS },
 	{ "cpu", required_argument, NULL, O_CPU },
-	{ "used-batch", required_argument, NULL, O_USED_BATCH },
-	{ "busy-poll", required_argument, NULL, O_BUSY_POLL },
-	{ "no-in-order", no_argument, NULL, O_NO_IN_ORDER },
-	{ "no-packed", no_argument, NULL, O_NO_PACKED },
-	{ "no-event-idx", no_argument, NULL, O_NO_EVENT_IDX },
-	{ "no-indirect", no_argument, NULL, O_NO_INDIRECT },
 	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
-	{ "stats-interval", required_argument, NULL, O_STATS },
-	{ "json", no_argument, NULL, O_JSON },
-	{ "once", no_argument, NULL, O_ONCE },
-	{ "client", no_argument, NULL, O_CLIENT },
-	{ "quiet", no_argument, NULL, O_QUIET },
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
-	{ "help", no_argument, NULL, O_HELP },
 	{ NULL, 0, NULL, 0 },
 };
-
-static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
-{
-	char *end;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoul(s, &end, 0);
-	return !errno && *end == '\0' && *v <= max;
-}
 
 static int parse_mode(struct opts *o, const char *s)
 {
@@ -851,98 +808,75 @@ static int parse_mode(struct opts *o, const char *s)
 			return 0;
 		}
 	fprintf(stderr, "virtq-net: unknown mode '%s'\n", s);
-	return -1;
+	return -2;
 }
 
-static int parse_args(int argc, char **argv, struct opts *o)
+/* "0,2,5": the CPUs for --cpu. */
+static int parse_cpus(struct opts *o, const char *s)
 {
-	unsigned long v;
 	char *end;
-	int c;
 
-	memset(o, 0, sizeof(*o));
-	o->size = 64;
-	o->pairs = 1;
-	o->threads = 1;
-	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case O_MODE:
-			if (parse_mode(o, optarg) < 0)
-				return -1;
-			break;
-		case O_TAP:
-			o->tap_name = optarg;
-			break;
-		case O_SIZE:
-			if (!parse_uint(optarg, VQ_NET_MAX_FRAME, &v) || v < VQ_NET_MIN_FRAME)
-				goto bad;
-			o->size = (unsigned)v;
-			break;
-		case O_PAIRS:
-			if (!parse_uint(optarg, MAX_PAIRS, &v) || !v)
-				goto bad;
-			o->pairs = (unsigned)v;
-			break;
-		case O_THREADS:
-			if (!parse_uint(optarg, MAX_THREADS, &v) || !v)
-				goto bad;
-			o->threads = (unsigned)v;
-			break;
-		case O_CPU: {
-			char *s = optarg;
+	o->ncpus = 0;
+	while (*s && o->ncpus < MAX_THREADS) {
+		long cpu = strtol(s, &end, 10);
 
-			o->ncpus = 0;
-			while (*s && o->ncpus < MAX_THREADS) {
-				long cpu = strtol(s, &end, 10);
-
-				if (end == s || cpu < 0 || cpu >= CPU_SETSIZE)
-					goto bad;
-				o->cpus[o->ncpus++] = (int)cpu;
-				s = *end == ',' ? end + 1 : end;
-				if (*end && *end != ',')
-					goto bad;
-			}
-			break;
-		}
-		case O_USED_BATCH:
-			if (!parse_uint(optarg, 1u << 16, &v))
-				goto bad;
-			o->used_batch = (unsigned)v;
-			break;
-		case O_BUSY_POLL:
-			if (!parse_uint(optarg, 10000000, &v))
-				goto bad;
-			o->busy_poll_us = v;
-			break;
-		case O_NO_IN_ORDER: o->no_in_order = true; break;
-		case O_NO_PACKED: o->no_packed = true; break;
-		case O_NO_EVENT_IDX: o->no_event_idx = true; break;
-		case O_NO_INDIRECT: o->no_indirect = true; break;
-		case O_NO_MRG: o->no_mrg = true; break;
-		case O_STATS:
-			o->stats_interval = strtod(optarg, &end);
-			if (*end || o->stats_interval < 0)
-				goto bad;
-			break;
-		case O_JSON: o->json = true; break;
-		case O_ONCE: o->once = true; break;
-		case O_CLIENT: o->client = true; break;
-		case O_QUIET: o->quiet = true; break;
-		case O_COPY: o->copy = true; break;
-		case O_COUNT:
-			if (!parse_uint(optarg, ~0ul, &v))
-				goto bad;
-			o->count = v;
-			break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
+		if (end == s || cpu < 0 || cpu >= CPU_SETSIZE)
 			return -1;
-		}
+		o->cpus[o->ncpus++] = (int)cpu;
+		if (*end && *end != ',')
+			return -1;
+		s = *end == ',' ? end + 1 : end;
 	}
+	return 0;
+}
+
+/* One of virtq-net's own options (vqd_cli.opt). */
+static int tool_opt(void *arg, int c, const char *val)
+{
+	struct opts *o = arg;
+	uint64_t v;
+
+	switch (c) {
+	case O_MODE:
+		return parse_mode(o, val);
+	case O_TAP:
+		o->tap_name = val;
+		break;
+	case O_SIZE:
+		if (!vqd_parse_u64(val, VQ_NET_MAX_FRAME, &v) || v < VQ_NET_MIN_FRAME)
+			return -1;
+		o->size = (unsigned)v;
+		break;
+	case O_PAIRS:
+		if (!vqd_parse_u64(val, MAX_PAIRS, &v) || !v)
+			return -1;
+		o->pairs = (unsigned)v;
+		break;
+	case O_THREADS:
+		if (!vqd_parse_u64(val, MAX_THREADS, &v) || !v)
+			return -1;
+		o->threads = (unsigned)v;
+		break;
+	case O_CPU:
+		return parse_cpus(o, val);
+	case O_NO_MRG: o->no_mrg = true; break;
+	case O_COPY: o->copy = true; break;
+	case O_COUNT:
+		if (!vqd_parse_u64(val, UINT64_MAX, &o->count))
+			return -1;
+		break;
+	}
+	return 0;
+}
+
+static struct vqd_cli cli = {
+	.name = "virtq-net", .type = "net", .opts = long_opts, .opt = tool_opt,
+	.usage = usage,
+};
+
+/* The positional MODE [IFNAME] and the checks across options. */
+static int parse_rest(int argc, char **argv, struct opts *o)
+{
 	if (optind < argc) {
 		if (parse_mode(o, argv[optind++]) < 0)
 			return -1;
@@ -960,31 +894,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->threads > o->pairs)
 		o->threads = o->pairs;
 	return 0;
-bad:
-	fprintf(stderr, "virtq-net: bad value '%s'\n", optarg);
-	return -1;
 }
 
-static uint64_t offered_features(const struct opts *o)
+static uint64_t offered_features(const struct daemon *d)
 {
 	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
 		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
 		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
 
-	if (o->pairs > 1)
+	if (d->o.pairs > 1)
 		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
-	if (o->no_in_order)
-		f &= ~VIRTQ_BIT(VIRTIO_F_IN_ORDER);
-	if (o->no_packed)
-		f &= ~VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	if (o->no_event_idx)
-		f &= ~VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-	if (o->no_indirect)
-		f &= ~VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
-	if (o->no_mrg)
+	if (d->o.no_mrg)
 		f &= ~VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
-	return f;
+	return vqd_features(&d->com, f);
 }
 
 /* A broadcast frame of an experimental EtherType with a counting payload. */
@@ -1000,37 +923,26 @@ static void build_frame(uint8_t *f, unsigned size)
 		f[i] = (uint8_t)i;
 }
 
-static double now_s(void)
-{
-	return (double)vq_rt_now_ns() / 1e9;
-}
-
 int main(int argc, char **argv)
 {
 	static struct daemon d;
 	struct vq_vhu_opts vo;
 	struct vq_vhu_device dev;
-	struct vq_vhu_backend *b = NULL;
-	struct wstats prev, cur;
-	double t0, last, next_stats;
+	struct vqd_ctl ctl = { .cli = &cli, .o = &d.com, .stats = stats_line, .arg = &d };
 	unsigned i;
 	int r, rc = 1;
 
-	if (vq_vhu_parse_opts(&argc, argv, &vo) < 0)
+	d.o.size = 64;
+	d.o.pairs = 1;
+	d.o.threads = 1;
+	cli.arg = &d.o;
+	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
+	if (r != 1)
+		return r;
+	if (parse_rest(argc, argv, &d.o) < 0)
 		return 2;
-	if (vo.print_capabilities) {
-		static const char *const none[] = { NULL };
-
-		vq_vhu_print_capabilities(stdout, "net", none);
-		return 0;
-	}
-	if (parse_args(argc, argv, &d.o) < 0)
+	if (!vqd_need_socket(&cli, &vo))
 		return 2;
-	if (!vo.socket_path && vo.fd < 0) {
-		fprintf(stderr, "virtq-net: --socket-path or --fd is required\n");
-		usage(stderr);
-		return 2;
-	}
 	for (i = 0; i < MAX_THREADS; i++) {
 		d.workers[i].d = &d;
 		d.workers[i].id = i;
@@ -1061,79 +973,23 @@ int main(int argc, char **argv)
 	}
 
 	dev = (struct vq_vhu_device){
-		.name = "virtq-net", .features = offered_features(&d.o),
+		.name = "virtq-net", .features = offered_features(&d),
 		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
 	};
-	r = vq_vhu_backend_new(&dev, &b);
+	r = vq_vhu_backend_new(&dev, &ctl.b);
 	if (r < 0) {
 		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
 		return 1;
 	}
-	if (d.o.client && vo.socket_path)
-		r = vq_vhu_backend_connect(b, vo.socket_path, 1000);
-	else
-		r = vq_vhu_backend_open(b, &vo);
-	if (r < 0) {
-		fprintf(stderr, "virtq-net: cannot open %s: %s\n",
-			vo.socket_path ? vo.socket_path : "the socket", strerror(-r));
+	if (vqd_open(&ctl, &vo) < 0)
 		goto out;
-	}
-	vq_vhu_on_sigterm(&g_stop);
-	signal(SIGPIPE, SIG_IGN);
-	if (!d.o.quiet)
+	if (!d.com.quiet)
 		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
 			mode_names[d.o.mode], d.o.pairs, d.o.threads, dev.features);
 
-	memset(&prev, 0, sizeof(prev));
-	t0 = last = now_s();
-	next_stats = d.o.stats_interval > 0 ? t0 + d.o.stats_interval : 0;
-	bool was_connected = false;
-
-	rc = 0;
-	while (!g_stop) {
-		int fd = vq_vhu_backend_fd(b);
-		int tmo = vq_vhu_backend_timeout_ms(b);
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		double t;
-
-		if (next_stats) {
-			int st = (int)((next_stats - now_s()) * 1000) + 1;
-
-			if (st < 0)
-				st = 0;
-			if (tmo < 0 || st < tmo)
-				tmo = st;
-		}
-		r = poll(&pf, fd >= 0 ? 1 : 0, tmo);
-		if (r < 0 && errno != EINTR) {
-			rc = 1;
-			break;
-		}
-		if (g_stop)
-			break;
-		if (r > 0 || fd < 0 || vq_vhu_backend_timeout_ms(b) == 0) {
-			do {
-				r = vq_vhu_backend_process(b);
-			} while (r > 0 && !g_stop);
-			if (r < 0 && r != -ECONNRESET)
-				fprintf(stderr, "virtq-net: connection closed: %s\n",
-					vq_vhu_backend_error_msg(b));
-			if (vq_vhu_backend_connected(b))
-				was_connected = true;
-			else if (was_connected && d.o.once)
-				break;
-		}
-		t = now_s();
-		if (next_stats && t >= next_stats) {
-			stats_read(&d, &cur);
-			stats_print(&d, &cur, &prev, t - last, t - t0, false);
-			prev = cur;
-			last = t;
-			next_stats += d.o.stats_interval;
-			if (next_stats < t)
-				next_stats = t + d.o.stats_interval;
-		}
-	}
+	/* The data path runs on the workers: the loop only serves the
+	 * control socket and the statistics. */
+	rc = vqd_run(&ctl);
 	/* Stop the data path first: queue_stop for each running ring comes
 	 * with the backend's teardown, but the summary wants final counts. */
 	for (i = 0; i < d.o.threads; i++)
@@ -1143,15 +999,9 @@ int main(int argc, char **argv)
 		ring_release(&d.rings[i], &d.workers[worker_of(&d, i)]);
 	for (i = 0; i < d.o.threads; i++)
 		d.workers[i].pub = d.workers[i].base;
-	stats_read(&d, &cur);
-	memset(&prev, 0, sizeof(prev));
-	{
-		double t = now_s();
-
-		stats_print(&d, &cur, &prev, t - t0 > 0 ? t - t0 : 1, t - t0, true);
-	}
+	vqd_summary(&ctl);
 out:
-	vq_vhu_backend_free(b);
+	vq_vhu_backend_free(ctl.b);
 	if (d.tap.fd >= 0) {
 		close(d.tap.fd);
 		close(d.tap.stop_fd);

@@ -27,19 +27,16 @@
 #include <virtq/vhost_user_backend.h>
 #include <virtq/vsock.h>
 
+#include "daemon.h"
+
 #define NQ 3u
 #define BUDGET 256u
 
 struct opts {
 	uint64_t cid;
 	const char *uds;
-	unsigned used_batch;
 	uint32_t buf_alloc;
 	uint32_t max_conns;
-	uint64_t busy_poll_us;
-	bool no_packed, no_event_idx, no_indirect, no_in_order;
-	double stats_interval;
-	bool json, once, client, quiet;
 };
 
 struct ring {
@@ -51,17 +48,25 @@ struct ring {
 	uint64_t kicks, calls;
 };
 
+struct snap {
+	struct vqd_count c;
+	struct vq_vsock_stats s;
+	unsigned conns;
+};
+
 struct daemon {
 	struct opts o;
+	struct vqd_opts com;            /* the options every daemon takes */
+	struct snap st_now, st_prev;    /* the statistics line's ends */
 	struct vq_vsock *vs;
 	struct ring q[NQ];
 	uint64_t kicks_old, calls_old;  /* from rings that stopped */
 	/* Per front-end connection: did its first start resume rings that
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
+	int kick_ring[1 + NQ];          /* the loop's fds: ring or -1 */
 };
 
-static volatile sig_atomic_t g_stop;
 static const char *const qname[NQ] = { "rx", "tx", "event" };
 
 /* ------------------------------------------------------------------ */
@@ -137,7 +142,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	r->notify_on = false;
 	r->broken_logged = false;
 	vq_dev_disable_notify(r->dev);
-	if (!d->o.quiet)
+	if (!d->com.quiet)
 		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
 			q->index, qname[q->index], vq_dev_num(q->vq), vq_dev_features(q->vq));
 	attach(d);
@@ -158,7 +163,7 @@ static void dev_queue_stop(void *opaque, unsigned index)
 	d->calls_old += r->calls;
 	memset(r, 0, sizeof(*r));
 	r->kick_fd = r->call_fd = r->err_fd = -1;
-	if (!d->o.quiet)
+	if (!d->com.quiet)
 		fprintf(stderr, "virtq-vsock: queue %u (%s) stopped\n", index, qname[index]);
 	attach(d);
 }
@@ -319,22 +324,19 @@ static void disarm(struct daemon *d)
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
 
-struct snap {
-	struct vq_vsock_stats s;
-	uint64_t kicks, calls;
-	unsigned conns;
-};
-
 static void snap_take(struct daemon *d, struct snap *p)
 {
 	unsigned i;
 
 	p->s = *vq_vsock_stats(d->vs);
-	p->kicks = d->kicks_old;
-	p->calls = d->calls_old;
+	p->c = (struct vqd_count){
+		.tx_pkts = p->s.tx_pkts, .tx_bytes = p->s.tx_bytes,
+		.rx_pkts = p->s.rx_pkts, .rx_bytes = p->s.rx_bytes,
+		.kicks = d->kicks_old, .calls = d->calls_old,
+	};
 	for (i = 0; i < NQ; i++) {
-		p->kicks += d->q[i].kicks;
-		p->calls += d->q[i].calls;
+		p->c.kicks += d->q[i].kicks;
+		p->c.calls += d->q[i].calls;
 	}
 	p->conns = vq_vsock_conn_count(d->vs);
 }
@@ -345,24 +347,22 @@ static uint64_t bad_total(const struct vq_vsock_stats *s)
 	       s->bad_addr + s->bad_credit + s->bad_rx_buf + s->bad_connect_line;
 }
 
-static void stats_print(struct daemon *d, const struct snap *now,
-			const struct snap *prev, double dt, double t, bool final)
+/* One statistics line (vqd_ctl's stats callback). */
+static void stats_line(void *arg, double dt, double t, bool final)
 {
-	const struct vq_vsock_stats *s = &now->s, *p = &prev->s;
-	double tx_pps = (double)(s->tx_pkts - p->tx_pkts) / dt;
-	double rx_pps = (double)(s->rx_pkts - p->rx_pkts) / dt;
-	double tx_gbps = (double)(s->tx_bytes - p->tx_bytes) * 8 / dt / 1e9;
-	double rx_gbps = (double)(s->rx_bytes - p->rx_bytes) * 8 / dt / 1e9;
-	uint64_t pk = (s->tx_pkts - p->tx_pkts) + (s->rx_pkts - p->rx_pkts);
-	double kpp = pk ? (double)(now->kicks - prev->kicks) / (double)pk : 0;
-	double cpp = pk ? (double)(now->calls - prev->calls) / (double)pk : 0;
+	struct daemon *d = arg;
+	struct snap *now = &d->st_now, *prev = &d->st_prev;
+	const struct vq_vsock_stats *s = &now->s;
 
-	if (d->o.json) {
-		printf("{\"%s\":true,\"t\":%.3f,\"tx_pkts\":%" PRIu64 ",\"rx_pkts\":%" PRIu64
-		       ",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64
-		       ",\"tx_pps\":%.0f,\"rx_pps\":%.0f,\"tx_gbps\":%.4f,\"rx_gbps\":%.4f"
-		       ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"rx_flushes\":%" PRIu64
-		       ",\"kicks_per_pkt\":%.6f,\"calls_per_pkt\":%.6f,\"conns\":%u"
+	snap_take(d, now);
+	if (final)
+		memset(prev, 0, sizeof(*prev));
+	vqd_line_start(d->com.json, &now->c, &prev->c, dt, t, final);
+	if (d->com.json) {
+		vqd_json_rates(&now->c, &prev->c, dt, true, false);
+		printf(",\"rx_flushes\":%" PRIu64, s->rx_flushes);
+		vqd_json_rates(&now->c, &prev->c, dt, false, true);
+		printf(",\"conns\":%u"
 		       ",\"conns_opened\":%" PRIu64 ",\"conns_closed\":%" PRIu64
 		       ",\"rst_sent\":%" PRIu64 ",\"rst_recv\":%" PRIu64
 		       ",\"credit_updates_sent\":%" PRIu64 ",\"host_stalls\":%" PRIu64
@@ -371,18 +371,13 @@ static void stats_print(struct daemon *d, const struct snap *now,
 		       ",\"bad_credit\":%" PRIu64 ",\"bad_rx_buf\":%" PRIu64
 		       ",\"no_listener\":%" PRIu64 ",\"conn_limit\":%" PRIu64
 		       ",\"bad_connect_line\":%" PRIu64 "}}\n",
-		       final ? "summary" : "stats", t, s->tx_pkts, s->rx_pkts, s->tx_bytes,
-		       s->rx_bytes, tx_pps, rx_pps, tx_gbps, rx_gbps, now->kicks, now->calls,
-		       s->rx_flushes, kpp, cpp, now->conns, s->conns_opened, s->conns_closed,
+		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line);
 	} else {
-		printf("%s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
-		       "kicks/pkt %.4f calls/pkt %.4f  conns %u  errors %" PRIu64,
-		       final ? "summary" : "stats  ", t, tx_pps / 1e6, tx_gbps,
-		       rx_pps / 1e6, rx_gbps, kpp, cpp, now->conns, bad_total(s));
+		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
 		if (bad_total(s) || s->no_listener || s->conn_limit)
 			printf(" (short_buf=%" PRIu64 " bad_len=%" PRIu64 " bad_type=%" PRIu64
 			       " bad_op=%" PRIu64 " bad_addr=%" PRIu64 " bad_credit=%" PRIu64
@@ -400,7 +395,75 @@ static void stats_print(struct daemon *d, const struct snap *now,
 		printf("\n");
 	}
 	fflush(stdout);
+	*prev = *now;
 }
+
+/* ------------------------------------------------------------------ */
+/* The loop's hooks: the data path shares the control thread           */
+/* ------------------------------------------------------------------ */
+
+/* Drain the kicks of the rings whose fd fired. */
+static void take_kicks(struct daemon *d, const struct pollfd *pf, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		int64_t k;
+
+		if (d->kick_ring[i] < 0 || !pf[i].revents)
+			continue;
+		k = vq_evt_drain(pf[i].fd);
+		if (k > 0)
+			d->q[d->kick_ring[i]].kicks += (uint64_t)k;
+	}
+}
+
+/* Pump; when nothing moved, busy poll, then (V4) arm and re-check before
+ * the loop may sleep.  The fds: the host sockets, then each ring's kick. */
+static int loop_before(void *arg, struct pollfd *pf, unsigned max, bool *idle)
+{
+	struct daemon *d = arg;
+	unsigned i, n = 0;
+	int work;
+
+	work = pump(d);
+	if (work == 0 && d->com.busy_poll_us && vq_vsock_started(d->vs)) {
+		struct vq_bp_probe p = { .ready = bp_ready, .arg = d };
+
+		if (vq_busy_poll(&p, d->com.busy_poll_us * 1000) == VQ_BP_HIT)
+			work = 1;
+	}
+	/* Sleep only when nothing moves and every ring we wait on has
+	 * notifications on. */
+	if (work == 0 && arm(d))
+		return -1;
+	*idle = work == 0;
+	pf[n] = (struct pollfd){ .fd = vq_vsock_fd(d->vs), .events = POLLIN };
+	d->kick_ring[n++] = -1;
+	for (i = 0; i < NQ && n < max; i++) {
+		if (!d->q[i].running || d->q[i].kick_fd < 0)
+			continue;
+		pf[n] = (struct pollfd){ .fd = d->q[i].kick_fd, .events = POLLIN };
+		d->kick_ring[n++] = (int)i;
+	}
+	return (int)n;
+}
+
+static void loop_after(void *arg, const struct pollfd *pf, unsigned n, int r,
+		       bool idle)
+{
+	struct daemon *d = arg;
+
+	if (idle)
+		disarm(d);
+	if (r > 0)
+		take_kicks(d, pf, n);
+}
+
+static const struct vqd_hooks hooks = {
+	.before = loop_before,
+	.after = loop_after,
+};
 
 /* ------------------------------------------------------------------ */
 /* Options                                                             */
@@ -414,9 +477,7 @@ static void usage(FILE *f)
 "A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
 "UNIX socket HOST_PATH_P; host programs connect to HOST_PATH and send\n"
 "\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
-"  --socket-path PATH    listen on a UNIX socket (vhost-user server)\n"
-"  --fd N                use an inherited socket\n"
-"  --client              connect to PATH instead, reconnecting every second\n"
+VQD_USAGE_SOCKET
 "  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
 "                        the config space (GET_CONFIG)\n"
 "  --uds-path HOST_PATH  the host side (see above)\n"
@@ -427,161 +488,61 @@ static void usage(FILE *f)
 "  --max-conns N         connections at most (1024)\n"
 "  --no-packed --no-event-idx --no-indirect --no-in-order\n"
 "                        stop offering that feature\n"
-"  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n"
-"  --json                statistics as JSON lines\n"
-"  --once                exit when the first front-end disconnects\n"
-"  --quiet               no queue start/stop messages\n");
+VQD_USAGE_STATS);
 }
 
-enum {
-	O_CID = 256, O_UDS, O_USED_BATCH, O_BUSY_POLL, O_BUF_ALLOC, O_MAX_CONNS,
-	O_NO_PACKED, O_NO_EVENT_IDX, O_NO_INDIRECT, O_NO_IN_ORDER, O_STATS,
-	O_JSON, O_ONCE, O_CLIENT, O_QUIET, O_HELP,
-};
+enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS };
 
 static const struct option long_opts[] = {
 	{ "guest-cid", required_argument, NULL, O_CID },
 	{ "uds-path", required_argument, NULL, O_UDS },
-	{ "used-batch", required_argument, NULL, O_USED_BATCH },
-	{ "busy-poll", required_argument, NULL, O_BUSY_POLL },
 	{ "buf-alloc", required_argument, NULL, O_BUF_ALLOC },
 	{ "max-conns", required_argument, NULL, O_MAX_CONNS },
-	{ "no-packed", no_argument, NULL, O_NO_PACKED },
-	{ "no-event-idx", no_argument, NULL, O_NO_EVENT_IDX },
-	{ "no-indirect", no_argument, NULL, O_NO_INDIRECT },
-	{ "no-in-order", no_argument, NULL, O_NO_IN_ORDER },
-	{ "stats-interval", required_argument, NULL, O_STATS },
-	{ "json", no_argument, NULL, O_JSON },
-	{ "once", no_argument, NULL, O_ONCE },
-	{ "client", no_argument, NULL, O_CLIENT },
-	{ "quiet", no_argument, NULL, O_QUIET },
-	{ "help", no_argument, NULL, O_HELP },
 	{ NULL, 0, NULL, 0 },
 };
 
-static bool parse_u64(const char *s, uint64_t max, uint64_t *v)
+/* One of virtq-vsock's own options (vqd_cli.opt). */
+static int tool_opt(void *arg, int c, const char *val)
 {
-	char *end;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	return !errno && *end == '\0' && *v <= max;
-}
-
-static int parse_args(int argc, char **argv, struct opts *o)
-{
+	struct opts *o = arg;
 	uint64_t v;
-	char *end;
-	int c;
 
-	memset(o, 0, sizeof(*o));
-	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case O_CID:
-			if (!parse_u64(optarg, 0xfffffffeull, &v) || v < 3)
-				goto bad;
-			o->cid = v;
-			break;
-		case O_UDS:
-			o->uds = optarg;
-			break;
-		case O_USED_BATCH:
-			if (!parse_u64(optarg, 1u << 16, &v))
-				goto bad;
-			o->used_batch = (unsigned)v;
-			break;
-		case O_BUSY_POLL:
-			if (!parse_u64(optarg, 10000000, &v))
-				goto bad;
-			o->busy_poll_us = v;
-			break;
-		case O_BUF_ALLOC:
-			if (!parse_u64(optarg, 1u << 30, &v) || v < 4096)
-				goto bad;
-			o->buf_alloc = (uint32_t)v;
-			break;
-		case O_MAX_CONNS:
-			if (!parse_u64(optarg, 1u << 20, &v) || !v)
-				goto bad;
-			o->max_conns = (uint32_t)v;
-			break;
-		case O_NO_PACKED: o->no_packed = true; break;
-		case O_NO_EVENT_IDX: o->no_event_idx = true; break;
-		case O_NO_INDIRECT: o->no_indirect = true; break;
-		case O_NO_IN_ORDER: o->no_in_order = true; break;
-		case O_STATS:
-			o->stats_interval = strtod(optarg, &end);
-			if (*end || o->stats_interval < 0)
-				goto bad;
-			break;
-		case O_JSON: o->json = true; break;
-		case O_ONCE: o->once = true; break;
-		case O_CLIENT: o->client = true; break;
-		case O_QUIET: o->quiet = true; break;
-		case O_HELP:
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
+	switch (c) {
+	case O_CID:
+		if (!vqd_parse_u64(val, 0xfffffffeull, &v) || v < 3)
 			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-vsock: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (!o->cid || !o->uds) {
-		fprintf(stderr, "virtq-vsock: --guest-cid and --uds-path are required\n");
-		return -1;
+		o->cid = v;
+		break;
+	case O_UDS:
+		o->uds = val;
+		break;
+	case O_BUF_ALLOC:
+		if (!vqd_parse_u64(val, 1u << 30, &v) || v < 4096)
+			return -1;
+		o->buf_alloc = (uint32_t)v;
+		break;
+	case O_MAX_CONNS:
+		if (!vqd_parse_u64(val, 1u << 20, &v) || !v)
+			return -1;
+		o->max_conns = (uint32_t)v;
+		break;
 	}
 	return 0;
-bad:
-	fprintf(stderr, "virtq-vsock: bad value '%s'\n", optarg);
-	return -1;
 }
 
-static uint64_t offered_features(const struct opts *o)
+static struct vqd_cli cli = {
+	.name = "virtq-vsock", .type = "vsock", .opts = long_opts, .opt = tool_opt,
+	.usage = usage,
+};
+
+static uint64_t offered_features(const struct daemon *d)
 {
 	/* Stream only: with neither STREAM nor SEQPACKET negotiated the
 	 * device does streams (5.10.3), which is what Linux 6.1 expects. */
-	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
-		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
-
-	if (o->no_packed)
-		f &= ~VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	if (o->no_event_idx)
-		f &= ~VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-	if (o->no_indirect)
-		f &= ~VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
-	if (o->no_in_order)
-		f &= ~VIRTQ_BIT(VIRTIO_F_IN_ORDER);
-	return f;
-}
-
-static double now_s(void)
-{
-	return (double)vq_rt_now_ns() / 1e9;
-}
-
-/* Drain the kicks of the rings whose fd fired. */
-static void take_kicks(struct daemon *d, const struct pollfd *pf, const int *map,
-		       unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		int64_t k;
-
-		if (map[i] < 0 || !pf[i].revents)
-			continue;
-		k = vq_evt_drain(pf[i].fd);
-		if (k > 0)
-			d->q[map[i]].kicks += (uint64_t)k;
-	}
+	return vqd_features(&d->com, VIRTQ_BIT(VIRTIO_F_VERSION_1) |
+			    VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
+			    VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
+			    VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC));
 }
 
 int main(int argc, char **argv)
@@ -589,36 +550,33 @@ int main(int argc, char **argv)
 	static struct daemon d;
 	struct vq_vhu_opts vo;
 	struct vq_vhu_device dev;
-	struct vq_vhu_backend *b = NULL;
 	struct vq_vsock_config vc;
-	struct snap prev, cur;
-	double t0, last, next_stats;
-	bool was_connected = false;
+	struct vqd_ctl ctl = { .cli = &cli, .o = &d.com, .stats = stats_line,
+			       .hooks = &hooks, .arg = &d };
 	int r, rc = 1, lfd = -1;
 	unsigned i;
 
-	if (vq_vhu_parse_opts(&argc, argv, &vo) < 0)
-		return 2;
-	if (vo.print_capabilities) {
-		static const char *const none[] = { NULL };
-
-		vq_vhu_print_capabilities(stdout, "vsock", none);
-		return 0;
-	}
-	if (parse_args(argc, argv, &d.o) < 0)
-		return 2;
-	if (!vo.socket_path && vo.fd < 0) {
-		fprintf(stderr, "virtq-vsock: --socket-path or --fd is required\n");
-		usage(stderr);
+	cli.arg = &d.o;
+	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
+	if (r != 1)
+		return r;
+	if (optind < argc) {
+		fprintf(stderr, "virtq-vsock: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	if (!d.o.cid || !d.o.uds) {
+		fprintf(stderr, "virtq-vsock: --guest-cid and --uds-path are required\n");
+		return 2;
+	}
+	if (!vqd_need_socket(&cli, &vo))
+		return 2;
 	for (i = 0; i < NQ; i++)
 		d.q[i].kick_fd = d.q[i].call_fd = d.q[i].err_fd = -1;
 	vc = (struct vq_vsock_config){
 		.guest_cid = d.o.cid, .buf_alloc = d.o.buf_alloc,
 		.max_conns = d.o.max_conns,
 		/* 0: one flush per burst, whatever its size */
-		.used_batch = d.o.used_batch ? d.o.used_batch : UINT32_MAX,
+		.used_batch = d.com.used_batch ? d.com.used_batch : UINT32_MAX,
 		.host_connect = host_connect, .notify = dev_notify, .arg = &d,
 	};
 	r = vq_vsock_new(&vc, &d.vs);
@@ -633,118 +591,25 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	dev = (struct vq_vhu_device){
-		.name = "virtq-vsock", .features = offered_features(&d.o),
+		.name = "virtq-vsock", .features = offered_features(&d),
 		.nqueues = NQ, .config_len = sizeof(struct virtio_vsock_config),
 		.ops = &vsock_ops, .opaque = &d,
 	};
-	r = vq_vhu_backend_new(&dev, &b);
+	r = vq_vhu_backend_new(&dev, &ctl.b);
 	if (r < 0) {
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
 		goto out;
 	}
-	if (d.o.client && vo.socket_path)
-		r = vq_vhu_backend_connect(b, vo.socket_path, 1000);
-	else
-		r = vq_vhu_backend_open(b, &vo);
-	if (r < 0) {
-		fprintf(stderr, "virtq-vsock: cannot open %s: %s\n",
-			vo.socket_path ? vo.socket_path : "the socket", strerror(-r));
+	if (vqd_open(&ctl, &vo) < 0)
 		goto out;
-	}
-	vq_vhu_on_sigterm(&g_stop);
-	signal(SIGPIPE, SIG_IGN);
-	if (!d.o.quiet)
+	if (!d.com.quiet)
 		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
 			", used batch %u, busy poll %" PRIu64 " us\n",
-			d.o.cid, d.o.uds, dev.features, d.o.used_batch, d.o.busy_poll_us);
-
-	memset(&prev, 0, sizeof(prev));
-	t0 = last = now_s();
-	next_stats = d.o.stats_interval > 0 ? t0 + d.o.stats_interval : 0;
-	rc = 0;
-	while (!g_stop) {
-		struct pollfd pf[2 + NQ];
-		int map[2 + NQ];
-		unsigned n = 0;
-		int tmo, fd = vq_vhu_backend_fd(b), work;
-		double t;
-
-		work = pump(&d);
-		if (work == 0 && d.o.busy_poll_us && vq_vsock_started(d.vs)) {
-			struct vq_bp_probe p = { .ready = bp_ready, .arg = &d };
-
-			if (vq_busy_poll(&p, d.o.busy_poll_us * 1000) == VQ_BP_HIT)
-				work = 1;
-		}
-		/* Sleep only when nothing moves and every ring we wait on
-		 * has notifications on (V4: re-check after enabling). */
-		tmo = 0;
-		if (work == 0) {
-			if (arm(&d))
-				continue;
-			tmo = vq_vhu_backend_timeout_ms(b);
-			if (next_stats) {
-				int st = (int)((next_stats - now_s()) * 1000) + 1;
-
-				if (st < 0)
-					st = 0;
-				if (tmo < 0 || st < tmo)
-					tmo = st;
-			}
-		}
-		pf[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
-		map[n++] = -1;
-		pf[n] = (struct pollfd){ .fd = vq_vsock_fd(d.vs), .events = POLLIN };
-		map[n++] = -1;
-		for (i = 0; i < NQ; i++) {
-			if (!d.q[i].running || d.q[i].kick_fd < 0)
-				continue;
-			pf[n] = (struct pollfd){ .fd = d.q[i].kick_fd, .events = POLLIN };
-			map[n++] = (int)i;
-		}
-		r = poll(pf, n, tmo);
-		if (r < 0 && errno != EINTR) {
-			rc = 1;
-			break;
-		}
-		if (g_stop)
-			break;
-		if (work == 0)
-			disarm(&d);
-		if (r > 0)
-			take_kicks(&d, pf, map, n);
-		if ((r > 0 && pf[0].revents) || fd < 0 || vq_vhu_backend_timeout_ms(b) == 0) {
-			do {
-				r = vq_vhu_backend_process(b);
-			} while (r > 0 && !g_stop);
-			if (r < 0 && r != -ECONNRESET)
-				fprintf(stderr, "virtq-vsock: connection closed: %s\n",
-					vq_vhu_backend_error_msg(b));
-			if (vq_vhu_backend_connected(b))
-				was_connected = true;
-			else if (was_connected && d.o.once)
-				break;
-		}
-		t = now_s();
-		if (next_stats && t >= next_stats) {
-			snap_take(&d, &cur);
-			stats_print(&d, &cur, &prev, t - last, t - t0, false);
-			prev = cur;
-			last = t;
-			next_stats += d.o.stats_interval;
-			if (next_stats < t)
-				next_stats = t + d.o.stats_interval;
-		}
-	}
-	snap_take(&d, &cur);
-	memset(&prev, 0, sizeof(prev));
-	{
-		double t = now_s();
-
-		stats_print(&d, &cur, &prev, t - t0 > 0 ? t - t0 : 1, t - t0, true);
-	}
+			d.o.cid, d.o.uds, dev.features, d.com.used_batch, d.com.busy_poll_us);
+	rc = vqd_run(&ctl);
+	vqd_summary(&ctl);
 out:
-	vq_vhu_backend_free(b);
+	vq_vhu_backend_free(ctl.b);
 	vq_vsock_free(d.vs);
 	if (lfd >= 0)
 		unlink(d.o.uds);        /* ours: we created it */
