@@ -8,6 +8,7 @@
  * placement, which the members' own probes confirm.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "perf.h"
 
 #define MAX_ARGS 128
@@ -89,22 +91,14 @@ static int run_member(const struct argl *args, double *ops, enum perf_place *pl)
 	char *p, *q;
 	ssize_t r;
 
-	if (pipe(fd) < 0)
+	if (pipe2(fd, O_CLOEXEC) < 0)
 		return -errno;
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		dup2(fd[1], 1);
-		close(fd[0]);
-		close(fd[1]);
-		execv("/proc/self/exe", args->v);
-		perror("virtq-perf ab: exec /proc/self/exe");
-		_exit(127);
-	}
+	pid = perf_spawn("virtq-perf ab", "/proc/self/exe", args->v, fd[1]);
 	close(fd[1]);
+	if (pid < 0) {
+		close(fd[0]);
+		return (int)pid;
+	}
 	while (len < sizeof(out) - 1 &&
 	       (r = read(fd[0], out + len, sizeof(out) - 1 - len)) != 0) {
 		if (r < 0) {

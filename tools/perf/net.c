@@ -33,6 +33,7 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user_frontend.h>
 
+#include "backend.h"
 #include "perf.h"
 
 enum dir { D_TX, D_RX, D_RR };
@@ -74,8 +75,7 @@ struct net_run {
 	double elapsed;
 	double *lat;                    /* rr: microseconds */
 	uint64_t nlat, lat_cap;
-	pid_t backend_pid;
-	char tmpdir[64];
+	struct perf_backend be;
 	char sock[100];
 };
 
@@ -244,73 +244,38 @@ bad:
 
 /* ---- the backend we start ---- */
 
+/* It serves once its socket accepts. */
+static bool backend_ready(void *arg)
+{
+	struct net_run *n = arg;
+
+	if (!perf_unix_accepts(n->sock))
+		return false;
+	/* That probe was a connection: let the backend see it end before the
+	 * real one. */
+	usleep(20000);
+	return true;
+}
+
+/* "CMD --socket-path TMP" through /bin/sh, with the --backend-opt words. */
 static int backend_start(struct net_run *n)
 {
 	char *cmd, opts[1024] = "";
 	size_t k = 0;
-	pid_t pid;
+	int r;
 
-	snprintf(n->tmpdir, sizeof(n->tmpdir), "/tmp/virtq-perf-net.XXXXXX");
-	if (!mkdtemp(n->tmpdir))
-		return -errno;
-	snprintf(n->sock, sizeof(n->sock), "%s/net.sock", n->tmpdir);
+	r = perf_backend_mkdir(&n->be, "virtq-perf net", "net");
+	if (r < 0)
+		return r;
+	perf_backend_path(&n->be, "net.sock", n->sock, sizeof(n->sock));
 	for (unsigned i = 0; i < n->o.nbackend_opt && k < sizeof(opts); i++)
 		k += (size_t)snprintf(opts + k, sizeof(opts) - k, " '%s'", n->o.backend_opt[i]);
 	if (asprintf(&cmd, "exec %s%s --socket-path %s", n->o.backend, opts, n->sock) < 0)
 		return -ENOMEM;
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0) {
-		free(cmd);
-		return -errno;
-	}
-	if (pid == 0) {
-		/* Its statistics must not mix with our JSON on stdout. */
-		dup2(2, 1);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	r = perf_backend_start(&n->be, n->o.backend, "/bin/sh",
+			       (char *const[]){ "sh", "-c", cmd, NULL }, backend_ready, n);
 	free(cmd);
-	n->backend_pid = pid;
-	/* Wait for its socket to accept. */
-	for (int i = 0; i < 500; i++) {
-		struct sockaddr_un a = { .sun_family = AF_UNIX };
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int st;
-
-		snprintf(a.sun_path, sizeof(a.sun_path), "%s", n->sock);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
-			close(fd);
-			/* That probe was a connection: let the backend see it
-			 * end before the real one. */
-			usleep(20000);
-			return 0;
-		}
-		if (fd >= 0)
-			close(fd);
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			n->backend_pid = 0;
-			return -ECHILD;
-		}
-		usleep(10000);
-	}
-	return -ETIMEDOUT;
-}
-
-static void backend_stop(struct net_run *n)
-{
-	int st;
-
-	if (n->backend_pid > 0) {
-		kill(n->backend_pid, SIGTERM);
-		waitpid(n->backend_pid, &st, 0);
-		n->backend_pid = 0;
-	}
-	if (n->tmpdir[0]) {
-		unlink(n->sock);
-		rmdir(n->tmpdir);
-	}
+	return r;
 }
 
 /* ---- set-up ---- */
@@ -664,23 +629,6 @@ static int run_rr(struct net_run *n, uint64_t t0)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, uint64_t n, double p)
-{
-	uint64_t i;
-
-	if (!n)
-		return NAN;
-	i = (uint64_t)(p / 100.0 * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
-
 static const char *const dir_names[] = { "tx", "rx", "rr" };
 
 static void net_report(struct net_run *n)
@@ -690,15 +638,9 @@ static void net_report(struct net_run *n)
 	double gbps = n->elapsed > 0 ? (double)n->bytes * 8 / n->elapsed / 1e9 : 0;
 	double kpp = n->pkts ? (double)(n->tc.kicks_sent + n->rc.kicks_sent) / (double)n->pkts : 0;
 	double wpp = n->pkts ? (double)(n->tc.wakeups + n->rc.wakeups) / (double)n->pkts : 0;
-	double p50 = NAN, p90 = NAN, p99 = NAN, p999 = NAN;
+	struct perf_lat l;
 
-	if (o->dir == D_RR && n->nlat) {
-		qsort(n->lat, n->nlat, sizeof(double), cmp_double);
-		p50 = pct(n->lat, n->nlat, 50);
-		p90 = pct(n->lat, n->nlat, 90);
-		p99 = pct(n->lat, n->nlat, 99);
-		p999 = pct(n->lat, n->nlat, 99.9);
-	}
+	perf_lat_pcts(n->lat, o->dir == D_RR ? n->nlat : 0, &l);
 	if (o->json) {
 		printf("{\"workload\":\"net\",\"direction\":\"%s\",\"size\":%u,"
 		       "\"packed\":%s,\"in_order\":%s,\"event_idx\":%s,\"mrg_rxbuf\":%s,"
@@ -711,7 +653,7 @@ static void net_report(struct net_run *n)
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad);
 		if (o->dir == D_RR && n->nlat)
 			printf(",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f",
-			       p50, p90, p99, p999);
+			       l.p50, l.p90, l.p99, l.p999);
 		printf("}\n");
 	} else {
 		printf("net %s %u B %s%s%s: %" PRIu64 " %s in %.2f s = %.3f M/s, %.3f Gbit/s, "
@@ -722,7 +664,7 @@ static void net_report(struct net_run *n)
 		       pps / 1e6, gbps, kpp, wpp);
 		if (o->dir == D_RR && n->nlat)
 			printf("rr latency us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f\n",
-			       p50, p90, p99, p999);
+			       l.p50, l.p90, l.p99, l.p999);
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
 	}
@@ -739,10 +681,8 @@ int perf_net_main(int argc, char **argv)
 	if (net_parse(argc, argv, &n.o) < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
-	if (n.o.backend && (r = backend_start(&n)) < 0) {
-		fprintf(stderr, "virtq-perf net: backend '%s' did not come up: %s\n",
-			n.o.backend, strerror(-r));
-		backend_stop(&n);
+	if (n.o.backend && backend_start(&n) < 0) {
+		perf_backend_stop(&n.be);
 		return 1;
 	}
 	if (n.o.cpu >= 0) {
@@ -765,7 +705,7 @@ int perf_net_main(int argc, char **argv)
 			net_report(&n);
 	}
 	vq_vhu_frontend_free(n.f);
-	backend_stop(&n);
+	perf_backend_stop(&n.be);
 	free(n.lat);
 	if (r == 0 && n.o.verify && n.bad)
 		return 1;

@@ -45,6 +45,7 @@
 #include <virtq/vhost_user_frontend.h>
 #include <virtq/vsock.h>
 
+#include "backend.h"
 #include "perf.h"
 #include "vsock/vsock_guest.h"
 
@@ -167,8 +168,8 @@ static void stream_fill(uint8_t *buf, uint64_t off, size_t n)
 
 struct vs_run {
 	struct vs_opts o;
-	char tmpdir[64], sock[128], uds[128];
-	pid_t backend_pid;
+	struct perf_backend be;
+	char sock[128], uds[128];
 	struct vq_vhu_frontend *fe;
 	struct vq_vsg *g;
 	int kick[3], call[3];
@@ -391,18 +392,27 @@ bad:
 
 /* ---- the backend we start ---- */
 
+/* It serves once both sockets exist (no probing connection: --once). */
+static bool backend_ready(void *arg)
+{
+	struct vs_run *n = arg;
+	struct stat sb;
+
+	return stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0;
+}
+
 static int backend_start(struct vs_run *n)
 {
 	const char *args[32 + MAX_BARGS];
 	char ub[16], bp[24];
 	unsigned k = 0, i;
-	pid_t pid;
+	int r;
 
-	snprintf(n->tmpdir, sizeof(n->tmpdir), "/tmp/virtq-perf-vsock.XXXXXX");
-	if (!mkdtemp(n->tmpdir))
-		return -errno;
-	snprintf(n->sock, sizeof(n->sock), "%s/vu.sock", n->tmpdir);
-	snprintf(n->uds, sizeof(n->uds), "%s/h.sock", n->tmpdir);
+	r = perf_backend_mkdir(&n->be, "virtq-perf vsock", "vsock");
+	if (r < 0)
+		return r;
+	perf_backend_path(&n->be, "vu.sock", n->sock, sizeof(n->sock));
+	perf_backend_path(&n->be, "h.sock", n->uds, sizeof(n->uds));
 	args[k++] = n->o.backend;
 	args[k++] = "--socket-path";
 	args[k++] = n->sock;
@@ -425,51 +435,10 @@ static int backend_start(struct vs_run *n)
 	for (i = 0; i < n->o.nbargs; i++)
 		args[k++] = n->o.bargs[i];
 	args[k] = NULL;
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		/* Its statistics must not mix with our JSON on stdout. */
-		dup2(2, 1);
-		execv(n->o.backend, (char *const *)args);
-		perror("virtq-perf vsock: exec backend");
-		_exit(127);
-	}
-	n->backend_pid = pid;
 	n->o.socket_path = n->sock;
 	n->o.uds = n->uds;
-	/* Wait for both sockets to exist (no probing connection: --once). */
-	for (i = 0; i < 500; i++) {
-		struct stat sb;
-		int st;
-
-		if (stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0)
-			return 0;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			n->backend_pid = 0;
-			return -ECHILD;
-		}
-		usleep(10000);
-	}
-	return -ETIMEDOUT;
-}
-
-static void backend_stop(struct vs_run *n)
-{
-	int st;
-
-	if (n->backend_pid > 0) {
-		kill(n->backend_pid, SIGTERM);
-		waitpid(n->backend_pid, &st, 0);
-		n->backend_pid = 0;
-	}
-	if (n->tmpdir[0]) {
-		unlink(n->sock);
-		unlink(n->uds);
-		rmdir(n->tmpdir);
-	}
+	return perf_backend_start(&n->be, n->o.backend, n->o.backend,
+				  (char *const *)args, backend_ready, n);
 }
 
 /* ---- the guest ---- */
@@ -506,7 +475,7 @@ static int guest_setup(struct vs_run *n)
 	 * listen()ed: retry a refused connection for a while. */
 	for (i = 0; i < 200; i++) {
 		r = vq_vhu_frontend_connect(n->o.socket_path, &fc, &n->fe);
-		if (!n->backend_pid || (r != -ECONNREFUSED && r != -ENOENT))
+		if (!n->be.pid || (r != -ECONNREFUSED && r != -ENOENT))
 			break;
 		usleep(10000);
 	}
@@ -608,12 +577,11 @@ static int guest_until(struct vs_run *n, bool (*cond)(void *), void *arg,
 
 /* ---- the host program (second thread) ---- */
 
-static int read_full(int fd, void *buf, size_t n)
+/* All n bytes or an error (-errno, -EPIPE at EOF), through EINTR. */
+static int io_full(int fd, uint8_t *p, size_t n, bool wr)
 {
-	uint8_t *p = buf;
-
 	while (n) {
-		ssize_t r = read(fd, p, n);
+		ssize_t r = wr ? write(fd, p, n) : read(fd, p, n);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -625,21 +593,15 @@ static int read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
+static int read_full(int fd, void *buf, size_t n)
+{
+	return io_full(fd, buf, n, false);
+}
+
 static int write_full(int fd, const void *buf, size_t n)
 {
-	const uint8_t *p = buf;
-
-	while (n) {
-		ssize_t r = write(fd, p, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EPIPE;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	/* write() does not change it */
+	return io_full(fd, (uint8_t *)(uintptr_t)buf, n, true);
 }
 
 /* The hybrid handshake: "CONNECT <port>\n", then "OK <host_port>\n" read
@@ -984,20 +946,6 @@ out:
 	return r;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, uint64_t n, double p)
-{
-	uint64_t i = (uint64_t)ceil(p / 100.0 * (double)n);
-
-	return v[i ? i - 1 : 0];
-}
-
 int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n;
@@ -1012,10 +960,8 @@ int perf_vsock_main(int argc, char **argv)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	pattern_init(0x5eed);
-	if (n.o.backend && (r = backend_start(&n)) < 0) {
-		fprintf(stderr, "virtq-perf vsock: backend '%s' did not come up: %s\n",
-			n.o.backend, strerror(-r));
-		backend_stop(&n);
+	if (n.o.backend && backend_start(&n) < 0) {
+		perf_backend_stop(&n.be);
 		return 1;
 	}
 	if (guest_setup(&n) < 0)
@@ -1097,7 +1043,7 @@ int perf_vsock_main(int argc, char **argv)
 	{
 		double secs = n.t_last > n.t_first ? (double)(n.t_last - n.t_first) / 1e9 : 0;
 		double bps = secs > 0 ? (double)n.guest_bytes / secs : 0;
-		double p50 = NAN, p90 = NAN, p99 = NAN, p999 = NAN;
+		struct perf_lat l = { NAN, NAN, NAN, NAN };
 		const char *dir = n.o.latency ? "latency" : n.o.rx ? "rx" : "tx";
 
 		if (n.o.latency && n.nlat) {
@@ -1105,11 +1051,7 @@ int perf_vsock_main(int argc, char **argv)
 
 			for (uint64_t i = 0; i < n.nlat; i++)
 				sum += n.lat[i];
-			qsort(n.lat, n.nlat, sizeof(double), cmp_double);
-			p50 = pct(n.lat, n.nlat, 50);
-			p90 = pct(n.lat, n.nlat, 90);
-			p99 = pct(n.lat, n.nlat, 99);
-			p999 = pct(n.lat, n.nlat, 99.9);
+			perf_lat_pcts(n.lat, n.nlat, &l);
 			/* transactions per second as the A/B metric */
 			bps = sum > 0 ? (double)n.nlat / (sum / 1e6) : 0;
 			secs = sum / 1e6;
@@ -1127,11 +1069,11 @@ int perf_vsock_main(int argc, char **argv)
 			if (n.o.latency)
 				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
 				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
-				       n.nlat, p50, p90, p99, p999);
+				       n.nlat, l.p50, l.p90, l.p99, l.p999);
 			printf("}\n");
 		} else if (n.o.latency) {
 			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
-			       n.nlat, n.o.buf_size, bps, p50, p90, p99, p999,
+			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
 			       ok ? "verified" : "BYTE COUNT MISMATCH");
 		} else {
 			printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
@@ -1153,7 +1095,7 @@ out:
 	}
 	vq_vsg_free(n.g);
 	vq_vhu_frontend_free(n.fe);
-	backend_stop(&n);
+	perf_backend_stop(&n.be);
 	free(n.lat);
 	return rc;
 }

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq-perf: a backend daemon the workload starts (--backend) and stops,
+ * with its sockets in a private directory, and the latency percentiles
+ * the net and vsock workloads report.
+ */
+#ifndef VIRTQ_PERF_BACKEND_H
+#define VIRTQ_PERF_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct perf_backend {
+	const char *who;        /* "virtq-perf net": prefixes messages */
+	char dir[64];           /* private directory for its sockets ("": none) */
+	pid_t pid;              /* 0: not running */
+};
+
+/* Make the private directory /tmp/virtq-perf-<tag>.XXXXXX.  0 or -errno. */
+int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag);
+
+/* "<dir>/<name>" into buf. */
+void perf_backend_path(const struct perf_backend *b, const char *name,
+		       char *buf, size_t n);
+
+/*
+ * Start path with argv (its stdout goes to our stderr, so its statistics
+ * do not mix with our JSON), then wait up to 5 s until ready(arg) says it
+ * serves.  On failure say so (naming label), stop it and return -errno:
+ * -ECHILD if it exited, -ETIMEDOUT if it never got ready.
+ */
+int perf_backend_start(struct perf_backend *b, const char *label, const char *path,
+		       char *const argv[], bool (*ready)(void *arg), void *arg);
+
+/* SIGTERM it and wait; remove the directory and what is in it. */
+void perf_backend_stop(struct perf_backend *b);
+
+/* Run path with argv in a child whose stdout is out_fd (close-on-exec
+ * fds are not inherited); if exec fails the child says so and exits 127.
+ * The child's pid, or -errno. */
+pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_fd);
+
+/* Does a UNIX stream socket at path accept a connection?  (A probe the
+ * backend sees as a front-end that came and went.) */
+bool perf_unix_accepts(const char *path);
+
+/* Latency percentiles of v[0..n) in microseconds (sorts v); NaN when n is
+ * 0.  Nearest rank: the smallest value with at least p% at or below it. */
+struct perf_lat {
+	double p50, p90, p99, p999;
+};
+void perf_lat_pcts(double *v, uint64_t n, struct perf_lat *out);
+
+#endif
