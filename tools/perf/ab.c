@@ -81,6 +81,75 @@ static bool has_opt(const struct argl *l, const char *opt)
 	return false;
 }
 
+/* The value of the last --opt V / --opt=V in l (getopt keeps the last),
+ * or NULL. */
+static const char *opt_value(const struct argl *l, const char *opt)
+{
+	size_t n = strlen(opt);
+	const char *v = NULL;
+	unsigned i;
+
+	for (i = 0; i < l->n; i++) {
+		if (strncmp(l->v[i], opt, n) != 0)
+			continue;
+		if (l->v[i][n] == '=')
+			v = l->v[i] + n + 1;
+		else if (l->v[i][n] == '\0' && i + 1 < l->n)
+			v = l->v[i + 1];
+	}
+	return v;
+}
+
+/*
+ * What ends a member's run, as each workload reads its options: ring
+ * stops at --ops if given, else at --seconds; net at --seconds or --count,
+ * whichever comes first; vsock --latency after --iters round trips (it
+ * ignores --seconds), other vsock runs at --seconds if given, else after
+ * --bytes.  ab's own --seconds is among the arguments when it added it.
+ */
+static void run_bound(const struct argl *m, char *buf, size_t n)
+{
+	const char *wl = m->v[1], *v;
+
+	if (!strcmp(wl, "vsock") && has_opt(m, "--latency")) {
+		v = opt_value(m, "--iters");
+		snprintf(buf, n, "%s round trips", v ? v : "10000");
+	} else if (!strcmp(wl, "ring") && (v = opt_value(m, "--ops"))) {
+		snprintf(buf, n, "%s ops", v);
+	} else if ((v = opt_value(m, "--seconds"))) {
+		const char *cnt = strcmp(wl, "net") ? NULL : opt_value(m, "--count");
+
+		if (cnt)
+			snprintf(buf, n, "%s s or --count %s", v, cnt);
+		else
+			snprintf(buf, n, "%s s", v);
+	} else if (!strcmp(wl, "vsock")) {
+		v = opt_value(m, "--bytes");
+		snprintf(buf, n, "%s bytes", v ? v : "64M");
+	} else {
+		snprintf(buf, n, "the workload's default length");
+	}
+}
+
+/* The header's "... per run": one bound for every run, or each kind. */
+static void bound_note(struct ab_run *run, const char *b)
+{
+	size_t k = strlen(run->bound), bl = strlen(b);
+	const char *p;
+
+	if (!k) {
+		snprintf(run->bound, sizeof(run->bound), "%s", b);
+		run->bound_same = true;
+		return;
+	}
+	/* already listed? (the list is "x; y; z") */
+	for (p = run->bound; p; p = strstr(p, "; ") ? strstr(p, "; ") + 2 : NULL)
+		if (!strncmp(p, b, bl) && (p[bl] == '\0' || p[bl] == ';'))
+			return;
+	run->bound_same = false;
+	snprintf(run->bound + k, sizeof(run->bound) - k, "; %s", b);
+}
+
 /* Run one member; its ops/s and placement from its JSON. */
 static int run_member(const struct argl *args, double *ops, enum perf_place *pl)
 {
@@ -249,7 +318,7 @@ int perf_ab_main(int argc, char **argv)
 	bool json = false, quiet = false, progress;
 	struct argl work = { 0 }, aa = { 0 }, bb = { 0 };
 	struct expansion e = { .n = 0 };
-	char cmd[1024], secs[32];
+	char cmd[1024], secs[32], bound[96];
 	unsigned nw = 1, wi, k, i;
 	uint64_t v;
 	int c, r, ret = 1;
@@ -374,6 +443,8 @@ int perf_ab_main(int argc, char **argv)
 				argl_push(&m[side], secs);
 			}
 			argl_push(&m[side], "--json");
+			run_bound(&m[side], bound, sizeof(bound));
+			bound_note(&run, bound);
 		}
 
 		w->pairs = calloc(run.pairs, sizeof(*w->pairs));

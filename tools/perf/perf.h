@@ -86,7 +86,9 @@ struct ab_run {
 	const char *a, *b;              /* the A and B arguments */
 	const char *cmd;                /* the workload command line */
 	unsigned pairs;
-	double seconds;
+	double seconds;                 /* added to members that set no length */
+	char bound[256];                /* what ends each run: "0.5 s", "64M bytes" */
+	bool bound_same;                /* one bound for every run */
 	bool same_placement;
 	struct ab_workload *w;
 	unsigned nw;

@@ -104,9 +104,13 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 {
 	unsigned i, first_a = (r->pairs + 1) / 2;
 
+	/* Say what really ends a run: ab's --seconds only bounds members
+	 * that set no length of their own. */
 	fprintf(f, "virtq-perf ab: %u pairs per workload, alternating order "
-		"(%u A-first, %u B-first), %.2f s per run\n",
-		r->pairs, first_a, r->pairs - first_a, r->seconds);
+		"(%u A-first, %u B-first), %s%s%s\n",
+		r->pairs, first_a, r->pairs - first_a,
+		r->bound_same ? "" : "runs end at ", r->bound,
+		r->bound_same ? " per run" : "");
 	fprintf(f, "  workload: %s\n  A: %s\n  B: %s\n", r->cmd, r->a, r->b);
 	fprintf(f, "  metric: operations/s (higher is better); change = B/A - 1 "
 		"of the geometric means;\n  95%% CI: normal approximation of "
@@ -163,9 +167,10 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 	json_str(f, r->a);
 	fputs(",\"b\":", f);
 	json_str(f, r->b);
-	fprintf(f, ",\"pairs\":%u,\"seconds\":%g,\"same_placement\":%s,"
-		"\"metric\":\"ops_per_sec\",\"results\":[",
-		r->pairs, r->seconds, r->same_placement ? "true" : "false");
+	fprintf(f, ",\"pairs\":%u,\"seconds\":%g,\"run_bound\":", r->pairs, r->seconds);
+	json_str(f, r->bound);
+	fprintf(f, ",\"same_placement\":%s,\"metric\":\"ops_per_sec\",\"results\":[",
+		r->same_placement ? "true" : "false");
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 
