@@ -358,6 +358,10 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 			ret = n;
 			break;
 		}
+		/* Every header is read below: ask for them all at once. */
+		for (i = 0; i < (unsigned)n; i++)
+			if (likely(q->chains[i].nout))
+				__builtin_prefetch(q->chains[i].iov[0].iov_base);
 		for (i = 0; i < (unsigned)n; i++) {
 			r = tx_one(q, &q->chains[i], fn, arg, bytes);
 			if (r < 0 && vq_dev_error(q->dev)) {
