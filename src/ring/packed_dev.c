@@ -11,7 +11,10 @@
  *
  * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one whose flush
  * writes one used descriptor per batch of completely written buffers
- * (2.8.22 "In-order use of descriptors").
+ * (2.8.22 "In-order use of descriptors").  In order, a buffer's place in
+ * the queue is its pop sequence number: fill checks it is the next one,
+ * flush releases every filled buffer by moving one counter, and fill merges
+ * a buffer into the open batch, so nothing is walked per buffer at flush.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,16 +26,20 @@ enum { ID_FREE = 0, ID_POPPED, ID_STAGED };
 
 struct pdev_id {
 	uint64_t in_len;        /* writable bytes of the chain, for IN_ORDER */
+	uint64_t seq;           /* IN_ORDER: pop sequence number (from 1);
+				 * in flight while above flushed */
 	uint16_t ndesc;         /* ring slots the chain took */
 	uint16_t head;          /* its first slot | wrap << 15, for unpop */
-	uint8_t state;          /* ID_* */
+	uint8_t state;          /* ID_*, without IN_ORDER */
 };
 
+/* A used descriptor to write: one per buffer, or with IN_ORDER one per
+ * batch (the id and length of its last buffer, the slots of all). */
 struct pdev_stage {
 	uint16_t id;
 	uint16_t ndesc;
 	uint32_t len;
-	bool complete;          /* len == in_len: may be skipped (IN_ORDER) */
+	bool complete;          /* IN_ORDER: written completely, batch open */
 };
 
 struct packed_dev {
@@ -58,9 +65,9 @@ struct packed_dev {
 	struct pdev_stage *stage;       /* [num]: filled, not flushed */
 	uint32_t nstage;
 
-	/* IN_ORDER: popped-but-unfilled ids in pop order (ring of num). */
-	uint16_t *popq;
-	uint32_t popq_head, popq_count;
+	/* IN_ORDER: buffers popped, filled and flushed so far.  64 bits
+	 * never wrap, so a sequence number is never taken for another. */
+	uint64_t popped, filled, flushed;
 
 	struct pdev_id *ids;            /* [num] */
 };
@@ -93,21 +100,18 @@ static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
 				    "2.8.6: buffer id %u of the chain at slot %u is not below the queue size %u",
 				    id, head, pd->num);
 	s = &pd->ids[id];
-	if (unlikely(s->state != ID_FREE))
+	if (unlikely(pd->in_order ? s->seq > pd->flushed : s->state != ID_FREE))
 		return vq_dev_break(d, -EINVAL,
 				    "2.8.6: buffer id %u (chain at slot %u) is already in flight",
 				    id, head);
-	s->state = ID_POPPED;
+	if (pd->in_order)
+		s->seq = ++pd->popped;
+	else
+		s->state = ID_POPPED;
 	s->ndesc = ndesc;
 	s->head = pd->last_avail |
 		  (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT;
 	s->in_len = c->in_len;
-	if (pd->in_order) {
-		uint32_t t = pd->popq_head + pd->popq_count;
-
-		pd->popq[t >= pd->num ? t - pd->num : t] = id;
-		pd->popq_count++;
-	}
 	c->id = id;
 	c->ndesc = ndesc;
 	pd->last_avail = next;
@@ -300,7 +304,7 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 	bool wrap = pd->avail_wrap;
 	unsigned i;
 
-	if (n > pd->num || (pd->in_order && n > pd->popq_count))
+	if (n > pd->num || (pd->in_order && n > pd->popped - pd->filled))
 		return -EINVAL;
 	/* The chains must be the last ones popped, unfilled: walking back
 	 * from last_avail by their slots must land on each one's head. */
@@ -308,17 +312,21 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 		uint16_t id = c[i].id;
 		const struct pdev_id *s;
 
-		if (id >= pd->num || pd->ids[id].state != ID_POPPED)
+		if (id >= pd->num)
 			return -EINVAL;
 		s = &pd->ids[id];
+		if (pd->in_order ? s->seq <= pd->filled : s->state != ID_POPPED)
+			return -EINVAL;
 		rewind_pos(&pos, &wrap, s->ndesc, pd->num);
 		if (s->head != (pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT))
 			return -EINVAL;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		pd->ids[c[i].id].state = ID_FREE;
+		pd->ids[c[i].id].seq = 0;
+	}
 	if (pd->in_order)
-		pd->popq_count -= n;
+		pd->popped -= n;
 	/* Rewound by slots, not buffers, the phase flipped back across 0. */
 	pd->last_avail = pos;
 	pd->avail_wrap = wrap;
@@ -327,26 +335,22 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 
 /* ---- fill and flush ---- */
 
-static void stage(struct packed_dev *pd, uint16_t id, uint32_t len)
-{
-	struct pdev_id *s = &pd->ids[id];
-	struct pdev_stage *st = &pd->stage[pd->nstage++];
-
-	s->state = ID_STAGED;
-	st->id = id;
-	st->ndesc = s->ndesc;
-	st->len = len;
-	st->complete = len == s->in_len;
-}
-
 static int packed_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
 	struct packed_dev *pd = to_pd(d);
+	struct pdev_stage *st;
+	struct pdev_id *s;
 
-	if (c->id >= pd->num || pd->ids[c->id].state != ID_POPPED ||
-	    len > pd->ids[c->id].in_len)
+	if (c->id >= pd->num)
 		return -EINVAL;
-	stage(pd, c->id, len);
+	s = &pd->ids[c->id];
+	if (s->state != ID_POPPED || len > s->in_len)
+		return -EINVAL;
+	s->state = ID_STAGED;
+	st = &pd->stage[pd->nstage++];
+	st->id = c->id;
+	st->ndesc = s->ndesc;
+	st->len = len;
 	return 0;
 }
 
@@ -354,14 +358,30 @@ static int packed_fill_in_order(struct vq_dev *d, const struct vq_chain *c,
 				uint32_t len)
 {
 	struct packed_dev *pd = to_pd(d);
+	struct pdev_stage *st;
+	struct pdev_id *s;
 
-	/* 2.8.22: buffers are used in the order they were made available. */
-	if (!pd->popq_count || pd->popq[pd->popq_head] != c->id ||
-	    len > pd->ids[c->id].in_len)
+	if (c->id >= pd->num)
 		return -EINVAL;
-	pd->popq_head = pd->popq_head + 1 == pd->num ? 0 : pd->popq_head + 1;
-	pd->popq_count--;
-	stage(pd, c->id, len);
+	s = &pd->ids[c->id];
+	/* 2.8.22: buffers are used in the order they were made available:
+	 * this one must be the oldest popped and not yet filled. */
+	if (s->seq != pd->filled + 1 || len > s->in_len)
+		return -EINVAL;
+	pd->filled++;
+	/* Join the open batch (its buffers so far all written completely),
+	 * or open one.  A partly written buffer closes its batch; so does a
+	 * whole ring of slots, which only a driver re-offering slots still
+	 * in flight can reach: one advance never moves more than a ring. */
+	st = pd->nstage ? &pd->stage[pd->nstage - 1] : NULL;
+	if (!st || !st->complete || st->ndesc + s->ndesc > pd->num) {
+		st = &pd->stage[pd->nstage++];
+		st->ndesc = 0;
+	}
+	st->id = c->id;
+	st->len = len;
+	st->ndesc = (uint16_t)(st->ndesc + s->ndesc);
+	st->complete = len == s->in_len;
 	return 0;
 }
 
@@ -429,54 +449,37 @@ static int packed_flush(struct vq_dev *d)
 /*
  * IN_ORDER: one used descriptor per batch, at the batch's first slot, with
  * the id and length of its last buffer; the used position skips every slot
- * of the batch.  A batch is a run of completely written buffers, ended by
- * the first one written partially (or by the end of what is staged).
+ * of the batch.  fill built the batches; the buffers in them leave flight
+ * together as flushed catches up with filled.
  */
 static int packed_flush_in_order(struct vq_dev *d)
 {
 	struct packed_dev *pd = to_pd(d);
-	uint16_t pos = pd->last_used, first = pos, first_flags = 0;
+	uint16_t pos = pd->last_used, first = pos, first_flags;
 	bool wrap = pd->used_wrap;
-	uint32_t i, k = pd->nstage, slots = 0, nbatch = 0;
-	uint16_t bpos = pos;
-	bool bwrap;
+	uint32_t i, slots = 0;
+	uint64_t k = pd->filled - pd->flushed;
 
 	if (!k)
 		return 0;
-	/* Pass 1: ids and lengths at each batch's first slot. */
-	for (i = 0; i < k; i++) {
+	first_flags = used_flags(wrap, pd->stage[0].len);
+	for (i = 0; i < pd->nstage; i++) {
 		const struct pdev_stage *st = &pd->stage[i];
 
+		write_used(pd, pos, st->id, st->len);
+		/* Later batches are read only after the first, whose flags,
+		 * stored last with release, publish them all. */
+		if (i)
+			vq_store_relaxed(&pd->desc[pos].flags,
+					 used_flags(wrap, st->len));
 		packed_advance(&pos, &wrap, st->ndesc, pd->num);
 		slots += st->ndesc;
-		if (!st->complete || i + 1 == k) {
-			write_used(pd, bpos, st->id, st->len);
-			bpos = pos;
-		}
-	}
-	/* Pass 2: flags of every batch head but the first, then the first. */
-	pos = bpos = pd->last_used;
-	wrap = bwrap = pd->used_wrap;
-	for (i = 0; i < k; i++) {
-		const struct pdev_stage *st = &pd->stage[i];
-
-		pd->ids[st->id].state = ID_FREE;
-		packed_advance(&pos, &wrap, st->ndesc, pd->num);
-		if (!st->complete || i + 1 == k) {
-			uint16_t f = used_flags(bwrap, st->len);
-
-			if (nbatch++)
-				vq_store_relaxed(&pd->desc[bpos].flags, f);
-			else
-				first_flags = f;
-			bpos = pos;
-			bwrap = wrap;
-		}
 	}
 	vq_store_release(&pd->desc[first].flags, first_flags);
 	pd->last_used = pos;
 	pd->used_wrap = wrap;
 	add_unsignalled(pd, slots);
+	pd->flushed = pd->filled;
 	pd->nstage = 0;
 	return (int)k;
 }
@@ -575,7 +578,7 @@ static void packed_dev_reset(struct vq_dev *d)
 	pd->signalled_valid = false;
 	pd->dev_flags_shadow = DEV_FLAGS_UNKNOWN;
 	pd->nstage = 0;
-	pd->popq_head = pd->popq_count = 0;
+	pd->popped = pd->filled = pd->flushed = 0;
 	memset(pd->ids, 0, sizeof(*pd->ids) * pd->num);
 }
 
@@ -584,7 +587,6 @@ static void packed_dev_destroy(struct vq_dev *d)
 	struct packed_dev *pd = to_pd(d);
 
 	free(pd->stage);
-	free(pd->popq);
 	free(pd->ids);
 	free(pd);
 }
@@ -633,9 +635,7 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	pd->stage = calloc(cfg->num, sizeof(*pd->stage));
 	pd->ids = calloc(cfg->num, sizeof(*pd->ids));
 	pd->in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
-	if (pd->in_order)
-		pd->popq = calloc(cfg->num, sizeof(*pd->popq));
-	if (!pd->stage || !pd->ids || (pd->in_order && !pd->popq)) {
+	if (!pd->stage || !pd->ids) {
 		packed_dev_destroy(&pd->base);
 		return -ENOMEM;
 	}

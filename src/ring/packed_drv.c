@@ -11,7 +11,10 @@
  *
  * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one, where a used
  * descriptor names the last buffer of a batch and completes every buffer
- * outstanding before it.
+ * outstanding before it.  In order, buffers come back in the order they
+ * were added, so ids are handed out in sequence (modulo num) instead of
+ * from the free list: the outstanding ids are the run [oldest, oldest +
+ * nbufs), and the next one to complete is always oldest.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,7 +37,8 @@ struct packed_drv {
 	struct virtq_event_suppress *drv_event;         /* we write it */
 	struct virtq_event_suppress *dev_event;         /* the device writes it */
 	uint16_t num;
-	bool event_idx, indirect;
+	bool event_idx, indirect, in_order;
+	bool prefetchw;                 /* the CPU has PREFETCHW */
 
 	uint16_t next_avail;
 	bool avail_wrap;
@@ -47,11 +51,10 @@ struct packed_drv {
 	uint16_t free_head;
 	uint16_t drv_flags_shadow;
 
-	/* IN_ORDER: outstanding ids in add order (ring of num), and the used
-	 * descriptor being consumed: it completes every buffer up to
-	 * batch_id; the slots it skipped are stale and never read. */
-	uint16_t *fifo;
-	uint32_t fifo_head;
+	/* IN_ORDER: the oldest outstanding id, and the used descriptor being
+	 * consumed: it completes every buffer up to batch_id; the slots it
+	 * skipped are stale and never read. */
+	uint16_t oldest;
 	bool batch;
 	uint16_t batch_id;
 	uint32_t batch_len;
@@ -85,9 +88,20 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 	need = indirect ? 1 : total;
 	if (need > pq->num)
 		return -EINVAL;         /* could never fit */
-	if (need > pq->free_slots || pq->free_head == ID_NONE)
+	if (need > pq->free_slots)
 		return -ENOSPC;
-	id = pq->free_head;
+	if (pq->in_order) {
+		/* At most free_slots <= num buffers are outstanding: the id
+		 * after the last outstanding one is free. */
+		uint32_t t = (uint32_t)pq->oldest + pq->nbufs;
+
+		id = (uint16_t)(t >= pq->num ? t - pq->num : t);
+	} else {
+		if (pq->free_head == ID_NONE)
+			return -ENOSPC;
+		id = pq->free_head;
+		pq->free_head = pq->ids[id].next_free;
+	}
 	s = &pq->ids[id];
 
 	for (i = 0; i < total; i++)
@@ -131,16 +145,9 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 		}
 	}
 
-	pq->free_head = s->next_free;
 	s->token = token;
 	s->in_len = in_len;
 	s->ndesc = (uint16_t)need;
-	s->next_free = ID_NONE;
-	if (pq->fifo) {
-		uint32_t t = pq->fifo_head + pq->nbufs;
-
-		pq->fifo[t >= pq->num ? t - pq->num : t] = id;
-	}
 	pq->nbufs++;
 	pq->free_slots -= need;
 	/* Saturates: a whole ring added already means "kick". */
@@ -180,8 +187,30 @@ static void free_id(struct packed_drv *pq, uint16_t id)
 	pq->free_slots += s->ndesc;
 	pq->nbufs--;
 	s->token = NULL;
-	s->next_free = pq->free_head;
-	pq->free_head = id;
+	if (pq->in_order) {
+		pq->oldest = pq->oldest + 1 == pq->num ? 0 : pq->oldest + 1;
+	} else {
+		s->next_free = pq->free_head;
+		pq->free_head = id;
+	}
+}
+
+/*
+ * Move last_used past a completed chain of ndesc slots.  When that leaves a
+ * line of the ring, the device is done with the line (it wrote the used
+ * descriptors there, or skipped them in an in-order batch) and our next
+ * adds store there: ask for the line now, so those stores do not wait one
+ * cross-core round trip each (the device last read the line, so it is
+ * shared).  In a full ring the device reads the line again only after
+ * those stores; otherwise the prefetch costs it a miss, never correctness.
+ */
+static void used_advance(struct packed_drv *pq, uint16_t ndesc)
+{
+	const struct virtq_packed_desc *old = &pq->desc[pq->last_used];
+
+	packed_advance(&pq->last_used, &pq->used_wrap, ndesc, pq->num);
+	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[pq->last_used]) >= 64)
+		packed_prefetch_w(pq->prefetchw, old);
 }
 
 /* Read the used descriptor at last_used, if there is one: 1 with id and
@@ -223,7 +252,7 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 	*token = s->token;
 	*len = l;
 	/* 2.8.2: one used descriptor per chain; skip all of its slots. */
-	packed_advance(&pq->last_used, &pq->used_wrap, s->ndesc, pq->num);
+	used_advance(pq, s->ndesc);
 	free_id(pq, id);
 	return 1;
 }
@@ -257,7 +286,7 @@ static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 	}
 	/* 2.8.22: the used descriptor completes every buffer made available
 	 * before batch_id, each written completely, and batch_id itself. */
-	id = pq->fifo[pq->fifo_head];
+	id = pq->oldest;
 	s = &pq->ids[id];
 	*token = s->token;
 	if (id == pq->batch_id) {
@@ -266,8 +295,7 @@ static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 	} else {
 		*len = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
 	}
-	pq->fifo_head = pq->fifo_head + 1 == pq->num ? 0 : pq->fifo_head + 1;
-	packed_advance(&pq->last_used, &pq->used_wrap, s->ndesc, pq->num);
+	used_advance(pq, s->ndesc);
 	free_id(pq, id);
 	return 1;
 }
@@ -343,9 +371,8 @@ static void *packed_detach_unused(struct vq_drv *q)
 
 	if (!pq->nbufs)
 		return NULL;
-	if (pq->fifo) {
-		id = pq->fifo[pq->fifo_head];
-		pq->fifo_head = pq->fifo_head + 1 == pq->num ? 0 : pq->fifo_head + 1;
+	if (pq->in_order) {
+		id = pq->oldest;
 		pq->batch = false;
 	} else {
 		for (id = 0; !pq->ids[id].token; id++)
@@ -379,7 +406,7 @@ static void packed_drv_reset(struct vq_drv *q)
 	pq->free_slots = pq->num;
 	pq->nbufs = pq->num_added = 0;
 	pq->drv_flags_shadow = VIRTQ_EVENT_F_ENABLE;
-	pq->fifo_head = 0;
+	pq->oldest = 0;
 	pq->batch = false;
 	for (i = 0; i < pq->num; i++) {
 		pq->ids[i].token = NULL;
@@ -392,7 +419,6 @@ static void packed_drv_destroy(struct vq_drv *q)
 {
 	struct packed_drv *pq = to_pq(q);
 
-	free(pq->fifo);
 	free(pq->ids);
 	free(pq);
 }
@@ -437,9 +463,7 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	if (!pq)
 		return -ENOMEM;
 	pq->ids = calloc(cfg->num, sizeof(*pq->ids));
-	if (in_order)
-		pq->fifo = calloc(cfg->num, sizeof(*pq->fifo));
-	if (!pq->ids || (in_order && !pq->fifo)) {
+	if (!pq->ids) {
 		packed_drv_destroy(&pq->base);
 		return -ENOMEM;
 	}
@@ -450,8 +474,10 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	pq->dev_event = cfg->ring.device;
 	pq->num = cfg->num;
 	pq->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	pq->in_order = in_order;
 	pq->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
 		       cfg->indirect;
+	pq->prefetchw = packed_has_prefetchw();
 	packed_drv_reset(&pq->base);
 	*out = &pq->base;
 	return 0;

@@ -486,6 +486,77 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 	pair_fini(&p);
 }
 
+/* IN_ORDER keeps a buffer in flight by its pop sequence number: an id
+ * popped, or filled and not yet flushed, may not come again; once flushed
+ * it may. */
+static void hostile_in_order_buffer_id_already_in_flight(void)
+{
+	struct ring_pair p;
+	struct popped pc[2];
+	uint64_t buf;
+
+	pair_init(&p, PACKED | INORDER, 8, 0, 1);
+	buf = pair_alloc(&p, 64);
+	forge(&p, 1, buf, 16, 3, AV);
+	forge(&p, 0, buf, 16, 3, AV);
+	CHECK_EQ(pop1(&p, &pc[0]), 1);
+	CHECK_EQ(pop1(&p, &pc[1]), -EINVAL);            /* popped */
+	CHECK_DEV_BROKEN(&p, -EINVAL);
+	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x8001);
+
+	vq_dev_reset(p.dev);
+	CHECK_EQ(pop1(&p, &pc[0]), 1);
+	CHECK_EQ(vq_dev_fill(p.dev, &pc[0].c, 0), 0);
+	CHECK_EQ(pop1(&p, &pc[1]), -EINVAL);            /* filled, staged */
+	CHECK_DEV_BROKEN(&p, -EINVAL);
+
+	vq_dev_reset(p.dev);
+	forge(&p, 1, buf, 16, 3, AV);
+	CHECK_EQ(pop1(&p, &pc[0]), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 0), 1);
+	CHECK_EQ(pop1(&p, &pc[1]), 1);                  /* flushed: free */
+	CHECK_EQ(pc[1].c.id, 3);
+	/* Filled twice: refused. */
+	CHECK_EQ(vq_dev_fill(p.dev, &pc[1].c, 0), 0);
+	CHECK_EQ(vq_dev_fill(p.dev, &pc[1].c, 0), -EINVAL);
+	CHECK_EQ(vq_dev_flush(p.dev), 1);
+	CHECK_EQ(vq_dev_flush(p.dev), 0);
+	CHECK_EQ(vq_dev_error(p.dev), 0);
+	pair_fini(&p);
+}
+
+/* A driver that re-offers a whole ring of slots still in flight (new
+ * phase flags on slots the device has not used yet) makes the in-order
+ * batch longer than the ring; the device splits it, never moving its used
+ * position by more than a ring at once. */
+static void hostile_in_order_batch_longer_than_ring(void)
+{
+	struct ring_pair p;
+	struct popped pc[2];
+	uint64_t buf;
+
+	pair_init(&p, PACKED | INORDER, 4, 0, 1);
+	buf = pair_alloc(&p, 16);
+	/* id 0: slots 0-3, a chain of the whole ring (phase 1) ... */
+	for (int i = 3; i >= 0; i--)
+		forge(&p, (unsigned)i, buf, 1, 0, AV | (i < 3 ? NX : 0));
+	CHECK_EQ(pop1(&p, &pc[0]), 1);
+	CHECK_EQ(pc[0].c.ndesc, 4);
+	/* ... and id 1 on the same slots in phase 0 (AVAIL 0, USED 1). */
+	for (int i = 3; i >= 0; i--)
+		forge(&p, (unsigned)i, buf, 1, 1, F_USED | (i < 3 ? NX : 0));
+	CHECK_EQ(pop1(&p, &pc[1]), 1);
+	CHECK_EQ(pc[1].c.ndesc, 4);
+	CHECK_EQ(vq_dev_fill(p.dev, &pc[0].c, 0), 0);
+	CHECK_EQ(vq_dev_fill(p.dev, &pc[1].c, 0), 0);
+	CHECK_EQ(vq_dev_flush(p.dev), 2);
+	/* Two used descriptors (both at slot 0, one per lap): eight slots,
+	 * back in phase 1. */
+	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8000);
+	CHECK_EQ(vq_dev_error(p.dev), 0);
+	pair_fini(&p);
+}
+
 int main(void)
 {
 	RUN(hostile_buffer_id_out_of_range);
@@ -508,5 +579,7 @@ int main(void)
 	RUN(hostile_used_id_ge_num);
 	RUN(hostile_used_len_larger_than_buffer);
 	RUN(hostile_in_order_batch_id_not_outstanding);
+	RUN(hostile_in_order_buffer_id_already_in_flight);
+	RUN(hostile_in_order_batch_longer_than_ring);
 	return 0;
 }
