@@ -10,6 +10,10 @@
 #include <cpuid.h>
 #endif
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "ring_internal.h"
 
 /* Ring positions carry the wrap counter in bit 15 in vq_dev_config,
@@ -99,6 +103,26 @@ static inline void packed_advance(uint16_t *pos, bool *wrap, uint32_t n,
 		*wrap = !*wrap;
 	}
 	*pos = (uint16_t)p;
+}
+
+/*
+ * Zeroed memory on whole cache lines of its own.  Each side's private state
+ * is written on every call; sharing a line with the other side's (the two
+ * are often allocated back to back, by one thread) would bounce the line
+ * between the cores on every buffer.
+ */
+static inline void *packed_zalloc(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - 63)
+		return NULL;
+	bytes = (bytes + 63) & ~(size_t)63;
+	p = aligned_alloc(64, bytes);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
 }
 
 /*

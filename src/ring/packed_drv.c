@@ -459,10 +459,10 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	bool in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
 
 	*out = NULL;
-	pq = calloc(1, sizeof(*pq));
+	pq = packed_zalloc(1, sizeof(*pq));
 	if (!pq)
 		return -ENOMEM;
-	pq->ids = calloc(cfg->num, sizeof(*pq->ids));
+	pq->ids = packed_zalloc(cfg->num, sizeof(*pq->ids));
 	if (!pq->ids) {
 		packed_drv_destroy(&pq->base);
 		return -ENOMEM;
