@@ -227,6 +227,24 @@ static int read_used(struct packed_drv *pq, uint16_t *id, uint32_t *len)
 	return 1;
 }
 
+/*
+ * The length a used descriptor gives buffer s (id): 0 for a
+ * device-readable-only buffer, whatever the device says (DPDK 22.11's
+ * vhost puts the bytes it read there); more than it can hold breaks the
+ * queue.  Returns 0 or the error.
+ */
+static int used_len(struct vq_drv *q, const struct pdrv_id *s, uint16_t id,
+		    uint32_t *l)
+{
+	if (s->in_len == 0)
+		*l = 0;
+	if (unlikely(*l > s->in_len))
+		return vq_drv_break(q, -EINVAL,
+				    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
+				    *l, id, (unsigned long long)s->in_len);
+	return 0;
+}
+
 static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 {
 	struct packed_drv *pq = to_pq(q);
@@ -241,14 +259,8 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 				    "2.8.2: used id %u (slot %u) was never made available",
 				    id, pq->last_used);
 	s = &pq->ids[id];
-	/* A device-readable-only buffer: the device wrote nothing, whatever
-	 * it says (DPDK 22.11's vhost puts the bytes it read there). */
-	if (s->in_len == 0)
-		l = 0;
-	if (unlikely(l > s->in_len))
-		return vq_drv_break(q, -EINVAL,
-				    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
-				    l, id, (unsigned long long)s->in_len);
+	if (unlikely(used_len(q, s, id, &l)))
+		return q->err;
 	*token = s->token;
 	*len = l;
 	/* 2.8.2: one used descriptor per chain; skip all of its slots. */
@@ -257,44 +269,49 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 	return 1;
 }
 
+/*
+ * In order the buffer to return is always the oldest; a new used
+ * descriptor only says how far its batch goes.  The common case, a
+ * descriptor naming the oldest buffer itself, keeps no batch state.
+ */
 static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 {
 	struct packed_drv *pq = to_pq(q);
-	struct pdrv_id *s;
-	uint16_t id;
+	uint16_t id = pq->oldest;
+	struct pdrv_id *s = &pq->ids[id];
+	uint32_t l;
 
 	if (!pq->batch) {
 		uint16_t bid;
-		uint32_t l;
+		uint32_t ahead;
 
 		if (!read_used(pq, &bid, &l))
 			return 0;
-		if (unlikely(bid >= pq->num || !pq->ids[bid].token))
+		/* Outstanding ids are the run [oldest, oldest + nbufs). */
+		ahead = bid >= id ? (uint32_t)(bid - id) :
+				    (uint32_t)bid + pq->num - id;
+		if (unlikely(bid >= pq->num || ahead >= pq->nbufs))
 			return vq_drv_break(q, -EINVAL,
 					    "2.8.22: in-order used id %u (slot %u) is not outstanding",
 					    bid, pq->last_used);
-		if (pq->ids[bid].in_len == 0)
-			l = 0;  /* as in packed_get: readable-only buffer */
-		if (unlikely(l > pq->ids[bid].in_len))
-			return vq_drv_break(q, -EINVAL,
-					    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
-					    l, bid,
-					    (unsigned long long)pq->ids[bid].in_len);
-		pq->batch = true;
-		pq->batch_id = bid;
-		pq->batch_len = l;
-	}
-	/* 2.8.22: the used descriptor completes every buffer made available
-	 * before batch_id, each written completely, and batch_id itself. */
-	id = pq->oldest;
-	s = &pq->ids[id];
-	*token = s->token;
-	if (id == pq->batch_id) {
-		*len = pq->batch_len;
+		if (unlikely(used_len(q, &pq->ids[bid], bid, &l)))
+			return q->err;
+		if (ahead) {
+			/* 2.8.22: it completes every buffer made available
+			 * before bid, each written completely, and bid. */
+			pq->batch = true;
+			pq->batch_id = bid;
+			pq->batch_len = l;
+			l = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
+		}
+	} else if (id == pq->batch_id) {
+		l = pq->batch_len;
 		pq->batch = false;
 	} else {
-		*len = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
+		l = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
 	}
+	*token = s->token;
+	*len = l;
 	used_advance(pq, s->ndesc);
 	free_id(pq, id);
 	return 1;

@@ -478,6 +478,26 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 	expect_drv_broken(&p, -EINVAL);
 	pair_fini(&p);
 
+	/* Ids go out in sequence, modulo the queue size; a used id behind
+	 * the oldest outstanding one (completed already) is refused even
+	 * while others are outstanding. */
+	pair_init(&p, PACKED | INORDER, 4, 1, 0);
+	for (int i = 0; i < 4; i++) {
+		add_in(&p, buf, 8, &t[0]);
+		CHECK_EQ(ring_desc(&p)[i].id, i);
+		forge_used(&p, (unsigned)i, (uint16_t)i, 8, true);
+		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	}
+	add_in(&p, buf, 8, &t[0]);                      /* slot 0, id 0 */
+	add_in(&p, buf, 8, &t[1]);                      /* slot 1, id 1 */
+	CHECK_EQ(ring_desc(&p)[1].id, 1);
+	forge_used(&p, 0, 0, 8, false);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	CHECK(tok == &t[0]);
+	forge_used(&p, 1, 0, 8, false);                 /* id 0 again */
+	expect_drv_broken(&p, -EINVAL);
+	pair_fini(&p);
+
 	/* In-order used length larger than the last buffer. */
 	pair_init(&p, PACKED | INORDER, 8, 1, 0);
 	add_in(&p, buf, 8, &t[0]);
