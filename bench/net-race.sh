@@ -19,7 +19,11 @@
 #
 #   bench/net-race.sh [-B BUILD_DIR] [-s SECONDS] [--sizes "64 1518"]
 #                     [--layouts "split packed"] [--inorder "0 1"]
-#                     [--dirs "tx rx"] [-o OUT]
+#                     [--dirs "tx rx"] [--pairings "a b c d"] [-r RUNS] [-o OUT]
+#
+# With -r RUNS every cell is measured RUNS times, the four pairings taking
+# turns (a b c d a b c d ...), and the median is shown: one run per cell
+# is at the mercy of the placement changes of these shared machines.
 #
 # Needs dpdk-testpmd (scripts/deps.sh bench) and a build with tools.
 set -u
@@ -30,6 +34,8 @@ SIZES="64 1518"
 LAYOUTS="split packed"
 INORDERS="0 1"
 DIRS="tx rx"
+PAIRINGS="a b c d"
+RUNS=1
 OUT=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -39,8 +45,10 @@ while [ $# -gt 0 ]; do
 	--layouts) LAYOUTS=$2; shift ;;
 	--inorder) INORDERS=$2; shift ;;
 	--dirs) DIRS=$2; shift ;;
+	--pairings) PAIRINGS=$2; shift ;;
+	-r) RUNS=$2; shift ;;
 	-o) OUT=$2; shift ;;
-	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,30p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -170,7 +178,7 @@ ratio() { awk -v b="${1:-0}" -v a="${2:-0}" 'BEGIN { if (a > 0) printf "%5.2f", 
 
 echo "# virtq net race, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "# DPDK $(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); virtq $(git rev-parse --short HEAD 2>/dev/null)"
-echo "# ${SECS}s per run, median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# ${SECS}s per run, $RUNS run(s) per cell (pairings taking turns), median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# frontend forwarding on CPU 0, backend on CPU 1, both busy polling; testpmd --no-huge"
 printf "%-4s %5s %-6s %-3s %-5s | %7s %7s %7s %7s | %5s %5s %5s\n" dir size layout io place "a" "b" "c" "d" "b/a" "c/a" "d/a"
 for size in $SIZES; do
@@ -180,10 +188,17 @@ for dir in $DIRS; do
 	pk=0
 	[ "$layout" = packed ] && pk=1
 	p1=$(place)
-	a=$(run_a "$dir" "$size" "$pk" "$io")
-	b=$(run_b "$dir" "$size" "$pk" "$io")
-	c=$(run_c "$dir" "$size" "$pk" "$io")
-	d=$(run_d "$dir" "$size" "$pk" "$io")
+	declare -A got=()
+	for ((run = 0; run < RUNS; run++)); do
+		for w in $PAIRINGS; do
+			got[$w]+="$("run_$w" "$dir" "$size" "$pk" "$io") "
+		done
+	done
+	a= b= c= d=
+	for w in $PAIRINGS; do
+		printf -v "$w" '%s' "$(tr ' ' '\n' <<<"${got[$w]}" | grep . | median)"
+	done
+	unset got
 	p2=$(place)
 	pl=$p1
 	[ "$p1" = "$p2" ] || pl=mixed

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Paired A/B of two virtq-net builds against DPDK's virtio-user PMD (the
+# race's pairing c): how a backend patch is measured against a frontend we
+# did not write.  Each pair runs A and B back to back, alternating which
+# goes first; each run is labelled by the core-to-core placement probed
+# before and after it.  Prints per-run rates, then the geometric means,
+# B/A - 1, the 95% interval of the mean paired log ratio and "B faster in
+# k/N pairs".
+#
+#   bench/net-backend-ab.sh [-n PAIRS] [-s SECONDS] [--dir rx|tx]
+#                           [--packed 0|1] [--inorder 0|1] [--size BYTES]
+#                           BUILD_A BUILD_B
+#
+# rx: virtq-net in source mode, testpmd rxonly; tx: virtq-net --copy sink,
+# testpmd txonly (--stats-period keeps it running: stdin is closed).  The rate is virtq-net's own per-second count (median of
+# SECONDS readings after the first).  Needs dpdk-testpmd
+# (scripts/deps.sh bench).
+set -u
+cd "$(dirname "$0")/.."
+PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64
+while [ $# -gt 2 ]; do
+	case $1 in
+	-n) PAIRS=$2 ;;
+	-s) SECS=$2 ;;
+	--dir) DIR=$2 ;;
+	--packed) PK=$2 ;;
+	--inorder) IO=$2 ;;
+	--size) SIZE=$2 ;;
+	*) echo "unknown option $1" >&2; exit 2 ;;
+	esac
+	shift 2
+done
+[ $# = 2 ] || { sed -n '2,20p' "$0"; exit 2; }
+A=$1 B=$2
+for b in "$A" "$B"; do
+	[ -x "$b/tools/net/virtq-net" ] || { echo "no $b/tools/net/virtq-net" >&2; exit 1; }
+done
+command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
+VPERF=$A/tools/virtq-perf
+[ -x "$VPERF" ] || VPERF=$B/tools/virtq-perf
+
+TMP=$(mktemp -d /tmp/virtq-nbab.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# one_run BUILD -> packets per second of pairing c
+one_run() {
+	local sock=$TMP/net.sock mode=source fwd=rxonly field=rx_pps vn vu i
+	[ "$DIR" = tx ] && mode="--copy sink" fwd=txonly field=tx_pps
+	rm -f "$sock"
+	"$1/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
+		--json --stats-interval 1 --size "$SIZE" $mode >"$TMP/vn.out" 2>"$TMP/vn.log" &
+	vn=$!
+	PIDS+=("$vn")
+	for ((i = 0; i < 100; i++)); do [ -S "$sock" ] && break; sleep 0.1; done
+	dpdk-testpmd -l 0,1 --main-lcore 1 --file-prefix "nbab-$$" --no-huge -m 512 --no-pci \
+		--single-file-segments \
+		--vdev "net_virtio_user0,path=$sock,queues=1,queue_size=256,server=0,packed_vq=$PK,in_order=$IO,mrg_rxbuf=1" \
+		-- --forward-mode=$fwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 --stats-period 1 \
+		</dev/null >"$TMP/vu.log" 2>&1 &
+	vu=$!
+	PIDS+=("$vu")
+	# Count from the first second with traffic (testpmd takes a while).
+	for ((i = 0; i < 150; i++)); do
+		grep -qE "\"$field\":[1-9]" "$TMP/vn.out" && break
+		sleep 0.1
+	done
+	sleep $((SECS + 1))
+	kill -INT "$vu" 2>/dev/null
+	wait "$vu" 2>/dev/null
+	kill -INT "$vn" 2>/dev/null
+	wait "$vn" 2>/dev/null
+	grep -oE "\"$field\":[0-9.]+" "$TMP/vn.out" | cut -d: -f2 | awk '$1 > 0' |
+		tail -n +2 | head -n "$SECS" | sort -n |
+		awk '{ v[NR] = $1 } END { printf "%d\n", NR ? v[int((NR + 1) / 2)] : 0 }'
+}
+place() { "$VPERF" c2c 0,1 2>/dev/null | grep -oE '\((near|far)\)' | tr -d '()'; }
+
+echo "# virtq-net A/B against DPDK virtio-user, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "# A=$A ($(git -C "$A" rev-parse --short HEAD 2>/dev/null || echo ?)) B=$B; dir=$DIR packed=$PK in_order=$IO size=$SIZE; $PAIRS pairs of ${SECS}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+RES=$TMP/pairs
+: >"$RES"
+for ((i = 0; i < PAIRS; i++)); do
+	p1=$(place)
+	if ((i % 2)); then
+		b=$(one_run "$B"); a=$(one_run "$A"); order="B,A"
+	else
+		a=$(one_run "$A"); b=$(one_run "$B"); order="A,B"
+	fi
+	p2=$(place)
+	pl=$p1
+	[ "$p1" = "$p2" ] || pl=mixed
+	printf "pair %2d %s %-5s A %10d  B %10d\n" "$i" "$order" "$pl" "$a" "$b"
+	echo "$a $b" >>"$RES"
+done
+awk '$1 > 0 && $2 > 0 { n++; la += log($1); lb += log($2); d[n] = log($2 / $1); s += d[n]; if (d[n] > 0) k++ }
+END {
+	if (n < 2) { print "too few valid pairs"; exit 1 }
+	m = s / n
+	for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2
+	h = 1.96 * sqrt(v / (n - 1)) / sqrt(n)
+	printf "A %.3f Mpps  B %.3f Mpps  change %+.1f%% [%+.1f, %+.1f]  B faster in %d/%d pairs\n",
+		exp(la / n) / 1e6, exp(lb / n) / 1e6, (exp(m) - 1) * 100,
+		(exp(m - h) - 1) * 100, (exp(m + h) - 1) * 100, k, n
+}' "$RES"
