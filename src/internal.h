@@ -12,4 +12,14 @@
 
 #define VQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Copy up to len bytes from byte off of an iovec array into dst, or from
+ * src into it; return how many were copied (src/mem/iov.c). */
+VQ_INTERNAL size_t vq_iov_to_buf(const struct iovec *iov, unsigned cnt,
+				 size_t off, void *dst, size_t len);
+VQ_INTERNAL size_t vq_iov_from_buf(const struct iovec *iov, unsigned cnt,
+				   size_t off, const void *src, size_t len);
+
 #endif

@@ -200,30 +200,6 @@ static int net_fill(struct vq_net_queue *q, const struct vq_chain *c, uint32_t l
 	return 0;
 }
 
-/* Copy up to len bytes out of iov starting at byte off into dst. */
-static uint32_t iov_read(const struct iovec *iov, unsigned cnt, uint64_t off,
-			 void *dst, uint32_t len)
-{
-	uint8_t *d = dst;
-	uint32_t done = 0;
-	unsigned i;
-
-	for (i = 0; i < cnt && done < len; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		size_t n = iov[i].iov_len - off;
-
-		if (n > len - done)
-			n = len - done;
-		memcpy(d + done, (const uint8_t *)iov[i].iov_base + off, n);
-		done += n;
-		off = 0;
-	}
-	return done;
-}
-
 static uint16_t rd16(const uint8_t *p)
 {
 	uint16_t v;
@@ -299,7 +275,7 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	if (likely(iov->iov_len >= q->hdr_len)) {
 		hdr_decode(iov->iov_base, q->hdr_len, &h);
 	} else {
-		iov_read(iov, cnt, 0, hb, q->hdr_len);
+		vq_iov_to_buf(iov, cnt, 0, hb, q->hdr_len);
 		hdr_decode(hb, q->hdr_len, &h);
 	}
 	if (unlikely(c->out_len - q->hdr_len > q->max_frame)) {
@@ -648,7 +624,7 @@ int vq_net_mac_swapped(const struct iovec *iov, unsigned iovcnt, uint32_t len,
 	uint64_t off = 12;
 	unsigned i, n = 1;
 
-	if (len < 12 || iov_read(iov, iovcnt, 0, orig, 12) != 12)
+	if (len < 12 || vq_iov_to_buf(iov, iovcnt, 0, orig, 12) != 12)
 		return -EINVAL;
 	memcpy(mac, orig + 6, 6);
 	memcpy(mac + 6, orig, 6);

@@ -292,53 +292,6 @@ static struct vs_conn *conn_new(struct vq_vsock *v, int fd, enum vs_state st)
 	return c;
 }
 
-/* Copy len bytes at offset off of an iovec array into dst. */
-static void iov_read(const struct iovec *iov, unsigned n, size_t off,
-		     void *dst, size_t len)
-{
-	uint8_t *d = dst;
-	unsigned i;
-
-	for (i = 0; i < n && len; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		memcpy(d, (uint8_t *)iov[i].iov_base + off, l);
-		d += l;
-		len -= l;
-		off = 0;
-	}
-}
-
-static void iov_write(const struct iovec *iov, unsigned n, size_t off,
-		      const void *src, size_t len)
-{
-	const uint8_t *s = src;
-	unsigned i;
-
-	for (i = 0; i < n && len; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		memcpy((uint8_t *)iov[i].iov_base + off, s, l);
-		s += l;
-		len -= l;
-		off = 0;
-	}
-}
-
 /* The part [off, off+len) of iov as a new iovec array in dst.  Returns the
  * count (the caller checked the lengths add up). */
 static unsigned iov_slice(const struct iovec *iov, unsigned n, size_t off,
@@ -966,7 +919,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 		v->st.bad_short_buf++;
 		return;
 	}
-	iov_read(ch->iov, ch->nout, 0, &h, sizeof(h));
+	vq_iov_to_buf(ch->iov, ch->nout, 0, &h, sizeof(h));
 	len = vq_le32(h.len);
 	type = vq_le16(h.type);
 	op = vq_le16(h.op);
@@ -1192,7 +1145,7 @@ static int rx_get(struct vq_vsock *v)
 static int rx_put_hdr(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
 		      uint32_t payload)
 {
-	iov_write(v->rxc.iov, v->rxc.nin, 0, h, sizeof(*h));
+	vq_iov_from_buf(v->rxc.iov, v->rxc.nin, 0, h, sizeof(*h));
 	v->st.rx_pkts++;
 	v->st.rx_bytes += payload;
 	return rx_complete(v, VQ_VSOCK_HDR_SIZE + payload);
@@ -1406,7 +1359,7 @@ int vq_vsock_process_event(struct vq_vsock *v)
 				return r;
 			continue;
 		}
-		iov_write(c.iov, c.nin, 0, &e, sizeof(e));
+		vq_iov_from_buf(c.iov, c.nin, 0, &e, sizeof(e));
 		r = vq_dev_push(v->ev, &c, sizeof(e));
 		if (r < 0)
 			return r;
