@@ -106,26 +106,6 @@ static inline void packed_advance(uint16_t *pos, bool *wrap, uint32_t n,
 }
 
 /*
- * Zeroed memory on whole cache lines of its own.  Each side's private state
- * is written on every call; sharing a line with the other side's (the two
- * are often allocated back to back, by one thread) would bounce the line
- * between the cores on every buffer.
- */
-static inline void *packed_zalloc(size_t n, size_t size)
-{
-	size_t bytes;
-	void *p;
-
-	if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - 63)
-		return NULL;
-	bytes = (bytes + 63) & ~(size_t)63;
-	p = aligned_alloc(64, bytes);
-	if (p)
-		memset(p, 0, bytes);
-	return p;
-}
-
-/*
  * Does this CPU have PREFETCHW (CPUID 0x80000001 ECX bit 8)?  Without
  * -march the compiler turns __builtin_prefetch(p, 1) into a read prefetch,
  * which leaves a line shared: no use for a line we are about to store to.

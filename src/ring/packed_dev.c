@@ -629,11 +629,11 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	if ((cfg->avail_idx & PACKED_POS_MASK) >= cfg->num ||
 	    (cfg->used_idx & PACKED_POS_MASK) >= cfg->num)
 		return -EINVAL;
-	pd = packed_zalloc(1, sizeof(*pd));
+	pd = vq_ring_zalloc(1, sizeof(*pd));
 	if (!pd)
 		return -ENOMEM;
-	pd->stage = packed_zalloc(cfg->num, sizeof(*pd->stage));
-	pd->ids = packed_zalloc(cfg->num, sizeof(*pd->ids));
+	pd->stage = vq_ring_zalloc(cfg->num, sizeof(*pd->stage));
+	pd->ids = vq_ring_zalloc(cfg->num, sizeof(*pd->ids));
 	pd->in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
 	if (!pd->stage || !pd->ids) {
 		packed_dev_destroy(&pd->base);

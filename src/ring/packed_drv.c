@@ -476,10 +476,10 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	bool in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
 
 	*out = NULL;
-	pq = packed_zalloc(1, sizeof(*pq));
+	pq = vq_ring_zalloc(1, sizeof(*pq));
 	if (!pq)
 		return -ENOMEM;
-	pq->ids = packed_zalloc(cfg->num, sizeof(*pq->ids));
+	pq->ids = vq_ring_zalloc(cfg->num, sizeof(*pq->ids));
 	if (!pq->ids) {
 		packed_drv_destroy(&pq->base);
 		return -ENOMEM;

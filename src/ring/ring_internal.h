@@ -7,6 +7,10 @@
 #ifndef VIRTQ_RING_INTERNAL_H
 #define VIRTQ_RING_INTERNAL_H
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <virtq/ring.h>
 
 #include "internal.h"
@@ -125,5 +129,25 @@ VQ_INTERNAL int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr
  */
 VQ_INTERNAL const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 			      unsigned *count, unsigned head);
+
+/*
+ * Zeroed memory on whole cache lines of its own.  Each side's private state
+ * is written on every call; sharing a line with the other side's (the two
+ * are often allocated back to back, by one thread) would bounce the line
+ * between the cores on every buffer.
+ */
+static inline void *vq_ring_zalloc(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - 63)
+		return NULL;
+	bytes = (bytes + 63) & ~(size_t)63;
+	p = aligned_alloc(64, bytes);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
+}
 
 #endif

@@ -577,7 +577,7 @@ static const struct vq_dev_ops split_dev_in_order_ops = {
 
 int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 {
-	struct split_dev *s = calloc(1, sizeof(*s));
+	struct split_dev *s = vq_ring_zalloc(1, sizeof(*s));
 
 	*out = NULL;
 	if (!s)
@@ -590,9 +590,9 @@ int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	s->desc = cfg->ring.desc;
 	s->avail = cfg->ring.driver;
 	s->used = cfg->ring.device;
-	s->head = calloc(cfg->num, sizeof(*s->head));
-	s->log = calloc(cfg->num, sizeof(*s->log));
-	s->stage = calloc(cfg->num, sizeof(*s->stage));
+	s->head = vq_ring_zalloc(cfg->num, sizeof(*s->head));
+	s->log = vq_ring_zalloc(cfg->num, sizeof(*s->log));
+	s->stage = vq_ring_zalloc(cfg->num, sizeof(*s->stage));
 	if (!s->head || !s->log || !s->stage) {
 		sd_destroy(&s->base);
 		return -ENOMEM;

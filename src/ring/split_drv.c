@@ -509,7 +509,7 @@ static const struct vq_drv_ops split_drv_in_order_ops = {
 
 int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 {
-	struct split_drv *s = calloc(1, sizeof(*s));
+	struct split_drv *s = vq_ring_zalloc(1, sizeof(*s));
 
 	*out = NULL;
 	if (!s)
@@ -523,9 +523,9 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	s->desc = cfg->ring.desc;
 	s->avail = cfg->ring.driver;
 	s->used = cfg->ring.device;
-	s->next = calloc(cfg->num, sizeof(*s->next));
-	s->fifo = calloc(cfg->num, sizeof(*s->fifo));
-	s->head = calloc(cfg->num, sizeof(*s->head));
+	s->next = vq_ring_zalloc(cfg->num, sizeof(*s->next));
+	s->fifo = vq_ring_zalloc(cfg->num, sizeof(*s->fifo));
+	s->head = vq_ring_zalloc(cfg->num, sizeof(*s->head));
 	if (!s->next || !s->fifo || !s->head) {
 		sq_destroy(&s->base);
 		return -ENOMEM;
