@@ -2,20 +2,24 @@
 # SPDX-License-Identifier: MIT
 # Paired A/B of two virtq-net builds against DPDK's virtio-user PMD (the
 # race's pairing c): how a backend patch is measured against a frontend we
-# did not write.  Each pair runs A and B back to back, alternating which
-# goes first; each run is labelled by the core-to-core placement probed
-# before and after it.  Prints per-run rates, then the geometric means,
-# B/A - 1, the 95% interval of the mean paired log ratio and "B faster in
-# k/N pairs".
+# did not write.  Either build may be "dpdk", testpmd's vhost PMD: then the
+# result is the race's c/a with a confidence interval, which one run per
+# cell cannot give on a machine whose core placement keeps changing.  Each
+# pair runs A and B back to back, alternating which goes first, and is
+# labelled by the core-to-core placement probed before and after it.
+# Prints per-run rates, then the geometric means, B/A - 1, the 95% interval
+# of the mean paired log ratio and "B faster in k/N pairs".
 #
 #   bench/net-backend-ab.sh [-n PAIRS] [-s SECONDS] [--dir rx|tx]
 #                           [--packed 0|1] [--inorder 0|1] [--size BYTES]
-#                           BUILD_A BUILD_B
+#                           BUILD_A|dpdk BUILD_B|dpdk
 #
-# rx: virtq-net in source mode, testpmd rxonly; tx: virtq-net --copy sink,
-# testpmd txonly (--stats-period keeps it running: stdin is closed).  The rate is virtq-net's own per-second count (median of
-# SECONDS readings after the first).  Needs dpdk-testpmd
-# (scripts/deps.sh bench).
+# rx: the backend sources frames (virtq-net source, testpmd txonly) into
+# testpmd rxonly; tx: testpmd txonly into the backend's sink (virtq-net
+# --copy sink, testpmd rxonly).  --stats-period keeps testpmd running with
+# stdin closed.  The rate is the frontend's per-second count (median of
+# SECONDS readings after the first).  Needs dpdk-testpmd (scripts/deps.sh
+# bench).
 set -u
 cd "$(dirname "$0")/.."
 PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64
@@ -31,14 +35,15 @@ while [ $# -gt 2 ]; do
 	esac
 	shift 2
 done
-[ $# = 2 ] || { sed -n '2,20p' "$0"; exit 2; }
+[ $# = 2 ] || { sed -n "2,22p" "$0"; exit 2; }
 A=$1 B=$2
 for b in "$A" "$B"; do
-	[ -x "$b/tools/net/virtq-net" ] || { echo "no $b/tools/net/virtq-net" >&2; exit 1; }
+	[ "$b" = dpdk ] || [ -x "$b/tools/net/virtq-net" ] || { echo "no $b/tools/net/virtq-net" >&2; exit 1; }
 done
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
 VPERF=$A/tools/virtq-perf
 [ -x "$VPERF" ] || VPERF=$B/tools/virtq-perf
+[ -x "$VPERF" ] || VPERF=build/tools/virtq-perf
 
 TMP=$(mktemp -d /tmp/virtq-nbab.XXXXXX)
 PIDS=()
@@ -48,34 +53,45 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# one_run BUILD -> packets per second of pairing c
+# one_run BACKEND -> packets per second the DPDK frontend moved.  BACKEND is
+# a build directory (virtq-net) or "dpdk" (testpmd's vhost PMD, the race's
+# pairing a); either way the backend's forwarding runs on CPU 1 and the
+# rate is read from the frontend's own per-second counts, one meter for both.
 one_run() {
-	local sock=$TMP/net.sock mode=source fwd=rxonly field=rx_pps vn vu i
-	[ "$DIR" = tx ] && mode="--copy sink" fwd=txonly field=tx_pps
+	local sock=$TMP/net.sock mode=source vfwd=txonly fwd=rxonly field=Rx-pps be i
+	[ "$DIR" = tx ] && mode="--copy sink" vfwd=rxonly fwd=txonly field=Tx-pps
 	rm -f "$sock"
-	"$1/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
-		--json --stats-interval 1 --size "$SIZE" $mode >"$TMP/vn.out" 2>"$TMP/vn.log" &
-	vn=$!
-	PIDS+=("$vn")
+	if [ "$1" = dpdk ]; then
+		dpdk-testpmd -l 0,1 --main-lcore 0 --file-prefix "nbab-vh-$$" --no-huge -m 512 \
+			--no-pci --single-file-segments --vdev "net_vhost0,iface=$sock,queues=1,client=0" \
+			-- --forward-mode=$vfwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 \
+			--stats-period 1 </dev/null >"$TMP/be.log" 2>&1 &
+	else
+		"$1/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
+			--size "$SIZE" $mode >"$TMP/be.log" 2>&1 &
+	fi
+	be=$!
+	PIDS+=("$be")
 	for ((i = 0; i < 100; i++)); do [ -S "$sock" ] && break; sleep 0.1; done
+	sleep 0.3
 	dpdk-testpmd -l 0,1 --main-lcore 1 --file-prefix "nbab-$$" --no-huge -m 512 --no-pci \
 		--single-file-segments \
 		--vdev "net_virtio_user0,path=$sock,queues=1,queue_size=256,server=0,packed_vq=$PK,in_order=$IO,mrg_rxbuf=1" \
 		-- --forward-mode=$fwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 --stats-period 1 \
 		</dev/null >"$TMP/vu.log" 2>&1 &
-	vu=$!
+	local vu=$!
 	PIDS+=("$vu")
 	# Count from the first second with traffic (testpmd takes a while).
 	for ((i = 0; i < 150; i++)); do
-		grep -qE "\"$field\":[1-9]" "$TMP/vn.out" && break
+		grep -qE "$field: +[1-9]" "$TMP/vu.log" && break
 		sleep 0.1
 	done
 	sleep $((SECS + 1))
 	kill -INT "$vu" 2>/dev/null
 	wait "$vu" 2>/dev/null
-	kill -INT "$vn" 2>/dev/null
-	wait "$vn" 2>/dev/null
-	grep -oE "\"$field\":[0-9.]+" "$TMP/vn.out" | cut -d: -f2 | awk '$1 > 0' |
+	kill -INT "$be" 2>/dev/null
+	wait "$be" 2>/dev/null
+	grep -oE "$field: +[0-9]+" "$TMP/vu.log" | grep -oE '[0-9]+$' | awk '$1 > 0' |
 		tail -n +2 | head -n "$SECS" | sort -n |
 		awk '{ v[NR] = $1 } END { printf "%d\n", NR ? v[int((NR + 1) / 2)] : 0 }'
 }
