@@ -518,6 +518,14 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 	return 1;
 }
 
+#define RX_PREFETCH_AHEAD 8u
+
+static inline void rx_prefetch(const struct vq_net_queue *q, const struct vq_chain *c)
+{
+	prefetch_w(q, c->iov[0].iov_base);
+	prefetch_w(q, (uint8_t *)c->iov[0].iov_base + 64);
+}
+
 /* Copy one frame into one chain known to hold it: header, then data. */
 static void rx_into_chain(struct vq_net_queue *q, const struct vq_chain *c,
 			  const struct vq_net_frame *f)
@@ -569,15 +577,20 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 				return vq_dev_fail(q->dev, -EINVAL,
 						   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
 						   c->id, (unsigned long long)c->in_len, q->hdr_len);
-			/* The copies below write these lines: ask for them
-			 * now, while the ring is still being read. */
-			prefetch_w(q, c->iov[0].iov_base);
-			prefetch_w(q, (uint8_t *)c->iov[0].iov_base + 64);
 		}
+		/* The copies write each buffer's first two lines.  Ask for
+		 * them RX_PREFETCH_AHEAD chains ahead of the copy: a whole
+		 * burst at once overflows the core's miss buffers and the
+		 * excess prefetches are dropped. */
+		for (i = 0; i < (unsigned)k && i < RX_PREFETCH_AHEAD; i++)
+			rx_prefetch(q, &q->chains[i]);
 		for (i = 0; i < (unsigned)k; i++) {
 			const struct vq_chain *c = &q->chains[i];
 			const struct vq_net_frame *fr = &f[done + i];
 			uint64_t need = (uint64_t)q->hdr_len + fr->len;
+
+			if (i + RX_PREFETCH_AHEAD < (unsigned)k)
+				rx_prefetch(q, &q->chains[i + RX_PREFETCH_AHEAD]);
 
 			if (unlikely(need > c->in_len || fr->len > q->max_frame ||
 				     iov_total(fr->iov, fr->iovcnt) < fr->len)) {
