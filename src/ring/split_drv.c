@@ -309,7 +309,7 @@ static int sq_read_used(struct split_drv *s, uint16_t *idp, uint32_t *lenp)
 static int sq_get(struct vq_drv *q, void **token, uint32_t *len)
 {
 	struct split_drv *s = to_sq(q);
-	uint16_t id;
+	uint16_t id = 0;        /* gcc -O3 cannot see sq_read_used set it */
 	int r;
 
 	r = sq_used_count(s);
@@ -338,12 +338,12 @@ static int sq_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 {
 	struct split_drv *s = to_sq(q);
 	struct drv_head *h;
-	uint16_t id, front;
+	uint16_t id = 0, front; /* id, l: gcc -O3 cannot see sq_read_used set them */
 	int r;
 
 	if (s->batch_left == 0) {
 		unsigned k;
-		uint32_t l;
+		uint32_t l = 0;
 		int avail = sq_used_count(s);
 
 		if (avail <= 0)

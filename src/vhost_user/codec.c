@@ -159,7 +159,7 @@ static int check_hdr(const struct hdr *h, bool reply, const struct req_desc **dp
 
 int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size)
 {
-	const struct req_desc *d;
+	const struct req_desc *d = NULL;        /* set when check_hdr is 0 */
 	struct hdr h;
 	int r;
 
