@@ -4,6 +4,8 @@
 #
 #   build/        gcc, -Werror: all tests
 #   build-clang/  clang, -Werror: all tests
+#   build-release/ gcc -O3, -Werror: compiled only (the demo's build; -O3
+#                 finds warnings the debug build does not)
 #   build-asan/   gcc, ASan+UBSan: all tests
 #   build-tsan/   clang, TSan: the two-thread tests (suite 'threads')
 #   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz')
@@ -70,6 +72,8 @@ rm -rf "$dest"
 
 setup build-clang clang -Dwerror=true
 run build-clang
+
+setup build-release gcc -Dwerror=true --buildtype=release
 
 setup build-asan gcc -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan
