@@ -24,10 +24,6 @@
 
 #include "internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 /* Segments one RX chain may have (vhost's UIO_MAXIOV is 1024; real drivers
  * use 1 with MRG_RXBUF and at most MAX_SKB_FRAGS + 2 without). */
 #define VQ_NET_RX_IOV 256u
@@ -48,34 +44,6 @@ struct vq_net_queue {
 	struct vq_net_stats st;
 	bool prefetchw;         /* the CPU has PREFETCHW */
 };
-
-/* PREFETCHW (CPUID 0x80000001 ECX bit 8): without -march it is not
- * emitted for __builtin_prefetch(p, 1), which then becomes a read
- * prefetch that leaves the line shared and the copy still waits for
- * ownership of a guest buffer line the driver's core last read. */
-static bool cpu_has_prefetchw(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d;
-
-	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
-#else
-	return false;
-#endif
-}
-
-/* Ask for line p with intent to write. */
-static inline void prefetch_w(const struct vq_net_queue *q, const void *p)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	if (q->prefetchw) {
-		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
-		return;
-	}
-#endif
-	(void)q;
-	__builtin_prefetch(p, 1);
-}
 
 static const char *const drop_names[VQ_NET_DROP_MAX] = {
 	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
@@ -115,7 +83,7 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->hdr_len = vq_net_hdr_len(f);
 	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
 	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
-	q->prefetchw = cpu_has_prefetchw();
+	q->prefetchw = vq_has_prefetchw();
 	if (cfg->role == VQ_NET_TX) {
 		q->nchains = VQ_NET_BURST;
 		q->iov_per_chain = VQ_NET_TX_IOV;
@@ -249,6 +217,26 @@ static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
 	return h->gso_type == VIRTIO_NET_HDR_GSO_NONE && !(h->flags & ~allowed);
 }
 
+/*
+ * Both directions touch each buffer's first two lines (the header and the
+ * frame after it) and ask for them PREFETCH_AHEAD chains ahead of the
+ * copy: a whole burst at once overflows the core's miss buffers and the
+ * excess prefetches are dropped.
+ */
+#define PREFETCH_AHEAD 8u
+
+/* TX reads the header and passes the frame on to be read. */
+static inline void tx_prefetch(const struct vq_chain *c)
+{
+	const struct iovec *v = &c->iov[0];
+
+	if (unlikely(!c->nout))
+		return;
+	__builtin_prefetch(v->iov_base);
+	if (v->iov_len > 64)
+		__builtin_prefetch((const uint8_t *)v->iov_base + 64);
+}
+
 /* Validate one TX chain and pass its frame to fn.  Returns 0 (taken or
  * dropped), or -errno (queue broken, or fn's error). */
 static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
@@ -334,11 +322,11 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 			ret = n;
 			break;
 		}
-		/* Every header is read below: ask for them all at once. */
-		for (i = 0; i < (unsigned)n; i++)
-			if (likely(q->chains[i].nout))
-				__builtin_prefetch(q->chains[i].iov[0].iov_base);
+		for (i = 0; i < (unsigned)n && i < PREFETCH_AHEAD; i++)
+			tx_prefetch(&q->chains[i]);
 		for (i = 0; i < (unsigned)n; i++) {
+			if (i + PREFETCH_AHEAD < (unsigned)n)
+				tx_prefetch(&q->chains[i + PREFETCH_AHEAD]);
 			r = tx_one(q, &q->chains[i], fn, arg, bytes);
 			if (r < 0 && vq_dev_error(q->dev)) {
 				/* The chain broke the queue: nothing more
@@ -518,12 +506,12 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 	return 1;
 }
 
-#define RX_PREFETCH_AHEAD 8u
-
+/* RX writes a buffer's first two lines (header, then the frame): ask for
+ * them with intent to write. */
 static inline void rx_prefetch(const struct vq_net_queue *q, const struct vq_chain *c)
 {
-	prefetch_w(q, c->iov[0].iov_base);
-	prefetch_w(q, (uint8_t *)c->iov[0].iov_base + 64);
+	vq_prefetch_w(q->prefetchw, c->iov[0].iov_base);
+	vq_prefetch_w(q->prefetchw, (uint8_t *)c->iov[0].iov_base + 64);
 }
 
 /* Copy one frame into one chain known to hold it: header, then data. */
@@ -578,19 +566,15 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 						   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
 						   c->id, (unsigned long long)c->in_len, q->hdr_len);
 		}
-		/* The copies write each buffer's first two lines.  Ask for
-		 * them RX_PREFETCH_AHEAD chains ahead of the copy: a whole
-		 * burst at once overflows the core's miss buffers and the
-		 * excess prefetches are dropped. */
-		for (i = 0; i < (unsigned)k && i < RX_PREFETCH_AHEAD; i++)
+		for (i = 0; i < (unsigned)k && i < PREFETCH_AHEAD; i++)
 			rx_prefetch(q, &q->chains[i]);
 		for (i = 0; i < (unsigned)k; i++) {
 			const struct vq_chain *c = &q->chains[i];
 			const struct vq_net_frame *fr = &f[done + i];
 			uint64_t need = (uint64_t)q->hdr_len + fr->len;
 
-			if (i + RX_PREFETCH_AHEAD < (unsigned)k)
-				rx_prefetch(q, &q->chains[i + RX_PREFETCH_AHEAD]);
+			if (i + PREFETCH_AHEAD < (unsigned)k)
+				rx_prefetch(q, &q->chains[i + PREFETCH_AHEAD]);
 
 			if (unlikely(need > c->in_len || fr->len > q->max_frame ||
 				     iov_total(fr->iov, fr->iovcnt) < fr->len)) {

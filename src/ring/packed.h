@@ -6,10 +6,6 @@
 #ifndef VIRTQ_PACKED_H
 #define VIRTQ_PACKED_H
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,43 +99,6 @@ static inline void packed_advance(uint16_t *pos, bool *wrap, uint32_t n,
 		*wrap = !*wrap;
 	}
 	*pos = (uint16_t)p;
-}
-
-/*
- * Does this CPU have PREFETCHW (CPUID 0x80000001 ECX bit 8)?  Without
- * -march the compiler turns __builtin_prefetch(p, 1) into a read prefetch,
- * which leaves a line shared: no use for a line we are about to store to.
- */
-static inline bool packed_has_prefetchw(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned eax, ebx, ecx, edx;
-
-	if (!__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx))
-		return false;
-	return ecx & (1u << 8);
-#else
-	return false;
-#endif
-}
-
-/*
- * Ask for the ring line holding d in exclusive state ahead of our stores
- * to it.  A descriptor line the other side last read is shared; the first
- * store to it waits a cross-core round trip, and a burst of such stores
- * fills the store buffer one line at a time.  A prefetch sends those
- * requests in parallel, early.
- */
-static inline void packed_prefetch_w(bool have, const struct virtq_packed_desc *d)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	if (have) {
-		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)d));
-		return;
-	}
-#endif
-	(void)have;
-	__builtin_prefetch(d, 1);
 }
 
 #endif

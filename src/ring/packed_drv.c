@@ -210,7 +210,7 @@ static void used_advance(struct packed_drv *pq, uint16_t ndesc)
 
 	packed_advance(&pq->last_used, &pq->used_wrap, ndesc, pq->num);
 	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[pq->last_used]) >= 64)
-		packed_prefetch_w(pq->prefetchw, old);
+		vq_prefetch_w(pq->prefetchw, old);
 }
 
 /* Read the used descriptor at last_used, if there is one: 1 with id and
@@ -494,7 +494,7 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	pq->in_order = in_order;
 	pq->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
 		       cfg->indirect;
-	pq->prefetchw = packed_has_prefetchw();
+	pq->prefetchw = vq_has_prefetchw();
 	packed_drv_reset(&pq->base);
 	*out = &pq->base;
 	return 0;
