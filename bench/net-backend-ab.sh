@@ -95,7 +95,9 @@ one_run() {
 		tail -n +2 | head -n "$SECS" | sort -n |
 		awk '{ v[NR] = $1 } END { printf "%d\n", NR ? v[int((NR + 1) / 2)] : 0 }'
 }
-place() { "$VPERF" c2c 0,1 2>/dev/null | grep -oE '\((near|far)\)' | tr -d '()'; }
+# place -> "far 231": the placement and the one-way latency behind it ("far"
+# spans 160-300 ns on these machines, and rates follow it).
+place() { "$VPERF" c2c 0,1 2>/dev/null | sed -nE 's/.*: ([0-9]+)(\.[0-9]+)? ns one-way \((near|far)\).*/\3 \1/p'; }
 
 echo "# virtq-net A/B against DPDK virtio-user, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "# A=$A ($(git -C "$A" rev-parse --short HEAD 2>/dev/null || echo ?)) B=$B; dir=$DIR packed=$PK in_order=$IO size=$SIZE; $PAIRS pairs of ${SECS}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -109,9 +111,10 @@ for ((i = 0; i < PAIRS; i++)); do
 		a=$(one_run "$A"); b=$(one_run "$B"); order="A,B"
 	fi
 	p2=$(place)
-	pl=$p1
-	[ "$p1" = "$p2" ] || pl=mixed
-	printf "pair %2d %s %-5s A %10d  B %10d\n" "$i" "$order" "$pl" "$a" "$b"
+	pl=${p1% *}
+	[ "$pl" = "${p2% *}" ] || pl=mixed
+	printf "pair %2d %s %-5s A %10d  B %10d  c2c %s/%s ns\n" "$i" "$order" "$pl" "$a" "$b" \
+		"${p1#* }" "${p2#* }"
 	echo "$a $b $pl" >>"$RES"
 done
 # One summary over every pair, then one per placement: on these machines a

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <virtq/net.h>
