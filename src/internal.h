@@ -64,4 +64,14 @@ VQ_INTERNAL size_t vq_iov_to_buf(const struct iovec *iov, unsigned cnt,
 VQ_INTERNAL size_t vq_iov_from_buf(const struct iovec *iov, unsigned cnt,
 				   size_t off, const void *src, size_t len);
 
+/* A UNIX socket address for path; -ENAMETOOLONG if it does not fit
+ * (src/vhost_user/sock.c). */
+struct sockaddr_un;
+VQ_INTERNAL int vq_unix_addr(struct sockaddr_un *sa, const char *path);
+
+/* Listen on path (non-blocking, close-on-exec; mode 0 leaves the mode to
+ * the umask).  The path appears only once the socket listens, so a client
+ * that sees it is never refused.  Returns the fd or -errno. */
+VQ_INTERNAL int vq_unix_listen(const char *path, unsigned mode, int backlog);
+
 #endif

@@ -862,16 +862,6 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 	free(b);
 }
 
-static int fill_addr(struct sockaddr_un *sa, const char *path)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa->sun_path, path);
-	return 0;
-}
-
 int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 			  unsigned mode)
 {
@@ -881,7 +871,7 @@ int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 
 	if (b->listen_fd >= 0 || b->conn_fd >= 0 || b->client_path)
 		return -EBUSY;
-	r = fill_addr(&sa, path);
+	r = vq_unix_addr(&sa, path);
 	if (r)
 		return r;
 	if (!mode)
@@ -900,18 +890,9 @@ int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 	} else if (errno != ENOENT) {
 		return -errno;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = vq_unix_listen(path, mode, 1);
 	if (fd < 0)
-		return -errno;
-	/* the socket inode's mode is what bind() gives the file (minus
-	 * umask); chmod afterwards covers kernels that ignore it */
-	fchmod(fd, mode);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, mode) < 0 || listen(fd, 1) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+		return fd;
 	b->path = strdup(path);
 	b->listen_fd = fd;
 	return 0;
@@ -949,7 +930,7 @@ static int try_connect(struct vq_vhu_backend *b)
 	struct sockaddr_un sa;
 	int fd, r;
 
-	r = fill_addr(&sa, b->client_path);
+	r = vq_unix_addr(&sa, b->client_path);
 	if (r)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -1,11 +1,70 @@
 // SPDX-License-Identifier: MIT
 /* vhost-user message I/O: SCM_RIGHTS in and out, whole messages only. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "vhu_internal.h"
+
+int vq_unix_addr(struct sockaddr_un *sa, const char *path)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+/*
+ * Bind and listen under a temporary name, then rename it into place: bound
+ * at its final name, the socket would refuse connections between bind()
+ * and listen(), and a client that waits for the file to appear (QEMU, a
+ * test, a script) could land in that window.
+ */
+int vq_unix_listen(const char *path, unsigned mode, int backlog)
+{
+	struct sockaddr_un sa;
+	char tmp[sizeof(sa.sun_path)];
+	int fd, n, r;
+	bool staged;
+
+	r = vq_unix_addr(&sa, path);
+	if (r)
+		return r;
+	n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	staged = n > 0 && (size_t)n < sizeof(tmp);
+	if (staged) {
+		unlink(tmp);    /* ours from an earlier, crashed attempt */
+		vq_unix_addr(&sa, tmp);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* The socket inode's mode is what bind() gives the file (minus the
+	 * umask); chmod afterwards covers kernels that ignore it. */
+	if (mode)
+		fchmod(fd, mode);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto fail;
+	if ((mode && chmod(sa.sun_path, mode) < 0) || listen(fd, backlog) < 0 ||
+	    (staged && rename(tmp, path) < 0)) {
+		r = -errno;
+		unlink(sa.sun_path);
+		close(fd);
+		return r;
+	}
+	return fd;
+fail:
+	r = -errno;
+	close(fd);
+	return r;
+}
 
 int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
 	     unsigned nfds)

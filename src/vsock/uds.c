@@ -15,15 +15,7 @@
 
 #include <virtq/vsock.h>
 
-static int fill_addr(struct sockaddr_un *a, const char *path)
-{
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(a->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a->sun_path, path);
-	return 0;
-}
+#include "internal.h"
 
 int vq_vsock_uds_connect(const char *base, uint32_t port)
 {
@@ -33,7 +25,7 @@ int vq_vsock_uds_connect(const char *base, uint32_t port)
 
 	if ((size_t)snprintf(path, sizeof(path), "%s_%u", base, port) >= sizeof(path))
 		return -ENAMETOOLONG;
-	r = fill_addr(&a, path);
+	r = vq_unix_addr(&a, path);
 	if (r < 0)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -53,9 +45,9 @@ int vq_vsock_uds_listen(const char *path)
 {
 	struct sockaddr_un a;
 	struct stat sb;
-	int fd, r;
+	int r;
 
-	r = fill_addr(&a, path);
+	r = vq_unix_addr(&a, path);
 	if (r < 0)
 		return r;
 	/* Replace a stale socket from an earlier run, nothing else. */
@@ -64,13 +56,5 @@ int vq_vsock_uds_listen(const char *path)
 			return -EEXIST;
 		unlink(path);
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return vq_unix_listen(path, 0, 128);
 }
