@@ -101,7 +101,8 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
 /* Why a frame was dropped. */
 enum vq_net_drop {
 	VQ_NET_DROP_NO_RX_BUF = 0,  /* the guest had no (or not enough) RX buffers */
-	VQ_NET_DROP_BAD_HDR,        /* TX header asks for an offload not negotiated */
+	VQ_NET_DROP_BAD_HDR,        /* TX header asks for an offload not negotiated
+				     * (read only with VIRTIO_NET_F_CSUM) */
 	VQ_NET_DROP_OVERSIZE,       /* frame larger than the limit or the buffer */
 	VQ_NET_DROP_TAP_FULL,       /* the TAP device would block */
 	VQ_NET_DROP_RUNT,           /* shorter than an Ethernet header */

@@ -257,21 +257,22 @@ static void tx_hostile_shorter_than_header_breaks(uint64_t lf)
 	np_fini(&n);
 }
 
-/* Headers asking for what was not negotiated, runts, oversize frames and
- * sink refusals: dropped, counted by reason, chains still returned. */
+/* Headers asking for what was not negotiated (VIRTIO_NET_F_CSUM is, so
+ * headers are read), runts, oversize frames and sink refusals: dropped,
+ * counted by reason, chains still returned. */
 static void tx_drops_counted_by_reason(uint64_t lf)
 {
 	static struct sink s;
 	struct np n;
 	uint8_t gso[12] = { 0, 1 };             /* GSO_TCPV4, not offered */
-	uint8_t csum[12] = { VIRTIO_NET_HDR_F_NEEDS_CSUM };
+	uint8_t csum[12] = { VIRTIO_NET_HDR_F_NEEDS_CSUM, 0, 0, 0, 0, 0, 14, 0, 16 };
 	uint8_t valid[12] = { VIRTIO_NET_HDR_F_DATA_VALID };  /* RX-only flag */
 	const struct vq_net_stats *st;
 
-	np_init(&n, lf, 64, VQ_NET_TX, 0, 1000);
+	np_init(&n, lf | VIRTQ_BIT(VIRTIO_NET_F_CSUM), 64, VQ_NET_TX, 0, 1000);
 	memset(&s, 0, sizeof(s));
 	tx_add(&n, 0, 60, 0, gso, 12);
-	tx_add(&n, 1, 60, 1, csum, 12);
+	tx_add(&n, 1, 60, 1, csum, 12);         /* negotiated: passed on */
 	tx_add(&n, 2, 60, 2, valid, 12);
 	tx_add(&n, 3, 13, 0, zero_hdr, 12);     /* runt */
 	tx_add(&n, 4, 1001, 3, zero_hdr, 12);   /* over max_frame */
@@ -279,15 +280,19 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	tx_add(&n, 6, 60, 0, zero_hdr, 12);
 	publish(&n);
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 7);
-	CHECK_EQ(s.calls, 2);
-	CHECK_EQ(s.len[0], 1000);
-	CHECK_EQ(s.len[1], 60);
-	CHECK_EQ(s.buf[1][5], pat(6, 5));
+	CHECK_EQ(s.calls, 3);
+	CHECK_EQ(s.len[0], 60);
+	CHECK_EQ(s.hdr[0].flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+	CHECK_EQ(s.hdr[0].csum_start, 14);
+	CHECK_EQ(s.hdr[0].csum_offset, 16);
+	CHECK_EQ(s.len[1], 1000);
+	CHECK_EQ(s.len[2], 60);
+	CHECK_EQ(s.buf[2][5], pat(6, 5));
 	st = vq_net_queue_stats(n.q);
-	CHECK_EQ(st->drops[VQ_NET_DROP_BAD_HDR], 3);
+	CHECK_EQ(st->drops[VQ_NET_DROP_BAD_HDR], 2);
 	CHECK_EQ(st->drops[VQ_NET_DROP_RUNT], 1);
 	CHECK_EQ(st->drops[VQ_NET_DROP_OVERSIZE], 1);
-	CHECK_EQ(st->packets, 2);
+	CHECK_EQ(st->packets, 3);
 	CHECK_EQ(st->buffers, 7);
 	CHECK_EQ(vq_dev_error(n.p.dev), 0);
 	for (unsigned i = 0; i < 7; i++) {
@@ -306,6 +311,36 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	publish(&n);
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 2);
 	CHECK_EQ(st->drops[VQ_NET_DROP_TAP_FULL], 2);
+	CHECK_EQ(st->packets, 3);
+	np_fini(&n);
+}
+
+/* 5.1.6.2: without VIRTIO_NET_F_CSUM or GSO the driver may not ask for an
+ * offload, and the header is not read: whatever bytes it holds, the frame
+ * goes on with a clear header. */
+static void tx_5_1_6_2_header_ignored_without_offloads(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	uint8_t junk[12] = { 0xff, 0x81, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	const struct vq_net_stats *st;
+
+	np_init(&n, lf, 16, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	tx_add(&n, 0, 60, 0, junk, 12);
+	tx_add(&n, 1, 60, 2, junk, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 2);
+	CHECK_EQ(s.calls, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		CHECK_EQ(s.len[i], 60);
+		CHECK_EQ(s.buf[i][7], pat(i, 7));
+		CHECK_EQ(s.hdr[i].flags, 0);
+		CHECK_EQ(s.hdr[i].gso_type, 0);
+		CHECK_EQ(s.hdr[i].csum_start, 0);
+	}
+	st = vq_net_queue_stats(n.q);
+	CHECK_EQ(st->drops[VQ_NET_DROP_BAD_HDR], 0);
 	CHECK_EQ(st->packets, 2);
 	np_fini(&n);
 }
@@ -907,6 +942,7 @@ int main(void)
 	RUN_LAYOUTS(tx_hostile_writable_part_breaks);
 	RUN_LAYOUTS(tx_hostile_shorter_than_header_breaks);
 	RUN_LAYOUTS(tx_drops_counted_by_reason);
+	RUN_LAYOUTS(tx_5_1_6_2_header_ignored_without_offloads);
 	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
 	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
 	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);
