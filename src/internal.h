@@ -38,6 +38,30 @@ static inline bool vq_has_prefetchw(void)
 #endif
 }
 
+/* Does this CPU have CLFLUSHOPT (CPUID 7.0 EBX bit 23)? */
+static inline bool vq_has_clflushopt(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned eax, ebx, ecx, edx;
+
+	return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+	       (ebx & (1u << 23));
+#else
+	return false;
+#endif
+}
+
+/* Write back and drop the line holding p from every cache (weakly ordered:
+ * no fence; only for lines we are done with).  have: vq_has_clflushopt(). */
+static inline void vq_evict_line(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
+#else
+	(void)p;
+#endif
+}
+
 /*
  * Ask for the line holding p in exclusive state ahead of our stores to it.
  * A line the other side last touched is not ours: the first store to it

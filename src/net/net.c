@@ -45,6 +45,7 @@ struct vq_net_queue {
 	unsigned iov_per_chain;
 	struct vq_net_stats st;
 	bool prefetchw;         /* the CPU has PREFETCHW */
+	bool tx_evict;          /* see vq_net_queue_config */
 };
 
 static const char *const drop_names[VQ_NET_DROP_MAX] = {
@@ -86,6 +87,7 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
 	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
 	q->prefetchw = vq_has_prefetchw();
+	q->tx_evict = cfg->tx_evict && cfg->role == VQ_NET_TX && vq_has_clflushopt();
 	if (cfg->role == VQ_NET_TX) {
 		q->nchains = VQ_NET_BURST;
 		q->iov_per_chain = VQ_NET_TX_IOV;
@@ -242,6 +244,18 @@ static inline void tx_prefetch(const struct vq_net_queue *q, const struct vq_cha
 		__builtin_prefetch(frame);
 }
 
+/* The first two lines of a frame the sink has taken (tx_evict in
+ * vq_net_queue_config): a 64 B frame's, or the start of a larger one. */
+static void tx_evict(const struct iovec *frame)
+{
+	uintptr_t p = (uintptr_t)frame->iov_base & ~(uintptr_t)63;
+	uintptr_t end = (uintptr_t)frame->iov_base +
+			(frame->iov_len < 128 ? frame->iov_len : 128);
+
+	for (; p < end; p += 64)
+		vq_evict_line((const void *)p);
+}
+
 /* Validate one TX chain and pass its frame to fn.  Returns 0 (taken or
  * dropped), or -errno (queue broken, or fn's error). */
 static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
@@ -308,6 +322,8 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	r = fn(arg, iov, cnt, len, &h);
 	if (r < 0)
 		return r;
+	if (q->tx_evict && r == 0)
+		tx_evict(iov);
 	if (r > 0) {
 		vq_net_queue_count_drop(q, (enum vq_net_drop)(r - 1));
 		return 0;

@@ -315,6 +315,36 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	np_fini(&n);
 }
 
+/* tx_evict flushes the lines of frames the sink has taken: the frames and
+ * the guest's buffers are exactly as without it, whatever the segment
+ * layout (a frame split across segments, one shorter than a line). */
+static void tx_evict_frames_intact(uint64_t lf)
+{
+	static struct sink s;
+	struct vq_net_queue_config c;
+	struct np n;
+
+	pair_init(&n.p, lf | IDX_F, 16, 1, 1);
+	c = (struct vq_net_queue_config){ .dev = n.p.dev, .role = VQ_NET_TX,
+		.tx_evict = true };
+	CHECK_EQ(vq_net_queue_new(&c, &n.q), 0);
+	memset(&s, 0, sizeof(s));
+	tx_add(&n, 0, 60, 0, zero_hdr, 12);
+	tx_add(&n, 1, 1514, 3, zero_hdr, 12);
+	tx_add(&n, 2, 17, 1, zero_hdr, 12);
+	publish(&n);
+	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 3);
+	CHECK_EQ(s.calls, 3);
+	CHECK_EQ(s.len[0], 60);
+	CHECK_EQ(s.len[1], 1514);
+	CHECK_EQ(s.len[2], 17);
+	for (unsigned f = 0; f < 3; f++)
+		for (uint32_t i = 0; i < s.len[f]; i++)
+			CHECK_EQ(s.buf[f][i], pat(f, i));
+	CHECK_EQ(vq_dev_error(n.p.dev), 0);
+	np_fini(&n);
+}
+
 /* 5.1.6.2: without VIRTIO_NET_F_CSUM or GSO the driver may not ask for an
  * offload, and the header is not read: whatever bytes it holds, the frame
  * goes on with a clear header. */
@@ -943,6 +973,7 @@ int main(void)
 	RUN_LAYOUTS(tx_hostile_shorter_than_header_breaks);
 	RUN_LAYOUTS(tx_drops_counted_by_reason);
 	RUN_LAYOUTS(tx_5_1_6_2_header_ignored_without_offloads);
+	RUN_LAYOUTS(tx_evict_frames_intact);
 	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
 	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
 	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);

@@ -48,6 +48,7 @@ struct opts {
 	unsigned threads;
 	bool no_mrg;
 	bool copy;                      /* sink: copy each frame out */
+	bool no_tx_evict;               /* keep TX frame lines cached */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
 	int cpus[MAX_THREADS];
 	unsigned ncpus;
@@ -612,6 +613,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		.dev = q->vq,
 		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
 		.used_batch = d->com.used_batch,
+		.tx_evict = !d->o.no_tx_evict,
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)
@@ -770,6 +772,9 @@ VQD_USAGE_SOCKET
 "  --count N             source: send N frames in all, then stop sending\n"
 "  --copy                sink: copy each frame out of guest memory (as DPDK's\n"
 "                        vhost does into an mbuf) instead of only counting it\n"
+"  --no-tx-evict         keep guest TX frame lines in our caches after use\n"
+"                        (default: flush them, CLFLUSHOPT, so the guest's\n"
+"                        rewrite of them costs a miss, not an invalidation)\n"
 "  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ)\n"
 "  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
 "  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
@@ -783,7 +788,7 @@ VQD_USAGE_STATS);
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY,
+	O_COUNT, O_COPY, O_NO_TX_EVICT,
 };
 
 static const struct option long_opts[] = {
@@ -796,6 +801,7 @@ static const struct option long_opts[] = {
 	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
+	{ "no-tx-evict", no_argument, NULL, O_NO_TX_EVICT },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -860,6 +866,7 @@ static int tool_opt(void *arg, int c, const char *val)
 		return parse_cpus(o, val);
 	case O_NO_MRG: o->no_mrg = true; break;
 	case O_COPY: o->copy = true; break;
+	case O_NO_TX_EVICT: o->no_tx_evict = true; break;
 	case O_COUNT:
 		if (!vqd_parse_u64(val, UINT64_MAX, &o->count))
 			return -1;
