@@ -140,7 +140,9 @@ struct vq_net_queue_config {
 	 * rewrites those lines for a later frame; a copy left here costs it a
 	 * cross-core invalidation, a flushed line only a miss.  A win when the
 	 * guest's core shares no cache with ours (+16-27% 64 B TX, far
-	 * placement); not measured where they share one. */
+	 * placement); not measured where they share one.  Only for a sink that
+	 * reads the frame: a line it never touched lives only in the guest's
+	 * cache, and flushing it there costs the guest a miss for nothing. */
 	bool tx_evict;
 };
 

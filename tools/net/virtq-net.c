@@ -613,7 +613,8 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		.dev = q->vq,
 		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
 		.used_batch = d->com.used_batch,
-		.tx_evict = !d->o.no_tx_evict,
+		/* The counting sink never reads a frame: nothing to evict. */
+		.tx_evict = !d->o.no_tx_evict && (d->o.mode != M_SINK || d->o.copy),
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)

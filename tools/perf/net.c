@@ -4,7 +4,10 @@
  * our vhost-user front-end (the virtio-user role).
  *
  *   tx  we send frames of --size bytes as fast as the backend takes them
- *       (testpmd txonly); the rate is the completions per second
+ *       (testpmd txonly); the rate is the completions per second.  Like a
+ *       guest's stack, we write each frame's virtio-net header and its
+ *       protocol headers before we post it, so the backend's reads cost
+ *       what they cost with a real guest (lines the sender just wrote)
  *   rx  we post receive buffers and count the frames that arrive (rxonly)
  *   rr  one frame out, wait for it to come back from a loopback backend;
  *       round-trip latency percentiles (netperf TCP_RR's shape)
@@ -48,6 +51,8 @@ struct net_opts {
 	double seconds;
 	uint64_t count;
 	int cpu;
+	int peer_cpu;                   /* placement probe partner; -1: none */
+	bool peer_cpu_set;
 	bool json;
 	bool hugetlb;
 	bool verify;
@@ -64,11 +69,16 @@ struct net_run {
 	uint8_t *txmem;                 /* queue_size frames */
 	uint64_t txgpa;
 	uint32_t txstride;
+	uint32_t txseq;
+	uint8_t txhdrs[42];             /* template of what tx writes per frame */
 	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
 	uint64_t rxgpa;
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
 	double elapsed;
+	uint64_t features;              /* negotiated */
+	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
+	enum perf_place place;
 	double *lat;                    /* rr: microseconds */
 	uint64_t nlat, lat_cap;
 	struct perf_backend be;
@@ -93,6 +103,11 @@ static void net_usage(FILE *f)
 "  --seconds S           run time (5)\n"
 "  --count N             stop after N frames (or transactions)\n"
 "  --cpu N               pin to CPU N\n"
+"  --peer-cpu N|off      the backend's CPU: probe the core-to-core latency\n"
+"                        between it and --cpu before and after the run and\n"
+"                        report the placement (default with --backend and\n"
+"                        --cpu on a 2-CPU machine: the other CPU; the probe\n"
+"                        runs while no backend is polling)\n"
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx/rr: check every received frame's length and bytes\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
@@ -104,7 +119,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
 	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
-	N_JSON, N_HUGE, N_VERIFY, N_BOPT, N_HELP,
+	N_JSON, N_HUGE, N_VERIFY, N_BOPT, N_PEER, N_HELP,
 };
 
 static const struct option net_long[] = {
@@ -123,6 +138,7 @@ static const struct option net_long[] = {
 	{ "seconds", required_argument, NULL, N_SECS },
 	{ "count", required_argument, NULL, N_COUNT },
 	{ "cpu", required_argument, NULL, N_CPU },
+	{ "peer-cpu", required_argument, NULL, N_PEER },
 	{ "json", no_argument, NULL, N_JSON },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
@@ -144,7 +160,7 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 	o->queue_size = 256;
 	o->burst = 32;
 	o->seconds = 5;
-	o->cpu = -1;
+	o->cpu = o->peer_cpu = -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", net_long, NULL)) != -1) {
 		bool *flag = NULL;
@@ -201,6 +217,15 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 				goto bad;
 			o->cpu = (int)v;
 			break;
+		case N_PEER:
+			o->peer_cpu_set = true;
+			if (!strcmp(optarg, "off"))
+				o->peer_cpu = -1;
+			else if (perf_parse_u64(optarg, &v) && v < CPU_SETSIZE)
+				o->peer_cpu = (int)v;
+			else
+				goto bad;
+			break;
 		case N_JSON: o->json = true; break;
 		case N_HUGE: o->hugetlb = true; break;
 		case N_VERIFY: o->verify = true; break;
@@ -230,6 +255,16 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 	}
 	if (!o->packed && (o->queue_size & (o->queue_size - 1))) {
 		fprintf(stderr, "virtq-perf net: a split ring's size is a power of two\n");
+		return -1;
+	}
+	/* An external backend may be polling the peer CPU, which would
+	 * starve the probe: only a backend we start and stop is probed by
+	 * default. */
+	if (!o->peer_cpu_set && o->backend && o->cpu >= 0 &&
+	    sysconf(_SC_NPROCESSORS_ONLN) == 2)
+		o->peer_cpu = o->cpu == 0 ? 1 : 0;
+	if (o->peer_cpu >= 0 && o->cpu < 0) {
+		fprintf(stderr, "virtq-perf net: --peer-cpu needs --cpu\n");
 		return -1;
 	}
 	return 0;
@@ -308,6 +343,21 @@ static void frame_fill(uint8_t *p, unsigned size, uint32_t seq)
 		memcpy(p + 14, &seq, 4);
 }
 
+/* What a sender writes into each frame before it posts it: the virtio-net
+ * header and the Ethernet, IPv4 and UDP headers (testpmd txonly copies the
+ * same 42 bytes per packet), with a sequence number in them. */
+static void tx_write(struct net_run *n, uint8_t *p)
+{
+	unsigned k = n->o.size < sizeof(n->txhdrs) ? n->o.size : sizeof(n->txhdrs);
+
+	memset(p, 0, n->hdr_len);
+	p += n->hdr_len;
+	memcpy(p, n->txhdrs, k);
+	if (k >= 18)
+		memcpy(p + 14, &n->txseq, 4);
+	n->txseq++;
+}
+
 static int post_rx(struct net_run *n, unsigned i)
 {
 	struct vq_seg s = { n->rxgpa + (uint64_t)i * RXBUF, RXBUF };
@@ -348,7 +398,8 @@ static int net_setup(struct net_run *n)
 			fc.features & ~vq_vhu_frontend_features(n->f));
 		return -ENOTSUP;
 	}
-	n->hdr_len = vq_net_hdr_len(vq_vhu_frontend_features(n->f));
+	n->features = vq_vhu_frontend_features(n->f);
+	n->hdr_len = vq_net_hdr_len(n->features);
 	n->rxq = vq_vhu_frontend_queue(n->f, 0);
 	n->txq = vq_vhu_frontend_queue(n->f, 1);
 	n->rx_kick = vq_vhu_frontend_kick_fd(n->f, 0);
@@ -361,6 +412,7 @@ static int net_setup(struct net_run *n)
 		fprintf(stderr, "virtq-perf net: front-end set-up failed\n");
 		return -ENOMEM;
 	}
+	frame_fill(n->txhdrs, sizeof(n->txhdrs), 0);
 	for (i = 0; i < o->queue_size; i++) {
 		memset(n->txmem + (uint64_t)i * n->txstride, 0, n->hdr_len);
 		frame_fill(n->txmem + (uint64_t)i * n->txstride + n->hdr_len, o->size, i);
@@ -429,6 +481,7 @@ static int run_tx(struct net_run *n, uint64_t t0)
 			struct vq_seg s = { n->txgpa + (uint64_t)b * n->txstride,
 					    n->hdr_len + n->o.size };
 
+			tx_write(n, n->txmem + (uint64_t)b * n->txstride);
 			r = vq_drv_add(n->txq, &s, 1, 0, (void *)(uintptr_t)(b + 1));
 			if (r == -ENOSPC)
 				break;
@@ -627,6 +680,17 @@ static int run_rr(struct net_run *n, uint64_t t0)
 
 static const char *const dir_names[] = { "tx", "rx", "rr" };
 
+/* One-way core-to-core latency between us and the backend's CPU. */
+static double probe(const struct net_opts *o)
+{
+	double ns;
+
+	if (o->peer_cpu < 0)
+		return NAN;
+	ns = perf_c2c_ns(o->cpu, o->peer_cpu);
+	return ns < 0 ? NAN : ns;
+}
+
 static void net_report(struct net_run *n)
 {
 	struct net_opts *o = &n->o;
@@ -645,8 +709,12 @@ static void net_report(struct net_run *n)
 		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64,
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
-		       o->mrg ? "true" : "false", vq_vhu_frontend_features(n->f),
+		       o->mrg ? "true" : "false", n->features,
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad);
+		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
+			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
+			       n->c2c_before, n->c2c_after);
+		printf(",\"placement\":\"%s\"", perf_place_name(n->place));
 		if (o->dir == D_RR && n->nlat)
 			printf(",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f",
 			       l.p50, l.p90, l.p99, l.p999);
@@ -663,6 +731,10 @@ static void net_report(struct net_run *n)
 			       l.p50, l.p90, l.p99, l.p999);
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
+		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
+			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
+			       perf_place_name(n->place), n->c2c_before, n->c2c_after,
+			       PERF_NEAR_NS);
 	}
 	fflush(stdout);
 }
@@ -677,6 +749,7 @@ int perf_net_main(int argc, char **argv)
 	if (net_parse(argc, argv, &n.o) < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
+	n.c2c_before = probe(&n.o);
 	if (n.o.backend && backend_start(&n) < 0) {
 		perf_backend_stop(&n.be);
 		return 1;
@@ -697,11 +770,13 @@ int perf_net_main(int argc, char **argv)
 		if (r < 0)
 			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
 				strerror(-r));
-		else
-			net_report(&n);
 	}
 	vq_vhu_frontend_free(n.f);
 	perf_backend_stop(&n.be);
+	n.c2c_after = probe(&n.o);
+	n.place = perf_place_classify(n.c2c_before, n.c2c_after);
+	if (r == 0)
+		net_report(&n);
 	free(n.lat);
 	if (r == 0 && n.o.verify && n.bad)
 		return 1;
