@@ -14,6 +14,9 @@
 #                           [--packed 0|1] [--inorder 0|1] [--size BYTES]
 #                           BUILD_A|dpdk BUILD_B|dpdk
 #
+# A build may carry virtq-net options after it, in one word:
+# "build-release --no-tx-evict" against "build-release" measures an option.
+#
 # rx: the backend sources frames (virtq-net source, testpmd txonly) into
 # testpmd rxonly; tx: testpmd txonly into the backend's sink (virtq-net
 # --copy sink, testpmd rxonly).  --stats-period keeps testpmd running with
@@ -35,14 +38,15 @@ while [ $# -gt 2 ]; do
 	esac
 	shift 2
 done
-[ $# = 2 ] || { sed -n "2,22p" "$0"; exit 2; }
+[ $# = 2 ] || { sed -n "2,25p" "$0"; exit 2; }
 A=$1 B=$2
 for b in "$A" "$B"; do
+	b=${b%% *}
 	[ "$b" = dpdk ] || [ -x "$b/tools/net/virtq-net" ] || { echo "no $b/tools/net/virtq-net" >&2; exit 1; }
 done
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
-VPERF=$A/tools/virtq-perf
-[ -x "$VPERF" ] || VPERF=$B/tools/virtq-perf
+VPERF=${A%% *}/tools/virtq-perf
+[ -x "$VPERF" ] || VPERF=${B%% *}/tools/virtq-perf
 [ -x "$VPERF" ] || VPERF=build/tools/virtq-perf
 
 TMP=$(mktemp -d /tmp/virtq-nbab.XXXXXX)
@@ -54,7 +58,7 @@ cleanup() {
 trap cleanup EXIT
 
 # one_run BACKEND -> packets per second the DPDK frontend moved.  BACKEND is
-# a build directory (virtq-net) or "dpdk" (testpmd's vhost PMD, the race's
+# a build directory (virtq-net, with any options after it) or "dpdk" (testpmd's vhost PMD, the race's
 # pairing a); either way the backend's forwarding runs on CPU 1 and the
 # rate is read from the frontend's own per-second counts, one meter for both.
 one_run() {
@@ -67,8 +71,10 @@ one_run() {
 			-- --forward-mode=$vfwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 \
 			--stats-period 1 </dev/null >"$TMP/be.log" 2>&1 &
 	else
-		"$1/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
-			--size "$SIZE" $mode >"$TMP/be.log" 2>&1 &
+		local opts=${1#"${1%% *}"}
+		# shellcheck disable=SC2086 # the options are words
+		"${1%% *}/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
+			--size "$SIZE" $opts $mode >"$TMP/be.log" 2>&1 &
 	fi
 	be=$!
 	PIDS+=("$be")
@@ -100,7 +106,7 @@ one_run() {
 place() { "$VPERF" c2c 0,1 2>/dev/null | sed -nE 's/.*: ([0-9]+)(\.[0-9]+)? ns one-way \((near|far)\).*/\3 \1/p'; }
 
 echo "# virtq-net A/B against DPDK virtio-user, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "# A=$A ($(git -C "$A" rev-parse --short HEAD 2>/dev/null || echo ?)) B=$B; dir=$DIR packed=$PK in_order=$IO size=$SIZE; $PAIRS pairs of ${SECS}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# A=$A ($(git -C "${A%% *}" rev-parse --short HEAD 2>/dev/null || echo ?)) B=$B; dir=$DIR packed=$PK in_order=$IO size=$SIZE; $PAIRS pairs of ${SECS}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 RES=$TMP/pairs
 : >"$RES"
 for ((i = 0; i < PAIRS; i++)); do
