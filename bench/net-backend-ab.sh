@@ -15,7 +15,7 @@
 #                           BUILD_A|dpdk BUILD_B|dpdk
 #
 # A build may carry virtq-net options after it, in one word:
-# "build-release --no-tx-evict" against "build-release" measures an option.
+# "build-release --tx-evict off" against "build-release" measures an option.
 #
 # rx: the backend sources frames (virtq-net source, testpmd txonly) into
 # testpmd rxonly; tx: testpmd txonly into the backend's sink (virtq-net

@@ -118,8 +118,21 @@ struct vq_net_stats {
 	uint64_t bytes;             /* their bytes, header excluded */
 	uint64_t buffers;           /* guest chains used */
 	uint64_t flushes;           /* used-index publications */
+	uint64_t evicted;           /* TX frames whose lines were flushed */
 	uint64_t drops[VQ_NET_DROP_MAX];
 };
+
+enum vq_net_tx_evict {
+	VQ_NET_TX_EVICT_OFF = 0,
+	VQ_NET_TX_EVICT_ON,
+	/* Alternate on and off over a few windows of VQ_NET_EVICT_WINDOW
+	 * frames, keep the setting that took frames faster for
+	 * VQ_NET_EVICT_KEEP windows, then measure again: the placement of
+	 * the guest's vCPU relative to ours may change under us. */
+	VQ_NET_TX_EVICT_AUTO,
+};
+#define VQ_NET_EVICT_WINDOW 32768u
+#define VQ_NET_EVICT_KEEP 64u
 
 enum vq_net_role {
 	VQ_NET_RX = 0,              /* receiveq: we write frames for the guest */
@@ -136,14 +149,20 @@ struct vq_net_queue_config {
 	unsigned used_batch;
 	uint32_t max_frame;         /* 0: VQ_NET_MAX_FRAME */
 	/* TX: once the sink has taken a frame, flush its first two lines out
-	 * of this core's caches (CLFLUSHOPT; ignored without it).  The guest
+	 * of this core's caches (CLFLUSHOPT; off without it).  The guest
 	 * rewrites those lines for a later frame; a copy left here costs it a
-	 * cross-core invalidation, a flushed line only a miss.  A win when the
-	 * guest's core shares no cache with ours (+16-27% 64 B TX, far
-	 * placement); not measured where they share one.  Only for a sink that
-	 * reads the frame: a line it never touched lives only in the guest's
-	 * cache, and flushing it there costs the guest a miss for nothing. */
-	bool tx_evict;
+	 * cross-core invalidation, a flushed line only a miss.  Which is
+	 * cheaper depends on where the guest's core is: +16-27% 64 B TX when
+	 * it shares no cache with ours, -12..-29% when it shares the L3
+	 * (a miss to memory instead of a hit there).  AUTO measures both
+	 * and keeps the faster, again and again (see enum).  Only for a sink
+	 * that reads the frame: a line it never touched lives only in the
+	 * guest's cache, and flushing it there costs the guest a miss for
+	 * nothing. */
+	enum vq_net_tx_evict tx_evict;
+	/* The clock AUTO measures with; NULL: vq_rt_now_ns. */
+	uint64_t (*now_ns)(void *arg);
+	void *clock_arg;
 };
 
 struct vq_net_queue;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <virtq/net.h>
+#include <virtq/runtime.h>
 
 #include "internal.h"
 
@@ -45,8 +46,26 @@ struct vq_net_queue {
 	unsigned iov_per_chain;
 	struct vq_net_stats st;
 	bool prefetchw;         /* the CPU has PREFETCHW */
-	bool tx_evict;          /* see vq_net_queue_config */
+	bool tx_evict;          /* flush taken frames now (see config) */
+	bool evict_auto;        /* VQ_NET_TX_EVICT_AUTO: tx_evict by measurement */
+	struct evict_tuner {
+		uint64_t (*now_ns)(void *arg);
+		void *clock_arg;
+		uint64_t t0;            /* window start; 0: none yet */
+		uint32_t frames;        /* taken in this window */
+		uint32_t calls;         /* tx_process calls in it */
+		unsigned window;        /* < EVICT_PROBES: measuring */
+		double best[2];         /* fastest probe window, ns per frame, [tx_evict] */
+	} tune;
 };
+
+/* AUTO: windows measured per decision, alternating off and on; the clock
+ * is read every EVICT_CLOCK_CALLS calls at most, and a window slower than
+ * EVICT_WINDOW_MAX_NS says nothing about this choice (the guest is idle or
+ * slow) and restarts the measurement. */
+#define EVICT_PROBES 6u
+#define EVICT_CLOCK_CALLS 256u
+#define EVICT_WINDOW_MAX_NS 50000000ull
 
 static const char *const drop_names[VQ_NET_DROP_MAX] = {
 	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
@@ -87,7 +106,13 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
 	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
 	q->prefetchw = vq_has_prefetchw();
-	q->tx_evict = cfg->tx_evict && cfg->role == VQ_NET_TX && vq_has_clflushopt();
+	if (cfg->role == VQ_NET_TX && cfg->tx_evict != VQ_NET_TX_EVICT_OFF &&
+	    vq_has_clflushopt()) {
+		q->evict_auto = cfg->tx_evict == VQ_NET_TX_EVICT_AUTO;
+		q->tx_evict = true;
+	}
+	q->tune.now_ns = cfg->now_ns;
+	q->tune.clock_arg = cfg->clock_arg;
 	if (cfg->role == VQ_NET_TX) {
 		q->nchains = VQ_NET_BURST;
 		q->iov_per_chain = VQ_NET_TX_IOV;
@@ -122,10 +147,18 @@ void vq_net_queue_free(struct vq_net_queue *q)
 	free(q);
 }
 
+static void tune_restart(struct evict_tuner *t)
+{
+	t->t0 = 0;
+	t->window = 0;
+	t->best[0] = t->best[1] = 0;
+}
+
 void vq_net_queue_reset(struct vq_net_queue *q)
 {
 	q->staged = 0;
 	memset(&q->st, 0, sizeof(q->st));
+	tune_restart(&q->tune);
 }
 
 struct vq_dev *vq_net_queue_dev(const struct vq_net_queue *q)
@@ -322,8 +355,10 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	r = fn(arg, iov, cnt, len, &h);
 	if (r < 0)
 		return r;
-	if (q->tx_evict && r == 0)
+	if (q->tx_evict && r == 0) {
 		tx_evict(iov);
+		q->st.evicted++;
+	}
 	if (r > 0) {
 		vq_net_queue_count_drop(q, (enum vq_net_drop)(r - 1));
 		return 0;
@@ -333,6 +368,55 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	if (bytes)
 		*bytes += len;
 	return 0;
+}
+
+/*
+ * AUTO: count the frames of this call; at the end of a window of
+ * VQ_NET_EVICT_WINDOW frames, account its time to the setting it ran with.
+ * The first EVICT_PROBES windows of a round alternate the setting; the one
+ * whose fastest window was faster (the guest's rate when it is the
+ * bottleneck, ours when we are; the fastest, because a pause in the
+ * traffic inside a window makes it look slow) is kept for
+ * VQ_NET_EVICT_KEEP windows, then a new round measures again.  Costs a
+ * clock read per window, not per frame.
+ */
+static void tune_evict(struct vq_net_queue *q, unsigned frames)
+{
+	struct evict_tuner *t = &q->tune;
+	uint64_t now, ns;
+
+	t->frames += frames;
+	t->calls++;
+	if (t->t0 && t->frames < VQ_NET_EVICT_WINDOW && t->calls % EVICT_CLOCK_CALLS)
+		return;
+	now = t->now_ns ? t->now_ns(t->clock_arg) : vq_rt_now_ns();
+	ns = now - t->t0;
+	if (!t->t0 || (t->frames < VQ_NET_EVICT_WINDOW && ns > EVICT_WINDOW_MAX_NS)) {
+		/* No window yet, or one too slow to compare: start over. */
+		if (t->t0 && t->window < EVICT_PROBES)
+			tune_restart(t);
+		goto next;
+	}
+	if (t->frames < VQ_NET_EVICT_WINDOW)
+		return;
+	if (t->window < EVICT_PROBES) {
+		double r = (double)ns / t->frames;
+
+		if (!t->best[q->tx_evict] || r < t->best[q->tx_evict])
+			t->best[q->tx_evict] = r;
+	}
+	t->window++;
+	if (t->window < EVICT_PROBES) {
+		q->tx_evict = !q->tx_evict;
+	} else if (t->window == EVICT_PROBES) {
+		q->tx_evict = t->best[1] < t->best[0];
+	} else if (t->window == EVICT_PROBES + VQ_NET_EVICT_KEEP) {
+		tune_restart(t);
+	}
+next:
+	t->t0 = now;
+	t->frames = 0;
+	t->calls = 0;
 }
 
 int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
@@ -392,6 +476,8 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 	}
 out:
 	r = net_flush(q);
+	if (q->evict_auto && done)
+		tune_evict(q, done);
 	if (ret < 0)
 		return ret;
 	if (r < 0)

@@ -326,7 +326,7 @@ static void tx_evict_frames_intact(uint64_t lf)
 
 	pair_init(&n.p, lf | IDX_F, 16, 1, 1);
 	c = (struct vq_net_queue_config){ .dev = n.p.dev, .role = VQ_NET_TX,
-		.tx_evict = true };
+		.tx_evict = VQ_NET_TX_EVICT_ON };
 	CHECK_EQ(vq_net_queue_new(&c, &n.q), 0);
 	memset(&s, 0, sizeof(s));
 	tx_add(&n, 0, 60, 0, zero_hdr, 12);
@@ -343,6 +343,117 @@ static void tx_evict_frames_intact(uint64_t lf)
 			CHECK_EQ(s.buf[f][i], pat(f, i));
 	CHECK_EQ(vq_dev_error(n.p.dev), 0);
 	np_fini(&n);
+}
+
+/* AUTO under a clock that makes one setting faster: frames cost on_ns each
+ * when their lines are flushed and off_ns when not. */
+struct evict_sim {
+	struct np n;
+	uint64_t gpa[64];
+	uint64_t now;
+	uint64_t on_ns, off_ns;
+};
+
+static uint64_t sim_clock(void *arg)
+{
+	return ((struct evict_sim *)arg)->now;
+}
+
+static int sink_take(void *arg, const struct iovec *iov, unsigned cnt, uint32_t len,
+		     const struct vq_net_hdr *h)
+{
+	(void)arg; (void)iov; (void)cnt; (void)len; (void)h;
+	return 0;
+}
+
+/* Send `windows` windows of frames, 64 per vq_net_tx_process call; returns
+ * the frames flushed among them. */
+static uint64_t sim_run(struct evict_sim *e, unsigned windows)
+{
+	const struct vq_net_stats *st = vq_net_queue_stats(e->n.q);
+	uint64_t ev0 = st->evicted;
+	unsigned calls = windows * (VQ_NET_EVICT_WINDOW / 64);
+
+	for (unsigned c = 0; c < calls; c++) {
+		uint64_t before = st->evicted, on;
+		void *tok[64];
+		uint32_t len[64];
+
+		for (unsigned i = 0; i < 64; i++) {
+			struct vq_seg sg = { e->gpa[i], 12 + 60 };
+
+			CHECK_EQ(vq_drv_add(e->n.p.drv, &sg, 1, 0, (void *)(uintptr_t)(i + 1)), 0);
+		}
+		publish(&e->n);
+		CHECK_EQ(vq_net_tx_process(e->n.q, 0, sink_take, NULL, NULL), 64);
+		CHECK_EQ(vq_drv_get_burst(e->n.p.drv, tok, len, 64), 64);
+		on = st->evicted - before;
+		e->now += on * e->on_ns + (64 - on) * e->off_ns;
+	}
+	return st->evicted - ev0;
+}
+
+/* VQ_NET_TX_EVICT_AUTO keeps whichever setting moves frames faster, and
+ * measures again after VQ_NET_EVICT_KEEP windows: when the faster one
+ * changes (the guest's vCPU moved), it follows. */
+static void tx_evict_auto_follows_faster(uint64_t lf)
+{
+	static struct evict_sim e;
+	const uint64_t window = VQ_NET_EVICT_WINDOW;
+	struct vq_net_queue_config c;
+
+	memset(&e, 0, sizeof(e));
+	e.now = 1000000000ull;
+	pair_init(&e.n.p, lf | IDX_F, 64, 1, 1);
+	for (unsigned i = 0; i < 64; i++) {
+		e.gpa[i] = pair_alloc(&e.n.p, 12 + 60);
+		memset(pair_hva(&e.n.p, e.gpa[i]), 0, 12 + 60);
+	}
+	c = (struct vq_net_queue_config){ .dev = e.n.p.dev, .role = VQ_NET_TX,
+		.tx_evict = VQ_NET_TX_EVICT_AUTO, .now_ns = sim_clock,
+		.clock_arg = &e };
+	CHECK_EQ(vq_net_queue_new(&c, &e.n.q), 0);
+
+	/* An idle guest first: one frame a millisecond.  Time without
+	 * traffic says nothing about either setting and is not counted. */
+	e.on_ns = 50;
+	e.off_ns = 80;
+	for (unsigned k = 0; k < 300; k++) {
+		struct vq_seg sg = { e.gpa[0], 12 + 60 };
+		void *tok;
+		uint32_t len;
+
+		CHECK_EQ(vq_drv_add(e.n.p.drv, &sg, 1, 0, (void *)1), 0);
+		publish(&e.n);
+		CHECK_EQ(vq_net_tx_process(e.n.q, 0, sink_take, NULL, NULL), 1);
+		CHECK_EQ(vq_drv_get(e.n.p.drv, &tok, &len), 1);
+		e.now += 1000000;
+	}
+	/* Flushing is faster (far placement): once measured, every frame. */
+	if (sim_run(&e, 8) == 0) {
+		/* no CLFLUSHOPT on this CPU: AUTO is OFF, as documented */
+		fprintf(stderr, "   no CLFLUSHOPT: AUTO stays off\n");
+		CHECK_EQ(sim_run(&e, 4), 0);
+		goto out;
+	}
+	CHECK_EQ(sim_run(&e, 30), 30 * window);
+	/* Now keeping the lines is faster (near placement): by the end of
+	 * the kept phase and the next measurement it flushes none. */
+	e.on_ns = 80;
+	e.off_ns = 50;
+	sim_run(&e, VQ_NET_EVICT_KEEP);
+	CHECK_EQ(sim_run(&e, 30), 0);
+	/* It keeps measuring: a cycle of 6 probe windows and the kept ones
+	 * flushes in the 3 probes that try the other setting (edges: the
+	 * windows started one call after ours). */
+	{
+		uint64_t ev = sim_run(&e, 6 + VQ_NET_EVICT_KEEP);
+
+		CHECK(ev >= 3 * window - 64 && ev <= 3 * window + 64);
+	}
+	CHECK_EQ(vq_dev_error(e.n.p.dev), 0);
+out:
+	np_fini(&e.n);
 }
 
 /* 5.1.6.2: without VIRTIO_NET_F_CSUM or GSO the driver may not ask for an
@@ -974,6 +1085,7 @@ int main(void)
 	RUN_LAYOUTS(tx_drops_counted_by_reason);
 	RUN_LAYOUTS(tx_5_1_6_2_header_ignored_without_offloads);
 	RUN_LAYOUTS(tx_evict_frames_intact);
+	RUN_LAYOUTS(tx_evict_auto_follows_faster);
 	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
 	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
 	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);

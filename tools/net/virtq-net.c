@@ -48,7 +48,7 @@ struct opts {
 	unsigned threads;
 	bool no_mrg;
 	bool copy;                      /* sink: copy each frame out */
-	bool no_tx_evict;               /* keep TX frame lines cached */
+	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
 	int cpus[MAX_THREADS];
 	unsigned ncpus;
@@ -74,6 +74,7 @@ struct ring {
 struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
+	uint64_t evicted;               /* TX frames whose lines were flushed */
 };
 
 struct worker {
@@ -339,6 +340,7 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	}
 	for (i = 0; i < VQ_NET_DROP_MAX; i++)
 		s->drops[i] += ns->drops[i];
+	s->evicted += ns->evicted;
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
 	if (r->rtq) {
@@ -614,7 +616,8 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
 		.used_batch = d->com.used_batch,
 		/* The counting sink never reads a frame: nothing to evict. */
-		.tx_evict = !d->o.no_tx_evict && (d->o.mode != M_SINK || d->o.copy),
+		.tx_evict = d->o.mode != M_SINK || d->o.copy ? d->o.tx_evict
+							     : VQ_NET_TX_EVICT_OFF,
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)
@@ -734,7 +737,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
-		printf("}}\n");
+		printf("},\"tx_evicted\":%" PRIu64 "}\n", now->evicted);
 	} else {
 		printf("  drops %" PRIu64, drops_total(now));
 		if (drops_total(now)) {
@@ -747,8 +750,9 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		}
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
-			       " packets %" PRIu64 " bytes", now->c.tx_pkts, now->c.tx_bytes,
-			       now->c.rx_pkts, now->c.rx_bytes);
+			       " packets %" PRIu64 " bytes, tx evicted %" PRIu64,
+			       now->c.tx_pkts, now->c.tx_bytes, now->c.rx_pkts,
+			       now->c.rx_bytes, now->evicted);
 		printf("\n");
 	}
 	fflush(stdout);
@@ -773,9 +777,12 @@ VQD_USAGE_SOCKET
 "  --count N             source: send N frames in all, then stop sending\n"
 "  --copy                sink: copy each frame out of guest memory (as DPDK's\n"
 "                        vhost does into an mbuf) instead of only counting it\n"
-"  --no-tx-evict         keep guest TX frame lines in our caches after use\n"
-"                        (default: flush them, CLFLUSHOPT, so the guest's\n"
-"                        rewrite of them costs a miss, not an invalidation)\n"
+"  --tx-evict on|off|auto  flush the lines of guest TX frames the sink read\n"
+"                        (CLFLUSHOPT): the guest's rewrite of them then\n"
+"                        costs a miss, not an invalidation; a win when its\n"
+"                        vCPU shares no cache with ours, a loss when it\n"
+"                        does.  auto (default) measures both, keeps the\n"
+"                        faster and measures again every ~64 windows\n"
 "  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ)\n"
 "  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
 "  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
@@ -789,7 +796,7 @@ VQD_USAGE_STATS);
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_NO_TX_EVICT,
+	O_COUNT, O_COPY, O_TX_EVICT,
 };
 
 static const struct option long_opts[] = {
@@ -802,7 +809,7 @@ static const struct option long_opts[] = {
 	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
-	{ "no-tx-evict", no_argument, NULL, O_NO_TX_EVICT },
+	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -867,7 +874,16 @@ static int tool_opt(void *arg, int c, const char *val)
 		return parse_cpus(o, val);
 	case O_NO_MRG: o->no_mrg = true; break;
 	case O_COPY: o->copy = true; break;
-	case O_NO_TX_EVICT: o->no_tx_evict = true; break;
+	case O_TX_EVICT:
+		if (!strcmp(val, "off"))
+			o->tx_evict = VQ_NET_TX_EVICT_OFF;
+		else if (!strcmp(val, "on"))
+			o->tx_evict = VQ_NET_TX_EVICT_ON;
+		else if (!strcmp(val, "auto"))
+			o->tx_evict = VQ_NET_TX_EVICT_AUTO;
+		else
+			return -1;
+		break;
 	case O_COUNT:
 		if (!vqd_parse_u64(val, UINT64_MAX, &o->count))
 			return -1;
@@ -941,6 +957,7 @@ int main(int argc, char **argv)
 
 	d.o.size = 64;
 	d.o.pairs = 1;
+	d.o.tx_evict = VQ_NET_TX_EVICT_AUTO;
 	d.o.threads = 1;
 	cli.arg = &d.o;
 	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
