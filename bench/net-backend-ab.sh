@@ -12,10 +12,15 @@
 #
 #   bench/net-backend-ab.sh [-n PAIRS] [-s SECONDS] [--dir rx|tx]
 #                           [--packed 0|1] [--inorder 0|1] [--size BYTES]
-#                           BUILD_A|dpdk BUILD_B|dpdk
+#                           [--frontend] BUILD_A|dpdk BUILD_B|dpdk
 #
 # A build may carry virtq-net options after it, in one word:
 # "build-release --tx-evict off" against "build-release" measures an option.
+#
+# --frontend turns it around (the race's pairing d): A and B are frontends,
+# a build's `virtq-perf net` (options after it, as above) or "dpdk"
+# (testpmd's virtio-user), against testpmd's vhost PMD, whose per-second
+# counts are then the meter for both.
 #
 # rx: the backend sources frames (virtq-net source, testpmd txonly) into
 # testpmd rxonly; tx: testpmd txonly into the backend's sink (virtq-net
@@ -25,9 +30,10 @@
 # bench).
 set -u
 cd "$(dirname "$0")/.."
-PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64
+PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64 FRONTEND=0
 while [ $# -gt 2 ]; do
 	case $1 in
+	--frontend) FRONTEND=1; shift; continue ;;
 	-n) PAIRS=$2 ;;
 	-s) SECS=$2 ;;
 	--dir) DIR=$2 ;;
@@ -38,11 +44,12 @@ while [ $# -gt 2 ]; do
 	esac
 	shift 2
 done
-[ $# = 2 ] || { sed -n "2,25p" "$0"; exit 2; }
+[ $# = 2 ] || { sed -n "2,30p" "$0"; exit 2; }
 A=$1 B=$2
 for b in "$A" "$B"; do
 	b=${b%% *}
-	[ "$b" = dpdk ] || [ -x "$b/tools/net/virtq-net" ] || { echo "no $b/tools/net/virtq-net" >&2; exit 1; }
+	[ "$b" = dpdk ] || [ -x "$b/tools/net/virtq-net" ] || [ -x "$b/tools/virtq-perf" ] ||
+		{ echo "no virtq-net or virtq-perf in $b" >&2; exit 1; }
 done
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
 VPERF=${A%% *}/tools/virtq-perf
@@ -101,11 +108,57 @@ one_run() {
 		tail -n +2 | head -n "$SECS" | sort -n |
 		awk '{ v[NR] = $1 } END { printf "%d\n", NR ? v[int((NR + 1) / 2)] : 0 }'
 }
+# one_run_fe FRONTEND -> packets per second testpmd's vhost PMD moved with
+# FRONTEND: a build directory (virtq-perf net, with any options after it)
+# or "dpdk" (testpmd's virtio-user, as one_run starts it).
+one_run_fe() {
+	local sock=$TMP/net.sock vfwd=txonly fwd=rxonly field=Tx-pps dir=rx be fe i
+	[ "$DIR" = tx ] && vfwd=rxonly fwd=txonly field=Rx-pps dir=tx
+	rm -f "$sock"
+	dpdk-testpmd -l 0,1 --main-lcore 0 --file-prefix "nbab-vh-$$" --no-huge -m 512 \
+		--no-pci --single-file-segments --vdev "net_vhost0,iface=$sock,queues=1,client=0" \
+		-- --forward-mode=$vfwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 \
+		--stats-period 1 </dev/null >"$TMP/be.log" 2>&1 &
+	be=$!
+	PIDS+=("$be")
+	for ((i = 0; i < 100; i++)); do [ -S "$sock" ] && break; sleep 0.1; done
+	sleep 0.3
+	if [ "$1" = dpdk ]; then
+		dpdk-testpmd -l 0,1 --main-lcore 1 --file-prefix "nbab-$$" --no-huge -m 512 --no-pci \
+			--single-file-segments \
+			--vdev "net_virtio_user0,path=$sock,queues=1,queue_size=256,server=0,packed_vq=$PK,in_order=$IO,mrg_rxbuf=1" \
+			-- --forward-mode=$fwd --nb-cores=1 --txpkts="$SIZE" --total-num-mbufs=16384 --stats-period 1 \
+			</dev/null >"$TMP/vu.log" 2>&1 &
+	else
+		local opts=${1#"${1%% *}"} onoff=(off on)
+		# shellcheck disable=SC2086 # the options are words
+		"${1%% *}/tools/virtq-perf" net --socket-path "$sock" --cpu 0 --direction $dir \
+			--size "$SIZE" --packed ${onoff[$PK]} --in-order ${onoff[$IO]} \
+			--seconds $((SECS + 30)) $opts >"$TMP/vu.log" 2>&1 &
+	fi
+	fe=$!
+	PIDS+=("$fe")
+	for ((i = 0; i < 150; i++)); do
+		grep -qE "$field: +[1-9]" "$TMP/be.log" && break
+		sleep 0.1
+	done
+	sleep $((SECS + 1))
+	kill -INT "$fe" 2>/dev/null
+	wait "$fe" 2>/dev/null
+	kill -INT "$be" 2>/dev/null
+	wait "$be" 2>/dev/null
+	grep -oE "$field: +[0-9]+" "$TMP/be.log" | grep -oE '[0-9]+$' | awk '$1 > 0' |
+		tail -n +2 | head -n "$SECS" | sort -n |
+		awk '{ v[NR] = $1 } END { printf "%d\n", NR ? v[int((NR + 1) / 2)] : 0 }'
+}
+((FRONTEND)) && one_run() { one_run_fe "$@"; }
 # place -> "far 231": the placement and the one-way latency behind it ("far"
 # spans 160-300 ns on these machines, and rates follow it).
 place() { "$VPERF" c2c 0,1 2>/dev/null | sed -nE 's/.*: ([0-9]+)(\.[0-9]+)? ns one-way \((near|far)\).*/\3 \1/p'; }
 
-echo "# virtq-net A/B against DPDK virtio-user, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+WHAT="virtq-net A/B against DPDK virtio-user"
+((FRONTEND)) && WHAT="frontend A/B against DPDK vhost"
+echo "# $WHAT, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "# A=$A ($(git -C "${A%% *}" rev-parse --short HEAD 2>/dev/null || echo ?)) B=$B; dir=$DIR packed=$PK in_order=$IO size=$SIZE; $PAIRS pairs of ${SECS}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 RES=$TMP/pairs
 : >"$RES"

@@ -29,6 +29,7 @@ struct split_drv {
 	struct vq_drv base;
 	uint16_t num, mask;
 	bool event_idx, can_indirect;
+	bool prefetchw;                 /* the CPU has PREFETCHW */
 	struct virtq_desc *desc;
 	struct virtq_avail *avail;
 	struct virtq_used *used;
@@ -97,13 +98,18 @@ static void sq_reset(struct vq_drv *q)
 	memset(s->head, 0, sizeof(*s->head) * s->num);
 }
 
+/* Two stores, not four: the table line is usually one the device read
+ * last, and until it is ours again every store behind it waits in the
+ * store buffer. */
 static void sq_write_desc(struct virtq_desc *d, uint64_t addr, uint32_t len,
 			  uint16_t flags, uint16_t next)
 {
+	struct { uint32_t len; uint16_t flags, next; } rest = {
+		vq_le32(len), vq_le16(flags), vq_le16(next),
+	};
+
 	d->addr = vq_le64(addr);
-	d->len = vq_le32(len);
-	d->flags = vq_le16(flags);
-	d->next = vq_le16(next);
+	memcpy(&d->len, &rest, sizeof(rest));
 }
 
 static uint16_t seg_flags(unsigned i, unsigned nout, unsigned n)
@@ -151,7 +157,11 @@ static void sq_expose(struct split_drv *s, uint16_t head, const struct vq_seg *s
 	h->ndesc = ndesc;
 	h->indirect = indirect;
 	h->avail_pos = s->avail_shadow;
-	s->avail->ring[s->avail_shadow & s->mask] = vq_le16(head);
+	/* An entry that already names this head is left alone (in order it
+	 * always does after the first lap): its line stays shared with the
+	 * device instead of bouncing to us and back. */
+	if (s->avail->ring[s->avail_shadow & s->mask] != vq_le16(head))
+		s->avail->ring[s->avail_shadow & s->mask] = vq_le16(head);
 	s->avail_shadow++;
 	s->num_free -= ndesc;
 	s->outstanding++;
@@ -320,6 +330,9 @@ static int sq_get(struct vq_drv *q, void **token, uint32_t *len)
 		return r;
 	*token = s->head[id].token;
 	sq_free_chain(s, id);
+	/* The free list is a stack: the next add writes this descriptor.
+	 * Ask for its line now (see vq_prefetch_w). */
+	vq_prefetch_w(s->prefetchw, &s->desc[id]);
 	s->last_used++;
 	return 1;
 }
@@ -370,6 +383,10 @@ static int sq_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 	s->outstanding--;
 	h->token = NULL;
 	s->last_used++;
+	/* Once a table line's last descriptor is free the device is done
+	 * with the line, and our adds write it next lap: ask for it now. */
+	if ((((front + h->ndesc) ^ front) & ~3u) || h->ndesc >= 4)
+		vq_prefetch_w(s->prefetchw, &s->desc[front]);
 	return 1;
 }
 
@@ -518,6 +535,7 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	s->prefetchw = vq_has_prefetchw();
 	s->can_indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
 			  cfg->indirect;
 	s->desc = cfg->ring.desc;

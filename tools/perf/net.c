@@ -33,6 +33,7 @@
 #include <virtq/vhost_user_frontend.h>
 
 #include "backend.h"
+#include "internal.h"
 #include "perf.h"
 
 enum dir { D_TX, D_RX, D_RR };
@@ -71,6 +72,7 @@ struct net_run {
 	uint32_t txstride;
 	uint32_t txseq;
 	uint8_t txhdrs[42];             /* template of what tx writes per frame */
+	bool prefetchw;                 /* the CPU has PREFETCHW */
 	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
 	uint64_t rxgpa;
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
@@ -345,7 +347,8 @@ static void frame_fill(uint8_t *p, unsigned size, uint32_t seq)
 
 /* What a sender writes into each frame before it posts it: the virtio-net
  * header and the Ethernet, IPv4 and UDP headers (testpmd txonly copies the
- * same 42 bytes per packet), with a sequence number in them. */
+ * same 42 bytes per packet), with a sequence number in them.  (Writing the
+ * whole first line from a template in fewer, wider stores: -0.4%.) */
 static void tx_write(struct net_run *n, uint8_t *p)
 {
 	unsigned k = n->o.size < sizeof(n->txhdrs) ? n->o.size : sizeof(n->txhdrs);
@@ -399,6 +402,7 @@ static int net_setup(struct net_run *n)
 		return -ENOTSUP;
 	}
 	n->features = vq_vhu_frontend_features(n->f);
+	n->prefetchw = vq_has_prefetchw();
 	n->hdr_len = vq_net_hdr_len(n->features);
 	n->rxq = vq_vhu_frontend_queue(n->f, 0);
 	n->txq = vq_vhu_frontend_queue(n->f, 1);
@@ -412,11 +416,11 @@ static int net_setup(struct net_run *n)
 		fprintf(stderr, "virtq-perf net: front-end set-up failed\n");
 		return -ENOMEM;
 	}
-	frame_fill(n->txhdrs, sizeof(n->txhdrs), 0);
 	for (i = 0; i < o->queue_size; i++) {
 		memset(n->txmem + (uint64_t)i * n->txstride, 0, n->hdr_len);
 		frame_fill(n->txmem + (uint64_t)i * n->txstride + n->hdr_len, o->size, i);
 	}
+	frame_fill(n->txhdrs, sizeof(n->txhdrs), 0);
 	vq_drv_disable_cb(n->txq);
 	vq_drv_disable_cb(n->rxq);
 	if (o->dir != D_TX) {
@@ -509,6 +513,10 @@ static int run_tx(struct net_run *n, uint64_t t0)
 				goto out;
 			}
 			free_list[free_list_n++] = (uint32_t)(b - 1);
+			/* The backend is done with it and we write it next
+			 * (the free list is a stack): ask for its line now,
+			 * in parallel with the rest, not store by store. */
+			vq_prefetch_w(n->prefetchw, n->txmem + (b - 1) * n->txstride);
 		}
 		n->pkts += (unsigned)r;
 		n->bytes += (uint64_t)r * n->o.size;
