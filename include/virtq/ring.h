@@ -221,6 +221,18 @@ void vq_drv_reset(struct vq_drv *q);
 int vq_drv_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 	       unsigned nin, void *token);
 
+/*
+ * Add up to n buffers of one segment each, seg[i] with token tokens[i] (all
+ * non-NULL), all device-readable or all device-writable: what a NIC-like
+ * queue posts.  The same as n calls of vq_drv_add with nout or nin 1, but
+ * the queue's state is read and written once per burst and (packed) one
+ * release store makes the whole burst available.  Returns how many were
+ * added (fewer than n, or 0, when the ring is full), -EINVAL or -errno if
+ * broken.
+ */
+int vq_drv_add_burst(struct vq_drv *q, const struct vq_seg *seg,
+		     void *const *tokens, unsigned n, bool writable);
+
 /* Publish added buffers; returns 1 if the device must be notified (event
  * index or flags, after a full barrier), 0 if not, -errno if broken. */
 int vq_drv_kick_prepare(struct vq_drv *q);

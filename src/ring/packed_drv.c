@@ -74,6 +74,23 @@ static inline const struct packed_drv *to_pq_const(const struct vq_drv *q)
 
 /* ---- add ---- */
 
+/* The next id to hand out: in order the one after the outstanding run,
+ * otherwise the free list's head (never empty while a slot is free: every
+ * buffer takes at least one slot and there are num ids). */
+static uint16_t take_id(struct packed_drv *pq, uint32_t ahead)
+{
+	uint16_t id;
+
+	if (pq->in_order) {
+		uint32_t t = (uint32_t)pq->oldest + pq->nbufs + ahead;
+
+		return (uint16_t)(t >= pq->num ? t - pq->num : t);
+	}
+	id = pq->free_head;
+	pq->free_head = pq->ids[id].next_free;
+	return id;
+}
+
 static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 		      unsigned nin, void *token)
 {
@@ -90,18 +107,7 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 		return -EINVAL;         /* could never fit */
 	if (need > pq->free_slots)
 		return -ENOSPC;
-	if (pq->in_order) {
-		/* At most free_slots <= num buffers are outstanding: the id
-		 * after the last outstanding one is free. */
-		uint32_t t = (uint32_t)pq->oldest + pq->nbufs;
-
-		id = (uint16_t)(t >= pq->num ? t - pq->num : t);
-	} else {
-		if (pq->free_head == ID_NONE)
-			return -ENOSPC;
-		id = pq->free_head;
-		pq->free_head = pq->ids[id].next_free;
-	}
+	id = take_id(pq, 0);
 	s = &pq->ids[id];
 
 	for (i = 0; i < total; i++)
@@ -158,6 +164,58 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 	/* P1: the head's flags last, with release: they publish the chain. */
 	vq_store_release(&pq->desc[head].flags, vq_le16(head_flags));
 	return 0;
+}
+
+/*
+ * n single-descriptor buffers.  Every descriptor but the first is written
+ * whole, its len, id and flags in one store; the first one's flags are
+ * stored last, with release, and make the whole burst available at once.
+ * The device starts descriptors in ring order (2.8 "Device Requirements:
+ * Virtqueues"), so it uses none of the others before the first; this is
+ * the deferred first flags that "Placing Available Buffers" describes for
+ * a chain, applied to a burst.  The queue's own state is written once.
+ */
+static int packed_add_burst(struct vq_drv *q, const struct vq_seg *seg,
+			    void *const *tokens, unsigned n, bool writable)
+{
+	struct packed_drv *pq = to_pq(q);
+	uint16_t pos = pq->next_avail, head = pos, head_flags = 0;
+	uint16_t dir = writable ? VIRTQ_DESC_F_WRITE : 0;
+	bool wrap = pq->avail_wrap;
+	unsigned i;
+
+	if (n > pq->free_slots)
+		n = pq->free_slots;
+	if (!n)
+		return 0;
+	for (i = 0; i < n; i++) {
+		struct virtq_packed_desc *d = &pq->desc[pos];
+		uint16_t id = take_id(pq, i), f = packed_avail_flags(wrap) | dir;
+		struct pdrv_id *s = &pq->ids[id];
+
+		s->token = tokens[i];
+		s->in_len = writable ? seg[i].len : 0;
+		s->ndesc = 1;
+		d->addr = vq_le64(seg[i].addr);
+		if (i) {
+			vq_store_relaxed((uint64_t *)(void *)&d->len,
+					 vq_le64(seg[i].len | (uint64_t)id << 32 |
+						 (uint64_t)f << 48));
+		} else {
+			d->len = vq_le32(seg[i].len);
+			d->id = vq_le16(id);
+			head_flags = f;
+		}
+		packed_advance(&pos, &wrap, 1, pq->num);
+	}
+	pq->nbufs += n;
+	pq->free_slots -= n;
+	pq->num_added = pq->num_added + n > pq->num ? pq->num : pq->num_added + n;
+	pq->next_avail = pos;
+	pq->avail_wrap = wrap;
+	/* P1: the first head's flags last, with release. */
+	vq_store_release(&pq->desc[head].flags, vq_le16(head_flags));
+	return (int)n;
 }
 
 static int packed_kick_prepare(struct vq_drv *q)
@@ -440,10 +498,15 @@ static void packed_drv_destroy(struct vq_drv *q)
 	free(pq);
 }
 
+VQ_DRV_GET_BURST(packed_get_burst, packed_get)
+VQ_DRV_GET_BURST(packed_get_burst_in_order, packed_get_in_order)
+
 static const struct vq_drv_ops packed_drv_ops = {
 	.add = packed_add,
+	.add_burst = packed_add_burst,
 	.kick_prepare = packed_kick_prepare,
 	.get = packed_get,
+	.get_burst = packed_get_burst,
 	.disable_cb = packed_disable_cb,
 	.enable_cb = packed_enable_cb,
 	.enable_cb_delayed = packed_enable_cb_delayed,
@@ -457,8 +520,10 @@ static const struct vq_drv_ops packed_drv_ops = {
 
 static const struct vq_drv_ops packed_drv_in_order_ops = {
 	.add = packed_add,
+	.add_burst = packed_add_burst,
 	.kick_prepare = packed_kick_prepare,
 	.get = packed_get_in_order,
+	.get_burst = packed_get_burst_in_order,
 	.disable_cb = packed_disable_cb,
 	.enable_cb = packed_enable_cb,
 	.enable_cb_delayed = packed_enable_cb_delayed,

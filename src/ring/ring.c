@@ -269,6 +269,21 @@ int vq_drv_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 	return q->ops->add(q, seg, nout, nin, token);
 }
 
+int vq_drv_add_burst(struct vq_drv *q, const struct vq_seg *seg,
+		     void *const *tokens, unsigned n, bool writable)
+{
+	unsigned i;
+
+	if (unlikely(q->err))
+		return q->err;
+	if (n > q->cfg.num)
+		n = q->cfg.num;
+	for (i = 0; i < n; i++)
+		if (unlikely(!tokens[i]))
+			return -EINVAL;
+	return q->ops->add_burst(q, seg, tokens, n, writable);
+}
+
 int vq_drv_kick_prepare(struct vq_drv *q)
 {
 	if (unlikely(q->err))
@@ -285,17 +300,9 @@ int vq_drv_get(struct vq_drv *q, void **token, uint32_t *len)
 
 int vq_drv_get_burst(struct vq_drv *q, void **tokens, uint32_t *lens, unsigned n)
 {
-	unsigned i;
-
 	if (unlikely(q->err))
 		return q->err;
-	for (i = 0; i < n; i++) {
-		int r = q->ops->get(q, &tokens[i], &lens[i]);
-
-		if (r <= 0)
-			return i ? (int)i : r;
-	}
-	return (int)i;
+	return q->ops->get_burst(q, tokens, lens, n);
 }
 
 void vq_drv_disable_cb(struct vq_drv *q)

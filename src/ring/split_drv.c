@@ -231,6 +231,62 @@ static int sq_add_in_order(struct vq_drv *q, const struct vq_seg *seg,
 	return 0;
 }
 
+/*
+ * n single-descriptor buffers, the queue's own state written once.  Nothing
+ * is visible before kick_prepare publishes the index (D1), so the order of
+ * the stores within the burst does not matter.
+ */
+static int sq_add_burst_common(struct split_drv *s, const struct vq_seg *seg,
+			       void *const *tokens, unsigned n, bool writable,
+			       bool in_order)
+{
+	uint16_t flags = writable ? VIRTQ_DESC_F_WRITE : 0;
+	uint16_t pos = s->avail_shadow, head = in_order ? s->next_desc : s->free_head;
+	unsigned i;
+
+	if (n > s->num_free)
+		n = s->num_free;
+	for (i = 0; i < n; i++) {
+		struct drv_head *h = &s->head[head];
+		uint16_t *entry = &s->avail->ring[pos & s->mask];
+		uint16_t next = in_order ? (head + 1) & s->mask : s->next[head];
+
+		sq_write_desc(&s->desc[head], seg[i].addr, seg[i].len, flags, next);
+		h->token = tokens[i];
+		h->in_len = writable ? seg[i].len : 0;
+		h->ndesc = 1;
+		h->indirect = false;
+		h->avail_pos = pos;
+		if (in_order)
+			s->fifo[(s->fifo_head + s->outstanding + i) % s->num] = head;
+		/* As in sq_expose: an entry already naming the head stays. */
+		if (*entry != vq_le16(head))
+			*entry = vq_le16(head);
+		pos++;
+		head = next;
+	}
+	if (in_order)
+		s->next_desc = head;
+	else
+		s->free_head = head;
+	s->avail_shadow = pos;
+	s->num_free -= n;
+	s->outstanding += n;
+	return (int)n;
+}
+
+static int sq_add_burst(struct vq_drv *q, const struct vq_seg *seg,
+			void *const *tokens, unsigned n, bool writable)
+{
+	return sq_add_burst_common(to_sq(q), seg, tokens, n, writable, false);
+}
+
+static int sq_add_burst_in_order(struct vq_drv *q, const struct vq_seg *seg,
+				 void *const *tokens, unsigned n, bool writable)
+{
+	return sq_add_burst_common(to_sq(q), seg, tokens, n, writable, true);
+}
+
 static int sq_kick_prepare(struct vq_drv *q)
 {
 	struct split_drv *s = to_sq(q);
@@ -494,10 +550,15 @@ static void sq_destroy(struct vq_drv *q)
 	free(s);
 }
 
+VQ_DRV_GET_BURST(sq_get_burst, sq_get)
+VQ_DRV_GET_BURST(sq_get_burst_in_order, sq_get_in_order)
+
 static const struct vq_drv_ops split_drv_ops = {
 	.add = sq_add,
+	.add_burst = sq_add_burst,
 	.kick_prepare = sq_kick_prepare,
 	.get = sq_get,
+	.get_burst = sq_get_burst,
 	.disable_cb = sq_disable_cb,
 	.enable_cb = sq_enable_cb,
 	.enable_cb_delayed = sq_enable_cb_delayed,
@@ -511,8 +572,10 @@ static const struct vq_drv_ops split_drv_ops = {
 
 static const struct vq_drv_ops split_drv_in_order_ops = {
 	.add = sq_add_in_order,
+	.add_burst = sq_add_burst_in_order,
 	.kick_prepare = sq_kick_prepare,
 	.get = sq_get_in_order,
+	.get_burst = sq_get_burst_in_order,
 	.disable_cb = sq_disable_cb,
 	.enable_cb = sq_enable_cb,
 	.enable_cb_delayed = sq_enable_cb_delayed,

@@ -2,7 +2,7 @@
 /*
  * The randomized cross-test: our driver and our device on one ring in one
  * process, driven by a random interleaving of everything each side can do -
- * add, publish/kick, pop in bursts, give back (unpop), fill and flush in
+ * add (one buffer or a burst), publish/kick, pop in bursts, give back (unpop), fill and flush in
  * random batches with partial writes, get in bursts, and both sides going to
  * sleep through the notification protocol.  An oracle checks:
  *
@@ -110,28 +110,27 @@ static uint64_t slot_gpa(struct sim *s, struct slot *sl)
 
 /* ---- driver actions ---- */
 
-static void drv_add(struct sim *s)
+/* A random free slot, or NULL. */
+static struct slot *free_slot(struct sim *s)
 {
-	struct slot *sl = NULL;
-	unsigned i, nout, nin;
-	uint64_t gpa;
-	int r;
+	unsigned i;
 
 	for (i = 0; i < s->num; i++) {
 		struct slot *c = &s->slots[(rnd(s, s->num) + i) % s->num];
 
-		if (!c->busy) {
-			sl = c;
-			break;
-		}
+		if (!c->busy)
+			return c;
 	}
-	if (!sl)
-		return;
-	do {
-		nout = rnd(s, 4);
-		nin = rnd(s, 4);
-	} while (nout + nin == 0 || nout + nin > MAX_SEGS);
-	gpa = slot_gpa(s, sl);
+	return NULL;
+}
+
+/* Give sl nout readable segments with the driver's bytes and nin writable
+ * ones, of random lengths. */
+static void slot_fill(struct sim *s, struct slot *sl, unsigned nout, unsigned nin)
+{
+	uint64_t gpa = slot_gpa(s, sl);
+	unsigned i;
+
 	sl->serial = ++s->serial;
 	sl->in_len = 0;
 	for (i = 0; i < nout + nin; i++) {
@@ -150,6 +149,32 @@ static void drv_add(struct sim *s)
 	}
 	sl->nout = nout;
 	sl->nin = nin;
+}
+
+static void slot_added(struct sim *s, struct slot *sl)
+{
+	sl->busy = true;
+	sl->done = false;
+	s->outstanding++;
+	s->unpublished++;
+	if (s->dev_asleep)
+		s->added_asleep++;
+	s->adds++;
+}
+
+static void drv_add(struct sim *s)
+{
+	struct slot *sl = free_slot(s);
+	unsigned nout, nin;
+	int r;
+
+	if (!sl)
+		return;
+	do {
+		nout = rnd(s, 4);
+		nin = rnd(s, 4);
+	} while (nout + nin == 0 || nout + nin > MAX_SEGS);
+	slot_fill(s, sl, nout, nin);
 	r = vq_drv_add(s->p.drv, sl->seg, nout, nin, sl);
 	if (r == -ENOSPC) {
 		/* Only legal when the ring really is short of slots. */
@@ -160,13 +185,41 @@ static void drv_add(struct sim *s)
 		return;
 	}
 	CHECK_EQ(r, 0);
-	sl->busy = true;
-	sl->done = false;
-	s->outstanding++;
-	s->unpublished++;
-	if (s->dev_asleep)
-		s->added_asleep++;
-	s->adds++;
+	slot_added(s, sl);
+}
+
+/* vq_drv_add_burst: up to 8 one-segment buffers, all readable or all
+ * writable; it adds as many as there are free slots, no fewer.  Packed:
+ * one release store publishes the burst (the first head's flags last). */
+static void drv_add_burst(struct sim *s)
+{
+	struct slot *sl[8];
+	struct vq_seg seg[8];
+	void *tok[8];
+	unsigned want = 1 + rnd(s, 8), n = 0, room, i;
+	bool writable = rnd(s, 2);
+	int r;
+
+	while (n < want) {
+		struct slot *c = free_slot(s);
+
+		if (!c)
+			break;
+		slot_fill(s, c, !writable, writable);
+		c->busy = true;         /* so free_slot skips it */
+		sl[n] = c;
+		seg[n] = c->seg[0];
+		tok[n++] = c;
+	}
+	for (i = 0; i < n; i++)
+		sl[i]->busy = false;
+	if (!n)
+		return;
+	room = vq_drv_free_slots(s->p.drv);
+	r = vq_drv_add_burst(s->p.drv, seg, tok, n, writable);
+	CHECK_EQ(r, n < room ? n : room);
+	for (i = 0; i < (unsigned)r; i++)
+		slot_added(s, sl[i]);
 }
 
 static void dev_wake(struct sim *s)
@@ -437,8 +490,10 @@ static void step(struct sim *s)
 {
 	unsigned op = rnd(s, 100);
 
-	if (op < 25)
+	if (op < 18)
 		drv_add(s);
+	else if (op < 25)
+		drv_add_burst(s);
 	else if (op < 37)
 		drv_kick(s);
 	else if (op < 52)

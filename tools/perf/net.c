@@ -465,6 +465,7 @@ static int run_tx(struct net_run *n, uint64_t t0)
 {
 	void *tok[256];
 	uint32_t len[256];
+	struct vq_seg seg[256];
 	unsigned free_list_n = n->o.queue_size, burst = n->o.burst, i;
 	uint32_t *free_list = malloc(sizeof(uint32_t) * n->o.queue_size);
 	uint64_t checks = 0;
@@ -477,22 +478,30 @@ static int run_tx(struct net_run *n, uint64_t t0)
 	if (burst > 256)
 		burst = 256;
 	while (!time_up(n, t0, &checks)) {
-		unsigned added = 0;
+		unsigned added = 0, want = burst;
 
-		while (added < burst && free_list_n &&
-		       (!n->o.count || n->pkts + (n->o.queue_size - free_list_n) < n->o.count)) {
-			uint32_t b = free_list[free_list_n - 1];
-			struct vq_seg s = { n->txgpa + (uint64_t)b * n->txstride,
-					    n->hdr_len + n->o.size };
+		if (want > free_list_n)
+			want = free_list_n;
+		if (want > vq_drv_free_slots(n->txq))
+			want = vq_drv_free_slots(n->txq);
+		if (n->o.count && want > n->o.count - n->pkts - (n->o.queue_size - free_list_n))
+			want = (unsigned)(n->o.count - n->pkts - (n->o.queue_size - free_list_n));
+		for (i = 0; i < want; i++) {
+			uint32_t b = free_list[free_list_n - 1 - i];
 
 			tx_write(n, n->txmem + (uint64_t)b * n->txstride);
-			r = vq_drv_add(n->txq, &s, 1, 0, (void *)(uintptr_t)(b + 1));
-			if (r == -ENOSPC)
-				break;
+			seg[i].addr = n->txgpa + (uint64_t)b * n->txstride;
+			seg[i].len = n->hdr_len + n->o.size;
+			tok[i] = (void *)(uintptr_t)(b + 1);
+		}
+		if (want) {
+			r = vq_drv_add_burst(n->txq, seg, tok, want, false);
 			if (r < 0)
 				goto out;
-			free_list_n--;
-			added++;
+			/* Frames written but not added are written again
+			 * next round. */
+			added = (unsigned)r;
+			free_list_n -= added;
 		}
 		if (added && (r = vq_rt_drv_kick(n->txq, n->tx_kick, &n->tc)) < 0)
 			goto out;
@@ -537,7 +546,8 @@ static uint16_t le16_at(const uint8_t *p)
 }
 
 /* One used RX buffer: count frames (with MRG_RXBUF the first buffer of a
- * frame says how many follow), optionally check it, post it again. */
+ * frame says how many follow), optionally check it.  The caller posts it
+ * again. */
 static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 		      unsigned *more, uint32_t *seq_out)
 {
@@ -562,7 +572,23 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 		if (n->o.verify && nb == 1 && len != n->hdr_len + n->o.size)
 			n->bad++;
 	}
-	return post_rx(n, (unsigned)(b - 1));
+	return 0;
+}
+
+/* Post the used RX buffers tok[0, k) again, in one burst. */
+static int repost_rx(struct net_run *n, void *const *tok, unsigned k)
+{
+	struct vq_seg seg[256];
+	unsigned i;
+	int r;
+
+	for (i = 0; i < k; i++) {
+		seg[i].addr = n->rxgpa + (uint64_t)((uintptr_t)tok[i] - 1) * RXBUF;
+		seg[i].len = RXBUF;
+	}
+	r = vq_drv_add_burst(n->rxq, seg, tok, k, true);
+	/* Each came back from the ring, so each has its slot back. */
+	return r < 0 ? r : (unsigned)r == k ? 0 : -ENOSPC;
 }
 
 static int run_rx(struct net_run *n, uint64_t t0)
@@ -584,26 +610,17 @@ static int run_rx(struct net_run *n, uint64_t t0)
 			continue;
 		}
 		for (i = 0; i < r; i++) {
-			int e;
-
 			/* --count: count exactly that many; the rest are
 			 * just given back. */
-			if (n->o.count && n->pkts >= n->o.count && !more) {
-				e = post_rx(n, (unsigned)((uintptr_t)tok[i] - 1));
-				if (e < 0) {
-					r = e;
-					goto err;
-				}
+			if (n->o.count && n->pkts >= n->o.count && !more)
 				continue;
-			}
-			e = rx_consume(n, tok[i], len[i], &more, NULL);
-
-			if (e < 0) {
-				r = e;
+			if (rx_consume(n, tok[i], len[i], &more, NULL) < 0) {
+				r = -EPROTO;
 				goto err;
 			}
 		}
-		if ((r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
+		if ((r = repost_rx(n, tok, (unsigned)r)) < 0 ||
+		    (r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
 			goto err;
 	}
 	return 0;
@@ -660,7 +677,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			r = rx_consume(n, tok, len, &more, &got);
 			n->pkts = sp;
 			n->bytes = sb;
-			if (r < 0)
+			if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
 				return r;
 			if ((r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
 				return r;
