@@ -260,7 +260,9 @@ static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
  * copy: a whole burst at once overflows the core's miss buffers and the
  * excess prefetches are dropped.
  */
+#ifndef PREFETCH_AHEAD
 #define PREFETCH_AHEAD 8u
+#endif
 
 /* TX passes the frame on to be read, and reads the header only when an
  * offload was negotiated (tx_one). */

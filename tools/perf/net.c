@@ -595,12 +595,15 @@ static int run_rx(struct net_run *n, uint64_t t0)
 {
 	void *tok[256];
 	uint32_t len[256];
-	unsigned more = 0;
+	unsigned more = 0, burst = n->o.burst > 256 ? 256 : n->o.burst;
 	uint64_t checks = 0;
 	int r, i;
 
+	/* --burst at a time, like an RX burst of a NIC driver: buffers given
+	 * back in one burst become visible together, so a whole ring at once
+	 * would leave the device without any meanwhile. */
 	while (!time_up(n, t0, &checks)) {
-		r = vq_drv_get_burst(n->rxq, tok, len, 256);
+		r = vq_drv_get_burst(n->rxq, tok, len, burst);
 		if (r < 0)
 			goto err;
 		if (r == 0) {

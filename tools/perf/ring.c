@@ -167,6 +167,7 @@ static void *drv_thread(void *arg)
 	bool stopping = false;
 	void *tok[MAX_BURST];
 	uint32_t len[MAX_BURST];
+	struct vq_seg seg[MAX_BURST];
 	struct vq_rt_drv_wait w = {
 		.call_fd = b->call_fd, .busy_poll_ns = o->busy_poll_us * 1000,
 		.other = drv_other, .arg = b,
@@ -191,21 +192,24 @@ static void *drv_thread(void *arg)
 			if (o->ops ? posted >= o->ops : vq_rt_now_ns() >= deadline)
 				stopping = true;
 		}
-		while (!stopping && nfree && added < o->burst &&
-		       (!o->ops || posted < o->ops)) {
-			uint32_t idx = freel[nfree - 1];
-			struct vq_seg seg = { b->bufs_gpa + (uint64_t)idx * b->stride,
-					      b->seg_len };
+		if (!stopping) {
+			unsigned want = nfree < o->burst ? nfree : o->burst;
 
-			r = vq_drv_add(b->drv, &seg, o->rx ? 0 : 1, o->rx ? 1 : 0,
-				       (void *)(uintptr_t)(idx + 1));
-			if (r == -ENOSPC)
-				break;
+			if (o->ops && want > o->ops - posted)
+				want = (unsigned)(o->ops - posted);
+			for (i = 0; i < want; i++) {
+				uint32_t idx = freel[nfree - 1 - i];
+
+				seg[i] = (struct vq_seg){ b->bufs_gpa + (uint64_t)idx * b->stride,
+							  b->seg_len };
+				tok[i] = (void *)(uintptr_t)(idx + 1);
+			}
+			r = want ? vq_drv_add_burst(b->drv, seg, tok, want, o->rx) : 0;
 			if (r < 0)
 				goto fail;
-			nfree--;
-			added++;
-			posted++;
+			added = (unsigned)r;
+			nfree -= added;
+			posted += added;
 		}
 		if (added) {
 			r = vq_rt_drv_kick(b->drv, b->kick_fd, &b->drv_cnt);
