@@ -258,11 +258,10 @@ static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
  * Both directions touch each buffer's first two lines (the header and the
  * frame after it) and ask for them PREFETCH_AHEAD chains ahead of the
  * copy: a whole burst at once overflows the core's miss buffers and the
- * excess prefetches are dropped.
+ * excess prefetches are dropped.  Against DPDK's virtio-user, RX packed in
+ * order, far: 4 ahead +10.8% over 8, 16 ahead -18.8%; TX: 4 within 2%.
  */
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 8u
-#endif
+#define PREFETCH_AHEAD 4u
 
 /* TX passes the frame on to be read, and reads the header only when an
  * offload was negotiated (tx_one). */
