@@ -178,18 +178,7 @@ for ((i = 0; i < PAIRS; i++)); do
 done
 # One summary over every pair, then one per placement: on these machines a
 # ratio measured across a placement change means little.
-summary() {     # LABEL: stdin "a b placement" lines
-	awk -v label="$1" '$1 > 0 && $2 > 0 { n++; la += log($1); lb += log($2); d[n] = log($2 / $1); s += d[n]; if (d[n] > 0) k++ }
-	END {
-		if (n == 0) exit
-		m = s / n
-		for (i = 1; i <= n; i++) v += (d[i] - m) ^ 2
-		h = n > 1 ? 1.96 * sqrt(v / (n - 1)) / sqrt(n) : 0
-		printf "%-6s A %7.3f Mpps  B %7.3f Mpps  change %+6.1f%% [%+.1f, %+.1f]  B faster in %d/%d pairs\n",
-			label, exp(la / n) / 1e6, exp(lb / n) / 1e6, (exp(m) - 1) * 100,
-			(exp(m - h) - 1) * 100, (exp(m + h) - 1) * 100, k, n
-	}'
-}
+summary() { awk -v label="$1" -f bench/paired-summary.awk; }     # LABEL
 summary all <"$RES"
 for pl in near far; do
 	grep " $pl\$" "$RES" | summary "$pl"

@@ -25,6 +25,13 @@
 # turns (a b c d a b c d ...), and the median is shown: one run per cell
 # is at the mercy of the placement changes of these shared machines.
 #
+# --paired X (X = b, c or d) measures X against a in PAIRS pairs per row
+# (-n, default 8) instead: each pair runs a and X back to back, alternating
+# which goes first, is labelled by the placement probed before and after
+# it, and the row ends with the paired summary (geometric means, X/a - 1,
+# its 95% interval, "faster in k/N pairs"), over all pairs and per
+# placement.  This is how a row the table leaves in doubt is settled.
+#
 # Needs dpdk-testpmd (scripts/deps.sh bench) and a build with tools.
 set -u
 cd "$(dirname "$0")/.."
@@ -37,6 +44,8 @@ DIRS="tx rx"
 PAIRINGS="a b c d"
 RUNS=1
 OUT=
+PAIRED=
+PAIRS=8
 while [ $# -gt 0 ]; do
 	case $1 in
 	-B) BUILD=$2; shift ;;
@@ -47,14 +56,17 @@ while [ $# -gt 0 ]; do
 	--dirs) DIRS=$2; shift ;;
 	--pairings) PAIRINGS=$2; shift ;;
 	-r) RUNS=$2; shift ;;
+	--paired) PAIRED=$2; shift ;;
+	-n) PAIRS=$2; shift ;;
 	-o) OUT=$2; shift ;;
-	-h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,36p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 VNET=$BUILD/tools/net/virtq-net
 VPERF=$BUILD/tools/virtq-perf
+case $PAIRED in ""|b|c|d) ;; *) echo "--paired takes b, c or d" >&2; exit 2 ;; esac
 [ -x "$VNET" ] && [ -x "$VPERF" ] || { echo "build first: $VNET, $VPERF" >&2; exit 1; }
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
 
@@ -176,17 +188,46 @@ place() { "$VPERF" c2c 0,1 2>/dev/null | grep -oE '\((near|far)\)' | tr -d '()';
 mpps() { awk -v p="${1:-0}" 'BEGIN { printf "%7.3f", p / 1e6 }'; }
 ratio() { awk -v b="${1:-0}" -v a="${2:-0}" 'BEGIN { if (a > 0) printf "%5.2f", b / a; else printf "    -" }'; }
 
+# paired_row DIR SIZE LAYOUT IO PK: PAIRS pairs of a and $PAIRED.
+paired_row() {
+	local dir=$1 size=$2 layout=$3 io=$4 pk=$5 i a x p1 p2 pl order res=$DIR/pairs
+	: >"$res"
+	echo "## $dir $size $layout in_order=$io: $PAIRED against a"
+	for ((i = 0; i < PAIRS; i++)); do
+		p1=$(place)
+		if ((i % 2)); then
+			x=$("run_$PAIRED" "$dir" "$size" "$pk" "$io"); a=$(run_a "$dir" "$size" "$pk" "$io"); order="$PAIRED,a"
+		else
+			a=$(run_a "$dir" "$size" "$pk" "$io"); x=$("run_$PAIRED" "$dir" "$size" "$pk" "$io"); order="a,$PAIRED"
+		fi
+		p2=$(place)
+		pl=$p1
+		[ "$p1" = "$p2" ] || pl=mixed
+		printf "pair %2d %s %-5s a %s  %s %s\n" "$i" "$order" "$pl" "$(mpps "$a")" "$PAIRED" "$(mpps "$x")"
+		echo "${a:-0} ${x:-0} $pl" >>"$res"
+	done
+	awk -v label=all -f bench/paired-summary.awk <"$res"
+	for pl in near far; do
+		grep " $pl\$" "$res" | awk -v label="$pl" -f bench/paired-summary.awk
+	done
+}
+
 echo "# virtq net race, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "# DPDK $(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); virtq $(git rev-parse --short HEAD 2>/dev/null)"
 echo "# ${SECS}s per run, $RUNS run(s) per cell (pairings taking turns), median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# frontend forwarding on CPU 0, backend on CPU 1, both busy polling; testpmd --no-huge"
-printf "%-4s %5s %-6s %-3s %-5s | %7s %7s %7s %7s | %5s %5s %5s\n" dir size layout io place "a" "b" "c" "d" "b/a" "c/a" "d/a"
+[ -n "$PAIRED" ] && echo "# paired: $PAIRED against a, $PAIRS pairs per row (A = a, B = $PAIRED)"
+[ -z "$PAIRED" ] && printf "%-4s %5s %-6s %-3s %-5s | %7s %7s %7s %7s | %5s %5s %5s\n" dir size layout io place "a" "b" "c" "d" "b/a" "c/a" "d/a"
 for size in $SIZES; do
 for layout in $LAYOUTS; do
 for io in $INORDERS; do
 for dir in $DIRS; do
 	pk=0
 	[ "$layout" = packed ] && pk=1
+	if [ -n "$PAIRED" ]; then
+		paired_row "$dir" "$size" "$layout" "$io" "$pk"
+		continue
+	fi
 	p1=$(place)
 	declare -A got=()
 	for ((run = 0; run < RUNS; run++)); do
