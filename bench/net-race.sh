@@ -214,7 +214,9 @@ paired_row() {
 
 echo "# virtq net race, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "# DPDK $(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); virtq $(git rev-parse --short HEAD 2>/dev/null)"
-echo "# ${SECS}s per run, $RUNS run(s) per cell (pairings taking turns), median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+PER_CELL="$RUNS run(s) per cell (pairings taking turns)"
+[ -n "$PAIRED" ] && PER_CELL="$PAIRS pairs per row"
+echo "# ${SECS}s per run, $PER_CELL, median of per-second rates after ${WARM}s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# frontend forwarding on CPU 0, backend on CPU 1, both busy polling; testpmd --no-huge"
 [ -n "$PAIRED" ] && echo "# paired: $PAIRED against a, $PAIRS pairs per row (A = a, B = $PAIRED)"
 [ -z "$PAIRED" ] && printf "%-4s %5s %-6s %-3s %-5s | %7s %7s %7s %7s | %5s %5s %5s\n" dir size layout io place "a" "b" "c" "d" "b/a" "c/a" "d/a"
