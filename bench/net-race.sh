@@ -110,8 +110,16 @@ wait_sock() { for _ in $(seq 100); do [ -S "$SOCK" ] && return 0; sleep 0.1; don
 # Readings before traffic starts are 0: skip them, then the warm-up.
 tp_rate() { grep -oE "$1: +[0-9]+" "$2" | grep -oE '[0-9]+$' | awk '$1 > 0' | tail -n +$((WARM + 1)) | median; }
 vn_rate() { grep -oE "\"$1\":[0-9.]+" "$2" | cut -d: -f2 | awk '$1 > 0' | tail -n +$((WARM + 1)) | median; }
-# testpmd needs a second or two to start: measure SECS after that.
-TP_SECS() { echo $((SECS + WARM + 2)); }
+# A run lasts until its receiver has counted traffic for WARM + SECS
+# seconds: testpmd takes one to three seconds to start, differently for
+# its two PMDs, and a fixed sleep would leave the slower start fewer
+# readings.  FILE REGEX: the receiver's log and its first nonzero reading.
+traffic_then_sleep() {
+	for _ in $(seq 150); do grep -qE "$2" "$1" 2>/dev/null && break; sleep 0.1; done
+	sleep "$((SECS + WARM)).5"
+}
+TP_SEEN='Rx-pps: +[1-9]'
+VN_SEEN='"[rt]x_pps":[1-9]'
 onoff() { [ "$1" = 1 ] && echo on || echo off; }
 
 vu_vdev() { echo "net_virtio_user0,path=$SOCK,queues=1,queue_size=256,server=0,packed_vq=$1,in_order=$2,mrg_rxbuf=1"; }
@@ -126,13 +134,13 @@ run_a() {
 		vh=$(testpmd vh 0 "$(vh_vdev)" rxonly "$size")
 		wait_sock || return
 		vu=$(testpmd vu 1 "$(vu_vdev "$pk" "$io")" txonly "$size")
-		sleep "$(TP_SECS)"
+		traffic_then_sleep "$DIR/vh.log" "$TP_SEEN"
 		tp_rate Rx-pps "$DIR/vh.log" >"$DIR/rate"
 	else
 		vh=$(testpmd vh 0 "$(vh_vdev)" txonly "$size")
 		wait_sock || return
 		vu=$(testpmd vu 1 "$(vu_vdev "$pk" "$io")" rxonly "$size")
-		sleep "$(TP_SECS)"
+		traffic_then_sleep "$DIR/vu.log" "$TP_SEEN"
 		tp_rate Rx-pps "$DIR/vu.log" >"$DIR/rate"
 	fi
 	stop "$vu"; stop "$vh"
@@ -161,10 +169,11 @@ run_c() {
 	PIDS+=($vn)
 	wait_sock || return
 	vu=$(testpmd vu 1 "$(vu_vdev "$pk" "$io")" "$fwd" "$size")
-	sleep "$(TP_SECS)"
 	if [ "$dir" = tx ]; then
+		traffic_then_sleep "$DIR/vn.out" "$VN_SEEN"
 		vn_rate tx_pps "$DIR/vn.out" >"$DIR/rate"
 	else
+		traffic_then_sleep "$DIR/vu.log" "$TP_SEEN"
 		tp_rate Rx-pps "$DIR/vu.log" >"$DIR/rate"
 	fi
 	stop "$vu"; stop "$vn"
