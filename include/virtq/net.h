@@ -119,7 +119,6 @@ struct vq_net_stats {
 	uint64_t buffers;           /* guest chains used */
 	uint64_t flushes;           /* used-index publications */
 	uint64_t evicted;           /* TX frames whose lines were flushed */
-	uint64_t hdr_kept;          /* RX headers the buffer already held */
 	uint64_t drops[VQ_NET_DROP_MAX];
 };
 
@@ -134,18 +133,6 @@ enum vq_net_tx_evict {
 };
 #define VQ_NET_EVICT_WINDOW 32768u
 #define VQ_NET_EVICT_KEEP 64u
-
-enum vq_net_rx_hdr {
-	VQ_NET_RX_HDR_WRITE = 0,    /* write every header */
-	/* Read the header first and leave it alone when the buffer already
-	 * holds those bytes (a driver that reuses its buffers and never
-	 * writes their headers, as DPDK's virtio PMD): the line stays
-	 * shared and the driver's read of it hits. */
-	VQ_NET_RX_HDR_KEEP,
-	/* Alternate the two as VQ_NET_TX_EVICT_AUTO does, with the same
-	 * windows, and keep the faster. */
-	VQ_NET_RX_HDR_AUTO,
-};
 
 enum vq_net_role {
 	VQ_NET_RX = 0,              /* receiveq: we write frames for the guest */
@@ -173,13 +160,7 @@ struct vq_net_queue_config {
 	 * guest's cache, and flushing it there costs the guest a miss for
 	 * nothing. */
 	enum vq_net_tx_evict tx_evict;
-	/* RX: how a frame's virtio-net header reaches the guest's buffer
-	 * (KEEP needs the 12-byte header; a 10-byte one is always written).
-	 * KEEP against DPDK's virtio PMD, 64 B, packed: +9..13% when the
-	 * guest's vCPU shares no cache with ours, -15% when it shares the
-	 * L3; AUTO measures both, as for tx_evict. */
-	enum vq_net_rx_hdr rx_hdr;
-	/* The clock the AUTOs measure with; NULL: vq_rt_now_ns. */
+	/* The clock AUTO measures with; NULL: vq_rt_now_ns. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;
 };

@@ -47,24 +47,22 @@ struct vq_net_queue {
 	struct vq_net_stats st;
 	bool prefetchw;         /* the CPU has PREFETCHW */
 	bool tx_evict;          /* flush taken frames now (see config) */
-	bool rx_keep_hdr;       /* leave a header the buffer holds (see config) */
-	bool tune_auto;         /* an AUTO setting: *tune.knob by measurement */
-	struct tuner {
-		bool *knob;             /* &tx_evict or &rx_keep_hdr */
+	bool evict_auto;        /* VQ_NET_TX_EVICT_AUTO: tx_evict by measurement */
+	struct evict_tuner {
 		uint64_t (*now_ns)(void *arg);
 		void *clock_arg;
 		uint64_t t0;            /* window start; 0: none yet */
-		uint32_t frames;        /* moved in this window */
-		uint32_t calls;         /* process/deliver calls in it */
+		uint32_t frames;        /* taken in this window */
+		uint32_t calls;         /* tx_process calls in it */
 		unsigned window;        /* < EVICT_PROBES: measuring */
-		double best[2];         /* fastest probe window, ns per frame, [*knob] */
+		double best[2];         /* fastest probe window, ns per frame, [tx_evict] */
 	} tune;
 };
 
-/* AUTO (TX evict, RX header): windows measured per decision, alternating
- * off and on; the clock is read every EVICT_CLOCK_CALLS calls at most, and
- * a window slower than EVICT_WINDOW_MAX_NS says nothing about this choice
- * (the guest is idle or slow) and restarts the measurement. */
+/* AUTO: windows measured per decision, alternating off and on; the clock
+ * is read every EVICT_CLOCK_CALLS calls at most, and a window slower than
+ * EVICT_WINDOW_MAX_NS says nothing about this choice (the guest is idle or
+ * slow) and restarts the measurement. */
 #define EVICT_PROBES 6u
 #define EVICT_CLOCK_CALLS 256u
 #define EVICT_WINDOW_MAX_NS 50000000ull
@@ -110,16 +108,9 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->prefetchw = vq_has_prefetchw();
 	if (cfg->role == VQ_NET_TX && cfg->tx_evict != VQ_NET_TX_EVICT_OFF &&
 	    vq_has_clflushopt()) {
-		q->tune_auto = cfg->tx_evict == VQ_NET_TX_EVICT_AUTO;
+		q->evict_auto = cfg->tx_evict == VQ_NET_TX_EVICT_AUTO;
 		q->tx_evict = true;
 	}
-	/* KEEP compares the 12-byte header (VERSION_1 or MRG_RXBUF). */
-	if (cfg->role == VQ_NET_RX && cfg->rx_hdr != VQ_NET_RX_HDR_WRITE &&
-	    q->hdr_len == 12) {
-		q->tune_auto = cfg->rx_hdr == VQ_NET_RX_HDR_AUTO;
-		q->rx_keep_hdr = true;
-	}
-	q->tune.knob = cfg->role == VQ_NET_TX ? &q->tx_evict : &q->rx_keep_hdr;
 	q->tune.now_ns = cfg->now_ns;
 	q->tune.clock_arg = cfg->clock_arg;
 	if (cfg->role == VQ_NET_TX) {
@@ -156,7 +147,7 @@ void vq_net_queue_free(struct vq_net_queue *q)
 	free(q);
 }
 
-static void tune_restart(struct tuner *t)
+static void tune_restart(struct evict_tuner *t)
 {
 	t->t0 = 0;
 	t->window = 0;
@@ -384,8 +375,7 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 
 /*
  * AUTO: count the frames of this call; at the end of a window of
- * VQ_NET_EVICT_WINDOW frames, account its time to the setting (*knob) it
- * ran with.
+ * VQ_NET_EVICT_WINDOW frames, account its time to the setting it ran with.
  * The first EVICT_PROBES windows of a round alternate the setting; the one
  * whose fastest window was faster (the guest's rate when it is the
  * bottleneck, ours when we are; the fastest, because a pause in the
@@ -393,9 +383,9 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
  * VQ_NET_EVICT_KEEP windows, then a new round measures again.  Costs a
  * clock read per window, not per frame.
  */
-static void tune_step(struct vq_net_queue *q, unsigned frames)
+static void tune_evict(struct vq_net_queue *q, unsigned frames)
 {
-	struct tuner *t = &q->tune;
+	struct evict_tuner *t = &q->tune;
 	uint64_t now, ns;
 
 	t->frames += frames;
@@ -415,14 +405,14 @@ static void tune_step(struct vq_net_queue *q, unsigned frames)
 	if (t->window < EVICT_PROBES) {
 		double r = (double)ns / t->frames;
 
-		if (!t->best[*t->knob] || r < t->best[*t->knob])
-			t->best[*t->knob] = r;
+		if (!t->best[q->tx_evict] || r < t->best[q->tx_evict])
+			t->best[q->tx_evict] = r;
 	}
 	t->window++;
 	if (t->window < EVICT_PROBES) {
-		*t->knob = !*t->knob;
+		q->tx_evict = !q->tx_evict;
 	} else if (t->window == EVICT_PROBES) {
-		*t->knob = t->best[1] < t->best[0];
+		q->tx_evict = t->best[1] < t->best[0];
 	} else if (t->window == EVICT_PROBES + VQ_NET_EVICT_KEEP) {
 		tune_restart(t);
 	}
@@ -489,8 +479,8 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 	}
 out:
 	r = net_flush(q);
-	if (q->tune_auto && done)
-		tune_step(q, done);
+	if (q->evict_auto && done)
+		tune_evict(q, done);
 	if (ret < 0)
 		return ret;
 	if (r < 0)
@@ -639,30 +629,11 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 }
 
 /* RX writes a buffer's first two lines (header, then the frame): ask for
- * them with intent to write.  A header we may leave alone was asked for,
- * to be read, when the burst was popped (vq_net_rx_deliver_burst). */
+ * them with intent to write. */
 static inline void rx_prefetch(const struct vq_net_queue *q, const struct vq_chain *c)
 {
-	if (!q->rx_keep_hdr)
-		vq_prefetch_w(q->prefetchw, c->iov[0].iov_base);
+	vq_prefetch_w(q->prefetchw, c->iov[0].iov_base);
 	vq_prefetch_w(q->prefetchw, (uint8_t *)c->iov[0].iov_base + 64);
-}
-
-/* Write the 12-byte RX header encoded in hb unless dst already holds it.
- * Returns whether it did. */
-static bool hdr_store_if_changed(uint8_t *dst, const uint8_t hb[12])
-{
-	uint64_t lo, old_lo;
-	uint32_t hi, old_hi;
-
-	memcpy(&lo, hb, 8);
-	memcpy(&old_lo, dst, 8);
-	memcpy(&hi, hb + 8, 4);
-	memcpy(&old_hi, dst + 8, 4);
-	if (lo == old_lo && hi == old_hi)
-		return false;
-	memcpy(dst, hb, 12);
-	return true;
 }
 
 /* Copy one frame into one chain known to hold it: header, then data. */
@@ -678,11 +649,7 @@ static void rx_into_chain(struct vq_net_queue *q, const struct vq_chain *c,
 	if (f->hdr)
 		h = *f->hdr;
 	h.num_buffers = 1;
-	if (likely(w->iov_len >= q->hdr_len) && q->rx_keep_hdr) {
-		hdr_encode(hb, q->hdr_len, &h);
-		if (!hdr_store_if_changed(w->iov_base, hb))
-			q->st.hdr_kept++;
-	} else if (likely(w->iov_len >= q->hdr_len)) {
+	if (likely(w->iov_len >= q->hdr_len)) {
 		hdr_encode(w->iov_base, q->hdr_len, &h);
 	} else {
 		hdr_encode(hb, q->hdr_len, &h);
@@ -721,9 +688,6 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 						   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
 						   c->id, (unsigned long long)c->in_len, q->hdr_len);
 		}
-		/* Headers to compare are only read: ask for them all now. */
-		for (i = 0; q->rx_keep_hdr && i < (unsigned)k; i++)
-			__builtin_prefetch(q->chains[i].iov[0].iov_base);
 		for (i = 0; i < (unsigned)k && i < RX_PREFETCH_AHEAD; i++)
 			rx_prefetch(q, &q->chains[i]);
 		for (i = 0; i < (unsigned)k; i++) {
@@ -759,8 +723,6 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 next:
 		;
 	}
-	if (q->tune_auto && done)
-		tune_step(q, done);
 	return (int)done;
 }
 

@@ -36,10 +36,6 @@ struct np {
 	struct vq_net_queue *q;
 };
 
-/* The RX header mode np_init gives its queues: main runs the RX tests
- * with each. */
-static enum vq_net_rx_hdr np_rx_hdr;
-
 static void np_init(struct np *n, uint64_t features, uint16_t num,
 		    enum vq_net_role role, unsigned used_batch, uint32_t max_frame)
 {
@@ -47,8 +43,7 @@ static void np_init(struct np *n, uint64_t features, uint16_t num,
 
 	pair_init(&n->p, features | IDX_F, num, 1, 1);
 	c = (struct vq_net_queue_config){ .dev = n->p.dev, .role = role,
-		.used_batch = used_batch, .max_frame = max_frame,
-		.rx_hdr = np_rx_hdr };
+		.used_batch = used_batch, .max_frame = max_frame };
 	CHECK_EQ(vq_net_queue_new(&c, &n->q), 0);
 }
 
@@ -351,9 +346,8 @@ static void tx_evict_frames_intact(uint64_t lf)
 }
 
 /* AUTO under a clock that makes one setting faster: frames cost on_ns each
- * with the setting on (TX: lines flushed; RX: header kept) and off_ns
- * with it off. */
-struct auto_sim {
+ * when their lines are flushed and off_ns when not. */
+struct evict_sim {
 	struct np n;
 	uint64_t gpa[64];
 	uint64_t now;
@@ -362,7 +356,7 @@ struct auto_sim {
 
 static uint64_t sim_clock(void *arg)
 {
-	return ((struct auto_sim *)arg)->now;
+	return ((struct evict_sim *)arg)->now;
 }
 
 static int sink_take(void *arg, const struct iovec *iov, unsigned cnt, uint32_t len,
@@ -374,7 +368,7 @@ static int sink_take(void *arg, const struct iovec *iov, unsigned cnt, uint32_t 
 
 /* Send `windows` windows of frames, 64 per vq_net_tx_process call; returns
  * the frames flushed among them. */
-static uint64_t sim_run(struct auto_sim *e, unsigned windows)
+static uint64_t sim_run(struct evict_sim *e, unsigned windows)
 {
 	const struct vq_net_stats *st = vq_net_queue_stats(e->n.q);
 	uint64_t ev0 = st->evicted;
@@ -404,7 +398,7 @@ static uint64_t sim_run(struct auto_sim *e, unsigned windows)
  * changes (the guest's vCPU moved), it follows. */
 static void tx_evict_auto_follows_faster(uint64_t lf)
 {
-	static struct auto_sim e;
+	static struct evict_sim e;
 	const uint64_t window = VQ_NET_EVICT_WINDOW;
 	struct vq_net_queue_config c;
 
@@ -530,13 +524,13 @@ struct rxbuf {
 	unsigned nseg;
 };
 
-/* Offer an RX buffer of size bytes in nseg segments as it is; token =
- * idx + 1. */
-static void rx_add(struct np *n, struct rxbuf *b, unsigned idx)
+/* Post an RX buffer of size bytes in nseg segments; token = idx + 1. */
+static void rx_post(struct np *n, struct rxbuf *b, unsigned idx)
 {
 	struct vq_seg seg[8];
 	uint32_t off = 0, piece = b->size / b->nseg;
 
+	memset(pair_hva(&n->p, b->gpa), 0xAA, b->size);
 	for (unsigned i = 0; i < b->nseg; i++) {
 		uint32_t l = i + 1 == b->nseg ? b->size - off : piece;
 
@@ -544,13 +538,6 @@ static void rx_add(struct np *n, struct rxbuf *b, unsigned idx)
 		off += l;
 	}
 	CHECK_EQ(vq_drv_add(n->p.drv, seg, 0, b->nseg, (void *)(uintptr_t)(idx + 1)), 0);
-}
-
-/* The same, the buffer first filled with 0xAA. */
-static void rx_post(struct np *n, struct rxbuf *b, unsigned idx)
-{
-	memset(pair_hva(&n->p, b->gpa), 0xAA, b->size);
-	rx_add(n, b, idx);
 }
 
 static void rx_alloc(struct np *n, struct rxbuf *b, unsigned count,
@@ -842,136 +829,6 @@ static void rx_burst_mrg_mixed_sizes(uint64_t lf)
 	np_fini(&n);
 }
 
-/* Deliver n 60-byte frames (sequence seq0 on) in bursts, publish, and
- * check each buffer i got frame seq0 + i behind a header saying one
- * buffer (5.1.6.4), every other header byte 0. */
-static void rx_lap_exact_headers(struct np *n, struct rxbuf *b, unsigned cnt,
-				 uint32_t seq0)
-{
-	static const uint32_t lens[8] = { 60, 60, 60, 60, 60, 60, 60, 60 };
-
-	for (unsigned done = 0; done < cnt;) {
-		unsigned k = cnt - done < 8 ? cnt - done : 8;
-
-		CHECK_EQ(deliver_burst(n, seq0 + done, lens, k), (int)k);
-		done += k;
-	}
-	CHECK_EQ(vq_net_rx_flush(n->q), (int)cnt);
-	for (unsigned i = 0; i < cnt; i++) {
-		uint8_t *p = pair_hva(&n->p, b[i].gpa);
-		void *tok;
-		uint32_t len;
-
-		CHECK_EQ(vq_drv_get(n->p.drv, &tok, &len), 1);
-		CHECK_EQ((uintptr_t)tok, i + 1);
-		CHECK_EQ(len, 12 + 60);
-		for (unsigned j = 0; j < 10; j++)
-			CHECK_EQ(p[j], 0);
-		CHECK_EQ(le16_at(p + 10), 1);
-		CHECK_EQ(frame_seq(p + 12), seq0 + i);
-		CHECK_EQ(p[12 + 59], pat(seq0 + i, 59));
-	}
-}
-
-/* 5.1.6.4 with VQ_NET_RX_HDR_KEEP: the device still sets every header
- * field.  A buffer offered again with the header we wrote is left alone
- * (and counted); one whose header the guest changed in any byte is
- * written again. */
-static void rx_5_1_6_4_keep_rewrites_changed_header(uint64_t lf)
-{
-	static struct rxbuf b[13];
-	const struct vq_net_stats *st;
-	struct np n;
-
-	np_rx_hdr = VQ_NET_RX_HDR_KEEP;
-	np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
-	np_rx_hdr = VQ_NET_RX_HDR_WRITE;
-	st = vq_net_queue_stats(n.q);
-	rx_alloc(&n, b, 13, 128, 1);
-	for (unsigned i = 0; i < 13; i++)
-		rx_post(&n, &b[i], i);
-	publish(&n);
-	rx_lap_exact_headers(&n, b, 13, 0);      /* 0xAA: all written */
-	CHECK_EQ(st->hdr_kept, 0);
-	/* Buffer 0 comes back as we left it; buffer k with header byte
-	 * k - 1 changed. */
-	for (unsigned i = 0; i < 13; i++) {
-		if (i)
-			((uint8_t *)pair_hva(&n.p, b[i].gpa))[i - 1] ^= 0x5A;
-		rx_add(&n, &b[i], i);
-	}
-	publish(&n);
-	rx_lap_exact_headers(&n, b, 13, 100);
-	CHECK_EQ(st->hdr_kept, 1);
-	CHECK_EQ(vq_dev_error(n.p.dev), 0);
-	np_fini(&n);
-}
-
-/* Deliver `windows` windows of 60-byte frames, 64 per call, into the 64
- * buffers of e, offered again as they are; returns the headers kept. */
-static uint64_t rx_sim_run(struct auto_sim *e, unsigned windows)
-{
-	static uint8_t frame[60];
-	const struct vq_net_stats *st = vq_net_queue_stats(e->n.q);
-	uint64_t kept0 = st->hdr_kept;
-	unsigned calls = windows * (VQ_NET_EVICT_WINDOW / 64);
-	struct iovec iov = { frame, sizeof(frame) };
-	struct vq_net_frame f[64];
-
-	for (unsigned i = 0; i < 64; i++)
-		f[i] = (struct vq_net_frame){ &iov, 1, sizeof(frame), NULL };
-	for (unsigned c = 0; c < calls; c++) {
-		uint64_t before = st->hdr_kept, on;
-		void *tok[64];
-		uint32_t len[64];
-
-		for (unsigned i = 0; i < 64; i++) {
-			struct vq_seg sg = { e->gpa[i], 12 + 60 };
-
-			CHECK_EQ(vq_drv_add(e->n.p.drv, &sg, 0, 1, (void *)(uintptr_t)(i + 1)), 0);
-		}
-		publish(&e->n);
-		CHECK_EQ(vq_net_rx_deliver_burst(e->n.q, f, 64), 64);
-		CHECK_EQ(vq_net_rx_flush(e->n.q), 64);
-		CHECK_EQ(vq_drv_get_burst(e->n.p.drv, tok, len, 64), 64);
-		on = st->hdr_kept - before;
-		e->now += on * e->on_ns + (64 - on) * e->off_ns;
-	}
-	return st->hdr_kept - kept0;
-}
-
-/* VQ_NET_RX_HDR_AUTO, as the TX evict one: keeps whichever way of writing
- * headers moves frames faster, and follows when that changes. */
-static void rx_hdr_auto_follows_faster(uint64_t lf)
-{
-	static struct auto_sim e;
-	const uint64_t window = VQ_NET_EVICT_WINDOW;
-	struct vq_net_queue_config c;
-
-	memset(&e, 0, sizeof(e));
-	e.now = 1000000000ull;
-	pair_init(&e.n.p, lf | IDX_F, 64, 1, 1);
-	for (unsigned i = 0; i < 64; i++)
-		e.gpa[i] = pair_alloc(&e.n.p, 12 + 60);
-	c = (struct vq_net_queue_config){ .dev = e.n.p.dev, .role = VQ_NET_RX,
-		.rx_hdr = VQ_NET_RX_HDR_AUTO, .now_ns = sim_clock,
-		.clock_arg = &e };
-	CHECK_EQ(vq_net_queue_new(&c, &e.n.q), 0);
-	/* Keeping is faster (far placement): once measured, every header. */
-	e.on_ns = 50;
-	e.off_ns = 80;
-	rx_sim_run(&e, 8);
-	CHECK_EQ(rx_sim_run(&e, 30), 30 * window);
-	/* Now writing is faster (near): by the end of the kept phase and
-	 * the next measurement, no header is kept. */
-	e.on_ns = 80;
-	e.off_ns = 50;
-	rx_sim_run(&e, VQ_NET_EVICT_KEEP);
-	CHECK_EQ(rx_sim_run(&e, 30), 0);
-	CHECK_EQ(vq_dev_error(e.n.p.dev), 0);
-	np_fini(&e.n);
-}
-
 /* Without MRG_RXBUF a frame too big for its buffer is dropped (oversize)
  * and the buffer goes to the next frame; the guest sees exact entries. */
 static void rx_burst_oversize_gives_buffer_to_next(uint64_t lf)
@@ -1230,23 +1087,6 @@ int main(void)
 	RUN_LAYOUTS(tx_evict_frames_intact);
 	RUN_LAYOUTS(tx_evict_auto_follows_faster);
 	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
-	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
-	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);
-	RUN_LAYOUTS(rx_5_1_6_4_mrg_splits_and_sets_num_buffers);
-	RUN_LAYOUTS(rx_mrg_partial_frame_gives_buffers_back);
-	RUN_LAYOUTS(rx_no_buffer_dropped_counted);
-	RUN_LAYOUTS(rx_used_batch_publication);
-	RUN_LAYOUTS(rx_burst_mrg_mixed_sizes);
-	RUN_LAYOUTS(rx_burst_oversize_gives_buffer_to_next);
-	RUN_LAYOUTS(rx_hostile_readable_part_breaks);
-	RUN_LAYOUTS(rx_hostile_mrg_buffer_smaller_than_header_breaks);
-	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_nomrg);
-	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_mrg);
-	RUN_LAYOUTS(rx_no_stale_frame_odd_packed_size);
-	RUN_LAYOUTS(rx_5_1_6_4_keep_rewrites_changed_header);
-	RUN_LAYOUTS(rx_hdr_auto_follows_faster);
-	/* Every RX test again, headers compared before they are written. */
-	np_rx_hdr = VQ_NET_RX_HDR_KEEP;
 	RUN_LAYOUTS(rx_5_1_6_4_one_buffer_exact_bytes);
 	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);
 	RUN_LAYOUTS(rx_5_1_6_4_mrg_splits_and_sets_num_buffers);

@@ -49,7 +49,6 @@ struct opts {
 	bool no_mrg;
 	bool copy;                      /* sink: copy each frame out */
 	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
-	enum vq_net_rx_hdr rx_hdr;      /* --rx-hdr */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
 	int cpus[MAX_THREADS];
 	unsigned ncpus;
@@ -76,7 +75,6 @@ struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
 	uint64_t evicted;               /* TX frames whose lines were flushed */
-	uint64_t hdr_kept;              /* RX headers left as they were */
 };
 
 struct worker {
@@ -343,7 +341,6 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	for (i = 0; i < VQ_NET_DROP_MAX; i++)
 		s->drops[i] += ns->drops[i];
 	s->evicted += ns->evicted;
-	s->hdr_kept += ns->hdr_kept;
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
 	if (r->rtq) {
@@ -621,7 +618,6 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		/* The counting sink never reads a frame: nothing to evict. */
 		.tx_evict = d->o.mode != M_SINK || d->o.copy ? d->o.tx_evict
 							     : VQ_NET_TX_EVICT_OFF,
-		.rx_hdr = d->o.rx_hdr,
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)
@@ -741,8 +737,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
-		printf("},\"tx_evicted\":%" PRIu64 ",\"rx_hdr_kept\":%" PRIu64 "}\n",
-		       now->evicted, now->hdr_kept);
+		printf("},\"tx_evicted\":%" PRIu64 "}\n", now->evicted);
 	} else {
 		printf("  drops %" PRIu64, drops_total(now));
 		if (drops_total(now)) {
@@ -755,10 +750,9 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		}
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
-			       " packets %" PRIu64 " bytes, tx evicted %" PRIu64
-			       ", rx headers kept %" PRIu64,
+			       " packets %" PRIu64 " bytes, tx evicted %" PRIu64,
 			       now->c.tx_pkts, now->c.tx_bytes, now->c.rx_pkts,
-			       now->c.rx_bytes, now->evicted, now->hdr_kept);
+			       now->c.rx_bytes, now->evicted);
 		printf("\n");
 	}
 	fflush(stdout);
@@ -789,10 +783,6 @@ VQD_USAGE_SOCKET
 "                        vCPU shares no cache with ours, a loss when it\n"
 "                        does.  auto (default) measures both, keeps the\n"
 "                        faster and measures again every ~64 windows\n"
-"  --rx-hdr write|keep|auto  write each RX header, or read it first and\n"
-"                        leave it when the guest's buffer already holds it\n"
-"                        (a driver that never writes its RX headers, as\n"
-"                        DPDK's virtio PMD); auto (default) measures both\n"
 "  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ)\n"
 "  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
 "  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
@@ -806,7 +796,7 @@ VQD_USAGE_STATS);
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_TX_EVICT, O_RX_HDR,
+	O_COUNT, O_COPY, O_TX_EVICT,
 };
 
 static const struct option long_opts[] = {
@@ -820,7 +810,6 @@ static const struct option long_opts[] = {
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
 	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
-	{ "rx-hdr", required_argument, NULL, O_RX_HDR },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -892,16 +881,6 @@ static int tool_opt(void *arg, int c, const char *val)
 			o->tx_evict = VQ_NET_TX_EVICT_ON;
 		else if (!strcmp(val, "auto"))
 			o->tx_evict = VQ_NET_TX_EVICT_AUTO;
-		else
-			return -1;
-		break;
-	case O_RX_HDR:
-		if (!strcmp(val, "write"))
-			o->rx_hdr = VQ_NET_RX_HDR_WRITE;
-		else if (!strcmp(val, "keep"))
-			o->rx_hdr = VQ_NET_RX_HDR_KEEP;
-		else if (!strcmp(val, "auto"))
-			o->rx_hdr = VQ_NET_RX_HDR_AUTO;
 		else
 			return -1;
 		break;
@@ -979,7 +958,6 @@ int main(int argc, char **argv)
 	d.o.size = 64;
 	d.o.pairs = 1;
 	d.o.tx_evict = VQ_NET_TX_EVICT_AUTO;
-	d.o.rx_hdr = VQ_NET_RX_HDR_AUTO;
 	d.o.threads = 1;
 	cli.arg = &d.o;
 	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
