@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Interop with DPDK testpmd, one case per run:
 #
-#   dpdk-interop.sh VIRTQ_NET VIRTQ_PERF CASE LAYOUT
+#   dpdk-interop.sh VIRTQ_NET VIRTQ_PERF CASE LAYOUT [MEM]
 #
 #   CASE   vu-tx   testpmd virtio-user txonly -> virtq-net sink: every frame
 #                  testpmd sent is counted by virtq-net, exactly
@@ -15,11 +15,18 @@
 #                  --verify: N frames of the right length arrive, and
 #                  testpmd sent at least N and at most N + a ring
 #   LAYOUT split | split-inorder | packed | packed-inorder
+#   MEM    anon (default): testpmd without hugepages (--no-huge), as the
+#          lab does; hugetlbfs: the guest's memory is on 2 MiB pages, as
+#          a VM's usually is: testpmd's in a hugetlbfs file
+#          (--single-file-segments: one region, which the backend must map
+#          in whole huge pages), virtq-perf's in a MFD_HUGETLB memfd.
+#          The test reserves the pages and mounts hugetlbfs itself (root),
+#          and gives both back.
 #
-# Exit 77 (skip) when dpdk-testpmd is missing, unless CI=true (then 1).
-# testpmd runs without hugepages (--no-huge), as the lab does.
+# Exit 77 (skip) when dpdk-testpmd or hugepages are missing, unless
+# CI=true (then 1).
 set -u
-VNET=$1 VPERF=$2 CASE=$3 LAYOUT=$4
+VNET=$1 VPERF=$2 CASE=$3 LAYOUT=$4 MEM=${5:-anon}
 
 skip() {
 	echo "SKIP: $*"
@@ -44,11 +51,15 @@ onoff() { [ "$1" = 1 ] && echo on || echo off; }
 DIR=$(mktemp -d /tmp/virtq-interop.XXXXXX)
 SOCK=$DIR/net.sock
 PIDS=()
+NR_HUGE=/proc/sys/vm/nr_hugepages
+HUGE_SAVED=
 cleanup() {
 	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	mountpoint -q "$DIR/huge" 2>/dev/null && umount "$DIR/huge"
+	[ -n "$HUGE_SAVED" ] && echo "$HUGE_SAVED" >"$NR_HUGE"
 	rm -rf "$DIR" /var/run/dpdk/virtq-$$-* 2>/dev/null
 }
 trap cleanup EXIT
@@ -61,6 +72,28 @@ fail() {
 N=${N:-200000}
 TP_EXTRA=()
 EAL_COMMON=(--no-huge -m 256 --no-pci)
+PERF_MEM=()
+case $MEM in
+anon) ;;
+hugetlbfs)
+	# testpmd's 256 MiB and virtq-perf's guest memory, with room.
+	need=200
+	[ -w "$NR_HUGE" ] || skip "cannot reserve huge pages (not root)"
+	free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+	if [ "${free:-0}" -lt $need ]; then
+		HUGE_SAVED=$(cat "$NR_HUGE")
+		echo $((HUGE_SAVED + need - free)) >"$NR_HUGE"
+		free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+		[ "$free" -ge $need ] || skip "only $free free 2 MiB pages"
+	fi
+	mkdir "$DIR/huge"
+	mount -t hugetlbfs -o pagesize=2M nodev "$DIR/huge" ||
+		skip "cannot mount hugetlbfs"
+	EAL_COMMON=(-m 256 --no-pci --single-file-segments --huge-dir "$DIR/huge")
+	PERF_MEM=(--hugetlb)
+	;;
+*) echo "bad memory $MEM"; exit 2 ;;
+esac
 
 # testpmd ROLE PREFIX VDEV FWD: start testpmd in the background.
 testpmd() {
@@ -165,7 +198,8 @@ vh-tx | vh-rx)
 	[ "$CASE" = vh-rx ] && dir=rx
 	"$VPERF" net --socket-path "$SOCK" --direction "$dir" --count "$N" \
 		--seconds 30 --packed "$(onoff $PACKED)" --in-order "$(onoff $INORDER)" \
-		--verify --json >"$DIR/perf.out" 2>"$DIR/perf.log" || fail "virtq-perf net failed"
+		"${PERF_MEM[@]}" --verify --json >"$DIR/perf.out" 2>"$DIR/perf.log" ||
+		fail "virtq-perf net failed"
 	got=$(grep -oE '"packets":[0-9]+' "$DIR/perf.out" | cut -d: -f2)
 	sleep 1
 	stop_testpmd
