@@ -5,6 +5,8 @@
 #   tests/guest/guest-test.sh CASE        (meson test --suite guest runs them all)
 #
 # Cases: net-split-mrg net-split-nomrg net-packed-mrg net-packed-nomrg
+#        net-packed-hugetlbfs (net-packed-mrg with the guest's RAM on 2 MiB
+#        pages; needs root to reserve them and mount hugetlbfs)
 #        net-packed-nomrg-overflow net-restart net-reset
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
@@ -55,10 +57,17 @@ cannot_run() {
 	note "SKIP: $*"
 	exit 77
 }
+HUGE_SAVED=
+huge_give_back() {
+	mountpoint -q "$LOG/huge" 2>/dev/null && umount "$LOG/huge"
+	[ -n "$HUGE_SAVED" ] && echo "$HUGE_SAVED" > /proc/sys/vm/nr_hugepages
+	HUGE_SAVED=
+}
 finish() {
 	local p
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	huge_give_back
 	if [ $FAILS = 0 ] && [ -z "${KEEP_LOGS:-}" ]; then
 		rm -rf "$LOG"
 		note "all checks passed"
@@ -217,9 +226,27 @@ feature() { # feature BIT OUTFILE -> 0/1
 }
 
 # ---- net: split/packed x mrg_rxbuf: sink, loopback, source ----
+# huge_mount PAGES: at least PAGES free 2 MiB pages and a hugetlbfs mount at
+# $LOG/huge, both given back by finish.
+huge_mount() {
+	local need=$1 free nr=/proc/sys/vm/nr_hugepages
+	[ -w $nr ] || cannot_run "cannot reserve huge pages (not root)"
+	free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+	if [ "${free:-0}" -lt "$need" ]; then
+		HUGE_SAVED=$(cat $nr)
+		echo $((HUGE_SAVED + need - free)) > $nr
+		free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+		[ "$free" -ge "$need" ] || cannot_run "only $free free 2 MiB pages"
+	fi
+	mkdir -p "$LOG/huge"
+	mount -t hugetlbfs -o pagesize=2M nodev "$LOG/huge" || cannot_run "cannot mount hugetlbfs"
+}
+
+# net_matrix PACKED MRG [MEM_PATH]
 net_matrix() {
 	local packed=$1 mrg=$2 n=20000
 	local opts=(--dev net --sock "$NSOCK" --packed "$packed" --mrg "$mrg" --mem 128)
+	[ -n "${3:-}" ] && opts+=(--mem-path "$3")
 	need_net_backend
 
 	# sink: the backend must count exactly the frames the guest sent.
@@ -590,6 +617,7 @@ net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
 net-packed-mrg) net_matrix on on ;;
 net-packed-nomrg) net_matrix on off ;;
+net-packed-hugetlbfs) huge_mount 72 && net_matrix on on "$LOG/huge" ;;
 net-packed-nomrg-overflow) net_overflow ;;
 net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;

@@ -12,6 +12,8 @@
 #     --dev-opts k=v,...    more -device properties
 #     --qmp-port PORT       QMP monitor on 127.0.0.1:PORT (for hotplug)
 #     --mem MB              guest RAM, memfd shared with the backend (default 256)
+#     --mem-path DIR        the guest RAM in a file under DIR instead (a
+#                           hugetlbfs mount: huge pages, as VMs use them)
 #     --timeout SEC         bound for the whole run (default 90)
 #     --logdir DIR          console.log, output.log, qemu.log, cmdline (default: a temp dir)
 #     --print-cmd           print the QEMU command line, do not run it
@@ -25,7 +27,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
-DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= MEM=256 TIMEOUT=90 LOGDIR= PRINT=0
+DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--dev) DEV=$2; shift 2 ;;
@@ -36,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--dev-opts) DEVOPTS=,$2; shift 2 ;;
 	--qmp-port) QMP=$2; shift 2 ;;
 	--mem) MEM=$2; shift 2 ;;
+	--mem-path) MEMPATH=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--logdir) LOGDIR=$2; shift 2 ;;
 	--print-cmd) PRINT=1; shift ;;
@@ -93,8 +96,10 @@ cp "$CACHE/initramfs.gz" "$INITRD"
 truncate -s $((($(stat -c %s "$INITRD") + 3) / 4 * 4)) "$INITRD"
 (cd "$OV" && find . -mindepth 1 | LC_ALL=C sort | busybox cpio -o -H newc -R 0:0 2>/dev/null) >> "$INITRD"
 
+MEMOBJ="memory-backend-memfd,id=mem,size=${MEM}M,share=on"
+[ -n "$MEMPATH" ] && MEMOBJ="memory-backend-file,id=mem,size=${MEM}M,mem-path=$MEMPATH,share=on"
 Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp 1 -m "${MEM}M"
-	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" -numa node,memdev=mem
+	-object "$MEMOBJ" -numa node,memdev=mem
 	-nodefaults -no-user-config -display none -no-reboot
 	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
 	-kernel "$CACHE/vmlinuz" -initrd "$INITRD"
