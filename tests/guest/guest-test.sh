@@ -7,6 +7,8 @@
 # Cases: net-split-mrg net-split-nomrg net-packed-mrg net-packed-nomrg
 #        net-packed-hugetlbfs (net-packed-mrg with the guest's RAM on 2 MiB
 #        pages; needs root to reserve them and mount hugetlbfs)
+#        net-split-4g (net-split-mrg with 4.5 GiB of RAM: QEMU gives the
+#        backend two regions of one memfd, the second at offset 3 GiB)
 #        net-packed-nomrg-overflow net-restart net-reset
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
@@ -242,10 +244,10 @@ huge_mount() {
 	mount -t hugetlbfs -o pagesize=2M nodev "$LOG/huge" || cannot_run "cannot mount hugetlbfs"
 }
 
-# net_matrix PACKED MRG [MEM_PATH]
+# net_matrix PACKED MRG [MEM_PATH [MEM_MB]]
 net_matrix() {
 	local packed=$1 mrg=$2 n=20000
-	local opts=(--dev net --sock "$NSOCK" --packed "$packed" --mrg "$mrg" --mem 128)
+	local opts=(--dev net --sock "$NSOCK" --packed "$packed" --mrg "$mrg" --mem "${4:-128}")
 	[ -n "${3:-}" ] && opts+=(--mem-path "$3")
 	need_net_backend
 
@@ -618,6 +620,7 @@ net-split-nomrg) net_matrix off off ;;
 net-packed-mrg) net_matrix on on ;;
 net-packed-nomrg) net_matrix on off ;;
 net-packed-hugetlbfs) huge_mount 72 && net_matrix on on "$LOG/huge" ;;
+net-split-4g) net_matrix off on "" 4608 ;;
 net-packed-nomrg-overflow) net_overflow ;;
 net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;
