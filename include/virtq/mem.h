@@ -12,6 +12,7 @@
 #ifndef VIRTQ_MEM_H
 #define VIRTQ_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -65,6 +66,36 @@ void *vq_mem_gpa_to_hva(const struct vq_mem *m, uint64_t gpa, uint64_t len);
 /* The same for an address in the frontend's address space (vhost-user ring
  * addresses). */
 void *vq_mem_uaddr_to_hva(const struct vq_mem *m, uint64_t uaddr, uint64_t len);
+
+/* The guest-physical address of a frontend address, or of a host pointer into
+ * a region: 0 and *gpa set, or -EFAULT when no region holds it. */
+int vq_mem_uaddr_to_gpa(const struct vq_mem *m, uint64_t uaddr, uint64_t *gpa);
+int vq_mem_hva_to_gpa(const struct vq_mem *m, const void *hva, uint64_t *gpa);
+
+/*
+ * A dirty-page log (vhost's VHOST_F_LOG_ALL, for live migration): one bit per
+ * 4 KiB guest-physical page, bit (gpa / 4096) % 8 of byte gpa / 32768.  The
+ * frontend reads and clears it while we write, so bits are set with atomic
+ * OR, each after the guest-memory write it records: a bit set first could be
+ * harvested before the write lands, and the page would migrate stale.
+ */
+#define VQ_LOG_PAGE 4096u
+
+struct vq_dirty_log {
+	uint8_t *bits;
+	uint64_t size;          /* bytes of bitmap: covers size * 8 pages */
+};
+
+/* Does the log have a bit for every page of [gpa, gpa+len)? */
+bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
+/* Does it cover every region of the map? */
+bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
+/* Mark the pages of [gpa, gpa+len) dirty (pages past the log are skipped:
+ * callers check coverage when they set the log up). */
+void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
+/* Mark the guest pages under the first len bytes of iov[0, n). */
+void vq_log_mark_iov(const struct vq_dirty_log *log, const struct vq_mem *m,
+		     const struct iovec *iov, unsigned n, uint64_t len);
 
 #ifdef __cplusplus
 }

@@ -65,6 +65,11 @@ bool vq_ring_num_valid(uint64_t features, uint32_t num);
 
 struct vq_dev;
 
+/* A guest-physical address range. */
+struct vq_gpa_range {
+	uint64_t gpa, len;
+};
+
 struct vq_dev_config {
 	uint64_t features;          /* negotiated */
 	uint16_t num;               /* queue size */
@@ -78,6 +83,15 @@ struct vq_dev_config {
 	 */
 	uint16_t avail_idx;
 	uint16_t used_idx;
+	/*
+	 * Live-migration logging (NULL: off).  Every chain's written bytes are
+	 * marked in the log when it is filled, and the guest-physical ranges
+	 * in log_ring (the areas this side writes: split used ring, packed
+	 * descriptor ring and device area; zero lengths unused) after each
+	 * flush and notification change.
+	 */
+	const struct vq_dirty_log *log;
+	struct vq_gpa_range log_ring[2];
 };
 
 /* A chain popped from the available ring, as iovecs into guest memory. */

@@ -32,6 +32,8 @@ enum vq_vhu_request {
 	VHU_SET_OWNER = 3,
 	VHU_RESET_OWNER = 4,
 	VHU_SET_MEM_TABLE = 5,
+	VHU_SET_LOG_BASE = 6,
+	VHU_SET_LOG_FD = 7,
 	VHU_SET_VRING_NUM = 8,
 	VHU_SET_VRING_ADDR = 9,
 	VHU_SET_VRING_BASE = 10,
@@ -62,6 +64,8 @@ enum vq_vhu_request {
 
 /* The virtio feature bit vhost-user reuses for protocol features. */
 #define VHU_F_PROTOCOL_FEATURES 30
+/* vhost's feature bit for "log every write to guest memory" (migration). */
+#define VHU_F_LOG_ALL 26
 
 /* Protocol feature bits ("Protocol features"). */
 #define VHU_PROTOCOL_F_MQ                   0
@@ -109,6 +113,8 @@ enum vq_vhu_payload {
 	VHU_P_REGION,           /* single memory region description */
 	VHU_P_CONFIG,           /* virtio device config space */
 	VHU_P_VRING_FD,         /* u64: vring index and "no fd" flag */
+	VHU_P_LOG,              /* log description: size and offset */
+	VHU_P_EMPTY,            /* a reply without payload (SET_LOG_BASE's) */
 };
 
 struct vq_vhu_region {
@@ -155,6 +161,10 @@ struct vq_vhu_msg {
 			uint32_t index;
 			bool nofd;
 		} vring_fd;
+		struct {
+			uint64_t size;  /* bytes of log */
+			uint64_t offset; /* where it starts in the fd */
+		} log;
 	} u;
 };
 

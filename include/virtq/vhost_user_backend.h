@@ -76,6 +76,7 @@ struct vq_vhu_device {
 /* Protocol features the backend library implements. */
 #define VQ_VHU_BACKEND_PROTOCOL_FEATURES                                \
 	(VIRTQ_BIT(VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) | \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD) |                            \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \

@@ -181,3 +181,32 @@ void *vq_mem_uaddr_to_hva(const struct vq_mem *m, uint64_t uaddr, uint64_t len)
 	}
 	return NULL;
 }
+
+int vq_mem_uaddr_to_gpa(const struct vq_mem *m, uint64_t uaddr, uint64_t *gpa)
+{
+	for (unsigned i = 0; i < m->n; i++) {
+		const struct vq_mem_region *r = &m->r[i];
+
+		if (uaddr >= r->uaddr && uaddr - r->uaddr < r->size) {
+			*gpa = r->gpa + (uaddr - r->uaddr);
+			return 0;
+		}
+	}
+	return -EFAULT;
+}
+
+int vq_mem_hva_to_gpa(const struct vq_mem *m, const void *hva, uint64_t *gpa)
+{
+	uintptr_t p = (uintptr_t)hva;
+
+	for (unsigned i = 0; i < m->n; i++) {
+		const struct vq_mem_region *r = &m->r[i];
+		uintptr_t base = (uintptr_t)r->hva;
+
+		if (p >= base && p - base < r->size) {
+			*gpa = r->gpa + (p - base);
+			return 0;
+		}
+	}
+	return -EFAULT;
+}

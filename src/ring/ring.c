@@ -172,20 +172,35 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 	return d->ops->unpop(d, c, n);
 }
 
+/* Migration: the ring areas this side writes, after it wrote them. */
+static void log_ring(const struct vq_dev *d)
+{
+	for (unsigned i = 0; i < 2; i++)
+		vq_log_mark(d->cfg.log, d->cfg.log_ring[i].gpa, d->cfg.log_ring[i].len);
+}
+
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
 	if (unlikely(d->err))
 		return d->err;
 	if (unlikely(len > c->in_len))
 		return -EINVAL;
+	/* the device wrote these bytes before filling: record them now */
+	if (unlikely(d->cfg.log))
+		vq_log_mark_iov(d->cfg.log, d->cfg.mem, c->iov + c->nout, c->nin, len);
 	return d->ops->fill(d, c, len);
 }
 
 int vq_dev_flush(struct vq_dev *d)
 {
+	int r;
+
 	if (unlikely(d->err))
 		return d->err;
-	return d->ops->flush(d);
+	r = d->ops->flush(d);
+	if (unlikely(d->cfg.log))
+		log_ring(d);
+	return r;
 }
 
 int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
@@ -203,15 +218,23 @@ bool vq_dev_should_signal(struct vq_dev *d)
 
 void vq_dev_disable_notify(struct vq_dev *d)
 {
-	if (likely(!d->err))
+	if (likely(!d->err)) {
 		d->ops->disable_notify(d);
+		if (unlikely(d->cfg.log))
+			log_ring(d);
+	}
 }
 
 int vq_dev_enable_notify(struct vq_dev *d)
 {
+	int r;
+
 	if (unlikely(d->err))
 		return d->err;
-	return d->ops->enable_notify(d);
+	r = d->ops->enable_notify(d);
+	if (unlikely(d->cfg.log))
+		log_ring(d);
+	return r;
 }
 
 bool vq_dev_has_avail(struct vq_dev *d)

@@ -41,6 +41,9 @@ struct ring {
 	bool enabled;
 	struct vq_dev *vq;              /* non-NULL: started */
 	bool dev_running;               /* queue_start was called */
+	bool log_used;                  /* VHOST_VRING_F_LOG */
+	uint64_t log_gpa;               /* where used-ring writes are logged */
+	struct vq_gpa_range log_ring[2]; /* what the started ring logs */
 };
 
 struct map {
@@ -69,6 +72,9 @@ struct vq_vhu_backend {
 	struct map *maps;
 	unsigned nmaps, capmaps;
 	struct ring *rings;
+	struct vq_dirty_log log;        /* SET_LOG_BASE; bits NULL: none */
+	void *log_map;
+	size_t log_map_len;
 	char errmsg[256];
 };
 
@@ -121,6 +127,66 @@ static bool packed(const struct vq_vhu_backend *b)
 	return b->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
 }
 
+/* Migration logging is on: LOG_ALL negotiated and a log to write.  QEMU
+ * sends SET_FEATURES with LOG_ALL before SET_LOG_BASE when a device starts
+ * during a migration; rings log from the moment the log arrives. */
+static bool logging(const struct vq_vhu_backend *b)
+{
+	return (b->features & VIRTQ_BIT(VHU_F_LOG_ALL)) && b->log.bits;
+}
+
+/* Sizes of a ring's three areas. */
+static void ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
+		       uint64_t *dsz, uint64_t *asz, uint64_t *usz)
+{
+	bool ev = b->features & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+
+	*dsz = 16ull * num;
+	if (packed(b)) {
+		*asz = *usz = 4;
+	} else {
+		*asz = 4 + 2ull * num + (ev ? 2 : 0);
+		*usz = 4 + 8ull * num + (ev ? 2 : 0);
+	}
+}
+
+/* The guest-physical ranges a started ring writes, for the log: the used
+ * ring (split) or device area (packed) at the address the front-end gave
+ * for logging, and a packed ring's descriptors, which the device rewrites. */
+static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
+			  struct vq_dev_config *cfg)
+{
+	struct ring *q = &b->rings[i];
+	uint64_t dsz, asz, usz, desc_gpa;
+	unsigned n = 0;
+
+	if (!logging(b))
+		return 0;
+	if (!vq_log_covers_mem(&b->log, b->mem))
+		return berr(b, -EINVAL,
+			    "the dirty log (0x%llx bytes) does not cover guest memory",
+			    (unsigned long long)b->log.size);
+	ring_sizes(b, q->num, &dsz, &asz, &usz);
+	if (packed(b)) {
+		if (vq_mem_uaddr_to_gpa(b->mem, q->desc_ua, &desc_gpa))
+			return berr(b, -EFAULT, "queue %u: descriptor ring outside the memory map", i);
+		cfg->log_ring[n].gpa = desc_gpa;
+		cfg->log_ring[n++].len = dsz;
+	}
+	if (q->log_used) {
+		if (!vq_log_covers(&b->log, q->log_gpa, usz))
+			return berr(b, -EINVAL,
+				    "queue %u: used ring log address 0x%llx + %llu is past the dirty log",
+				    i, (unsigned long long)q->log_gpa,
+				    (unsigned long long)usz);
+		cfg->log_ring[n].gpa = q->log_gpa;
+		cfg->log_ring[n++].len = usz;
+	}
+	cfg->log = &b->log;
+	memcpy(q->log_ring, cfg->log_ring, sizeof(q->log_ring));
+	return 0;
+}
+
 static void dev_stop(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
@@ -162,6 +228,10 @@ static void ring_suspend(struct vq_vhu_backend *b, unsigned i)
 	if (!q->vq)
 		return;
 	dev_stop(b, i);
+	/* a fill the device did not flush still wrote the ring */
+	if (logging(b))
+		for (unsigned k = 0; k < 2; k++)
+			vq_log_mark(&b->log, q->log_ring[k].gpa, q->log_ring[k].len);
 	st = vq_dev_get_state(q->vq);
 	q->base = packed(b) ? (uint32_t)st.avail_idx | (uint32_t)st.used_idx << 16
 			    : st.avail_idx;
@@ -174,7 +244,7 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
 	uint64_t f = ring_features(b->features);
-	bool pk = packed(b), ev = f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	bool pk = packed(b);
 	uint64_t dsz, asz, usz, base;
 	struct vq_dev_config cfg;
 	int r;
@@ -190,13 +260,7 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		return berr(b, -EINVAL, "queue %u: size %u is not valid for a %s ring%s",
 			    i, q->num, pk ? "packed" : "split",
 			    pk ? "" : " (must be a power of two)");
-	dsz = 16ull * q->num;
-	if (pk) {
-		asz = usz = 4;
-	} else {
-		asz = 4 + 2ull * q->num + (ev ? 2 : 0);
-		usz = 4 + 8ull * q->num + (ev ? 2 : 0);
-	}
+	ring_sizes(b, q->num, &dsz, &asz, &usz);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.features = f;
 	cfg.num = q->num;
@@ -232,6 +296,10 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		/* split: the used index lives in memory (SET_VRING_BASE) */
 		cfg.used_idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
 	}
+	memset(q->log_ring, 0, sizeof(q->log_ring));
+	r = ring_log_setup(b, i, &cfg);
+	if (r)
+		return r;
 	r = vq_dev_new(&cfg, &q->vq);
 	if (r)
 		return berr(b, r, "queue %u: ring refused (%d)", i, r);
@@ -352,6 +420,17 @@ out:
 	return ret;
 }
 
+/* ---- the dirty log ---- */
+
+static void log_unmap(struct vq_vhu_backend *b)
+{
+	if (b->log_map)
+		munmap(b->log_map, b->log_map_len);
+	b->log_map = NULL;
+	b->log_map_len = 0;
+	b->log = (struct vq_dirty_log){ 0 };
+}
+
 /* ---- connection ---- */
 
 static void conn_reset_state(struct vq_vhu_backend *b)
@@ -359,6 +438,7 @@ static void conn_reset_state(struct vq_vhu_backend *b)
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		ring_reset(b, i);
 	unmap_all(b);
+	log_unmap(b);
 	b->features = 0;
 	b->features_set = false;
 	b->protocol = 0;
@@ -423,6 +503,44 @@ static int need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
 		    vq_vhu_request_name(m->request), name);
 }
 
+static int h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	struct vq_vhu_msg rep = { .kind = VHU_P_EMPTY };
+	uint64_t size = m->u.log.size, off = m->u.log.offset;
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), delta = off % pg;
+	int fd = m->fds[0], r;
+	struct stat st;
+	void *p;
+
+	m->nfds = 0;
+	r = need_proto(b, m, VHU_PROTOCOL_F_LOG_SHMFD, "LOG_SHMFD");
+	if (!r && fstat(fd, &st) < 0)
+		r = berr(b, -errno, "SET_LOG_BASE: cannot stat the log fd");
+	if (!r && (off > (uint64_t)st.st_size || size > (uint64_t)st.st_size - off))
+		r = berr(b, -EINVAL,
+			 "SET_LOG_BASE: 0x%llx bytes at offset 0x%llx are beyond the end of the log file (0x%llx)",
+			 (unsigned long long)size, (unsigned long long)off,
+			 (unsigned long long)st.st_size);
+	if (!r && size + delta > SIZE_MAX)
+		r = berr(b, -EINVAL, "SET_LOG_BASE: log too large");
+	if (r) {
+		close(fd);
+		return r;
+	}
+	p = mmap(NULL, size + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 (off_t)(off - delta));
+	close(fd);
+	if (p == MAP_FAILED)
+		return berr(b, -errno, "SET_LOG_BASE: mmap failed (%s)", strerror(errno));
+	suspend_all(b);         /* no ring may still be marking the old log */
+	log_unmap(b);
+	b->log_map = p;
+	b->log_map_len = size + delta;
+	b->log = (struct vq_dirty_log){ .bits = (uint8_t *)p + delta, .size = size };
+	r = start_all(b);
+	return r ? r : reply(b, m, &rep);
+}
+
 static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	uint64_t f = m->u.u64;
@@ -437,6 +555,10 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		if (b->rings[i].vq && ring_features(f) != ring_features(b->features))
 			return berr(b, -EBUSY,
 				    "SET_FEATURES: ring features changed while queue %u runs", i);
+	/* Migration starts or ends while the rings run: restart them with
+	 * the log or without it. */
+	if ((f ^ b->features) & VIRTQ_BIT(VHU_F_LOG_ALL))
+		suspend_all(b);
 	b->features = f;
 	b->features_set = true;
 	/* spec, "Ring states": without protocol features rings are enabled */
@@ -531,9 +653,6 @@ static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	unsigned i = m->u.addr.index;
 	struct ring *q = &b->rings[i];
 
-	if (m->u.addr.flags & VHU_VRING_F_LOG)
-		return berr(b, -ENOTSUP,
-			    "SET_VRING_ADDR: used-ring logging requested, VHOST_F_LOG_ALL is not offered");
 	if (vq_mem_count(b->mem) == 0)
 		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_MEM_TABLE", i);
 	if (!b->features_set)
@@ -544,14 +663,16 @@ static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	q->desc_ua = m->u.addr.desc;
 	q->avail_ua = m->u.addr.avail;
 	q->used_ua = m->u.addr.used;
+	q->log_used = m->u.addr.flags & VHU_VRING_F_LOG;
+	q->log_gpa = m->u.addr.log;
 	q->has_addr = true;
 	/* Validate now, so the error names this message. */
 	{
-		bool pk = packed(b), ev = b->features & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-		uint64_t asz = pk ? 4 : 4 + 2ull * q->num + (ev ? 2 : 0);
-		uint64_t usz = pk ? 4 : 4 + 8ull * q->num + (ev ? 2 : 0);
+		bool pk = packed(b);
+		uint64_t dsz, asz, usz;
 
-		if (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, 16ull * q->num) ||
+		ring_sizes(b, q->num, &dsz, &asz, &usz);
+		if (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz) ||
 		    !vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz) ||
 		    !vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz))
 			return berr(b, -EFAULT,
@@ -715,6 +836,11 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return reply_u64(b, m, b->dev.nqueues);
 	case VHU_SET_MEM_TABLE:
 		return h_set_mem_table(b, m);
+	case VHU_SET_LOG_BASE:
+		return h_set_log_base(b, m);
+	case VHU_SET_LOG_FD:
+		/* optional (spec): we never signal the log, so it goes unused */
+		return 0;
 	case VHU_GET_MAX_MEM_SLOTS:
 		r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
 			       "CONFIGURE_MEM_SLOTS");
@@ -824,7 +950,10 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		b->dev.ops = &no_ops;
 	if (!b->dev.name)
 		b->dev.name = "vhost-user device";
-	b->offered = dev->features | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+	/* The ring layer logs every write a device makes through a chain, so
+	 * every device can migrate. */
+	b->offered = dev->features | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) |
+		     VIRTQ_BIT(VHU_F_LOG_ALL);
 	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
 	if (!b->dev.ops->get_config)
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);

@@ -39,6 +39,9 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(SET_OWNER,             VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
 	D(RESET_OWNER,           VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
 	D(SET_MEM_TABLE,         VHU_P_MEM,      VHU_P_NONE,   FD_REGIONS, false),
+	/* with LOG_SHMFD, the only way we accept it; QEMU waits for a reply */
+	D(SET_LOG_BASE,          VHU_P_LOG,      VHU_P_EMPTY,  FD_ONE,     false),
+	D(SET_LOG_FD,            VHU_P_NONE,     VHU_P_NONE,   FD_ONE,     false),
 	D(SET_VRING_NUM,         VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
 	D(SET_VRING_ADDR,        VHU_P_ADDR,     VHU_P_NONE,   FD_NONE,    true),
 	D(SET_VRING_BASE,        VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
@@ -112,6 +115,11 @@ static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 		return size == 8;
 	case VHU_P_ADDR:
 		return size == 40;
+	case VHU_P_LOG:
+		return size == 16;
+	case VHU_P_EMPTY:
+		/* DPDK's vhost replies with nothing, libvhost-user with a u64 */
+		return size == 0 || size == 8;
 	case VHU_P_REGION:
 		return size == 8 + REGION_WIRE;
 	case VHU_P_MEM:
@@ -241,9 +249,19 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 
 	switch (m->kind) {
 	case VHU_P_NONE:
+	case VHU_P_EMPTY:
 		return 0;
 	case VHU_P_U64:
 		m->u.u64 = rd64(p);
+		return 0;
+	case VHU_P_LOG:
+		m->u.log.size = rd64(p);
+		m->u.log.offset = rd64(p + 8);
+		if (m->u.log.size == 0 || wraps(m->u.log.offset, m->u.log.size))
+			return fail(err, errlen, -EINVAL,
+				    "log of 0x%llx bytes at offset 0x%llx",
+				    (unsigned long long)m->u.log.size,
+				    (unsigned long long)m->u.log.offset);
 		return 0;
 	case VHU_P_VRING_FD: {
 		uint64_t v = rd64(p);
@@ -535,7 +553,11 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 		return -EINVAL;
 	switch (m->kind) {
 	case VHU_P_NONE:
+	case VHU_P_EMPTY:
 		size = 0;
+		break;
+	case VHU_P_LOG:
+		size = 16;
 		break;
 	case VHU_P_U64:
 	case VHU_P_STATE:
@@ -570,9 +592,14 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 	q = p + VHU_HDR_SIZE;
 	switch (m->kind) {
 	case VHU_P_NONE:
+	case VHU_P_EMPTY:
 		break;
 	case VHU_P_U64:
 		wr64(q, m->u.u64);
+		break;
+	case VHU_P_LOG:
+		wr64(q, m->u.log.size);
+		wr64(q + 8, m->u.log.offset);
 		break;
 	case VHU_P_VRING_FD:
 		wr64(q, (m->u.vring_fd.index & VHU_VRING_IDX_MASK) |

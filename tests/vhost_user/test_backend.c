@@ -63,7 +63,8 @@ static void snd(int s, uint32_t req, uint32_t flags, enum vq_vhu_payload kind,
 		       kind == VHU_P_REGION ? sizeof(m.u.region) :
 		       kind == VHU_P_ADDR ? sizeof(m.u.addr) :
 		       kind == VHU_P_STATE ? sizeof(m.u.state) :
-		       kind == VHU_P_VRING_FD ? sizeof(m.u.vring_fd) : sizeof(m.u.u64));
+		       kind == VHU_P_VRING_FD ? sizeof(m.u.vring_fd) :
+		       kind == VHU_P_LOG ? sizeof(m.u.log) : sizeof(m.u.u64));
 	CHECK_EQ(vhu_send(s, &m, fds, nfds), 0);
 }
 
@@ -91,13 +92,26 @@ static void snd_vring_fd(int s, uint32_t req, uint32_t idx, int fd)
 	snd(s, req, 0, VHU_P_VRING_FD, &v, &fd, fd < 0 ? 0 : 1);
 }
 
+static void snd_addr_log(int s, uint32_t idx, uint64_t desc, uint64_t avail,
+			 uint64_t used, uint32_t flags, uint64_t log)
+{
+	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } a =
+		{ idx, flags, desc, used, avail, log };
+
+	snd(s, VHU_SET_VRING_ADDR, 0, VHU_P_ADDR, &a, NULL, 0);
+}
+
 static void snd_addr(int s, uint32_t idx, uint64_t desc, uint64_t avail,
 		     uint64_t used)
 {
-	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } a =
-		{ idx, 0, desc, used, avail, 0 };
+	snd_addr_log(s, idx, desc, avail, used, 0, 0);
+}
 
-	snd(s, VHU_SET_VRING_ADDR, 0, VHU_P_ADDR, &a, NULL, 0);
+static void snd_log_base(int s, int fd, uint64_t size, uint64_t offset)
+{
+	uint64_t v[2] = { size, offset };
+
+	snd(s, VHU_SET_LOG_BASE, 0, VHU_P_LOG, v, &fd, 1);
 }
 
 static void snd_mem(int s, unsigned n, const struct vq_vhu_region *r,
@@ -307,7 +321,7 @@ static void bad_wrong_fd_count_mem_table(struct fx *x)
 static void bad_unknown_request(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[3] = { 7 /* SET_LOG_FD: not implemented */, VHU_VERSION, 0 };
+	uint32_t h[3] = { 22 /* IOTLB_MSG: not implemented */, VHU_VERSION, 0 };
 
 	CHECK_EQ(write(s, h, 12), 12);
 	expect_closed(x, s, -EOPNOTSUPP);
@@ -892,6 +906,227 @@ static void serve_ends_on_sigterm(struct fx *x)
 
 #define T(fn) do { fprintf(stderr, "-- %s\n", #fn); fn(&x); } while (0)
 
+
+/* ---- migration: the dirty log (vhost-user "Migration") ---- */
+
+#define LOG_SHMFD VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD)
+#define LOG_ALL VIRTQ_BIT(VHU_F_LOG_ALL)
+#define PROTO VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)
+/* GSIZE is 256 pages: a log of 32 bytes covers it exactly */
+#define LOG_BYTES (GSIZE / VQ_LOG_PAGE / 8)
+
+static int log_memfd(uint64_t size)
+{
+	int fd = memfd_create("vhu-test-log", MFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
+static bool page_dirty(const uint8_t *log, uint64_t gpa)
+{
+	uint64_t page = gpa / VQ_LOG_PAGE;
+
+	return log[page / 8] & (1u << (page % 8));
+}
+
+static unsigned dirty_pages(const uint8_t *log)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < LOG_BYTES; i++)
+		n += (unsigned)__builtin_popcount(log[i]);
+	return n;
+}
+
+/* One chain through the echo device: in bytes read at rd, written at wr
+ * (a buffer of wlen bytes). */
+static void echo_one(struct fx *x, struct vq_drv *d, uint64_t rd, uint32_t in,
+		     uint64_t wr, uint32_t wlen)
+{
+	struct vq_seg seg[2] = { { rd, in }, { wr, wlen } };
+	void *tok;
+	uint32_t len;
+
+	CHECK_EQ(vq_drv_add(d, seg, 1, 1, x), 0);
+	vq_drv_kick_prepare(d);
+	echo_run_queue(&x->e, 0);
+	CHECK_EQ(vq_drv_get(d, &tok, &len), 1);
+	CHECK_EQ(len, in);
+}
+
+/* Up to a started, enabled queue 0 with LOG_SHMFD negotiated; descriptors
+ * at guest page 0, driver area at page 1, device area at page 2. */
+static void log_ring(struct fx *x, int s, uint64_t f, int kick, uint32_t flags,
+		     uint64_t log_addr)
+{
+	struct vq_vhu_region r = whole(x);
+
+	snd_u64(s, VHU_SET_FEATURES, f);
+	ok(x);
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
+	ok(x);
+	snd_mem(s, 1, &r, &x->gfd);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	ok(x);
+	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, flags, log_addr);
+	ok(x);
+	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, kick);
+	ok(x);
+	snd_state(s, VHU_SET_VRING_ENABLE, 0, 1);
+	ok(x);
+	CHECK(x->e.q[0].on);
+}
+
+/* "All the modifications to memory pointed by vring 'descriptor' should be
+ * marked.  Modifications to 'used' vring should be marked if
+ * VHOST_VRING_F_LOG is part of ring's flags."  QEMU's order: SET_LOG_BASE,
+ * then SET_FEATURES with LOG_ALL, while the rings run. */
+static void migration_log(struct fx *x, bool pk)
+{
+	uint64_t rf = SPLIT | (pk ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0);
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
+	uint8_t *log = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+	struct vq_drv_config dc = { .features = rf, .num = 64,
+		.ring = { x->g, x->g + 0x1000, x->g + 0x2000 } };
+	struct vq_drv *d;
+
+	CHECK(log != MAP_FAILED);
+	CHECK(get_u64(x, s, VHU_GET_FEATURES) & LOG_ALL);
+	log_ring(x, s, rf | PROTO, k, VHU_VRING_F_LOG, 0x2000);
+	CHECK_EQ(vq_drv_new(&dc, &d), 0);
+	echo_one(x, d, 0x10000, 64, 0x20800, 64);
+	CHECK(!memcmp(x->g + 0x20800, x->g + 0x10000, 64));
+
+	snd_log_base(s, lfd, LOG_BYTES, 0);
+	ok(x);
+	CHECK_EQ(rcv(s, VHU_SET_LOG_BASE, false).size, 0);
+	echo_one(x, d, 0x10000, 64, 0x20800, 64);
+	CHECK_EQ(dirty_pages(log), 0);  /* a log, but LOG_ALL not yet set */
+
+	snd_u64(s, VHU_SET_FEATURES, rf | PROTO | LOG_ALL);
+	ok(x);
+	CHECK(x->e.q[0].on);
+	echo_one(x, d, 0x10000, 64, 0x20800, 64);
+	CHECK(page_dirty(log, 0x20800));        /* the buffer written */
+	CHECK(!page_dirty(log, 0x10000));       /* the buffer read */
+	CHECK(page_dirty(log, 0x2000));         /* used ring / device area */
+	CHECK(!page_dirty(log, 0x1000));        /* the driver's area */
+	CHECK_EQ(page_dirty(log, 0), pk);       /* packed descriptors are written */
+	CHECK_EQ(dirty_pages(log), pk ? 3u : 2u);
+
+	/* only the bytes written: 64 of an 8 KiB buffer; and a write that
+	 * crosses a page marks both pages */
+	memset(log, 0, LOG_BYTES);
+	echo_one(x, d, 0x10000, 64, 0x30000, 8192);
+	CHECK(page_dirty(log, 0x30000) && !page_dirty(log, 0x31000));
+	echo_one(x, d, 0x10000, 64, 0x41fe0, 64);
+	CHECK(page_dirty(log, 0x41000) && page_dirty(log, 0x42000));
+
+	if (!pk) {
+		/* split, used-ring logging off for this ring: the used ring is
+		 * not marked, the data still is (the address change restarts
+		 * the ring where it was) */
+		snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, 0, 0);
+		ok(x);
+		memset(log, 0, LOG_BYTES);
+		echo_one(x, d, 0x10000, 64, 0x20800, 64);
+		CHECK(page_dirty(log, 0x20800) && !page_dirty(log, 0x2000));
+		CHECK_EQ(dirty_pages(log), 1);
+	}
+
+	/* migration over: LOG_ALL cleared, nothing more is logged */
+	snd_u64(s, VHU_SET_FEATURES, rf | PROTO);
+	ok(x);
+	memset(log, 0, LOG_BYTES);
+	echo_one(x, d, 0x10000, 64, 0x20800, 64);
+	CHECK_EQ(dirty_pages(log), 0);
+	CHECK(x->e.q[0].on);
+
+	vq_drv_free(d);
+	munmap(log, 4096);
+	close(lfd);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	CHECK_EQ(count_maps(), x->maps0);       /* the log was unmapped */
+	CHECK_EQ(count_fds(), x->fds0);
+	memset(x->g, 0, 0x50000);
+	x->e.starts = x->e.stops = 0;
+}
+
+static void migration_log_split(struct fx *x) { migration_log(x, false); }
+static void migration_log_packed(struct fx *x) { migration_log(x, true); }
+
+static void bad_log_base_without_log_shmfd(struct fx *x)
+{
+	int s = cli(x), lfd = log_memfd(4096);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO);
+	ok(x);
+	snd_log_base(s, lfd, LOG_BYTES, 0);
+	close(lfd);
+	expect_closed(x, s, -EPROTO);
+}
+
+static void bad_log_base_past_end_of_file(struct fx *x)
+{
+	int s = cli(x), lfd = log_memfd(4096);
+
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO);
+	ok(x);
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
+	ok(x);
+	snd_log_base(s, lfd, 4096, 8);
+	close(lfd);
+	expect_closed(x, s, -EINVAL);
+}
+
+static void bad_log_base_without_fd(struct fx *x)
+{
+	int s = cli(x);
+	uint64_t v[2] = { LOG_BYTES, 0 };
+
+	snd(s, VHU_SET_LOG_BASE, 0, VHU_P_LOG, v, NULL, 0);
+	expect_closed(x, s, -EBADF);
+}
+
+/* The log must have a bit for every page we could write. */
+static void bad_log_smaller_than_guest_memory(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
+
+	log_ring(x, s, SPLIT | PROTO, k, VHU_VRING_F_LOG, 0x2000);
+	snd_log_base(s, lfd, LOG_BYTES / 2, 0);
+	ok(x);
+	rcv(s, VHU_SET_LOG_BASE, false);
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO | LOG_ALL);
+	close(lfd);
+	close(k);
+	expect_closed(x, s, -EINVAL);
+	x->e.starts = x->e.stops = 0;
+}
+
+/* "the bit offset of the last byte of the ring must fall within the size
+ * supplied by VhostUserLog" */
+static void bad_used_log_address_past_log(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
+
+	log_ring(x, s, SPLIT | PROTO | LOG_ALL, k, VHU_VRING_F_LOG, 0x2000);
+	snd_log_base(s, lfd, LOG_BYTES, 0);
+	ok(x);
+	rcv(s, VHU_SET_LOG_BASE, false);
+	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, VHU_VRING_F_LOG,
+		     GSIZE - 0x100);
+	close(lfd);
+	close(k);
+	expect_closed(x, s, -EINVAL);
+	x->e.starts = x->e.stops = 0;
+}
+
 int main(void)
 {
 	struct fx x;
@@ -928,6 +1163,13 @@ int main(void)
 	T(status_set_get);
 	T(reset_device_forgets_state);
 	T(mem_slots_add_remove);
+	T(migration_log_split);
+	T(migration_log_packed);
+	T(bad_log_base_without_log_shmfd);
+	T(bad_log_base_past_end_of_file);
+	T(bad_log_base_without_fd);
+	T(bad_log_smaller_than_guest_memory);
+	T(bad_used_log_address_past_log);
 	T(listen_refuses_non_sockets);
 	T(client_mode_reconnects);
 	T(conventions_options);

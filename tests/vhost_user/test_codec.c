@@ -116,7 +116,7 @@ static void unknown_request_refused_fds_closed(void)
 	int fds[2] = { efd(), efd() };
 	uint32_t sz;
 
-	raw_hdr(&r, 7 /* SET_LOG_FD: not implemented */, VHU_VERSION, 0);
+	raw_hdr(&r, 22 /* IOTLB_MSG: not implemented */, VHU_VERSION, 0);
 	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EOPNOTSUPP);
 	CHECK_EQ(dec(&r, fds, 2, &m), -EOPNOTSUPP);
 	CHECK(!fd_open(fds[0]) && !fd_open(fds[1]));
@@ -567,6 +567,63 @@ static void reply_rules(void)
 				     false, &m, NULL, 0), -EIO);
 }
 
+/* SET_LOG_BASE (LOG_SHMFD): a log description and one fd; its reply has no
+ * payload (DPDK) or a u64 (libvhost-user), both accepted. */
+static void log_base_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m, rep = { .request = VHU_SET_LOG_BASE,
+				     .flags = VHU_VERSION | VHU_FLAG_REPLY,
+				     .kind = VHU_P_EMPTY };
+	uint8_t buf[VHU_MSG_MAX];
+	int fd = efd();
+
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION, 16);
+	raw_u64(&r, 0x1000);
+	raw_u64(&r, 0x2000);
+	CHECK_EQ(dec(&r, &fd, 1, &m), 0);
+	CHECK_EQ(m.kind, VHU_P_LOG);
+	CHECK_EQ(m.u.log.size, 0x1000);
+	CHECK_EQ(m.u.log.offset, 0x2000);
+	CHECK_EQ(m.nfds, 1);
+	vq_vhu_msg_close_fds(&m);
+	CHECK(vq_vhu_request_has_reply(VHU_SET_LOG_BASE));
+	/* no fd, an empty log, a log whose end wraps, a u64 payload */
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EBADF);
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION, 16);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EINVAL);
+	CHECK(!fd_open(fd));
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION, 16);
+	raw_u64(&r, 0x1000);
+	raw_u64(&r, UINT64_MAX - 0x10);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EINVAL);
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION, 8);
+	raw_u64(&r, 0x1000);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EMSGSIZE);
+	/* SET_LOG_FD: one fd, no payload */
+	raw_hdr(&r, VHU_SET_LOG_FD, VHU_VERSION, 0);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), 0);
+	vq_vhu_msg_close_fds(&m);
+	/* the reply */
+	CHECK_EQ(vq_vhu_encode(&rep, buf, sizeof(buf)), (ssize_t)VHU_HDR_SIZE);
+	CHECK_EQ(vq_vhu_decode_reply(buf, VHU_HDR_SIZE, NULL, 0, VHU_SET_LOG_BASE,
+				     false, &m, NULL, 0), 0);
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION | VHU_FLAG_REPLY, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_LOG_BASE,
+				     false, &m, NULL, 0), 0);
+	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION | VHU_FLAG_REPLY, 4);
+	raw_u32(&r, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_LOG_BASE,
+				     false, &m, NULL, 0), -EMSGSIZE);
+}
+
 int main(void)
 {
 	RUN(hdr_get_features_ok);
@@ -584,5 +641,6 @@ int main(void)
 	RUN(field_rules);
 	RUN(encode_decode_roundtrip);
 	RUN(reply_rules);
+	RUN(log_base_rules);
 	return 0;
 }
