@@ -10,6 +10,8 @@
 #        net-split-4g (net-split-mrg with 4.5 GiB of RAM: QEMU gives the
 #        backend two regions of one memfd, the second at offset 3 GiB)
 #        net-packed-nomrg-overflow net-restart net-reset
+#        net-migrate net-migrate-packed (live migration to a second QEMU
+#        and a second virtq-net)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
 # Environment:
@@ -614,6 +616,121 @@ vsock_reset() {
 		"guest_rc=$rc host_rc=$hrc host_pass=$(count RECV result=PASS "$LOG/host-after.out")/3"
 }
 
+# ---- live migration: the guest moves to a second QEMU and a second virtq-net ----
+# QEMU migrates a vhost-user device only if the backend offers dirty-page
+# logging (VHOST_F_LOG_ALL with LOG_SHMFD); otherwise the migration is
+# blocked.  While RAM is copied the source backend keeps echoing frames into
+# the guest's receive buffers and must mark every page it writes: a page it
+# fails to mark is not sent again and reaches the destination stale.  The
+# direct check: when the migration is done, with both machines paused, the
+# destination's guest RAM must equal the source's byte for byte.  Then the
+# guest runs on: its echoes (random sizes, each frame checked) before, across
+# and after the migration must all come back intact, the last ones through
+# the destination's backend.
+# guest_ram LOGDIR: /proc path of the guest-RAM memfd of the QEMU logging there
+guest_ram() {
+	local pid f
+	for pid in $(pgrep -f -- "file:$1/console.log"); do
+		[ "$(cat /proc/"$pid"/comm 2>/dev/null)" = qemu-system-x86 ] || continue
+		for f in /proc/"$pid"/fd/*; do
+			case "$(readlink "$f")" in
+			/memfd:mem*) echo "$f"; return 0 ;;
+			esac
+		done
+	done
+	return 1
+}
+# qmp_status: the "status" field of the last QMP reply
+qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\1/p'; }
+net_migrate() {
+	local packed=$1 qs qd mport
+	local opts=(--dev net --packed "$packed" --mrg on --mem 128 --timeout 100)
+	local cmd='gnet echo eth0 -n 500 -s 0 || exit 1
+		echo MIGRATE_NOW
+		gnet echo eth0 -n 60000 -s 0 -w 5000
+		echo "DURING_RC=$?"
+		gnet probe eth0 -t 20 && gnet echo eth0 -n 2000 -s 0'
+	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
+	need_net_backend
+	# the destination's backend first: its QEMU connects at startup
+	local sock_src=$NSOCK sock_dst=$LOG/net-dst.sock
+	NSOCK=$sock_dst
+	net_start loopback || { check start 1 "destination backend"; return; }
+	local dst_pid=$NET_PID dst_out=$NET_OUT
+	NSOCK=$sock_src
+	net_start loopback || { check start 1 "source backend"; return; }
+	local src_pid=$NET_PID src_out=$NET_OUT
+	qs=$(qmp_port)
+	qd=$(qmp_port)
+	mport=$(qmp_port)
+	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" --sock "$sock_dst" --qmp-port "$qd" \
+		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
+	local dst_guest=$!
+	PIDS+=("$dst_guest")
+	guest_bg src "${opts[@]}" --sock "$sock_src" --qmp-port "$qs" -- "$cmd"
+	qmp_open "$qs" || { check qmp 1 "no QMP on port $qs"; return; }
+	local qfd_src=$QFD
+	if ! wait_mark src MIGRATE_NOW 60; then
+		check before-migration 1 "the guest never reached the migration point"
+		return
+	fi
+	sleep 0.5       # the echo runs
+	# 32 MB/s: a few seconds of iterations with the backend writing
+	local status= t0=$SECONDS
+	qmp '{"execute":"migrate-set-parameters","arguments":{"max-bandwidth":33554432,"downtime-limit":300}}'
+	qmp '{"execute":"migrate","arguments":{"uri":"tcp:127.0.0.1:'"$mport"'"}}' ||
+		note "migrate refused: $(tail -1 "$LOG/qmp.log")"
+	while [ $((SECONDS - t0)) -lt 60 ]; do
+		qmp '{"execute":"query-migrate"}' || break
+		status=$(qmp_status)
+		case "$status" in completed|failed|cancelled) break ;; esac
+		sleep 0.2
+	done
+	check migrated $([ "$status" = completed ] && echo 0 || echo 1) \
+		"status=${status:-none} after $((SECONDS - t0)) s $(grep -o '"error": *{[^}]*}' "$LOG/qmp.log" | tail -1)"
+	# the destination has loaded everything when it is paused (not inmigrate)
+	qmp_open "$qd" || { check qmp 1 "no QMP on port $qd"; return; }
+	local qfd_dst=$QFD
+	for ((t0 = SECONDS; SECONDS - t0 < 30;)); do
+		qmp '{"execute":"query-status"}' || break
+		status=$(qmp_status)
+		[ "$status" = paused ] && break
+		sleep 0.2
+	done
+	local ram_src= ram_dst= diff=
+	ram_src=$(guest_ram "$LOG/src") && ram_dst=$(guest_ram "$LOG/dst") &&
+		diff=$(cmp -l "$ram_src" "$ram_dst" | awk '{ p[int(($1 - 1) / 4096)] = 1 } END { n = 0; for (k in p) { if (n < 8) s = s sprintf(" 0x%x", k * 4096); n++ } print n s }')
+	check guest-ram-identical $([ "${diff%% *}" = 0 ] && echo 0 || echo 1) \
+		"destination status=$status pages differing from the source: ${diff:-no memfds found (src=$ram_src dst=$ram_dst)}"
+	QFD=$qfd_src
+	qmp '{"execute":"quit"}'
+	QFD=$qfd_dst
+	qmp '{"execute":"cont"}'
+	wait "$GPID" 2>/dev/null
+	wait "$dst_guest"
+	local rc=$?
+	cat "$LOG/dst.err"
+	NET_PID=$src_pid NET_OUT=$src_out
+	net_stop
+	local src_rx=$NET_RX src_drop=$NET_DROP
+	NET_PID=$dst_pid NET_OUT=$dst_out
+	net_stop
+	local dst_rx=$NET_RX o=$LOG/dst.out during
+	cat "$LOG/src/output.log" "$LOG/dst/output.log" > "$LOG/both.out" 2>/dev/null
+	# Across the stop a loopback frame may find the receive ring already
+	# stopped (QEMU stops RX before TX): the backend drops it and counts it.
+	# No frame may be lost uncounted, and none may come back damaged.
+	during=$(grep -a '^ECHO ' "$LOG/both.out" | sed -n 2p)
+	local lost
+	lost=$(echo "$during" | sed -n 's/.* lost=\([0-9]*\).*/\1/p')
+	check echo-across-migration $(echo "$during" | grep -q ' ok=[1-9][0-9]* stale=0 bad=0 ' &&
+		[ "${lost:-x}" -le $((src_drop + NET_DROP)) ] 2>/dev/null && echo 0 || echo 1) \
+		"$(echo "$during" | cut -d' ' -f2-6) dropped_and_counted_by_backends=$((src_drop + NET_DROP))"
+	check served-after-migration $([ $rc = 0 ] && [ "$(count PROBE result=PASS "$o")" = 1 ] &&
+		[ "$(count ECHO result=PASS "$o")" -ge 1 ] && [ "${src_rx:-0}" -ge 500 ] && [ "${dst_rx:-0}" -ge 2000 ] && echo 0 || echo 1) \
+		"guest_rc=$rc $(grep -a '^PROBE' "$o") $(grep -a '^ECHO' "$o" | tail -1 | cut -d' ' -f2-6) source_backend_rx=$src_rx destination_backend_rx=$dst_rx"
+}
+
 case "$CASE" in
 net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
@@ -625,6 +742,8 @@ net-packed-nomrg-overflow) net_overflow ;;
 net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
+net-migrate) net_migrate off ;;
+net-migrate-packed) net_migrate on ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;

@@ -11,6 +11,10 @@
 #     --reconnect SEC       net: chardev reconnect=SEC (survive backend restarts)
 #     --dev-opts k=v,...    more -device properties
 #     --qmp-port PORT       QMP monitor on 127.0.0.1:PORT (for hotplug)
+#     --incoming URI        wait for a live migration from URI instead of
+#                           booting (the same options and command as the
+#                           source's, so the machines match); the guest stays
+#                           paused after it until QMP "cont"
 #     --mem MB              guest RAM, memfd shared with the backend (default 256)
 #     --mem-path DIR        the guest RAM in a file under DIR instead (a
 #                           hugetlbfs mount: huge pages, as VMs use them)
@@ -27,7 +31,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
-DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
+DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--dev) DEV=$2; shift 2 ;;
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--reconnect) RECONNECT=$2; shift 2 ;;
 	--dev-opts) DEVOPTS=,$2; shift 2 ;;
 	--qmp-port) QMP=$2; shift 2 ;;
+	--incoming) INCOMING=$2; shift 2 ;;
 	--mem) MEM=$2; shift 2 ;;
 	--mem-path) MEMPATH=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
@@ -105,6 +110,7 @@ Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp 1 -m "${MEM}M"
 	-kernel "$CACHE/vmlinuz" -initrd "$INITRD"
 	-append "console=ttyS0 quiet panic=-1 no_timer_check")
 [ -n "$QMP" ] && Q+=(-qmp "tcp:127.0.0.1:$QMP,server=on,wait=off")
+[ -n "$INCOMING" ] && Q+=(-incoming "$INCOMING" -S)
 CHR="socket,id=chr0,path=$SOCK"
 [ -n "$RECONNECT" ] && CHR="$CHR,reconnect=$RECONNECT"
 case "$DEV" in
