@@ -6,4 +6,6 @@
 set -e
 fuzzer=$1; seeds=$2; scratch=$3; shift 3
 mkdir -p "$scratch"
-exec "$fuzzer" "$@" "$scratch" "$seeds"
+# libFuzzer's default exit status for a finding is 77, which meson reads as
+# "skipped": a crash must fail the test.
+exec "$fuzzer" -error_exitcode=1 "$@" "$scratch" "$seeds"

@@ -568,7 +568,7 @@ static void reply_rules(void)
 }
 
 /* SET_LOG_BASE (LOG_SHMFD): a log description and one fd; its reply has no
- * payload (DPDK) or a u64 (libvhost-user), both accepted. */
+ * payload. */
 static void log_base_rules(void)
 {
 	struct raw r;
@@ -616,10 +616,6 @@ static void log_base_rules(void)
 				     false, &m, NULL, 0), 0);
 	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION | VHU_FLAG_REPLY, 8);
 	raw_u64(&r, 0);
-	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_LOG_BASE,
-				     false, &m, NULL, 0), 0);
-	raw_hdr(&r, VHU_SET_LOG_BASE, VHU_VERSION | VHU_FLAG_REPLY, 4);
-	raw_u32(&r, 0);
 	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_SET_LOG_BASE,
 				     false, &m, NULL, 0), -EMSGSIZE);
 }
