@@ -49,6 +49,7 @@ extern "C" {
 #define VIRTIO_NET_F_MRG_RXBUF   15
 #define VIRTIO_NET_F_STATUS      16
 #define VIRTIO_NET_F_CTRL_VQ     17
+#define VIRTIO_NET_F_GUEST_ANNOUNCE 21
 #define VIRTIO_NET_F_MQ          22
 
 /* Header flags and GSO types (5.1.6). */
@@ -83,9 +84,13 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
 	return vq_index & 1;
 }
 
-/* The features this layer implements (on top of VQ_RING_FEATURES). */
+/* The features this layer implements (on top of VQ_RING_FEATURES).
+ * GUEST_ANNOUNCE needs nothing here: under vhost-user the VMM owns the
+ * config space and the control queue, and the guest's announcements travel
+ * as ordinary TX frames; the backend only has to let QEMU offer it. */
 #define VQ_NET_FEATURES (VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) | \
-			 VIRTQ_BIT(VIRTIO_NET_F_MQ))
+			 VIRTQ_BIT(VIRTIO_NET_F_MQ) |     \
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE))
 
 /* Default and largest frame (without the header) the layer accepts: 64 KiB
  * of payload behind an Ethernet header, the most a GSO-less guest sends. */

@@ -645,7 +645,8 @@ qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\
 net_migrate() {
 	local packed=$1 qs qd mport
 	local opts=(--dev net --packed "$packed" --mrg on --mem 128 --timeout 100)
-	local cmd='gnet echo eth0 -n 500 -s 0 || exit 1
+	local cmd=$FEATS'
+		gnet echo eth0 -n 500 -s 0 || exit 1
 		echo MIGRATE_NOW
 		gnet echo eth0 -n 60000 -s 0 -w 5000
 		echo "DURING_RC=$?"
@@ -686,6 +687,9 @@ net_migrate() {
 		case "$status" in completed|failed|cancelled) break ;; esac
 		sleep 0.2
 	done
+	# virtq-net lets QEMU offer the guest announcement (bit 21)
+	check guest-announce $([ "$(feature 21 "$LOG/src/output.log")" = 1 ] && echo 0 || echo 1) \
+		"GUEST_ANNOUNCE=$(feature 21 "$LOG/src/output.log")"
 	check migrated $([ "$status" = completed ] && echo 0 || echo 1) \
 		"status=${status:-none} after $((SECONDS - t0)) s $(grep -o '"error": *{[^}]*}' "$LOG/qmp.log" | tail -1)"
 	# the destination has loaded everything when it is paused (not inmigrate)

@@ -924,7 +924,10 @@ static uint64_t offered_features(const struct daemon *d)
 	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
 		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
-		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) |
+		     /* after a live migration the guest announces itself
+		      * (gratuitous ARP) instead of QEMU sending a RARP */
+		     VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
 
 	if (d->o.pairs > 1)
 		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
