@@ -83,15 +83,6 @@ struct vq_dev_config {
 	 */
 	uint16_t avail_idx;
 	uint16_t used_idx;
-	/*
-	 * Live-migration logging (NULL: off).  Every chain's written bytes are
-	 * marked in the log when it is filled, and the guest-physical ranges
-	 * in log_ring (the areas this side writes: split used ring, packed
-	 * descriptor ring and device area; zero lengths unused) after each
-	 * flush and notification change.
-	 */
-	const struct vq_dirty_log *log;
-	struct vq_gpa_range log_ring[2];
 };
 
 /* A chain popped from the available ring, as iovecs into guest memory. */
@@ -118,6 +109,18 @@ void vq_dev_free(struct vq_dev *d);
 /* Back to the state vq_dev_new() made (indices from the config, not broken,
  * nothing staged). */
 void vq_dev_reset(struct vq_dev *d);
+
+/*
+ * Live-migration logging: from now on every chain's written bytes are marked
+ * in log when it is filled, and the guest-physical ranges ring[0, nring) (the
+ * areas this side writes: split used ring, packed descriptor ring and device
+ * area) after each flush and notification change.  A NULL log turns it off.
+ * Call while no thread uses the queue.  A queue that does not log runs the
+ * layout's own functions: logging costs nothing until it is on.
+ * 0, -EINVAL (nring > 2) or -ENOMEM.
+ */
+int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
+		   const struct vq_gpa_range *ring, unsigned nring);
 
 /*
  * Pop the next available chain into c (whose iov/iov_max the caller set).

@@ -42,10 +42,11 @@ uint64_t vq_ring_layout(uint64_t features, uint16_t num, uint64_t off[3])
 	return off[2] + virtq_split_used_size(num);
 }
 
-static int vq_vbreak(int *errp, char *msg, int err, const char *fmt, va_list ap)
+static int vq_vbreak(int *errp, char *msg, size_t size, int err,
+		     const char *fmt, va_list ap)
 {
 	if (*errp == 0) {
-		vsnprintf(msg, VQ_ERRMSG_MAX, fmt, ap);
+		vsnprintf(msg, size, fmt, ap);
 		*errp = err;
 	}
 	return *errp;
@@ -56,7 +57,7 @@ int vq_dev_break(struct vq_dev *d, int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	err = vq_vbreak(&d->err, d->errmsg, err, fmt, ap);
+	err = vq_vbreak(&d->err, d->errmsg, sizeof(d->errmsg), err, fmt, ap);
 	va_end(ap);
 	return err;
 }
@@ -66,7 +67,8 @@ int vq_dev_fail(struct vq_dev *d, int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	err = vq_vbreak(&d->err, d->errmsg, err < 0 ? err : -EINVAL, fmt, ap);
+	err = vq_vbreak(&d->err, d->errmsg, sizeof(d->errmsg),
+			err < 0 ? err : -EINVAL, fmt, ap);
 	va_end(ap);
 	return err;
 }
@@ -76,7 +78,7 @@ int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	err = vq_vbreak(&q->err, q->errmsg, err, fmt, ap);
+	err = vq_vbreak(&q->err, q->errmsg, sizeof(q->errmsg), err, fmt, ap);
 	va_end(ap);
 	return err;
 }
@@ -130,8 +132,13 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 
 void vq_dev_free(struct vq_dev *d)
 {
-	if (d)
-		d->ops->destroy(d);
+	struct vq_dev_log *l;
+
+	if (!d)
+		return;
+	l = d->log;
+	d->ops->destroy(d);     /* the layout's own destroy, also in a copy */
+	free(l);
 }
 
 void vq_dev_reset(struct vq_dev *d)
@@ -172,12 +179,87 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 	return d->ops->unpop(d, c, n);
 }
 
-/* Migration: the ring areas this side writes, after it wrote them. */
-static void log_ring(const struct vq_dev *d)
+/* ---- migration logging: a copy of the layout's ops with four wrapped ---- */
+
+struct vq_dev_log {
+	struct vq_dev_ops ops;
+	const struct vq_dev_ops *layout;
+	const struct vq_dirty_log *log;
+	struct vq_gpa_range ring[2];
+	unsigned nring;
+};
+
+/* The ring areas this side writes, after it wrote them. */
+static void log_ring(const struct vq_dev_log *l)
 {
-	for (unsigned i = 0; i < 2; i++)
-		vq_log_mark(d->cfg.log, d->cfg.log_ring[i].gpa, d->cfg.log_ring[i].len);
+	for (unsigned i = 0; i < l->nring; i++)
+		vq_log_mark(l->log, l->ring[i].gpa, l->ring[i].len);
 }
+
+static int log_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
+{
+	/* the device wrote these bytes before filling: record them now */
+	vq_log_mark_iov(d->log->log, d->cfg.mem, c->iov + c->nout, c->nin, len);
+	return d->log->layout->fill(d, c, len);
+}
+
+static int log_flush(struct vq_dev *d)
+{
+	int r = d->log->layout->flush(d);
+
+	log_ring(d->log);
+	return r;
+}
+
+static void log_disable_notify(struct vq_dev *d)
+{
+	d->log->layout->disable_notify(d);
+	log_ring(d->log);
+}
+
+static int log_enable_notify(struct vq_dev *d)
+{
+	int r = d->log->layout->enable_notify(d);
+
+	log_ring(d->log);
+	return r;
+}
+
+int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
+		   const struct vq_gpa_range *ring, unsigned nring)
+{
+	struct vq_dev_log *l = d->log;
+
+	if (nring > 2)
+		return -EINVAL;
+	if (!log) {
+		if (l) {
+			d->ops = l->layout;
+			d->log = NULL;
+			free(l);
+		}
+		return 0;
+	}
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		l->layout = d->ops;
+		l->ops = *d->ops;
+		l->ops.fill = log_fill;
+		l->ops.flush = log_flush;
+		l->ops.disable_notify = log_disable_notify;
+		l->ops.enable_notify = log_enable_notify;
+	}
+	l->log = log;
+	l->nring = nring;
+	memcpy(l->ring, ring, nring * sizeof(*ring));
+	d->log = l;
+	d->ops = &l->ops;
+	return 0;
+}
+
+/* ---- the device side's calls ---- */
 
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
@@ -185,22 +267,14 @@ int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 		return d->err;
 	if (unlikely(len > c->in_len))
 		return -EINVAL;
-	/* the device wrote these bytes before filling: record them now */
-	if (unlikely(d->cfg.log))
-		vq_log_mark_iov(d->cfg.log, d->cfg.mem, c->iov + c->nout, c->nin, len);
 	return d->ops->fill(d, c, len);
 }
 
 int vq_dev_flush(struct vq_dev *d)
 {
-	int r;
-
 	if (unlikely(d->err))
 		return d->err;
-	r = d->ops->flush(d);
-	if (unlikely(d->cfg.log))
-		log_ring(d);
-	return r;
+	return d->ops->flush(d);
 }
 
 int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
@@ -218,23 +292,15 @@ bool vq_dev_should_signal(struct vq_dev *d)
 
 void vq_dev_disable_notify(struct vq_dev *d)
 {
-	if (likely(!d->err)) {
+	if (likely(!d->err))
 		d->ops->disable_notify(d);
-		if (unlikely(d->cfg.log))
-			log_ring(d);
-	}
 }
 
 int vq_dev_enable_notify(struct vq_dev *d)
 {
-	int r;
-
 	if (unlikely(d->err))
 		return d->err;
-	r = d->ops->enable_notify(d);
-	if (unlikely(d->cfg.log))
-		log_ring(d);
-	return r;
+	return d->ops->enable_notify(d);
 }
 
 bool vq_dev_has_avail(struct vq_dev *d)

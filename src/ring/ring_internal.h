@@ -52,12 +52,19 @@ struct vq_dev_ops {
 	void (*destroy)(struct vq_dev *d);
 };
 
-/* State every device-side queue has; each layout embeds it first. */
+struct vq_dev_log;
+
+/* State every device-side queue has; each layout embeds it first.  The log
+ * pointer took 8 bytes of errmsg, so the size stayed what it was and every
+ * layout's hot fields kept their offsets (and cache lines). */
 struct vq_dev {
 	const struct vq_dev_ops *ops;
 	struct vq_dev_config cfg;
 	int err;                        /* 0 or the -errno that broke it */
-	char errmsg[VQ_ERRMSG_MAX];
+	char errmsg[VQ_ERRMSG_MAX - 8];
+	/* logging on (vq_dev_set_log): ops is log->ops, a copy of the
+	 * layout's with fill, flush and the notification changes wrapped */
+	struct vq_dev_log *log;
 };
 
 struct vq_drv_ops {

@@ -44,6 +44,7 @@ struct ring {
 	bool log_used;                  /* VHOST_VRING_F_LOG */
 	uint64_t log_gpa;               /* where used-ring writes are logged */
 	struct vq_gpa_range log_ring[2]; /* what the started ring logs */
+	unsigned log_nring;
 };
 
 struct map {
@@ -153,13 +154,13 @@ static void ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
 /* The guest-physical ranges a started ring writes, for the log: the used
  * ring (split) or device area (packed) at the address the front-end gave
  * for logging, and a packed ring's descriptors, which the device rewrites. */
-static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
-			  struct vq_dev_config *cfg)
+static int ring_log_setup(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
 	uint64_t dsz, asz, usz, desc_gpa;
 	unsigned n = 0;
 
+	q->log_nring = 0;
 	if (!logging(b))
 		return 0;
 	if (!vq_log_covers_mem(&b->log, b->mem))
@@ -170,8 +171,8 @@ static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 	if (packed(b)) {
 		if (vq_mem_uaddr_to_gpa(b->mem, q->desc_ua, &desc_gpa))
 			return berr(b, -EFAULT, "queue %u: descriptor ring outside the memory map", i);
-		cfg->log_ring[n].gpa = desc_gpa;
-		cfg->log_ring[n++].len = dsz;
+		q->log_ring[n].gpa = desc_gpa;
+		q->log_ring[n++].len = dsz;
 	}
 	if (q->log_used) {
 		if (!vq_log_covers(&b->log, q->log_gpa, usz))
@@ -179,11 +180,10 @@ static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 				    "queue %u: used ring log address 0x%llx + %llu is past the dirty log",
 				    i, (unsigned long long)q->log_gpa,
 				    (unsigned long long)usz);
-		cfg->log_ring[n].gpa = q->log_gpa;
-		cfg->log_ring[n++].len = usz;
+		q->log_ring[n].gpa = q->log_gpa;
+		q->log_ring[n++].len = usz;
 	}
-	cfg->log = &b->log;
-	memcpy(q->log_ring, cfg->log_ring, sizeof(q->log_ring));
+	q->log_nring = n;
 	return 0;
 }
 
@@ -230,7 +230,7 @@ static void ring_suspend(struct vq_vhu_backend *b, unsigned i)
 	dev_stop(b, i);
 	/* a fill the device did not flush still wrote the ring */
 	if (logging(b))
-		for (unsigned k = 0; k < 2; k++)
+		for (unsigned k = 0; k < q->log_nring; k++)
 			vq_log_mark(&b->log, q->log_ring[k].gpa, q->log_ring[k].len);
 	st = vq_dev_get_state(q->vq);
 	q->base = packed(b) ? (uint32_t)st.avail_idx | (uint32_t)st.used_idx << 16
@@ -296,13 +296,20 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		/* split: the used index lives in memory (SET_VRING_BASE) */
 		cfg.used_idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
 	}
-	memset(q->log_ring, 0, sizeof(q->log_ring));
-	r = ring_log_setup(b, i, &cfg);
+	r = ring_log_setup(b, i);
 	if (r)
 		return r;
 	r = vq_dev_new(&cfg, &q->vq);
 	if (r)
 		return berr(b, r, "queue %u: ring refused (%d)", i, r);
+	if (logging(b)) {
+		r = vq_dev_set_log(q->vq, &b->log, q->log_ring, q->log_nring);
+		if (r) {
+			vq_dev_free(q->vq);
+			q->vq = NULL;
+			return berr(b, r, "queue %u: out of memory", i);
+		}
+	}
 	return dev_start(b, i);
 }
 
