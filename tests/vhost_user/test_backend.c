@@ -1037,6 +1037,28 @@ static void migration_log(struct fx *x, bool pk)
 		CHECK_EQ(dirty_pages(log), 1);
 	}
 
+	{
+		/* QEMU replaces the log (memory hotplug grows it) while the
+		 * rings run: marks go to the new one, the old is unmapped */
+		int lfd2 = log_memfd(4096), maps = count_maps();
+		uint8_t *log2 = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				     MAP_SHARED, lfd2, 0);
+
+		CHECK(log2 != MAP_FAILED);
+		snd_log_base(s, lfd2, 2 * LOG_BYTES, 0);
+		ok(x);
+		CHECK_EQ(rcv(s, VHU_SET_LOG_BASE, false).size, 0);
+		CHECK_EQ(count_maps(), maps + 1);       /* ours, not the old one */
+		memset(log, 0, LOG_BYTES);
+		echo_one(x, d, 0x10000, 64, 0x20800, 64);
+		CHECK_EQ(dirty_pages(log), 0);
+		CHECK(page_dirty(log2, 0x20800));
+		/* (split: used-ring logging was turned off above) */
+		CHECK_EQ(page_dirty(log2, 0x2000), pk);
+		munmap(log2, 4096);
+		close(lfd2);
+	}
+
 	/* migration over: LOG_ALL cleared, nothing more is logged */
 	snd_u64(s, VHU_SET_FEATURES, rf | PROTO);
 	ok(x);
