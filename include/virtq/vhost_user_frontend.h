@@ -86,6 +86,19 @@ void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
 /* A host pointer for guest-physical [gpa, gpa+len), or NULL. */
 void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len);
 
+/*
+ * Live-migration logging, switched as QEMU switches it while the rings run.
+ * On: SET_LOG_BASE with a new log (a memfd, one bit per 4 KiB guest page
+ * from address 0), SET_FEATURES with VHOST_F_LOG_ALL, and every started
+ * ring's SET_VRING_ADDR again with VHOST_VRING_F_LOG.  Off: the same without
+ * the bits, and the log is freed.  -EOPNOTSUPP when the back-end does not
+ * offer LOG_ALL with LOG_SHMFD.
+ */
+int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on);
+/* The log while logging is on (its size in *size), else NULL. */
+const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f,
+				   uint64_t *size);
+
 /* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG). */
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 			       void *buf, uint32_t len);

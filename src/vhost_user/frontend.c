@@ -41,19 +41,24 @@
 			   VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) |          \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |             \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS))
+			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |             \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD))
 
 struct fqueue {
 	struct vq_drv *drv;
 	int kick_fd, call_fd;
 	uint64_t ring_gpa;
 	uint64_t off[3];
+	struct vq_vhu_msg addr;         /* its SET_VRING_ADDR, to resend */
 };
 
 struct vq_vhu_frontend {
 	struct vq_vhu_frontend_config cfg;
 	int sock;
-	uint64_t features, protocol;
+	uint64_t offered, features, protocol;
+	bool started;
+	uint8_t *log;                   /* dirty log while logging, else NULL */
+	uint64_t log_size;
 	int mem_fd;
 	uint8_t *mem;
 	uint64_t mem_size, brk;
@@ -271,6 +276,7 @@ static int negotiate(struct vq_vhu_frontend *f)
 	r = get_u64(f, VHU_GET_FEATURES, &offered);
 	if (r)
 		return r;
+	f->offered = offered;
 	if (!(offered & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
 		return ferr(f, -ENOTSUP,
 			    "the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
@@ -296,8 +302,9 @@ static int negotiate(struct vq_vhu_frontend *f)
 			return ferr(f, -ENOSPC, "the back-end has %llu queues, %u wanted",
 				    (unsigned long long)nq, f->cfg.nqueues);
 	}
+	/* logging is switched on later, as a migration does */
 	want = (f->cfg.features | VIRTQ_BIT(VIRTIO_F_VERSION_1)) &
-	       ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+	       ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) & ~VIRTQ_BIT(VHU_F_LOG_ALL);
 	f->features = (want & offered) |
 		      (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
 	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
@@ -376,6 +383,8 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	m.u.addr.desc = (uintptr_t)dc.ring.desc;
 	m.u.addr.avail = (uintptr_t)dc.ring.driver;
 	m.u.addr.used = (uintptr_t)dc.ring.device;
+	m.u.addr.log = q->ring_gpa + q->off[2];
+	q->addr = m;
 	r = call(f, &m, NULL, 0, NULL);
 	if (!r)
 		r = call_vring_fd(f, VHU_SET_VRING_KICK, i, q->kick_fd);
@@ -393,6 +402,7 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
 		if (r)
 			return r;
 	}
+	f->started = true;
 	if (proto(f, VHU_PROTOCOL_F_STATUS))
 		return call_u64(f, VHU_SET_STATUS, ST_ACKNOWLEDGE | ST_DRIVER |
 				ST_FEATURES_OK | ST_DRIVER_OK);
@@ -497,10 +507,90 @@ int vq_vhu_frontend_connect(const char *path,
 	return frontend_init(fd, cfg, out);
 }
 
+/* Every ring's address again, used-ring logging on or off. */
+static int resend_addrs(struct vq_vhu_frontend *f, bool log)
+{
+	for (unsigned i = 0; f->started && i < f->cfg.nqueues; i++) {
+		struct vq_vhu_msg m = f->q[i].addr;
+		int r;
+
+		m.u.addr.flags = log ? VHU_VRING_F_LOG : 0;
+		r = call(f, &m, NULL, 0, NULL);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void log_free(struct vq_vhu_frontend *f)
+{
+	if (f->log)
+		munmap(f->log, f->log_size);
+	f->log = NULL;
+	f->log_size = 0;
+}
+
+int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
+{
+	uint64_t pages = (GUEST_GPA + f->mem_size + VQ_LOG_PAGE - 1) / VQ_LOG_PAGE;
+	struct vq_vhu_msg m = { .request = VHU_SET_LOG_BASE, .kind = VHU_P_LOG };
+	int fd, r;
+	void *p;
+
+	if (!on) {
+		if (!f->log)
+			return 0;
+		r = call_u64(f, VHU_SET_FEATURES, f->features);
+		if (!r)
+			r = resend_addrs(f, false);
+		log_free(f);
+		return r;
+	}
+	if (!(f->offered & VIRTQ_BIT(VHU_F_LOG_ALL)) || !proto(f, VHU_PROTOCOL_F_LOG_SHMFD))
+		return ferr(f, -EOPNOTSUPP,
+			    "the back-end does not offer VHOST_F_LOG_ALL with LOG_SHMFD");
+	if (f->log)
+		return 0;
+	/* QEMU's log: whole u64s, bit n for guest page n, from address 0 */
+	f->log_size = align_up((pages + 7) / 8, 8);
+	fd = memfd_create("virtq-log", MFD_CLOEXEC);
+	if (fd < 0)
+		return ferr(f, -errno, "log: memfd_create failed: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)f->log_size) < 0) {
+		close(fd);
+		return ferr(f, -errno, "log: ftruncate failed");
+	}
+	p = mmap(NULL, f->log_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return ferr(f, -errno, "log: mmap failed");
+	}
+	f->log = p;
+	m.u.log.size = f->log_size;
+	m.u.log.offset = 0;
+	r = call(f, &m, &fd, 1, NULL);
+	close(fd);
+	if (!r)
+		r = call_u64(f, VHU_SET_FEATURES, f->features | VIRTQ_BIT(VHU_F_LOG_ALL));
+	if (!r)
+		r = resend_addrs(f, true);
+	if (r)
+		log_free(f);
+	return r;
+}
+
+const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *size)
+{
+	if (size)
+		*size = f->log_size;
+	return f->log;
+}
+
 void vq_vhu_frontend_free(struct vq_vhu_frontend *f)
 {
 	if (!f)
 		return;
+	log_free(f);
 	if (f->sock >= 0)
 		close(f->sock);
 	for (unsigned i = 0; f->q && i < f->cfg.nqueues; i++) {

@@ -165,7 +165,22 @@ struct slot {
 	uint32_t len;
 };
 
-/* Echo total buffers through queue qi; returns descriptors used. */
+/* While logging is on: is every page of [gpa, gpa+len) marked? */
+static bool logged(struct vq_vhu_frontend *f, uint64_t gpa, uint32_t len)
+{
+	uint64_t size;
+	const uint8_t *log = vq_vhu_frontend_log(f, &size);
+
+	for (uint64_t p = gpa / VQ_LOG_PAGE; len && p <= (gpa + len - 1) / VQ_LOG_PAGE; p++)
+		if (p / 8 >= size ||
+		    !(__atomic_load_n(&log[p / 8], __ATOMIC_RELAXED) & (1u << (p % 8))))
+			return false;
+	return true;
+}
+
+/* Echo total buffers through queue qi; returns descriptors used.  While
+ * logging is on, every byte written must be in a page marked before the
+ * buffer came back. */
 static uint64_t traffic(struct vq_vhu_frontend *f, unsigned qi, unsigned total,
 			uint64_t *seed)
 {
@@ -218,6 +233,8 @@ static uint64_t traffic(struct vq_vhu_frontend *f, unsigned qi, unsigned total,
 			CHECK(i < QSIZE);
 			CHECK_EQ(len, s[i].len);
 			CHECK(!memcmp(s[i].in, s[i].out, len));
+			if (vq_vhu_frontend_log(f, NULL))
+				CHECK(logged(f, s[i].in_gpa, len));
 			if (len < BUFSZ)
 				CHECK_EQ(s[i].in[len], 0);
 			freel[nfree++] = i;
@@ -293,7 +310,17 @@ static void run_case(const struct tcase *t)
 		unsigned total = 3000 + q;
 		uint32_t base;
 
+		/* the second queue runs as in a live migration: logging is
+		 * switched on while the rings run (vhost-user "Migration") */
+		if (q == 1) {
+			CHECK_EQ(vq_vhu_frontend_set_logging(f, true), 0);
+			CHECK(vq_vhu_frontend_log(f, NULL));
+		}
 		nd = traffic(f, q, total, &seed);
+		if (q == 1) {
+			CHECK_EQ(vq_vhu_frontend_set_logging(f, false), 0);
+			CHECK(!vq_vhu_frontend_log(f, NULL));
+		}
 		CHECK_EQ(vq_vhu_frontend_stop_queue(f, q, &base), 0);
 		if (!t->packed) {
 			/* split: the next avail index, free-running */

@@ -57,6 +57,7 @@ struct net_opts {
 	bool json;
 	bool hugetlb;
 	bool verify;
+	bool dirty_log;
 };
 
 #define RXBUF 2048u
@@ -77,6 +78,8 @@ struct net_run {
 	uint64_t rxgpa;
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
+	const uint8_t *log;             /* --dirty-log: the backend's log */
+	uint64_t log_size, unlogged;
 	double elapsed;
 	uint64_t features;              /* negotiated */
 	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
@@ -112,6 +115,10 @@ static void net_usage(FILE *f)
 "                        runs while no backend is polling)\n"
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx/rr: check every received frame's length and bytes\n"
+"  --dirty-log           switch on live-migration logging first, as QEMU does\n"
+"                        when a migration starts, and check that every byte\n"
+"                        the backend wrote into a receive buffer lies in a\n"
+"                        page it marked dirty before returning the buffer\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
 "  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
 "                        'virtq-perf ab' can vary backend options)\n"
@@ -121,7 +128,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
 	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
-	N_JSON, N_HUGE, N_VERIFY, N_BOPT, N_PEER, N_HELP,
+	N_JSON, N_HUGE, N_VERIFY, N_DLOG, N_BOPT, N_PEER, N_HELP,
 };
 
 static const struct option net_long[] = {
@@ -144,6 +151,7 @@ static const struct option net_long[] = {
 	{ "json", no_argument, NULL, N_JSON },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
+	{ "dirty-log", no_argument, NULL, N_DLOG },
 	{ "backend-opt", required_argument, NULL, N_BOPT },
 	{ "help", no_argument, NULL, N_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -231,6 +239,7 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 		case N_JSON: o->json = true; break;
 		case N_HUGE: o->hugetlb = true; break;
 		case N_VERIFY: o->verify = true; break;
+		case N_DLOG: o->dirty_log = true; break;
 		case N_BOPT:
 			if (o->nbackend_opt == 16 || strchr(optarg, '\''))
 				goto bad;
@@ -402,6 +411,15 @@ static int net_setup(struct net_run *n)
 		return -ENOTSUP;
 	}
 	n->features = vq_vhu_frontend_features(n->f);
+	if (o->dirty_log) {
+		r = vq_vhu_frontend_set_logging(n->f, true);
+		if (r < 0) {
+			fprintf(stderr, "virtq-perf net: --dirty-log: %s\n",
+				vq_vhu_frontend_error_msg(n->f));
+			return r;
+		}
+		n->log = vq_vhu_frontend_log(n->f, &n->log_size);
+	}
 	n->prefetchw = vq_has_prefetchw();
 	n->hdr_len = vq_net_hdr_len(n->features);
 	n->rxq = vq_vhu_frontend_queue(n->f, 0);
@@ -545,6 +563,22 @@ static uint16_t le16_at(const uint8_t *p)
 	return (uint16_t)(p[0] | p[1] << 8);
 }
 
+/* --dirty-log: is every page of [gpa, gpa+len) marked?  The backend marks
+ * before it publishes the buffer, so the bits are there when we see it. */
+static bool logged(const struct net_run *n, uint64_t gpa, uint32_t len)
+{
+	uint64_t p, last;
+
+	if (!len)
+		return true;
+	last = (gpa + len - 1) / VQ_LOG_PAGE;
+	for (p = gpa / VQ_LOG_PAGE; p <= last; p++)
+		if (p / 8 >= n->log_size ||
+		    !(__atomic_load_n(&n->log[p / 8], __ATOMIC_RELAXED) & (1u << (p % 8))))
+			return false;
+	return true;
+}
+
 /* One used RX buffer: count frames (with MRG_RXBUF the first buffer of a
  * frame says how many follow), optionally check it.  The caller posts it
  * again. */
@@ -557,6 +591,8 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 	if (b == 0 || b > n->o.queue_size || len > RXBUF)
 		return -EPROTO;
 	p = n->rxmem + (uint64_t)(b - 1) * RXBUF;
+	if (n->log && !logged(n, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
+		n->unlogged++;
 	if (*more) {
 		(*more)--;
 	} else {
@@ -734,11 +770,13 @@ static void net_report(struct net_run *n)
 		       "\"packed\":%s,\"in_order\":%s,\"event_idx\":%s,\"mrg_rxbuf\":%s,"
 		       "\"features\":\"0x%" PRIx64 "\",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.4f,\"ops_per_sec\":%.1f,\"mpps\":%.4f,\"gbps\":%.4f,"
-		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64,
+		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64
+		       ",\"dirty_log\":%s,\"unlogged\":%" PRIu64,
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
 		       o->mrg ? "true" : "false", n->features,
-		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad);
+		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad,
+		       n->o.dirty_log ? "true" : "false", n->unlogged);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);
@@ -759,6 +797,9 @@ static void net_report(struct net_run *n)
 			       l.p50, l.p90, l.p99, l.p999);
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
+		if (o->dirty_log)
+			printf("dirty log on: %" PRIu64 " received buffers had bytes in unmarked pages\n",
+			       n->unlogged);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
 			       perf_place_name(n->place), n->c2c_before, n->c2c_after,
@@ -807,6 +848,8 @@ int perf_net_main(int argc, char **argv)
 		net_report(&n);
 	free(n.lat);
 	if (r == 0 && n.o.verify && n.bad)
+		return 1;
+	if (r == 0 && n.unlogged)
 		return 1;
 	return r < 0 ? 1 : 0;
 }
