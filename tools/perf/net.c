@@ -116,9 +116,9 @@ static void net_usage(FILE *f)
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx/rr: check every received frame's length and bytes\n"
 "  --dirty-log           switch on live-migration logging first, as QEMU does\n"
-"                        when a migration starts, and check that every byte\n"
-"                        the backend wrote into a receive buffer lies in a\n"
-"                        page it marked dirty before returning the buffer\n"
+"                        when a migration starts; with --verify, check that\n"
+"                        every byte the backend wrote into a receive buffer\n"
+"                        lies in a page it marked before returning it\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
 "  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
 "                        'virtq-perf ab' can vary backend options)\n"
@@ -591,7 +591,8 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 	if (b == 0 || b > n->o.queue_size || len > RXBUF)
 		return -EPROTO;
 	p = n->rxmem + (uint64_t)(b - 1) * RXBUF;
-	if (n->log && !logged(n, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
+	if (n->log && n->o.verify &&
+	    !logged(n, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
 		n->unlogged++;
 	if (*more) {
 		(*more)--;
