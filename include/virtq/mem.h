@@ -67,10 +67,12 @@ void *vq_mem_gpa_to_hva(const struct vq_mem *m, uint64_t gpa, uint64_t len);
  * addresses). */
 void *vq_mem_uaddr_to_hva(const struct vq_mem *m, uint64_t uaddr, uint64_t len);
 
-/* The guest-physical address of a frontend address, or of a host pointer into
- * a region: 0 and *gpa set, or -EFAULT when no region holds it. */
+/* The guest-physical address of a frontend address: 0 and *gpa set, or
+ * -EFAULT when no region holds it. */
 int vq_mem_uaddr_to_gpa(const struct vq_mem *m, uint64_t uaddr, uint64_t *gpa);
-int vq_mem_hva_to_gpa(const struct vq_mem *m, const void *hva, uint64_t *gpa);
+/* The region holding a host pointer, or NULL.  Valid until the map changes. */
+const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
+						 const void *hva);
 
 /*
  * A dirty-page log (vhost's VHOST_F_LOG_ALL, for live migration): one bit per
@@ -90,12 +92,35 @@ struct vq_dirty_log {
 bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
 /* Does it cover every region of the map? */
 bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
-/* Mark the pages of [gpa, gpa+len) dirty (pages past the log are skipped:
- * callers check coverage when they set the log up). */
+/* Mark the pages of [gpa, gpa+len) dirty now (pages past the log are
+ * skipped: callers check coverage when they set the log up). */
 void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
-/* Mark the guest pages under the first len bytes of iov[0, n). */
-void vq_log_mark_iov(const struct vq_dirty_log *log, const struct vq_mem *m,
-		     const struct iovec *iov, unsigned n, uint64_t len);
+
+/*
+ * Marks gathered over a burst, then set together: one fence, and an atomic
+ * OR only for a bitmap byte that lacks one of the bits (in steady state the
+ * frontend harvests every few hundred ms, so most are already set).  Skipping
+ * a set bit is safe only after the fence: the writes being recorded are then
+ * visible before we look, so a frontend that clears the bit after our look
+ * copies the page with them.
+ */
+#define VQ_LOG_BATCH 16u
+
+struct vq_log_batch {
+	const struct vq_dirty_log *log;
+	const struct vq_mem_region *hint;       /* the region last translated */
+	unsigned n;
+	struct {
+		uint64_t byte;          /* index into log->bits */
+		uint8_t bits;
+	} e[VQ_LOG_BATCH];
+};
+
+void vq_log_batch_add(struct vq_log_batch *b, uint64_t gpa, uint64_t len);
+/* The guest pages under the first len bytes of iov[0, n). */
+void vq_log_batch_add_iov(struct vq_log_batch *b, const struct vq_mem *m,
+			  const struct iovec *iov, unsigned n, uint64_t len);
+void vq_log_batch_flush(struct vq_log_batch *b);
 
 #ifdef __cplusplus
 }

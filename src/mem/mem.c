@@ -195,18 +195,17 @@ int vq_mem_uaddr_to_gpa(const struct vq_mem *m, uint64_t uaddr, uint64_t *gpa)
 	return -EFAULT;
 }
 
-int vq_mem_hva_to_gpa(const struct vq_mem *m, const void *hva, uint64_t *gpa)
+const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
+						 const void *hva)
 {
 	uintptr_t p = (uintptr_t)hva;
 
 	for (unsigned i = 0; i < m->n; i++) {
 		const struct vq_mem_region *r = &m->r[i];
-		uintptr_t base = (uintptr_t)r->hva;
 
-		if (p >= base && p - base < r->size) {
-			*gpa = r->gpa + (p - base);
-			return 0;
-		}
+		if (p >= (uintptr_t)r->hva && p - (uintptr_t)r->hva < r->size)
+			return r;
 	}
-	return -EFAULT;
+	return NULL;
 }
+

@@ -132,13 +132,12 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 
 void vq_dev_free(struct vq_dev *d)
 {
-	struct vq_dev_log *l;
-
 	if (!d)
 		return;
-	l = d->log;
-	d->ops->destroy(d);     /* the layout's own destroy, also in a copy */
-	free(l);
+	/* marks of buffers filled and never flushed are set, then the
+	 * layout's own ops are back */
+	vq_dev_set_log(d, NULL, NULL, 0);
+	d->ops->destroy(d);
 }
 
 void vq_dev_reset(struct vq_dev *d)
@@ -184,29 +183,34 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 struct vq_dev_log {
 	struct vq_dev_ops ops;
 	const struct vq_dev_ops *layout;
-	const struct vq_dirty_log *log;
 	struct vq_gpa_range ring[2];
 	unsigned nring;
+	struct vq_log_batch batch;      /* the burst's buffers, marked at flush */
 };
 
-/* The ring areas this side writes, after it wrote them. */
-static void log_ring(const struct vq_dev_log *l)
+/* The ring areas this side writes, after it wrote them.  Set with the next
+ * burst's marks, or when the queue stops or is freed: a bit only has to be
+ * there before the frontend's last scan, which follows the ring's stop. */
+static void log_ring(struct vq_dev_log *l)
 {
 	for (unsigned i = 0; i < l->nring; i++)
-		vq_log_mark(l->log, l->ring[i].gpa, l->ring[i].len);
+		vq_log_batch_add(&l->batch, l->ring[i].gpa, l->ring[i].len);
 }
 
 static int log_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
-	/* the device wrote these bytes before filling: record them now */
-	vq_log_mark_iov(d->log->log, d->cfg.mem, c->iov + c->nout, c->nin, len);
+	/* the device wrote these bytes before filling */
+	vq_log_batch_add_iov(&d->log->batch, d->cfg.mem, c->iov + c->nout, c->nin, len);
 	return d->log->layout->fill(d, c, len);
 }
 
 static int log_flush(struct vq_dev *d)
 {
-	int r = d->log->layout->flush(d);
+	int r;
 
+	/* the buffers' pages are marked before the driver can see them used */
+	vq_log_batch_flush(&d->log->batch);
+	r = d->log->layout->flush(d);
 	log_ring(d->log);
 	return r;
 }
@@ -234,6 +238,7 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 		return -EINVAL;
 	if (!log) {
 		if (l) {
+			vq_log_batch_flush(&l->batch);
 			d->ops = l->layout;
 			d->log = NULL;
 			free(l);
@@ -251,7 +256,9 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 		l->ops.disable_notify = log_disable_notify;
 		l->ops.enable_notify = log_enable_notify;
 	}
-	l->log = log;
+	vq_log_batch_flush(&l->batch);
+	l->batch.log = log;
+	l->batch.hint = NULL;
 	l->nring = nring;
 	memcpy(l->ring, ring, nring * sizeof(*ring));
 	d->log = l;
