@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <virtq/runtime.h>
 #include <virtq/vhost_user_backend.h>
 
 #include "vhu_internal.h"
@@ -738,6 +739,11 @@ static int h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	dev_stop(b, i);
 	close_fd(slot);
 	*slot = fd;
+	/* A new call fd gets one signal: a completion whose call went to the
+	 * old fd, or was never sent by a back-end that died (reconnect),
+	 * still reaches the driver; a spurious one finds nothing used. */
+	if (m->request == VHU_SET_VRING_CALL && fd >= 0)
+		vq_evt_signal(fd);
 	if (m->request == VHU_SET_VRING_KICK)
 		q->has_kick = true;
 	return ring_try_start(b, i);

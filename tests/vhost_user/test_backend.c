@@ -539,6 +539,34 @@ static void ring_states_disabled_until_enable(struct fx *x)
 	x->e.starts = x->e.stops = 0;
 }
 
+/* A new call fd is signalled once: a completion whose call went to the old
+ * fd, or that a back-end which died never signalled, still wakes the
+ * driver after the front-end replaces the fd (or reconnects). */
+static void new_call_fd_signalled_once(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), c1 = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int c2 = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t v;
+
+	split_ring(x, s, SPLIT, k);
+	snd_vring_fd(s, VHU_SET_VRING_CALL, 0, c1);
+	ok(x);
+	CHECK_EQ(read(c1, &v, 8), 8);
+	CHECK_EQ(v, 1);
+	snd_vring_fd(s, VHU_SET_VRING_CALL, 0, c2);
+	ok(x);
+	CHECK_EQ(read(c2, &v, 8), 8);
+	CHECK_EQ(v, 1);
+	CHECK_EQ(read(c1, &v, 8), -1);  /* the old one: nothing more */
+	CHECK(x->e.q[0].on);
+	close(s);
+	close(k);
+	close(c1);
+	close(c2);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	x->e.starts = x->e.stops = 0;
+}
+
 static void get_vring_base_split_stops_ring(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
@@ -1179,6 +1207,7 @@ int main(void)
 	T(bad_request_needs_protocol_feature);
 	T(ring_states_enabled_without_protocol_features);
 	T(ring_states_disabled_until_enable);
+	T(new_call_fd_signalled_once);
 	T(get_vring_base_split_stops_ring);
 	T(get_vring_base_packed_both_indices);
 	T(reply_ack_success_and_failure);
