@@ -12,6 +12,8 @@
 #        net-packed-nomrg-overflow net-restart net-reset
 #        net-migrate net-migrate-packed (live migration to a second QEMU
 #        and a second virtq-net)
+#        net-tap (virtq-net tap mode: ping and TCP between guest and host;
+#        needs root for the TAP device)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
 # Environment:
@@ -157,6 +159,7 @@ net_start() {
 	virtq)
 		local extra=()
 		[ "$1" = source ] && extra=(--count "$SOURCE_COUNT")
+		[ "$1" = tap ] && extra=(--tap "$NET_TAP")
 		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" --json "${extra[@]}" \
 			> "$NET_OUT" 2>&1 < /dev/null &
 		;;
@@ -735,6 +738,49 @@ net_migrate() {
 		"guest_rc=$rc $(grep -a '^PROBE' "$o") $(grep -a '^ECHO' "$o" | tail -1 | cut -d' ' -f2-6) source_backend_rx=$src_rx destination_backend_rx=$dst_rx"
 }
 
+# ---- tap mode: the guest on a real Linux network (a host TAP device) ----
+# virtq-net creates the TAP device and bridges it to the guest.  The guest
+# pings the host (small and full-size frames, ARP first), then the host
+# sends it 4 MB over TCP, checked end to end by MD5: IP, ARP and TCP
+# through virtq-net both ways, as a VM uses it.
+NET_TAP=
+net_tap() {
+	local i sum out
+	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqtap$$
+	net_start tap || { check start 1 "virtq-net tap $NET_TAP"; return; }
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$NET_TAP" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip addr add 10.77.0.1/24 dev "$NET_TAP" && ip link set "$NET_TAP" up ||
+		{ check tap-up 1 "cannot configure $NET_TAP"; return; }
+	head -c 4000000 /dev/urandom > "$LOG/blob"
+	sum=$(md5sum < "$LOG/blob" | cut -d' ' -f1)
+	guest_bg tap --dev net --sock "$NSOCK" --mem 128 --timeout 100 -- '
+		ip addr add 10.77.0.2/24 dev eth0
+		ping -c 20 -A -W 5 10.77.0.1 | grep "packet loss" | sed "s/^/PING_SMALL /"
+		ping -c 20 -A -W 5 -s 1472 10.77.0.1 | grep "packet loss" | sed "s/^/PING_FULL /"
+		echo LISTEN
+		nc -l -p 5000 | md5sum | sed "s/^/MD5 /"'
+	if wait_mark tap LISTEN 60; then
+		for ((i = 0; i < 50; i++)); do
+			bash -c "cat '$LOG/blob' > /dev/tcp/10.77.0.2/5000" 2>/dev/null && break
+			sleep 0.2
+		done
+	fi
+	guest_wait tap
+	local rc=$?
+	net_stop
+	out=$LOG/tap.out
+	check ping $(grep -q '^PING_SMALL.* 0% packet loss' "$out" && grep -q '^PING_FULL.* 0% packet loss' "$out" &&
+		echo 0 || echo 1) "$(grep -a '^PING' "$out" | tr '\n' ' ')"
+	check tcp-host-to-guest $([ $rc = 0 ] && grep -q "^MD5 $sum" "$out" && echo 0 || echo 1) \
+		"guest_rc=$rc want=$sum got=$(sed -n 's/^MD5 \([0-9a-f]*\).*/\1/p' "$out") backend_from_guest=$NET_RX backend_to_guest=$NET_TX dropped=$NET_DROP"
+}
+
 case "$CASE" in
 net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
@@ -746,6 +792,7 @@ net-packed-nomrg-overflow) net_overflow ;;
 net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
+net-tap) net_tap ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
 vsock-g2h) vsock_g2h off ;;
