@@ -12,6 +12,9 @@
 #        net-packed-nomrg-overflow net-restart net-reset
 #        net-migrate net-migrate-packed (live migration to a second QEMU
 #        and a second virtq-net)
+#        net-migrate-idle-rx net-migrate-idle-rx-packed (the same, with the
+#        backend writing receive buffers the idle guest never reads again:
+#        catches a backend that does not log its writes; needs root)
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
@@ -645,6 +648,44 @@ guest_ram() {
 }
 # qmp_status: the "status" field of the last QMP reply
 qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\1/p'; }
+# migrate_compare SRC_QMP DST_QMP PORT: migrate the source to the paused
+# destination (-incoming) at 32 MB/s, so RAM is copied over a few seconds of
+# iterations while the backend writes; check it completed and that, with both
+# paused, the destination's guest RAM equals the source's; then quit the
+# source and let the destination run.
+migrate_compare() {
+	local qfd_src qfd_dst status= t0=$SECONDS ram_src= ram_dst= diff=
+	qmp_open "$1" || { check qmp 1 "no QMP on port $1"; return 1; }
+	qfd_src=$QFD
+	qmp '{"execute":"migrate-set-parameters","arguments":{"max-bandwidth":33554432,"downtime-limit":300}}'
+	qmp '{"execute":"migrate","arguments":{"uri":"tcp:127.0.0.1:'"$3"'"}}' ||
+		note "migrate refused: $(tail -1 "$LOG/qmp.log")"
+	while [ $((SECONDS - t0)) -lt 60 ]; do
+		qmp '{"execute":"query-migrate"}' || break
+		status=$(qmp_status)
+		case "$status" in completed|failed|cancelled) break ;; esac
+		sleep 0.2
+	done
+	check migrated $([ "$status" = completed ] && echo 0 || echo 1) \
+		"status=${status:-none} after $((SECONDS - t0)) s $(grep -o '"error": *{[^}]*}' "$LOG/qmp.log" | tail -1)"
+	# the destination has loaded everything when it is paused (not inmigrate)
+	qmp_open "$2" || { check qmp 1 "no QMP on port $2"; return 1; }
+	qfd_dst=$QFD
+	for ((t0 = SECONDS; SECONDS - t0 < 30;)); do
+		qmp '{"execute":"query-status"}' || break
+		status=$(qmp_status)
+		[ "$status" = paused ] && break
+		sleep 0.2
+	done
+	ram_src=$(guest_ram "$LOG/src") && ram_dst=$(guest_ram "$LOG/dst") &&
+		diff=$(cmp -l "$ram_src" "$ram_dst" | awk '{ p[int(($1 - 1) / 4096)] = 1 } END { n = 0; for (k in p) { if (n < 8) s = s sprintf(" 0x%x", k * 4096); n++ } print n s }')
+	check guest-ram-identical $([ "${diff%% *}" = 0 ] && echo 0 || echo 1) \
+		"destination status=$status pages differing from the source: ${diff:-no memfds found (src=$ram_src dst=$ram_dst)}"
+	QFD=$qfd_src
+	qmp '{"execute":"quit"}'
+	QFD=$qfd_dst
+	qmp '{"execute":"cont"}'
+}
 net_migrate() {
 	local packed=$1 qs qd mport
 	local opts=(--dev net --packed "$packed" --mrg on --mem 128 --timeout 100)
@@ -672,47 +713,15 @@ net_migrate() {
 	local dst_guest=$!
 	PIDS+=("$dst_guest")
 	guest_bg src "${opts[@]}" --sock "$sock_src" --qmp-port "$qs" -- "$cmd"
-	qmp_open "$qs" || { check qmp 1 "no QMP on port $qs"; return; }
-	local qfd_src=$QFD
 	if ! wait_mark src MIGRATE_NOW 60; then
 		check before-migration 1 "the guest never reached the migration point"
 		return
 	fi
 	sleep 0.5       # the echo runs
-	# 32 MB/s: a few seconds of iterations with the backend writing
-	local status= t0=$SECONDS
-	qmp '{"execute":"migrate-set-parameters","arguments":{"max-bandwidth":33554432,"downtime-limit":300}}'
-	qmp '{"execute":"migrate","arguments":{"uri":"tcp:127.0.0.1:'"$mport"'"}}' ||
-		note "migrate refused: $(tail -1 "$LOG/qmp.log")"
-	while [ $((SECONDS - t0)) -lt 60 ]; do
-		qmp '{"execute":"query-migrate"}' || break
-		status=$(qmp_status)
-		case "$status" in completed|failed|cancelled) break ;; esac
-		sleep 0.2
-	done
 	# virtq-net lets QEMU offer the guest announcement (bit 21)
 	check guest-announce $([ "$(feature 21 "$LOG/src/output.log")" = 1 ] && echo 0 || echo 1) \
 		"GUEST_ANNOUNCE=$(feature 21 "$LOG/src/output.log")"
-	check migrated $([ "$status" = completed ] && echo 0 || echo 1) \
-		"status=${status:-none} after $((SECONDS - t0)) s $(grep -o '"error": *{[^}]*}' "$LOG/qmp.log" | tail -1)"
-	# the destination has loaded everything when it is paused (not inmigrate)
-	qmp_open "$qd" || { check qmp 1 "no QMP on port $qd"; return; }
-	local qfd_dst=$QFD
-	for ((t0 = SECONDS; SECONDS - t0 < 30;)); do
-		qmp '{"execute":"query-status"}' || break
-		status=$(qmp_status)
-		[ "$status" = paused ] && break
-		sleep 0.2
-	done
-	local ram_src= ram_dst= diff=
-	ram_src=$(guest_ram "$LOG/src") && ram_dst=$(guest_ram "$LOG/dst") &&
-		diff=$(cmp -l "$ram_src" "$ram_dst" | awk '{ p[int(($1 - 1) / 4096)] = 1 } END { n = 0; for (k in p) { if (n < 8) s = s sprintf(" 0x%x", k * 4096); n++ } print n s }')
-	check guest-ram-identical $([ "${diff%% *}" = 0 ] && echo 0 || echo 1) \
-		"destination status=$status pages differing from the source: ${diff:-no memfds found (src=$ram_src dst=$ram_dst)}"
-	QFD=$qfd_src
-	qmp '{"execute":"quit"}'
-	QFD=$qfd_dst
-	qmp '{"execute":"cont"}'
+	migrate_compare "$qs" "$qd" "$mport"
 	wait "$GPID" 2>/dev/null
 	wait "$dst_guest"
 	local rc=$?
@@ -736,6 +745,70 @@ net_migrate() {
 	check served-after-migration $([ $rc = 0 ] && [ "$(count PROBE result=PASS "$o")" = 1 ] &&
 		[ "$(count ECHO result=PASS "$o")" -ge 1 ] && [ "${src_rx:-0}" -ge 500 ] && [ "${dst_rx:-0}" -ge 2000 ] && echo 0 || echo 1) \
 		"guest_rc=$rc $(grep -a '^PROBE' "$o") $(grep -a '^ECHO' "$o" | tail -1 | cut -d' ' -f2-6) source_backend_rx=$src_rx destination_backend_rx=$dst_rx"
+}
+
+# ---- live migration, receive buffers written while the guest is idle ----
+# net-migrate cannot catch a backend that logs nothing: a Linux guest soon
+# frees and zeroes again the pages of the receive buffers it consumed, which
+# dirties them, and QEMU resends them anyway.  Here the guest takes eth0 down
+# (its receive buffers stay posted and nobody reads them) and the host sends
+# frames into the source backend's TAP device while RAM is copied: the
+# backend writes pages the guest will not touch again, so a page it fails to
+# mark reaches the destination stale, and the RAM check fails.
+net_migrate_idle_rx() {
+	local qs qd mport i rc gnet=$VIRTQ_GUEST_CACHE/root/bin/gnet
+	local opts=(--dev net --packed "$1" --mrg on --mem 128 --timeout 100)
+	local cmd='ip link set eth0 down; echo MIGRATE_NOW; sleep 12; ip link set eth0 up; echo UP'
+	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	[ -x "$gnet" ] || cannot_run "no $gnet to send frames with"
+	local sock_src=$NSOCK sock_dst=$LOG/net-dst.sock tap_src=vqtS$$ tap_dst=vqtD$$
+	NSOCK=$sock_dst NET_TAP=$tap_dst
+	net_start tap || { check start 1 "destination backend"; return; }
+	local dst_pid=$NET_PID dst_out=$NET_OUT
+	NSOCK=$sock_src NET_TAP=$tap_src
+	net_start tap || { check start 1 "source backend"; return; }
+	local src_pid=$NET_PID src_out=$NET_OUT
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$tap_src" >/dev/null 2>&1 && ip link show "$tap_dst" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip link set "$tap_src" up && ip link set "$tap_dst" up || { check tap-up 1 ""; return; }
+	qs=$(qmp_port)
+	qd=$(qmp_port)
+	mport=$(qmp_port)
+	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" --sock "$sock_dst" --qmp-port "$qd" \
+		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
+	local dst_guest=$!
+	PIDS+=("$dst_guest")
+	guest_bg src "${opts[@]}" --sock "$sock_src" --qmp-port "$qs" -- "$cmd"
+	if ! wait_mark src MIGRATE_NOW 60; then
+		check before-migration 1 "the guest never reached the migration point"
+		return
+	fi
+	# 200 frames, one every 20 ms, into receive buffers nobody will read
+	( for ((i = 0; i < 200; i++)); do
+		"$gnet" tx "$tap_src" -n 1 -s 60 >/dev/null 2>&1
+		sleep 0.02
+	done ) &
+	local inj=$!
+	PIDS+=("$inj")
+	migrate_compare "$qs" "$qd" "$mport"
+	wait "$inj"
+	wait "$GPID" 2>/dev/null
+	wait "$dst_guest"
+	rc=$?
+	cat "$LOG/dst.err"
+	NET_PID=$src_pid NET_OUT=$src_out
+	net_stop
+	local src_tx=$NET_TX
+	NET_PID=$dst_pid NET_OUT=$dst_out
+	net_stop
+	# the source backend must really have written the guest's buffers
+	check idle-buffers-written $([ "${src_tx:-0}" -gt 0 ] && echo 0 || echo 1) \
+		"frames the source backend put in the idle guest's receive buffers: ${src_tx:-0}"
+	check guest-runs-on $([ $rc = 0 ] && grep -q '^UP' "$LOG/dst.out" && echo 0 || echo 1) "guest_rc=$rc"
 }
 
 # ---- tap mode: the guest on a real Linux network (a host TAP device) ----
@@ -795,6 +868,8 @@ net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
+net-migrate-idle-rx) net_migrate_idle_rx off ;;
+net-migrate-idle-rx-packed) net_migrate_idle_rx on ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;
