@@ -70,8 +70,16 @@ static int set_config(void *o, uint32_t off, const void *buf, uint32_t len,
 	return off < 4 && !(flags & 1) ? -EPERM : (int)(len & 0);
 }
 
+/* Refuses every other MAC, so both REPLY_ACK answers are reachable. */
+static int send_rarp(void *o, const uint8_t mac[6])
+{
+	(void)o;
+	return mac[5] & 1 ? -ENETDOWN : 0;
+}
+
 static const struct vq_vhu_device_ops ops = {
 	.queue_start = qstart, .get_config = get_config, .set_config = set_config,
+	.send_rarp = send_rarp,
 };
 
 static int guest_fd = -1;

@@ -256,6 +256,12 @@ bool vq_net_rx_has_buffers(struct vq_net_queue *q);
 int vq_net_mac_swapped(const struct iovec *iov, unsigned iovcnt, uint32_t len,
 		       uint8_t mac[12], struct iovec *out);
 
+/* A RARP request (RFC 903) "from" mac, broadcast: what announces a migrated
+ * guest to the switches (VHOST_USER_SEND_RARP), padded to the 60-byte
+ * Ethernet minimum.  Returns VQ_NET_RARP_LEN. */
+#define VQ_NET_RARP_LEN 60u
+unsigned vq_net_rarp_frame(const uint8_t mac[6], uint8_t frame[VQ_NET_RARP_LEN]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,6 +59,12 @@ struct vq_vhu_device_ops {
 			  uint32_t len, uint32_t flags);
 	/* The front-end went away or sent RESET_DEVICE: forget device state. */
 	void (*reset)(void *opaque);
+	/* A net device after a live migration of a guest that cannot announce
+	 * itself (no VIRTIO_NET_F_GUEST_ANNOUNCE): tell the network that mac
+	 * moved here, as QEMU would with a RARP broadcast.  PROTOCOL_F_RARP
+	 * is offered only when this is set.  0, or -errno (a failed
+	 * REPLY_ACK; the connection stays). */
+	int (*send_rarp)(void *opaque, const uint8_t mac[6]);
 };
 
 struct vq_vhu_device {
@@ -77,6 +83,7 @@ struct vq_vhu_device {
 #define VQ_VHU_BACKEND_PROTOCOL_FEATURES                                \
 	(VIRTQ_BIT(VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) | \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD) |                            \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |                                 \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \

@@ -99,6 +99,11 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on);
 const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f,
 				   uint64_t *size);
 
+/* VHOST_USER_SEND_RARP: what QEMU sends a net back-end after a live
+ * migration when the guest cannot announce itself.  -ENOTSUP without
+ * PROTOCOL_F_RARP. */
+int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6]);
+
 /* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG). */
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 			       void *buf, uint32_t len);

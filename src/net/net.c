@@ -762,3 +762,25 @@ int vq_net_mac_swapped(const struct iovec *iov, unsigned iovcnt, uint32_t len,
 	}
 	return n;
 }
+
+unsigned vq_net_rarp_frame(const uint8_t mac[6], uint8_t frame[VQ_NET_RARP_LEN])
+{
+	/* hardware type 1 (Ethernet), protocol 0x0800 (IPv4), address
+	 * lengths 6 and 4, opcode 3 ("request reverse") */
+	static const uint8_t arp[8] = { 0, 1, 0x08, 0x00, 6, 4, 0, 3 };
+	uint8_t *p = frame;
+
+	memset(frame, 0, VQ_NET_RARP_LEN);
+	memset(p, 0xff, 6);
+	memcpy(p + 6, mac, 6);
+	p[12] = 0x80;                   /* EtherType 0x8035: RARP */
+	p[13] = 0x35;
+	p += 14;
+	memcpy(p, arp, sizeof(arp));
+	p += sizeof(arp);
+	/* sender and target hardware addresses are both the announced MAC;
+	 * the protocol addresses stay 0 (unknown) */
+	memcpy(p, mac, 6);
+	memcpy(p + 10, mac, 6);
+	return VQ_NET_RARP_LEN;
+}

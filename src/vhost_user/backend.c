@@ -818,6 +818,24 @@ static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return 0;
 }
 
+static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r = need_proto(b, m, VHU_PROTOCOL_F_RARP, "RARP");
+	uint8_t mac[6];
+
+	if (r)
+		return r;
+	/* QEMU copies the MAC's bytes into the payload: wire order, which
+	 * the codec read as a little-endian u64 */
+	for (unsigned i = 0; i < 6; i++)
+		mac[i] = (uint8_t)(m->u.u64 >> (8 * i));
+	r = b->dev.ops->send_rarp(b->dev.opaque, mac);
+	if (r)
+		berr(b, 0, "SEND_RARP: the device could not announce the MAC: %s",
+		     strerror(-r));
+	return r ? 1 : 0;
+}
+
 static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	int r;
@@ -882,6 +900,8 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return h_set_config(b, m);
 	case VHU_RESET_DEVICE:
 		return h_reset_device(b, m);
+	case VHU_SEND_RARP:
+		return h_send_rarp(b, m);
 	case VHU_SET_STATUS:
 		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
 		if (!r)
@@ -970,6 +990,8 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
 	if (!b->dev.ops->get_config)
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
+	if (!b->dev.ops->send_rarp)
+		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_RARP);
 	b->listen_fd = b->conn_fd = -1;
 	b->recv_timeout_ms = 5000;
 	b->mem = vq_mem_new();

@@ -53,6 +53,8 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(SET_PROTOCOL_FEATURES, VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(GET_QUEUE_NUM,         VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
 	D(SET_VRING_ENABLE,      VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
+	/* the guest's MAC in the u64's first six bytes */
+	D(SEND_RARP,             VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
 	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
 	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),

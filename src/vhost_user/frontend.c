@@ -42,6 +42,7 @@
 			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |             \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |             \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |               \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD))
 
 struct fqueue {
@@ -577,6 +578,17 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 	if (r)
 		log_free(f);
 	return r;
+}
+
+int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
+{
+	uint64_t v = 0;
+
+	if (!proto(f, VHU_PROTOCOL_F_RARP))
+		return ferr(f, -ENOTSUP, "SEND_RARP: PROTOCOL_F_RARP not negotiated");
+	for (unsigned i = 0; i < 6; i++)
+		v |= (uint64_t)mac[i] << (8 * i);
+	return call_u64(f, VHU_SEND_RARP, v);
 }
 
 const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *size)

@@ -9,6 +9,9 @@
  *                                           send bursts, expect each frame back
  *   gnet probe IF [-t sec]                  echo one small burst until it comes
  *                                           back intact (recovery after restarts)
+ *   gnet watch IF [-n N] [-t sec]           print the first N (64) frames that
+ *                                           are not gnet's, ARP and RARP decoded
+ *                                           (announcements after a migration)
  *
  * Frame layout (ethertype 0x88B5, IEEE "local experimental"):
  *   0..13 Ethernet header, 14 "VQGN", 18 run id (le32), 22 seq (le64),
@@ -300,6 +303,57 @@ static int cmd_rx(int fd, struct opts *o)
 	return bad ? 1 : 0;
 }
 
+static void put_mac(const char *key, const uint8_t *m)
+{
+	printf(" %s=%02x:%02x:%02x:%02x:%02x:%02x", key, m[0], m[1], m[2], m[3],
+	       m[4], m[5]);
+}
+
+static void put_ip(const char *key, const uint8_t *a)
+{
+	printf(" %s=%u.%u.%u.%u", key, a[0], a[1], a[2], a[3]);
+}
+
+static int cmd_watch(int fd, struct opts *o)
+{
+	unsigned long long shown = 0, seen = 0;
+	double t0 = now();
+
+	printf("WATCH ready\n");
+	while (now() - t0 < o->secs && shown < o->n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		uint64_t seq;
+		const char *why;
+		const uint8_t *f = buf[0];
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t r = recv(fd, buf[0], sizeof(buf[0]), MSG_DONTWAIT);
+
+		if (r < 14)
+			continue;
+		seen++;
+		if (check(f, (unsigned int)r, &seq, &why) != V_FOREIGN)
+			continue;
+		shown++;
+		printf("FRAME type=%02x%02x len=%zd", f[12], f[13], r);
+		put_mac("src", f + 6);
+		put_mac("dst", f);
+		/* ARP 0x0806 and RARP 0x8035 share RFC 826's Ethernet/IPv4 body */
+		if (((f[12] == 0x08 && f[13] == 0x06) || (f[12] == 0x80 && f[13] == 0x35)) &&
+		    r >= 42) {
+			printf(" op=%u", f[20] << 8 | f[21]);
+			put_mac("sha", f + 22);
+			put_ip("spa", f + 28);
+			put_mac("tha", f + 32);
+			put_ip("tpa", f + 38);
+		}
+		printf("\n");
+	}
+	printf("WATCH frames=%llu shown=%llu\n", seen, shown);
+	return 0;
+}
+
 static unsigned int rnd(void)
 {
 	static uint32_t s = 0x9e3779b9;
@@ -444,7 +498,7 @@ int main(int argc, char **argv)
 	int c, rx, have_n = 0;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: gnet tx|rx|echo|probe IF [opts]\n");
+		fprintf(stderr, "usage: gnet tx|rx|echo|probe|watch IF [opts]\n");
 		return 2;
 	}
 	const char *cmd = argv[1];
@@ -485,6 +539,13 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "echo"))
 		return cmd_echo(fd, &o);
+	if (!strcmp(cmd, "watch")) {
+		if (!have_n)
+			o.n = 64;
+		if (o.secs <= 0)
+			o.secs = 3;
+		return cmd_watch(fd, &o);
+	}
 	if (!strcmp(cmd, "probe")) {
 		if (o.secs <= 0)
 			o.secs = 30;

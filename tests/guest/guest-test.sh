@@ -17,6 +17,9 @@
 #        catches a backend that does not log its writes; needs root)
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
+#        net-announce-guest net-announce-rarp (QMP announce-self: the guest
+#        announces itself with GUEST_ANNOUNCE, virtq-net sends a RARP on its
+#        TAP without it; needs root)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #
 # Environment:
@@ -144,6 +147,7 @@ wait_sock() {
 # guest / gave to the guest; NET_DROP the frames it could not deliver.
 NET_PID=
 NET_N=0
+NET_OPTS=()     # more virtq-net options for the next net_start
 SOURCE_COUNT=5000
 net_start() {
 	NET_N=$((NET_N + 1))
@@ -163,7 +167,7 @@ net_start() {
 		local extra=()
 		[ "$1" = source ] && extra=(--count "$SOURCE_COUNT")
 		[ "$1" = tap ] && extra=(--tap "$NET_TAP")
-		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" --json "${extra[@]}" \
+		"$VIRTQ_NET" --socket-path "$NSOCK" --mode "$1" --json "${extra[@]}" "${NET_OPTS[@]}" \
 			> "$NET_OUT" 2>&1 < /dev/null &
 		;;
 	esac
@@ -811,6 +815,68 @@ net_migrate_idle_rx() {
 	check guest-runs-on $([ $rc = 0 ] && grep -q '^UP' "$LOG/dst.out" && echo 0 || echo 1) "guest_rc=$rc"
 }
 
+# ---- announcements (QMP announce-self: what QEMU does after a migration) ----
+# With VIRTIO_NET_F_GUEST_ANNOUNCE QEMU asks the guest's driver, which sends
+# gratuitous ARPs through its TX ring; without it QEMU asks the back-end
+# (VHOST_USER_SEND_RARP) and virtq-net broadcasts a RARP from the guest's
+# MAC on its TAP.  Either way the host's TAP must see the announcements,
+# and only the kind the features call for.
+GUEST_MAC=52:54:00:12:34:56
+net_announce() {
+	local kind=$1 qp rarps garps sent i gnet=$VIRTQ_GUEST_CACHE/root/bin/gnet
+	[ "$BACKEND" = virtq ] || cannot_run "SEND_RARP is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqan$$
+	[ "$kind" = rarp ] && NET_OPTS=(--no-guest-announce)
+	net_start tap || { check start 1 "virtq-net tap $NET_TAP"; return; }
+	NET_OPTS=()
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$NET_TAP" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip link set "$NET_TAP" up || { check tap-up 1 "cannot bring $NET_TAP up"; return; }
+	qp=$(qmp_port)
+	guest_bg ann --dev net --sock "$NSOCK" --mem 128 --qmp-port "$qp" --timeout 60 -- '
+		ip addr add 10.77.1.2/24 dev eth0
+		sed "s/^/FEATURES /" /sys/class/net/eth0/device/features
+		echo READY; sleep 6; echo DONE'
+	if ! wait_mark ann READY 60; then
+		check guest-up 1 "the guest never got ready"
+		return
+	fi
+	[ -x "$gnet" ] || { check gnet 1 "no $gnet"; return; }
+	"$gnet" watch "$NET_TAP" -t 3 > "$LOG/watch.out" 2>&1 &
+	local w=$!
+	PIDS+=("$w")
+	for ((i = 0; i < 50; i++)); do grep -q '^WATCH ready' "$LOG/watch.out" && break; sleep 0.1; done
+	qmp_open "$qp" &&
+		qmp '{"execute":"announce-self","arguments":{"initial":50,"max":550,"rounds":3,"step":50}}'
+	check announce-self $? "QMP announce-self, 3 rounds"
+	wait "$w"
+	guest_wait ann
+	net_stop
+	cat "$LOG/watch.out"
+	# the driver's feature string, bit 21 = VIRTIO_NET_F_GUEST_ANNOUNCE
+	local ga
+	ga=$(grep -a '^FEATURES ' "$LOG/ann/output.log" | head -1 | cut -c31)
+	check guest-announce-bit $([ "$ga" = "$([ "$kind" = rarp ] && echo 0 || echo 1)" ] && echo 0 || echo 1) \
+		"the driver's GUEST_ANNOUNCE bit: ${ga:-?}"
+	sent=$(grep -a '"summary":true' "$NET_OUT" | tail -1 | sed -n 's/.*"rarp_sent":\([0-9]*\).*/\1/p')
+	rarps=$(grep -c "^FRAME type=8035 len=60 src=$GUEST_MAC dst=ff:ff:ff:ff:ff:ff op=3 sha=$GUEST_MAC spa=0.0.0.0 tha=$GUEST_MAC tpa=0.0.0.0\$" "$LOG/watch.out")
+	garps=$(grep -c "^FRAME type=0806 .*src=$GUEST_MAC .*spa=10.77.1.2 .*tpa=10.77.1.2\$" "$LOG/watch.out")
+	if [ "$kind" = rarp ]; then
+		check rarp-on-tap $([ "$rarps" -ge 3 ] && [ "${sent:-0}" -ge 3 ] && echo 0 || echo 1) \
+			"RARPs from the guest's MAC on the TAP: $rarps, virtq-net rarp_sent: ${sent:-?} (3 rounds)"
+		check no-guest-announce $([ "$garps" = 0 ] && echo 0 || echo 1) "gratuitous ARPs: $garps"
+	else
+		check guest-announces $([ "$garps" -ge 1 ] && echo 0 || echo 1) \
+			"gratuitous ARPs from the guest: $garps"
+		check no-rarp $([ "$rarps" = 0 ] && [ "${sent:-x}" = 0 ] && echo 0 || echo 1) \
+			"RARPs: $rarps, virtq-net rarp_sent: ${sent:-?}"
+	fi
+}
+
 # ---- tap mode: the guest on a real Linux network (a host TAP device) ----
 # virtq-net creates the TAP device and bridges it to the guest.  The guest
 # pings the host (small and full-size frames, ARP first), then the host
@@ -868,6 +934,8 @@ net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
+net-announce-guest) net_announce guest ;;
+net-announce-rarp) net_announce rarp ;;
 net-migrate-idle-rx) net_migrate_idle_rx off ;;
 net-migrate-idle-rx-packed) net_migrate_idle_rx on ;;
 vsock-g2h) vsock_g2h off ;;

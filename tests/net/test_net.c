@@ -1073,9 +1073,36 @@ static void loopback_mac_swapped_view(void)
 	CHECK(strcmp(vq_net_drop_name(VQ_NET_DROP_TAP_FULL), "tap_full") == 0);
 }
 
+/* RFC 903 (RARP, in RFC 826's packet format), as VHOST_USER_SEND_RARP
+ * announces a migrated guest: broadcast, from its MAC, "request reverse",
+ * the MAC as sender and target, no IPv4 addresses, padded to 60 bytes. */
+static void rarp_announcement_frame(void)
+{
+	static const uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	static const uint8_t want[42] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff,     /* destination */
+		0x52, 0x54, 0x00, 0x12, 0x34, 0x56,     /* source */
+		0x80, 0x35,                             /* EtherType RARP */
+		0x00, 0x01, 0x08, 0x00, 6, 4,           /* Ethernet, IPv4 */
+		0x00, 0x03,                             /* request reverse */
+		0x52, 0x54, 0x00, 0x12, 0x34, 0x56,     /* sender MAC */
+		0, 0, 0, 0,                             /* sender IPv4 */
+		0x52, 0x54, 0x00, 0x12, 0x34, 0x56,     /* target MAC */
+		0, 0, 0, 0,                             /* target IPv4 */
+	};
+	uint8_t f[VQ_NET_RARP_LEN];
+
+	memset(f, 0xaa, sizeof(f));
+	CHECK_EQ(vq_net_rarp_frame(mac, f), 60);
+	CHECK(!memcmp(f, want, sizeof(want)));
+	for (unsigned i = sizeof(want); i < sizeof(f); i++)
+		CHECK_EQ(f[i], 0);
+}
+
 int main(void)
 {
 	RUN(net_5_1_6_header_size);
+	RUN(rarp_announcement_frame);
 	RUN(loopback_mac_swapped_view);
 	RUN_LAYOUTS(tx_5_1_6_2_frames_reach_sink_exact);
 	RUN_LAYOUTS(tx_budget_bounds_turn);

@@ -31,6 +31,9 @@ struct echo {
 	} q[ECHO_NQ];
 	uint8_t config[8];
 	unsigned starts, stops, resets;
+	unsigned rarps;                 /* SEND_RARP calls */
+	uint8_t rarp_mac[6];            /* the last one's MAC */
+	int rarp_err;                   /* what send_rarp answers */
 };
 
 static inline int echo_start(void *o, const struct vq_vhu_queue *q)
@@ -83,12 +86,23 @@ static inline void echo_reset(void *o)
 	memset(e->config + 4, 0, 4);
 }
 
+static inline int echo_send_rarp(void *o, const uint8_t mac[6])
+{
+	struct echo *e = o;
+
+	e->rarps++;
+	memcpy(e->rarp_mac, mac, 6);
+	/* a group address announces no guest; the first byte says which */
+	return mac[0] & 1 ? -EINVAL : e->rarp_err;
+}
+
 static const struct vq_vhu_device_ops echo_ops = {
 	.queue_start = echo_start,
 	.queue_stop = echo_stop,
 	.get_config = echo_get_config,
 	.set_config = echo_set_config,
 	.reset = echo_reset,
+	.send_rarp = echo_send_rarp,
 };
 
 static inline void echo_init(struct echo *e)

@@ -648,6 +648,67 @@ static void reply_ack_success_and_failure(struct fx *x)
 	closed_with(x, s, r, -EPROTO);
 }
 
+/* vhost-user "VHOST_USER_SEND_RARP": legal only with PROTOCOL_F_RARP, which
+ * is offered when the device can announce; the guest's MAC is the payload's
+ * first six bytes.  A device that could not send it fails the REPLY_ACK and
+ * the connection stays. */
+static void send_rarp_mac_and_ack(struct fx *x)
+{
+	static const uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	static const struct vq_vhu_device_ops no_rarp_ops = {
+		.queue_start = echo_start, .queue_stop = echo_stop,
+	};
+	struct vq_vhu_device d = { .name = "no-rarp", .features = ECHO_FEATURES,
+				   .nqueues = 1, .ops = &no_rarp_ops };
+	struct vq_vhu_backend *b;
+	char path[80];
+	uint64_t v = 0;
+	int s, r;
+
+	for (unsigned i = 0; i < 6; i++)
+		v |= (uint64_t)mac[i] << (8 * i);
+	s = cli(x);
+	CHECK(get_u64(x, s, VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VHU_PROTOCOL_F_RARP));
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |
+		VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	ok(x);
+	snd(s, VHU_SEND_RARP, VHU_FLAG_NEED_REPLY, VHU_P_U64, &v, NULL, 0);
+	ok(x);
+	CHECK_EQ(rcv(s, VHU_SEND_RARP, true).u.u64, 0);
+	CHECK_EQ(x->e.rarps, 1);
+	CHECK(!memcmp(x->e.rarp_mac, mac, 6));
+	x->e.rarp_err = -ENETDOWN;
+	snd(s, VHU_SEND_RARP, VHU_FLAG_NEED_REPLY, VHU_P_U64, &v, NULL, 0);
+	ok(x);
+	CHECK(rcv(s, VHU_SEND_RARP, true).u.u64 != 0);
+	x->e.rarp_err = 0;
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	CHECK_EQ(get_u64(x, s, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	close(s);
+	CHECK_EQ(pump(x), -ECONNRESET);
+
+	/* not negotiated: a protocol violation */
+	s = cli(x);
+	snd_u64(s, VHU_SEND_RARP, v);
+	r = pump(x);
+	CHECK_EQ(x->e.rarps, 2);
+	closed_with(x, s, r, -EPROTO);
+
+	/* a device without send_rarp does not offer it */
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	snprintf(path, sizeof(path), "%s/norarp", x->dir);
+	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
+	s = cli_connect(path);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	snd_none(s, VHU_GET_PROTOCOL_FEATURES);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	CHECK(!(rcv(s, VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
+		VIRTQ_BIT(VHU_PROTOCOL_F_RARP)));
+	close(s);
+	vq_vhu_backend_free(b);
+	CHECK_EQ(count_fds(), x->fds0);
+}
+
 static void status_set_get(struct fx *x)
 {
 	int s = cli(x);
@@ -1211,6 +1272,7 @@ int main(void)
 	T(get_vring_base_split_stops_ring);
 	T(get_vring_base_packed_both_indices);
 	T(reply_ack_success_and_failure);
+	T(send_rarp_mac_and_ack);
 	T(status_set_get);
 	T(reset_device_forgets_state);
 	T(mem_slots_add_remove);

@@ -620,6 +620,34 @@ static void log_base_rules(void)
 				     false, &m, NULL, 0), -EMSGSIZE);
 }
 
+/* vhost-user "VHOST_USER_SEND_RARP": a u64 whose first six bytes are the
+ * MAC, no fd, no reply of its own. */
+static void send_rarp_rules(void)
+{
+	static const uint8_t wire[8] = { 0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0, 0 };
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd;
+
+	raw_hdr(&r, VHU_SEND_RARP, VHU_VERSION, 8);
+	memcpy(r.b + r.len, wire, 8);
+	r.len += 8;
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.kind, VHU_P_U64);
+	CHECK_EQ(m.u.u64 & 0xff, 0x52);
+	CHECK_EQ(m.u.u64 >> 40, 0xef);
+	CHECK(!vq_vhu_request_has_reply(VHU_SEND_RARP));
+	CHECK(!strcmp(vq_vhu_request_name(VHU_SEND_RARP), "VHOST_USER_SEND_RARP"));
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+	CHECK(!fd_open(fd));
+	/* the six bytes alone are not a u64 */
+	raw_hdr(&r, VHU_SEND_RARP, VHU_VERSION, 6);
+	memcpy(r.b + r.len, wire, 6);
+	r.len += 6;
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+}
+
 int main(void)
 {
 	RUN(hdr_get_features_ok);
@@ -638,5 +666,6 @@ int main(void)
 	RUN(encode_decode_roundtrip);
 	RUN(reply_rules);
 	RUN(log_base_rules);
+	RUN(send_rarp_rules);
 	return 0;
 }

@@ -347,6 +347,16 @@ static void run_case(const struct tcase *t)
 		CHECK(!memcmp(cfg, "hoabcd", 6));
 		CHECK_EQ(vq_vhu_frontend_get_config(f, 4, cfg, 8), -EIO);
 	}
+	/* SEND_RARP (PROTOCOL_F_RARP): the MAC's first byte arrives first; the
+	 * echo device refuses a group address, and the ack says so */
+	{
+		static const uint8_t unicast[6] = { 0x52, 0x54, 0, 1, 2, 3 };
+		static const uint8_t group[6] = { 0x01, 0x00, 0x5e, 0, 0, 1 };
+
+		CHECK(vq_vhu_frontend_protocol_features(f) & VIRTQ_BIT(VHU_PROTOCOL_F_RARP));
+		CHECK_EQ(vq_vhu_frontend_send_rarp(f, unicast), 0);
+		CHECK_EQ(vq_vhu_frontend_send_rarp(f, group), -EIO);
+	}
 	vq_vhu_frontend_free(f);
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)

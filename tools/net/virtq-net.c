@@ -47,6 +47,7 @@ struct opts {
 	unsigned pairs;
 	unsigned threads;
 	bool no_mrg;
+	bool no_announce;               /* do not offer GUEST_ANNOUNCE */
 	bool copy;                      /* sink: copy each frame out */
 	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
@@ -107,6 +108,7 @@ struct daemon {
 	struct vq_net_frame frames[VQ_NET_BURST];
 	struct tap tap;
 	int64_t source_left;            /* atomic; with --count */
+	uint64_t rarp_sent;             /* atomic; announcements sent */
 };
 
 /* ------------------------------------------------------------------ */
@@ -680,10 +682,48 @@ static void dev_reset(void *opaque)
 {
 }
 
+/* QEMU after migrating a guest without GUEST_ANNOUNCE: broadcast a RARP
+ * from its MAC so the switches learn where it went.  Only tap mode has a
+ * network to tell. */
+static int dev_send_rarp(void *opaque, const uint8_t mac[6])
+{
+	struct daemon *d = opaque;
+	uint8_t frame[VQ_NET_RARP_LEN];
+	unsigned len = vq_net_rarp_frame(mac, frame);
+	char m[18];
+
+	snprintf(m, sizeof(m), "%02x:%02x:%02x:%02x:%02x:%02x",
+		 mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+	if (mac[0] & 1) {
+		/* a group address is no guest's: announcing it would teach
+		 * the switches nonsense */
+		fprintf(stderr, "virtq-net: RARP for %s refused: not a unicast MAC\n", m);
+		return -EINVAL;
+	}
+	if (d->o.mode != M_TAP) {
+		if (!d->com.quiet)
+			fprintf(stderr, "virtq-net: RARP for %s: no network in %s mode\n",
+				m, mode_names[d->o.mode]);
+		return 0;
+	}
+	if (write(d->tap.fd, frame, len) != (ssize_t)len) {
+		int e = errno;
+
+		fprintf(stderr, "virtq-net: RARP for %s on %s failed: %s\n", m,
+			d->o.tap_name, strerror(e));
+		return -e;
+	}
+	__atomic_add_fetch(&d->rarp_sent, 1, __ATOMIC_RELAXED);
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-net: RARP for %s sent on %s\n", m, d->o.tap_name);
+	return 0;
+}
+
 static const struct vq_vhu_device_ops net_ops = {
 	.queue_start = dev_queue_start,
 	.queue_stop = dev_queue_stop,
 	.reset = dev_reset,
+	.send_rarp = dev_send_rarp,
 };
 
 /* ------------------------------------------------------------------ */
@@ -737,7 +777,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
-		printf("},\"tx_evicted\":%" PRIu64 "}\n", now->evicted);
+		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64 "}\n",
+		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
 	} else {
 		printf("  drops %" PRIu64, drops_total(now));
 		if (drops_total(now)) {
@@ -750,9 +791,11 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		}
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
-			       " packets %" PRIu64 " bytes, tx evicted %" PRIu64,
+			       " packets %" PRIu64 " bytes, tx evicted %" PRIu64
+			       ", rarp sent %" PRIu64,
 			       now->c.tx_pkts, now->c.tx_bytes, now->c.rx_pkts,
-			       now->c.rx_bytes, now->evicted);
+			       now->c.rx_bytes, now->evicted,
+			       __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
 		printf("\n");
 	}
 	fflush(stdout);
@@ -790,13 +833,15 @@ VQD_USAGE_SOCKET
 "                        0: once per burst, the default)\n"
 "  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
 "  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
-"                        stop offering that feature\n"
+"  --no-guest-announce   stop offering that feature (without\n"
+"                        GUEST_ANNOUNCE, QEMU asks us to send a RARP for the\n"
+"                        guest after a migration: tap mode sends it)\n"
 VQD_USAGE_STATS);
 }
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_TX_EVICT,
+	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE,
 };
 
 static const struct option long_opts[] = {
@@ -807,6 +852,7 @@ static const struct option long_opts[] = {
 	{ "threads", required_argument, NULL, O_THREADS },
 	{ "cpu", required_argument, NULL, O_CPU },
 	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
+	{ "no-guest-announce", no_argument, NULL, O_NO_ANNOUNCE },
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
 	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
@@ -873,6 +919,7 @@ static int tool_opt(void *arg, int c, const char *val)
 	case O_CPU:
 		return parse_cpus(o, val);
 	case O_NO_MRG: o->no_mrg = true; break;
+	case O_NO_ANNOUNCE: o->no_announce = true; break;
 	case O_COPY: o->copy = true; break;
 	case O_TX_EVICT:
 		if (!strcmp(val, "off"))
@@ -933,6 +980,8 @@ static uint64_t offered_features(const struct daemon *d)
 		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
 	if (d->o.no_mrg)
 		f &= ~VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	if (d->o.no_announce)
+		f &= ~VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
 	return vqd_features(&d->com, f);
 }
 
