@@ -162,7 +162,10 @@ static enum verdict check(const uint8_t *f, unsigned int len, uint64_t *seq,
 
 static int open_if(int rx)
 {
-	int fd = socket(AF_PACKET, SOCK_RAW, htons(rx ? ETH_P_ALL : 0));
+	/* Protocol 0 until bound: a socket made with ETH_P_ALL receives from
+	 * every interface until bind() narrows it (loopback frames of the
+	 * host's QMP and migration streams showed up in watch). */
+	int fd = socket(AF_PACKET, SOCK_RAW, 0);
 	struct ifreq ifr;
 	struct sockaddr_ll sll;
 	int one = 1, big = 8 << 20;

@@ -768,11 +768,16 @@ net_migrate_idle_rx() {
 	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
 	[ -x "$gnet" ] || cannot_run "no $gnet to send frames with"
 	local sock_src=$NSOCK sock_dst=$LOG/net-dst.sock tap_src=vqtS$$ tap_dst=vqtD$$
+	# "rarp": a guest without GUEST_ANNOUNCE, which QEMU announces after
+	# the migration through the destination's backend (SEND_RARP)
+	local rarp=${2:-} watch
+	[ -n "$rarp" ] && NET_OPTS=(--no-guest-announce)
 	NSOCK=$sock_dst NET_TAP=$tap_dst
 	net_start tap || { check start 1 "destination backend"; return; }
 	local dst_pid=$NET_PID dst_out=$NET_OUT
 	NSOCK=$sock_src NET_TAP=$tap_src
 	net_start tap || { check start 1 "source backend"; return; }
+	NET_OPTS=()
 	local src_pid=$NET_PID src_out=$NET_OUT
 	for ((i = 0; i < 50; i++)); do
 		ip link show "$tap_src" >/dev/null 2>&1 && ip link show "$tap_dst" >/dev/null 2>&1 && break
@@ -798,8 +803,25 @@ net_migrate_idle_rx() {
 	done ) &
 	local inj=$!
 	PIDS+=("$inj")
+	if [ -n "$rarp" ]; then
+		"$gnet" watch "$tap_dst" -t 60 -n 8 > "$LOG/watch.out" 2>&1 &
+		watch=$!
+		PIDS+=("$watch")
+	fi
 	migrate_compare "$qs" "$qd" "$mport"
 	wait "$inj"
+	if [ -n "$rarp" ]; then
+		for ((i = 0; i < 50; i++)); do
+			grep -q "^FRAME type=8035 .*src=$GUEST_MAC" "$LOG/watch.out" && break
+			sleep 0.1
+		done
+		kill "$watch" 2>/dev/null
+		wait "$watch" 2>/dev/null
+		cat "$LOG/watch.out"
+		i=$(grep -c "^FRAME type=8035 len=60 src=$GUEST_MAC dst=ff:ff:ff:ff:ff:ff op=3 sha=$GUEST_MAC" "$LOG/watch.out")
+		check rarp-after-migration $([ "$i" -ge 1 ] && echo 0 || echo 1) \
+			"RARPs from the guest's MAC on the destination's TAP: $i"
+	fi
 	wait "$GPID" 2>/dev/null
 	wait "$dst_guest"
 	rc=$?
@@ -937,7 +959,7 @@ net-migrate-packed) net_migrate on ;;
 net-announce-guest) net_announce guest ;;
 net-announce-rarp) net_announce rarp ;;
 net-migrate-idle-rx) net_migrate_idle_rx off ;;
-net-migrate-idle-rx-packed) net_migrate_idle_rx on ;;
+net-migrate-idle-rx-packed) net_migrate_idle_rx on rarp ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;
