@@ -122,6 +122,30 @@ void vq_log_batch_add_iov(struct vq_log_batch *b, const struct vq_mem *m,
 			  const struct iovec *iov, unsigned n, uint64_t len);
 void vq_log_batch_flush(struct vq_log_batch *b);
 
+/*
+ * The common case of vq_log_batch_add_iov, inline: len bytes at hva in one
+ * page of the region last translated, whose bitmap byte the last mark used
+ * (a burst's small buffers).  false: nothing was done, take the full path.
+ */
+static inline bool vq_log_batch_add_fast(struct vq_log_batch *b, const void *hva,
+					 uint64_t len)
+{
+	const struct vq_mem_region *r = b->hint;
+	uint64_t off, gpa, page;
+
+	if (!r || !b->n || !len)
+		return false;
+	off = (uint64_t)((uintptr_t)hva - (uintptr_t)r->hva);
+	if (off >= r->size || len > r->size - off)
+		return false;
+	gpa = r->gpa + off;
+	page = gpa / VQ_LOG_PAGE;
+	if ((gpa + len - 1) / VQ_LOG_PAGE != page || b->e[b->n - 1].byte != page / 8)
+		return false;
+	b->e[b->n - 1].bits |= (uint8_t)(1u << (page % 8));
+	return true;
+}
+
 #ifdef __cplusplus
 }
 #endif

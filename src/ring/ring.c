@@ -199,8 +199,12 @@ static void log_ring(struct vq_dev_log *l)
 
 static int log_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
+	const struct iovec *w = c->iov + c->nout;
+
 	/* the device wrote these bytes before filling */
-	vq_log_batch_add_iov(&d->log->batch, d->cfg.mem, c->iov + c->nout, c->nin, len);
+	if (!c->nin || len > w->iov_len ||
+	    !vq_log_batch_add_fast(&d->log->batch, w->iov_base, len))
+		vq_log_batch_add_iov(&d->log->batch, d->cfg.mem, w, c->nin, len);
 	return d->log->layout->fill(d, c, len);
 }
 

@@ -88,11 +88,46 @@ static void add_rejects_overlap_and_wrap(void)
 	vq_mem_free(m);
 }
 
+/* vhost-user "Migration": the pages under every byte written get their
+ * bit, set at flush, by the inline fast path (same page, same bitmap byte
+ * as the last mark, in the region last translated) or the full one. */
+static void dirty_log_batch_marks_written_pages(void)
+{
+	struct vq_mem *m = two_adjacent_regions();
+	uint8_t bits[8] = { 0 };
+	struct vq_dirty_log log = { bits, sizeof(bits) };
+	struct vq_log_batch bt = { .log = &log };
+	struct iovec one = { a + 0x100, 64 }, across[2] = { { a + 0xfc0, 64 }, { b, 64 } };
+
+	/* nothing translated yet: the fast path declines */
+	CHECK(!vq_log_batch_add_fast(&bt, a + 0x100, 64));
+	vq_log_batch_add_iov(&bt, m, &one, 1, 64);
+	CHECK_EQ(bits[2], 0);                   /* held until the flush */
+	/* page 0x10 again, and a zero-length write: fast path, or nothing */
+	CHECK(vq_log_batch_add_fast(&bt, a + 0x800, 100));
+	CHECK(!vq_log_batch_add_fast(&bt, a + 0x800, 0));
+	/* past the region, and across a page: the full path's */
+	CHECK(!vq_log_batch_add_fast(&bt, b, 8));
+	CHECK(!vq_log_batch_add_fast(&bt, a + 0xff8, 16));
+	vq_log_batch_flush(&bt);
+	CHECK_EQ(bits[2], 0x01);
+	/* after a flush the batch is empty: the first mark takes the full path */
+	CHECK(!vq_log_batch_add_fast(&bt, a + 0x100, 64));
+	/* a buffer in two regions marks both pages, only the bytes written */
+	vq_log_batch_add_iov(&bt, m, across, 2, 64 + 1);
+	vq_log_batch_flush(&bt);
+	CHECK_EQ(bits[2], 0x03);
+	for (unsigned i = 0; i < sizeof(bits); i++)
+		CHECK(i == 2 || bits[i] == 0);
+	vq_mem_free(m);
+}
+
 int main(void)
 {
 	RUN(translate_crosses_regions);
 	RUN(translate_rejects_outside_and_wrap);
 	RUN(contiguous_lookups);
 	RUN(add_rejects_overlap_and_wrap);
+	RUN(dirty_log_batch_marks_written_pages);
 	return 0;
 }
