@@ -116,9 +116,27 @@ struct daemon {
 /* failing the whole loop (its error is logged once).                  */
 /* ------------------------------------------------------------------ */
 
+/*
+ * Loopback has nowhere to put a frame while the pair's receive ring is
+ * stopped: QEMU stops RX before TX when a migration ends, and a frame taken
+ * in between would be lost.  Leave such frames in the guest's TX ring: the
+ * ring's base does not count them, so whoever resumes it (this backend when
+ * RX comes back, which restarts the worker, or the migration's destination)
+ * sends them.
+ */
+static bool tx_held(const struct ring *r)
+{
+	const struct daemon *d = r->d;
+
+	return d->o.mode == M_LOOPBACK && vq_net_is_tx_queue(r->index) &&
+	       !d->rings[r->index - 1].running;
+}
+
 static bool r_has_avail(void *p)
 {
-	return vq_dev_has_avail(((struct ring *)p)->dev);
+	struct ring *rg = p;
+
+	return !tx_held(rg) && vq_dev_has_avail(rg->dev);
 }
 
 static void r_disable(void *p)
@@ -131,6 +149,8 @@ static int r_enable(void *p)
 	struct ring *rg = p;
 	int r;
 
+	if (tx_held(rg))
+		return 0;       /* sleep: only a restart brings RX back */
 	/* No kick eventfd (the frontend asked for polling): never sleep,
 	 * as if buffers had just arrived. */
 	if (rg->kick_fd < 0)
@@ -244,6 +264,8 @@ static int process_tx(struct vq_rt_queue *q, void *arg,
 	struct ring *rx = &d->rings[r->index - 1];
 	int n;
 
+	if (tx_held(r))
+		return 0;
 	switch (d->o.mode) {
 	case M_LOOPBACK:
 		n = vq_net_tx_process(r->nq, b->pkts, sink_loopback, rx, bytes);
@@ -651,7 +673,7 @@ static void tx_drain(struct ring *r)
 	int n;
 
 	if (!r->running || !r->nq || !vq_net_is_tx_queue(r->index) ||
-	    vq_dev_error(r->dev))
+	    vq_dev_error(r->dev) || tx_held(r))
 		return;
 	n = process_tx(NULL, r, &(struct vq_rt_budget){ vq_dev_num(r->dev), ~0ull },
 		       &bytes);
