@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * virtq/vsock.h - the virtio-vsock device (virtio 1.2 section 5.10), stream
- * sockets only, with the host side on file descriptors.
+ * and seqpacket sockets, with the host side on file descriptors.
  *
  * The device sits on the device side of the rx (0), tx (1) and optional
- * event (2) queues.  Every guest connection is paired with one host stream
- * socket (a UNIX socket in the daemon, a socketpair in the tests):
- *  - guest -> host: a REQUEST to CID 2 port P calls cfg.host_connect(P),
- *    which returns a connected socket (the daemon connects to HOST_PATH_P);
+ * event (2) queues.  Every guest connection is paired with one host socket
+ * of its type (a UNIX socket in the daemon, a socketpair in the tests):
+ *  - guest -> host: a REQUEST to CID 2 port P calls cfg.host_connect(P,
+ *    type), which returns a connected socket (the daemon connects to
+ *    HOST_PATH_P);
  *  - host -> guest: a socket handed to vq_vsock_host_attach() (or accepted
  *    on the listener given to vq_vsock_set_listener()) first sends the line
  *    "CONNECT <port>\n"; the device reads it byte by byte (never a byte of
@@ -21,6 +22,13 @@
  * fixed per-connection buffer (cfg.buf_alloc) whose fwd_cnt advances only as
  * bytes reach the host socket: a slow host socket closes the guest's window,
  * nothing is buffered beyond it, and a guest that overruns it is reset.
+ *
+ * Seqpacket (VIRTIO_VSOCK_F_SEQPACKET negotiated, 5.10.6.7): the host socket
+ * is a SOCK_SEQPACKET one and each message keeps its bounds.  A guest
+ * message (RW packets up to one with SEQ_EOM) is sent to the host socket
+ * whole; a host message goes to the guest in packets as credit allows, the
+ * last with SEQ_EOM.  A host message larger than the guest's buf_alloc can
+ * never be received and resets the connection (host_msg_too_big).
  *
  * Nothing here blocks and there is no loop: the caller polls vq_vsock_fd()
  * (readable when host sockets have news), kicks and calls, and runs the
@@ -52,6 +60,11 @@ extern "C" {
 
 #define VIRTIO_VSOCK_TYPE_STREAM    1
 #define VIRTIO_VSOCK_TYPE_SEQPACKET 2
+
+/* RW flags of a seqpacket connection (5.10.6.7): the packet ends a message,
+ * and the message ends a record (MSG_EOR). */
+#define VIRTIO_VSOCK_SEQ_EOM (1u << 0)
+#define VIRTIO_VSOCK_SEQ_EOR (1u << 1)
 
 enum virtio_vsock_op {
 	VIRTIO_VSOCK_OP_INVALID = 0,
@@ -109,10 +122,11 @@ struct vq_vsock_config {
 	uint32_t used_batch;            /* RX used entries per flush; 0: 32, 1: each alone */
 	/*
 	 * Guest connects to the host's port: return a connected, non-blocking
-	 * stream socket (the device owns it from then on) or -errno, which
-	 * the guest sees as a RST.
+	 * socket of the type (VIRTIO_VSOCK_TYPE_STREAM: SOCK_STREAM,
+	 * _SEQPACKET: SOCK_SEQPACKET; the device owns it from then on) or
+	 * -errno, which the guest sees as a RST.
 	 */
-	int (*host_connect)(void *arg, uint32_t port);
+	int (*host_connect)(void *arg, uint32_t port, uint16_t type);
 	/* A used entry was published on queue q (after each flush): the caller
 	 * decides whether to notify (vq_dev_should_signal + call eventfd). */
 	void (*notify)(void *arg, unsigned q);
@@ -131,7 +145,8 @@ struct vq_vsock_stats {
 	/* bad input */
 	uint64_t bad_short_buf;         /* chain shorter than the header */
 	uint64_t bad_len;               /* header length larger than the chain or 64 KiB */
-	uint64_t bad_type;              /* not a stream packet */
+	uint64_t bad_type;              /* a type not negotiated, or not the
+					 * connection's */
 	uint64_t bad_op;                /* unknown op, or an op the state forbids */
 	uint64_t bad_addr;              /* wrong source or destination CID */
 	uint64_t bad_credit;            /* data beyond the credit we gave */
@@ -139,6 +154,10 @@ struct vq_vsock_stats {
 	uint64_t no_listener;           /* guest REQUEST refused by the host side */
 	uint64_t conn_limit;            /* REQUEST or CONNECT beyond max_conns */
 	uint64_t bad_connect_line;      /* host side sent no valid CONNECT line */
+	uint64_t bad_seq;               /* seqpacket: a message the guest left
+					 * unfinished, or too many waiting */
+	uint64_t host_msg_too_big;      /* seqpacket: a host message larger
+					 * than the guest can ever take */
 	uint64_t reset_events;          /* TRANSPORT_RESET events delivered */
 };
 
@@ -210,9 +229,10 @@ const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
 int vq_vsock_parse_connect(const char *line, uint32_t *port);
 
 /* The UNIX-socket host side (hybrid vsock). */
-/* Connect, non-blocking, to "<base>_<port>": the fd or -errno (-ENOENT,
- * -ECONNREFUSED: no listener; -ENAMETOOLONG). */
-int vq_vsock_uds_connect(const char *base, uint32_t port);
+/* Connect, non-blocking, to "<base>_<port>" with a socket of the vsock type:
+ * the fd or -errno (-ENOENT, -ECONNREFUSED: no listener; -EPROTOTYPE: the
+ * listener is of the other type; -ENAMETOOLONG). */
+int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type);
 /* Listen at path (an existing socket file there is replaced): the
  * non-blocking fd or -errno. */
 int vq_vsock_uds_listen(const char *path);

@@ -15,6 +15,7 @@
 #define VSG_ORPHANS     64u
 #define VSG_EV_SLOTS    8u
 #define VSG_EV_SIZE     8u
+#define VSG_MSGS        4096u   /* seqpacket messages received, unread */
 
 #define PEND_RESPONSE   (1u << 0)
 #define PEND_CREDIT     (1u << 1)
@@ -24,6 +25,7 @@ struct vq_vsg_conn {
 	struct vq_vsg *g;
 	struct vq_vsg_conn *next;
 	uint32_t lport, pport;
+	uint16_t type;
 	enum vq_vsg_state state;
 	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
 	uint32_t rx_cnt, fwd_cnt, adv_fwd_cnt;
@@ -33,6 +35,9 @@ struct vq_vsg_conn {
 	unsigned pend;
 	bool to_accept;
 	bool released;
+	/* seqpacket: rx_cnt at the end of each message not yet read */
+	uint32_t *msg_end;
+	unsigned msg_head, nmsg;
 };
 
 struct vsg_orphan {
@@ -150,6 +155,7 @@ static void conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
 	if (*p)
 		*p = c->next;
 	free(c->rbuf);
+	free(c->msg_end);
 	free(c);
 }
 
@@ -266,6 +272,7 @@ static int conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags,
 	int r;
 
 	vq_vsg_hdr(c->g, &h, c->lport, c->pport, op, len);
+	h.type = vq_le16(c->type);
 	h.flags = vq_le32(flags);
 	h.fwd_cnt = vq_le32(c->fwd_cnt);
 	r = send_parts(c->g, &h, sizeof(h), payload, len);
@@ -288,14 +295,20 @@ static struct vq_vsg_conn *conn_find(struct vq_vsg *g, uint32_t l, uint32_t p)
 	return NULL;
 }
 
-static struct vq_vsg_conn *conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p)
+static struct vq_vsg_conn *conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
+				      uint16_t type)
 {
 	struct vq_vsg_conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
+	c->type = type;
 	c->rbuf = malloc(g->cfg.buf_alloc);
-	if (!c->rbuf) {
+	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+		c->msg_end = malloc(VSG_MSGS * sizeof(*c->msg_end));
+	if (!c->rbuf || (type == VIRTIO_VSOCK_TYPE_SEQPACKET && !c->msg_end)) {
+		free(c->rbuf);
+		free(c->msg_end);
 		free(c);
 		return NULL;
 	}
@@ -362,7 +375,7 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 	struct virtio_vsock_hdr h;
 	struct vq_vsg_conn *c;
 	uint32_t len, lport, pport;
-	uint16_t op;
+	uint16_t op, type;
 	unsigned i;
 
 	if (used < VQ_VSOCK_HDR_SIZE) {
@@ -380,16 +393,18 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 		return;
 	}
 	g->st.rx_pkts++;
-	if (vq_le16(h.type) != VIRTIO_VSOCK_TYPE_STREAM) {
+	type = vq_le16(h.type);
+	c = conn_find(g, lport, pport);
+	if ((type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
+	    (c && c->type != type)) {
 		orphan(g, lport, op);
 		return;
 	}
-	c = conn_find(g, lport, pport);
 	if (!c && op == VIRTIO_VSOCK_OP_REQUEST) {
 		for (i = 0; i < g->nlisten; i++)
 			if (g->listen[i] == lport)
 				break;
-		if (i < g->nlisten && (c = conn_alloc(g, lport, pport))) {
+		if (i < g->nlisten && (c = conn_alloc(g, lport, pport, type))) {
 			c->state = VSG_ESTABLISHED;
 			c->to_accept = true;
 			c->pend |= PEND_RESPONSE;
@@ -446,6 +461,14 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 			memcpy(c->rbuf, buf + VQ_VSOCK_HDR_SIZE + first, len - first);
 			c->rlen += len;
 			c->rx_cnt += len;
+		}
+		if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET &&
+		    (vq_le32(h.flags) & VIRTIO_VSOCK_SEQ_EOM)) {
+			if (c->nmsg == VSG_MSGS) {
+				g->st.bad++;
+				break;
+			}
+			c->msg_end[(c->msg_head + c->nmsg++) % VSG_MSGS] = c->rx_cnt;
 		}
 		break;
 	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
@@ -542,7 +565,12 @@ int vq_vsg_poll(struct vq_vsg *g)
 
 struct vq_vsg_conn *vq_vsg_connect(struct vq_vsg *g, uint32_t port)
 {
-	struct vq_vsg_conn *c = conn_alloc(g, g->next_port++, port);
+	return vq_vsg_connect_type(g, port, VIRTIO_VSOCK_TYPE_STREAM);
+}
+
+struct vq_vsg_conn *vq_vsg_connect_type(struct vq_vsg *g, uint32_t port, uint16_t type)
+{
+	struct vq_vsg_conn *c = conn_alloc(g, g->next_port++, port, type);
 
 	if (!c)
 		return NULL;
@@ -612,6 +640,53 @@ long vq_vsg_write(struct vq_vsg_conn *c, const void *buf, uint32_t len)
 	}
 	flush_q(c->g, VQ_VSOCK_TXQ);
 	return done;
+}
+
+long vq_vsg_write_msg(struct vq_vsg_conn *c, const void *buf, uint32_t len)
+{
+	struct vq_vsg *g = c->g;
+	uint32_t max = g->cfg.tx_pkt_max, done = 0, nfrag;
+
+	if (c->state == VSG_CLOSED || (c->local_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) ||
+	    (c->peer_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
+		return -EPIPE;
+	if (c->type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+		return -EINVAL;
+	/* All or nothing, as a Linux sender blocks until the message fits. */
+	nfrag = len ? (len + max - 1) / max : 1;
+	/* each packet takes a slot and up to two descriptors */
+	if (c->state != VSG_ESTABLISHED || vq_vsg_credit(c) < len ||
+	    g->tx_nfree < nfrag || vq_drv_free_slots(g->cfg.tx) < 2 * nfrag)
+		return 0;
+	do {
+		uint32_t k = len - done < max ? len - done : max;
+
+		if (conn_send(c, VIRTIO_VSOCK_OP_RW,
+			      done + k == len ? VIRTIO_VSOCK_SEQ_EOM : 0,
+			      (const uint8_t *)buf + done, k) < 0)
+			return -EIO;            /* slots were counted */
+		c->tx_cnt += k;
+		done += k;
+	} while (done < len);
+	flush_q(g, VQ_VSOCK_TXQ);
+	return len;
+}
+
+long vq_vsg_read_msg(struct vq_vsg_conn *c, void *buf, uint32_t cap)
+{
+	uint32_t len;
+
+	if (!c->nmsg)
+		return -EAGAIN;
+	/* fwd_cnt counts the bytes read so far: the message starts there */
+	len = c->msg_end[c->msg_head] - c->fwd_cnt;
+	if (len > cap)
+		return -EMSGSIZE;
+	c->msg_head = (c->msg_head + 1) % VSG_MSGS;
+	c->nmsg--;
+	if (len)
+		vq_vsg_read(c, buf, len);
+	return len;
 }
 
 uint32_t vq_vsg_read(struct vq_vsg_conn *c, void *buf, uint32_t len)

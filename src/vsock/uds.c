@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-int vq_vsock_uds_connect(const char *base, uint32_t port)
+int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type)
 {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
 	struct sockaddr_un a;
@@ -28,10 +28,13 @@ int vq_vsock_uds_connect(const char *base, uint32_t port)
 	r = vq_unix_addr(&a, path);
 	if (r < 0)
 		return r;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+		return -EINVAL;
+	fd = socket(AF_UNIX, (type == VIRTIO_VSOCK_TYPE_STREAM ? SOCK_STREAM : SOCK_SEQPACKET) |
+		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* A UNIX stream connect completes at once or fails (EAGAIN: the
+	/* A UNIX connect completes at once or fails (EAGAIN: the
 	 * listener's backlog is full, which the guest sees as a refusal). */
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		r = errno == EAGAIN ? -ECONNREFUSED : -errno;

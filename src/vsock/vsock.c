@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The virtio-vsock device: stream connections between the guest and host
- * sockets, credit flow control both ways (5.10.6.3), and the hybrid-vsock
- * CONNECT handshake for host-initiated connections.
+ * The virtio-vsock device: stream and seqpacket connections between the
+ * guest and host sockets, credit flow control both ways (5.10.6.3), and the
+ * hybrid-vsock CONNECT handshake for host-initiated connections.
  *
  * Shape of the data path:
  *  - TX (guest -> host): pop a burst, handle each packet, fill every chain
@@ -17,11 +17,18 @@
  *  - Replies that belong to no connection (RST) wait in a bounded queue;
  *    while it is full TX stops, as vhost-vsock does, so a REQUEST flood
  *    cannot grow memory.
+ *  - Seqpacket: a guest message goes to the host socket in one sendmsg,
+ *    straight from guest memory when it came in one packet and the socket
+ *    takes it, else from the connection's buffer once its last packet
+ *    (SEQ_EOM) arrived; the lengths of the buffered messages wait in a
+ *    small queue.  A host message is read whole (its length peeked first)
+ *    and goes out in packets as the guest's credit allows.
  * Host sockets are in one epoll set, edge-triggered: the device remembers
  * "readable"/"writable" until a syscall says EAGAIN, so a connection whose
  * guest has no credit does not make the caller spin.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +46,8 @@
 #define VS_REPLY_MAX    256u    /* TX stops while this many RSTs wait */
 #define VS_LINE_MAX     32u     /* "CONNECT 4294967295" fits */
 #define VS_OK_MAX       24u     /* "OK 4294967295\n" */
+#define VS_SEQ_BACKLOG  4096u  /* guest messages waiting for a host socket */
+#define VS_SEQ_MSG_MAX  (1u << 20)      /* host message read for the guest */
 #define VS_PORT_FIRST   1024u
 #define VS_PORT_LAST    0x7fffffffu
 
@@ -62,6 +71,7 @@ struct vs_conn {
 	enum vs_kind kind;              /* first: epoll data points here */
 	enum vs_state state;
 	int fd;
+	uint16_t type;                  /* VIRTIO_VSOCK_TYPE_* */
 	uint32_t lport, pport;          /* host side, guest side */
 	struct vs_conn *hnext;          /* hash chain */
 	struct vs_conn *prev, *next;    /* every connection */
@@ -73,9 +83,17 @@ struct vs_conn {
 	/* host -> guest: the guest's credit */
 	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
 	/* guest -> host: our credit */
+	uint32_t buf_alloc;             /* what we advertise on this one */
 	uint32_t rx_cnt, fwd_cnt, adv_fwd_cnt;
 	uint8_t *obuf;                  /* bytes for the host socket */
 	uint32_t ohead, olen, oextra;   /* oextra: the OK line, not credit */
+	/* seqpacket, guest -> host: lengths of the whole messages in obuf,
+	 * and the bytes of the unfinished one at its tail */
+	uint32_t *mq;
+	uint32_t mq_cap, mq_head, mq_len, msg_open;
+	/* seqpacket, host -> guest: the message being sent */
+	uint8_t *ibuf;
+	uint32_t ilen, ioff;
 	bool host_readable, host_writable, host_eof, host_wr_shut;
 	bool host_rdhup;                /* the host shut down its side */
 	uint32_t guest_shut;            /* SHUTDOWN flags the guest sent */
@@ -105,6 +123,7 @@ struct vq_vsock {
 	uint32_t next_port;
 	struct vs_conn *dead;           /* closed, freed by reap() */
 	bool reset_pending;
+	bool seqpacket;                 /* VIRTIO_VSOCK_F_SEQPACKET negotiated */
 	/* chain storage */
 	struct vq_chain txc[VS_TX_BURST];
 	struct vq_chain rxc;
@@ -196,8 +215,9 @@ static uint32_t peer_credit(const struct vs_conn *c)
 
 static bool data_ready(const struct vs_conn *c)
 {
-	return c->state == VS_ESTABLISHED && c->host_readable && !c->host_eof &&
-	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) && peer_credit(c) > 0;
+	return c->state == VS_ESTABLISHED && (c->host_readable || c->ibuf) &&
+	       !c->host_eof && !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) &&
+	       peer_credit(c) > 0;
 }
 
 static bool has_rx_work(const struct vs_conn *c)
@@ -224,6 +244,8 @@ static void reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
 static void conn_free(struct vs_conn *c)
 {
 	free(c->obuf);
+	free(c->mq);
+	free(c->ibuf);
 	free(c);
 }
 
@@ -235,7 +257,7 @@ static void conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 	if (c->state != VS_HANDSHAKE) {
 		hash_del(v, c);
 		if (rst) {
-			reply_rst(v, c->lport, c->pport, VIRTIO_VSOCK_TYPE_STREAM);
+			reply_rst(v, c->lport, c->pport, c->type);
 			v->st.rst_sent++;
 		}
 		v->st.conns_closed++;
@@ -279,6 +301,8 @@ static struct vs_conn *conn_new(struct vq_vsock *v, int fd, enum vs_state st)
 	c->kind = VS_EP_CONN;
 	c->state = st;
 	c->fd = fd;
+	c->type = VIRTIO_VSOCK_TYPE_STREAM;
+	c->buf_alloc = v->cfg.buf_alloc;
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = c;
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -318,16 +342,16 @@ static unsigned iov_slice(const struct iovec *iov, unsigned n, size_t off,
 	return k;
 }
 
-static uint32_t obuf_cap(const struct vq_vsock *v)
+static uint32_t obuf_cap(const struct vs_conn *c)
 {
-	return v->cfg.buf_alloc + VS_OK_MAX;
+	return c->buf_alloc + VS_OK_MAX;
 }
 
 /* Append to the host-bound buffer (the caller checked the room). */
-static int obuf_put_iov(struct vq_vsock *v, struct vs_conn *c,
-			const struct iovec *iov, unsigned n, size_t len)
+static int obuf_put_iov(struct vs_conn *c, const struct iovec *iov,
+			unsigned n, size_t len)
 {
-	uint32_t cap = obuf_cap(v), tail;
+	uint32_t cap = obuf_cap(c), tail;
 	unsigned i;
 
 	if (!c->obuf) {
@@ -385,10 +409,10 @@ static ssize_t sock_writev(int fd, struct iovec *iov, unsigned n)
 static void maybe_credit_update(struct vq_vsock *v, struct vs_conn *c)
 {
 	uint32_t unadv = c->fwd_cnt - c->adv_fwd_cnt;
-	uint32_t seen_free = v->cfg.buf_alloc - (c->rx_cnt - c->adv_fwd_cnt);
-	uint32_t step = v->cfg.buf_alloc / 4;
+	uint32_t seen_free = c->buf_alloc - (c->rx_cnt - c->adv_fwd_cnt);
+	uint32_t step = c->buf_alloc / 4;
 
-	if (!unadv || seen_free >= v->cfg.buf_alloc / 2)
+	if (!unadv || seen_free >= c->buf_alloc / 2)
 		return;
 	if (step > 65536)
 		step = 65536;
@@ -400,27 +424,67 @@ static void maybe_credit_update(struct vq_vsock *v, struct vs_conn *c)
 
 static void conn_check_done(struct vq_vsock *v, struct vs_conn *c);
 
+/* The n bytes at the head of obuf as one or two iovecs. */
+static unsigned obuf_head_iov(const struct vs_conn *c, uint32_t n, struct iovec io[2])
+{
+	uint32_t cap = obuf_cap(c), first = cap - c->ohead;
+
+	if (first > n)
+		first = n;
+	io[0].iov_base = c->obuf + c->ohead;
+	io[0].iov_len = first;
+	if (first == n)
+		return 1;
+	io[1].iov_base = c->obuf;
+	io[1].iov_len = n - first;
+	return 2;
+}
+
+/* Seqpacket: send the whole messages at the head of obuf, one sendmsg
+ * each (all or nothing on a SOCK_SEQPACKET socket).  0, or -1 after
+ * closing c. */
+static int obuf_drain_msgs(struct vq_vsock *v, struct vs_conn *c)
+{
+	while (c->mq_len && c->host_writable) {
+		uint32_t m = c->mq[c->mq_head];
+		struct iovec io[2];
+		unsigned n = obuf_head_iov(c, m, io);
+		ssize_t r = sock_writev(c->fd, io, m ? n : 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && !is_fatal_sock_err(errno)) {
+			c->host_writable = false;
+			v->st.host_stalls++;
+			break;
+		}
+		if (r != (ssize_t)m) {
+			conn_close(v, c, true);
+			return -1;
+		}
+		c->ohead = (c->ohead + m) % obuf_cap(c);
+		c->olen -= m;
+		host_wrote(c, m);
+		c->mq_head = (c->mq_head + 1) % c->mq_cap;
+		c->mq_len--;
+	}
+	return 0;
+}
+
 /* Write buffered bytes to the host socket.  0, or -1 after closing c. */
 static int obuf_drain(struct vq_vsock *v, struct vs_conn *c)
 {
-	uint32_t cap = obuf_cap(v);
+	uint32_t cap = obuf_cap(c);
 
-	while (c->olen && c->host_writable) {
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		if (obuf_drain_msgs(v, c) < 0)
+			return -1;
+	}
+	while (c->type == VIRTIO_VSOCK_TYPE_STREAM && c->olen && c->host_writable) {
 		struct iovec io[2];
-		unsigned n = 1;
-		uint32_t first = cap - c->ohead;
-		ssize_t r;
+		unsigned n = obuf_head_iov(c, c->olen, io);
+		ssize_t r = sock_writev(c->fd, io, n);
 
-		if (first > c->olen)
-			first = c->olen;
-		io[0].iov_base = c->obuf + c->ohead;
-		io[0].iov_len = first;
-		if (first < c->olen) {
-			io[1].iov_base = c->obuf;
-			io[1].iov_len = c->olen - first;
-			n = 2;
-		}
-		r = sock_writev(c->fd, io, n);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -454,9 +518,17 @@ static int obuf_drain(struct vq_vsock *v, struct vs_conn *c)
  */
 static void conn_check_done(struct vq_vsock *v, struct vs_conn *c)
 {
-	if (c->dead || c->state != VS_ESTABLISHED)
+	if (c->dead || c->state != VS_ESTABLISHED ||
+	    !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND))
 		return;
-	if (!(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || c->olen)
+	if (c->msg_open && !c->mq_len) {
+		/* The guest stopped sending inside a message: its start can
+		 * never be a message of its own. */
+		v->st.bad_seq++;
+		c->olen -= c->msg_open;
+		c->msg_open = 0;
+	}
+	if (c->olen || c->mq_len)
 		return;
 	if (!c->host_wr_shut) {
 		shutdown(c->fd, SHUT_WR);
@@ -548,6 +620,7 @@ int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 	v->rx = rx;
 	v->tx = tx;
 	v->ev = ev;
+	v->seqpacket = vq_dev_features(rx) & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET);
 	v->rx_spare = false;
 	v->rx_staged = 0;
 	return 0;
@@ -806,27 +879,107 @@ static void update_peer_credit(struct vq_vsock *v, struct vs_conn *c,
 		rx_add(v, c);
 }
 
-static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
-		  const struct vq_chain *ch, uint32_t len)
+/* An RW the connection may take: established, the guest still sending,
+ * within the window we advertised (buffering more would be unbounded,
+ * dropping it would corrupt the stream).  false after closing c. */
+static bool rw_allowed(struct vq_vsock *v, struct vs_conn *c, uint32_t len)
 {
-	uint32_t pending = c->rx_cnt - c->fwd_cnt;
-	unsigned n;
-	size_t done = 0;
-
 	if (c->state != VS_ESTABLISHED ||
 	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND)) {
 		v->st.bad_op++;
 		conn_close(v, c, true);
-		return;
+		return false;
 	}
-	if (len > v->cfg.buf_alloc - pending) {
-		/* More than the window we advertised: buffering it would be
-		 * unbounded, dropping it would corrupt the stream. */
+	if (len > c->buf_alloc - (c->rx_cnt - c->fwd_cnt)) {
 		v->st.bad_credit++;
+		conn_close(v, c, true);
+		return false;
+	}
+	return true;
+}
+
+/* Seqpacket: one RW of a guest message; SEQ_EOM ends the message, which
+ * then goes to the host socket whole.  (SEQ_EOR has no AF_UNIX form.) */
+static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
+		      const struct vq_chain *ch, uint32_t len, uint32_t flags)
+{
+	bool eom = flags & VIRTIO_VSOCK_SEQ_EOM;
+	unsigned n;
+
+	if (!rw_allowed(v, c, len))
+		return;
+	c->rx_cnt += len;
+	v->st.tx_bytes += len;
+	n = iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
+		      VS_IOV_MAX);
+	if (eom && !c->msg_open && !c->mq_len && c->host_writable) {
+		/* A whole message in one packet, nothing ahead of it. */
+		ssize_t r;
+
+		do
+			r = sock_writev(c->fd, v->slice, len ? n : 0);
+		while (r < 0 && errno == EINTR);
+		if (r == (ssize_t)len) {
+			host_wrote(c, len);
+			maybe_credit_update(v, c);
+			return;
+		}
+		if (r >= 0 || is_fatal_sock_err(errno)) {
+			conn_close(v, c, true);
+			return;
+		}
+		c->host_writable = false;
+		v->st.host_stalls++;
+	}
+	if (eom && c->mq_len == c->mq_cap) {
+		uint32_t cap = c->mq_cap ? 2 * c->mq_cap : 16, i;
+		uint32_t *q;
+
+		if (cap > VS_SEQ_BACKLOG) {
+			/* Messages without end into a host that reads none:
+			 * each costs us a slot and the guest no credit. */
+			v->st.bad_seq++;
+			conn_close(v, c, true);
+			return;
+		}
+		q = malloc(cap * sizeof(*q));
+		if (!q) {
+			conn_close(v, c, true);
+			return;
+		}
+		for (i = 0; i < c->mq_len; i++)
+			q[i] = c->mq[(c->mq_head + i) % c->mq_cap];
+		free(c->mq);
+		c->mq = q;
+		c->mq_cap = cap;
+		c->mq_head = 0;
+	}
+	if (len && obuf_put_iov(c, v->slice, n, len) < 0) {
 		conn_close(v, c, true);
 		return;
 	}
-	if (!len)
+	c->msg_open += len;
+	if (eom) {
+		c->mq[(c->mq_head + c->mq_len) % c->mq_cap] = c->msg_open;
+		c->mq_len++;
+		c->msg_open = 0;
+		if (c->host_writable && obuf_drain(v, c) < 0)
+			return;
+	}
+	maybe_credit_update(v, c);
+}
+
+static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
+		  const struct vq_chain *ch, uint32_t len, uint32_t flags)
+{
+	unsigned n;
+	size_t done = 0;
+
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		tx_seq_rw(v, c, ch, len, flags);
+		return;
+	}
+	if (!rw_allowed(v, c, len) || !len)
 		return;
 	c->rx_cnt += len;
 	v->st.tx_bytes += len;
@@ -860,7 +1013,7 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 	if (done < len) {
 		n = iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE + done,
 			      len - done, v->slice, VS_IOV_MAX);
-		if (obuf_put_iov(v, c, v->slice, n, len - done) < 0) {
+		if (obuf_put_iov(c, v->slice, n, len - done) < 0) {
 			conn_close(v, c, true);
 			return;
 		}
@@ -871,32 +1024,54 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 	maybe_credit_update(v, c);
 }
 
+/*
+ * A seqpacket host socket takes a message only if it fits its send buffer
+ * (AF_UNIX: sk_sndbuf - 32, else EMSGSIZE), and a Linux guest sends no
+ * message larger than the buf_alloc we advertise: ask for room for a whole
+ * window and advertise no more than we got.
+ */
+static void seq_fit_window(struct vs_conn *c)
+{
+	int want = (int)(c->buf_alloc + 4096), got = 0;
+	socklen_t l = sizeof(got);
+
+	if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) < 0 ||
+	    getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &got, &l) < 0)
+		return;
+	/* got is what the kernel keeps: twice the ask, capped by wmem_max */
+	if (got > 4096 && (uint32_t)got - 4096 < c->buf_alloc)
+		c->buf_alloc = (uint32_t)got - 4096;
+}
+
 static void tx_request(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
-		       uint32_t lport, uint32_t pport)
+		       uint32_t lport, uint32_t pport, uint16_t type)
 {
 	struct vs_conn *c;
 	int fd;
 
 	if (v->nconns >= v->cfg.max_conns) {
 		v->st.conn_limit++;
-		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		reply_rst(v, lport, pport, type);
 		v->st.rst_sent++;
 		return;
 	}
-	fd = v->cfg.host_connect(v->cfg.arg, lport);
+	fd = v->cfg.host_connect(v->cfg.arg, lport, type);
 	if (fd < 0) {
 		v->st.no_listener++;
-		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		reply_rst(v, lport, pport, type);
 		v->st.rst_sent++;
 		return;
 	}
 	c = conn_new(v, fd, VS_ESTABLISHED);
 	if (!c) {
 		close(fd);
-		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		reply_rst(v, lport, pport, type);
 		v->st.rst_sent++;
 		return;
 	}
+	c->type = type;
+	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+		seq_fit_window(c);
 	c->lport = lport;
 	c->pport = pport;
 	/* Optimistic: the first write says EAGAIN if it must. */
@@ -941,7 +1116,11 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			conn_close(v, c, true);
 		return;
 	}
-	if (type != VIRTIO_VSOCK_TYPE_STREAM) {
+	if ((type != VIRTIO_VSOCK_TYPE_STREAM &&
+	     !(type == VIRTIO_VSOCK_TYPE_SEQPACKET && v->seqpacket)) ||
+	    (c && c->type != type)) {
+		/* 5.10.6: an unknown type gets RST; so does a packet whose
+		 * type is not its connection's (which goes on). */
 		v->st.bad_type++;
 		if (op != VIRTIO_VSOCK_OP_RST) {
 			reply_rst(v, lport, pport, type);
@@ -962,14 +1141,14 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			conn_close(v, c, true);
 			return;
 		}
-		tx_request(v, &h, lport, pport);
+		tx_request(v, &h, lport, pport, type);
 		return;
 	}
 	if (!c) {
 		/* Nothing open on these ports (5.10.6.6: reply with RST). */
 		if (op < VIRTIO_VSOCK_OP_REQUEST || op > VIRTIO_VSOCK_OP_CREDIT_REQUEST)
 			v->st.bad_op++;
-		reply_rst(v, lport, pport, VIRTIO_VSOCK_TYPE_STREAM);
+		reply_rst(v, lport, pport, type);
 		v->st.rst_sent++;
 		return;
 	}
@@ -989,7 +1168,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			int k = snprintf(ok, sizeof(ok), "OK %u\n", c->lport);
 			struct iovec io = { ok, (size_t)k };
 
-			if (obuf_put_iov(v, c, &io, 1, (size_t)k) < 0) {
+			if (obuf_put_iov(c, &io, 1, (size_t)k) < 0) {
 				conn_close(v, c, true);
 				return;
 			}
@@ -1007,7 +1186,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			conn_check_done(v, c);
 		return;
 	case VIRTIO_VSOCK_OP_RW:
-		tx_rw(v, c, ch, len);
+		tx_rw(v, c, ch, len, flags);
 		return;
 	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
 		return;                 /* the credit was taken above */
@@ -1080,10 +1259,9 @@ static void hdr_init(struct vq_vsock *v, struct virtio_vsock_hdr *h,
 	h->op = vq_le16(op);
 }
 
-static void hdr_credit(struct vq_vsock *v, struct vs_conn *c,
-		       struct virtio_vsock_hdr *h)
+static void hdr_credit(struct vs_conn *c, struct virtio_vsock_hdr *h)
 {
-	h->buf_alloc = vq_le32(v->cfg.buf_alloc);
+	h->buf_alloc = vq_le32(c->buf_alloc);
 	h->fwd_cnt = vq_le32(c->fwd_cnt);
 	c->adv_fwd_cnt = c->fwd_cnt;
 	c->pend &= ~P_CREDIT_UPDATE;    /* every packet carries the credit */
@@ -1151,6 +1329,122 @@ static int rx_put_hdr(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
 	return rx_complete(v, VQ_VSOCK_HDR_SIZE + payload);
 }
 
+/* The host side hung up: what a zero-length read means on a seqpacket
+ * socket, where an empty message reads the same. */
+static bool host_hung_up(int fd)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The host sends no more: tell the guest once its data is out. */
+static void mark_host_eof(struct vq_vsock *v, struct vs_conn *c)
+{
+	c->host_eof = true;
+	c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND;
+	c->pend |= P_SHUTDOWN;
+	conn_check_done(v, c);
+}
+
+/* A seqpacket RW of k bytes already in the chain, the message's last with
+ * eom.  1, or -EIO. */
+static int rx_seq_put(struct vq_vsock *v, struct vs_conn *c, uint32_t k, bool eom)
+{
+	struct virtio_vsock_hdr h;
+
+	hdr_init(v, &h, c->lport, c->pport, c->type, VIRTIO_VSOCK_OP_RW);
+	hdr_credit(c, &h);
+	h.len = vq_le32(k);
+	h.flags = vq_le32(eom ? VIRTIO_VSOCK_SEQ_EOM : 0);
+	c->tx_cnt += k;
+	return rx_put_hdr(v, &h, k) < 0 ? -EIO : 1;
+}
+
+/*
+ * Seqpacket: the next piece of the host's current message for c into the
+ * chain in v->rxc, the last with SEQ_EOM.  A message that fits the buffer
+ * and the credit is read straight into it; a longer one is read whole
+ * into c->ibuf first (a seqpacket read takes a message or nothing).
+ * Returns 1 if the chain was used, 0 if not (c may be closed), -EIO.
+ */
+static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
+{
+	uint32_t room = (uint32_t)(v->rxc.in_len - VQ_VSOCK_HDR_SIZE);
+	uint32_t credit = peer_credit(c), k;
+	ssize_t r;
+
+	if (room > VQ_VSOCK_MAX_PKT)
+		room = VQ_VSOCK_MAX_PKT;
+	if (!c->ibuf) {
+		ssize_t len;
+
+		do
+			len = recv(c->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		while (len < 0 && errno == EINTR);
+		if (len < 0) {
+			if (is_fatal_sock_err(errno))
+				conn_close(v, c, true);
+			else
+				c->host_readable = false;
+			return 0;
+		}
+		if (len == 0 && host_hung_up(c->fd)) {
+			mark_host_eof(v, c);
+			return 0;
+		}
+		if ((uint64_t)len > c->peer_buf_alloc || len > VS_SEQ_MSG_MAX) {
+			/* The guest takes a message only whole, within its
+			 * buffer: this one could never arrive. */
+			v->st.host_msg_too_big++;
+			conn_close(v, c, true);
+			return 0;
+		}
+		if ((uint32_t)len <= room && (uint32_t)len <= credit) {
+			unsigned n = iov_slice(v->rxc.iov, v->rxc.nin, VQ_VSOCK_HDR_SIZE,
+					       (size_t)len, v->slice, VS_IOV_MAX);
+			struct msghdr m = { .msg_iov = v->slice, .msg_iovlen = len ? n : 0 };
+
+			do
+				r = recvmsg(c->fd, &m, MSG_DONTWAIT);
+			while (r < 0 && errno == EINTR);
+			if (r != len) {
+				conn_close(v, c, true);
+				return 0;
+			}
+			return rx_seq_put(v, c, (uint32_t)len, true);
+		}
+		c->ibuf = malloc(len ? (size_t)len : 1);
+		if (!c->ibuf) {
+			conn_close(v, c, true);
+			return 0;
+		}
+		do
+			r = recv(c->fd, c->ibuf, (size_t)len, MSG_DONTWAIT);
+		while (r < 0 && errno == EINTR);
+		if (r != len) {
+			conn_close(v, c, true);
+			return 0;
+		}
+		c->ilen = (uint32_t)len;
+		c->ioff = 0;
+	}
+	k = c->ilen - c->ioff;
+	if (k > room)
+		k = room;
+	if (k > credit)
+		k = credit;
+	if (!k)
+		return 0;
+	vq_iov_from_buf(v->rxc.iov, v->rxc.nin, VQ_VSOCK_HDR_SIZE, c->ibuf + c->ioff, k);
+	c->ioff += k;
+	if (c->ioff < c->ilen)
+		return rx_seq_put(v, c, k, false);
+	free(c->ibuf);
+	c->ibuf = NULL;
+	return rx_seq_put(v, c, k, true);
+}
+
 /*
  * One packet for c into the chain in v->rxc.  Returns 1 if the chain was
  * used, 0 if c had nothing after all (chain kept), -errno.
@@ -1166,6 +1460,13 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 	} else if (c->pend & P_RESPONSE) {
 		c->pend &= ~P_RESPONSE;
 		op = VIRTIO_VSOCK_OP_RESPONSE;
+	} else if (data_ready(c) && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		int r = rx_seq(v, c);
+
+		if (r)
+			return r;
+		if (c->dead)
+			return 0;
 	} else if (data_ready(c)) {
 		uint32_t room = (uint32_t)(v->rxc.in_len - VQ_VSOCK_HDR_SIZE);
 		uint32_t credit = peer_credit(c);
@@ -1187,9 +1488,8 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 			r = readv(c->fd, v->slice, (int)n);
 		while (r < 0 && errno == EINTR);
 		if (r > 0) {
-			hdr_init(v, &h, c->lport, c->pport,
-				 VIRTIO_VSOCK_TYPE_STREAM, VIRTIO_VSOCK_OP_RW);
-			hdr_credit(v, c, &h);
+			hdr_init(v, &h, c->lport, c->pport, c->type, VIRTIO_VSOCK_OP_RW);
+			hdr_credit(c, &h);
 			h.len = vq_le32((uint32_t)r);
 			c->tx_cnt += (uint32_t)r;
 			/* A short read drained the socket: new data brings a
@@ -1208,10 +1508,7 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 			return 0;
 		}
 		/* EOF: the host will send no more. */
-		c->host_eof = true;
-		c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND;
-		c->pend |= P_SHUTDOWN;
-		conn_check_done(v, c);
+		mark_host_eof(v, c);
 		if (c->dead)
 			return 0;
 	}
@@ -1224,8 +1521,8 @@ ctrl:
 	}
 	if (!op)
 		return 0;
-	hdr_init(v, &h, c->lport, c->pport, VIRTIO_VSOCK_TYPE_STREAM, op);
-	hdr_credit(v, c, &h);
+	hdr_init(v, &h, c->lport, c->pport, c->type, op);
+	hdr_credit(c, &h);
 	if (op == VIRTIO_VSOCK_OP_SHUTDOWN)
 		h.flags = vq_le32(c->shut_flags);
 	if (op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)

@@ -73,6 +73,9 @@ VQ_INTERNAL void vq_vsg_hdr(struct vq_vsg *g, struct virtio_vsock_hdr *h,
 			    uint32_t len);
 
 VQ_INTERNAL struct vq_vsg_conn *vq_vsg_connect(struct vq_vsg *g, uint32_t port);
+/* A connection of the type (VIRTIO_VSOCK_TYPE_*). */
+VQ_INTERNAL struct vq_vsg_conn *vq_vsg_connect_type(struct vq_vsg *g, uint32_t port,
+						    uint16_t type);
 VQ_INTERNAL int vq_vsg_listen(struct vq_vsg *g, uint32_t port);
 /* A connection that arrived on a listening port, or NULL. */
 VQ_INTERNAL struct vq_vsg_conn *vq_vsg_accept(struct vq_vsg *g, uint32_t port);
@@ -81,6 +84,13 @@ VQ_INTERNAL enum vq_vsg_state vq_vsg_state(const struct vq_vsg_conn *c);
 /* Send up to len bytes (credit and TX slots permitting): bytes sent, 0 if
  * none could go now, -EPIPE after RST or our SHUTDOWN SEND. */
 VQ_INTERNAL long vq_vsg_write(struct vq_vsg_conn *c, const void *buf, uint32_t len);
+/* Seqpacket: send one message (packets of tx_pkt_max, the last with
+ * SEQ_EOM) if the credit and TX slots take all of it: len, 0 if not now,
+ * -EPIPE, -EINVAL on a stream. */
+VQ_INTERNAL long vq_vsg_write_msg(struct vq_vsg_conn *c, const void *buf, uint32_t len);
+/* Seqpacket: take the next whole message: its length, -EAGAIN if none has
+ * ended yet, -EMSGSIZE if it is longer than cap (left in place). */
+VQ_INTERNAL long vq_vsg_read_msg(struct vq_vsg_conn *c, void *buf, uint32_t cap);
 /* Take up to len received bytes; 0 if none (check vq_vsg_eof). */
 VQ_INTERNAL uint32_t vq_vsg_read(struct vq_vsg_conn *c, void *buf, uint32_t len);
 VQ_INTERNAL uint32_t vq_vsg_readable(const struct vq_vsg_conn *c);

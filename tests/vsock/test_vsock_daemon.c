@@ -120,7 +120,7 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	CHECK(f & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	CHECK(!(f & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET)));
+	CHECK(f & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET));
 	pf = get_u64(fd, VHU_GET_PROTOCOL_FEATURES);
 	CHECK(pf & VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG));
 	memset(&m, 0, sizeof(m));
@@ -185,6 +185,20 @@ static void vhost_user_vsock_refuses_unoffered_packed(void)
 	CHECK(log_has("not offered"));
 }
 
+/* 5.10.3: --no-seqpacket stops offering VIRTIO_VSOCK_F_SEQPACKET (streams
+ * stay implied). */
+static void vhost_user_vsock_no_seqpacket_option(void)
+{
+	pid_t pid = spawn("--no-seqpacket");
+	int fd = vu_connect();
+	uint64_t f = get_u64(fd, VHU_GET_FEATURES);
+
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(!(f & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET)));
+	close(fd);
+	stop(pid);
+}
+
 static void backend_conventions_print_capabilities(void)
 {
 	char cmd[256], out[512] = "";
@@ -214,6 +228,7 @@ int main(int argc, char **argv)
 	RUN(backend_conventions_print_capabilities);
 	RUN(vhost_user_vsock_get_config_returns_cid);
 	RUN(vhost_user_vsock_refuses_unoffered_packed);
+	RUN(vhost_user_vsock_no_seqpacket_option);
 	unlink(errlog);
 	unlink(sock);
 	unlink(uds);

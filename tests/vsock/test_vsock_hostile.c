@@ -102,11 +102,12 @@ static void hostile_chain_shorter_than_header(void)
 
 static void hostile_unknown_op_and_type(void)
 {
+	static const struct fx_opts no_seq = { .no_seqpacket = true };
 	struct fx f;
 	struct vq_vsg_conn *c, *v;
 	struct virtio_vsock_hdr h;
 
-	fx_init(&f, &dflt);
+	fx_init(&f, &no_seq);
 	c = healthy(&f);
 	fx_listen(&f, 2);
 	v = vq_vsg_connect(f.g, 2);
@@ -117,7 +118,7 @@ static void hostile_unknown_op_and_type(void)
 	/* unknown op on no connection: RST back */
 	vq_vsg_hdr(f.g, &h, 7001, 2, 0, 0);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
-	/* seqpacket (not offered) and a made-up type: RST */
+	/* seqpacket (not negotiated) and a made-up type: RST */
 	vq_vsg_hdr(f.g, &h, 7002, 1, VIRTIO_VSOCK_OP_REQUEST, 0);
 	h.type = vq_le16(VIRTIO_VSOCK_TYPE_SEQPACKET);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);

@@ -43,7 +43,7 @@ static inline int fx_set_nonblock(int fd)
 	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-static inline int fx_host_connect(void *arg, uint32_t port)
+static inline int fx_host_connect(void *arg, uint32_t port, uint16_t type)
 {
 	struct fx *f = arg;
 	unsigned i;
@@ -54,7 +54,8 @@ static inline int fx_host_connect(void *arg, uint32_t port)
 			break;
 	if (i == f->nlisten || f->nhost >= FX_MAX_HOST)
 		return -ECONNREFUSED;
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	CHECK_EQ(socketpair(AF_UNIX, (type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+				       SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0, sv), 0);
 	fx_set_nonblock(sv[0]);
 	fx_set_nonblock(sv[1]);
 	f->host[f->nhost] = sv[1];
@@ -79,6 +80,7 @@ struct fx_opts {
 	uint32_t tx_pkt_max;
 	uint16_t num;
 	bool no_ev;
+	bool no_seqpacket;              /* do not negotiate SEQPACKET */
 };
 
 static inline void fx_init(struct fx *f, const struct fx_opts *o)
@@ -93,7 +95,8 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 		.buf_alloc = o->guest_buf_alloc, .tx_pkt_max = o->tx_pkt_max,
 	};
 	uint16_t num = o->num ? o->num : 128;
-	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
+			(o->no_seqpacket ? 0 : VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET));
 	unsigned i;
 
 	memset(f, 0, sizeof(*f));

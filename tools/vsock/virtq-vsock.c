@@ -37,6 +37,7 @@ struct opts {
 	const char *uds;
 	uint32_t buf_alloc;
 	uint32_t max_conns;
+	bool no_seqpacket;
 };
 
 struct ring {
@@ -71,11 +72,11 @@ static const char *const qname[NQ] = { "rx", "tx", "event" };
 
 /* ------------------------------------------------------------------ */
 
-static int host_connect(void *arg, uint32_t port)
+static int host_connect(void *arg, uint32_t port, uint16_t type)
 {
 	struct daemon *d = arg;
 
-	return vq_vsock_uds_connect(d->o.uds, port);
+	return vq_vsock_uds_connect(d->o.uds, port, type);
 }
 
 static void dev_notify(void *arg, unsigned qi)
@@ -475,7 +476,8 @@ static void usage(FILE *f)
 "usage: virtq-vsock (--socket-path PATH | --fd N) --guest-cid N --uds-path HOST_PATH [options]\n"
 "       virtq-vsock --print-capabilities\n"
 "A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
-"UNIX socket HOST_PATH_P; host programs connect to HOST_PATH and send\n"
+"UNIX socket HOST_PATH_P (SOCK_STREAM, or SOCK_SEQPACKET for a guest\n"
+"SOCK_SEQPACKET socket); host programs connect to HOST_PATH and send\n"
 "\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
 VQD_USAGE_SOCKET
 "  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
@@ -486,18 +488,19 @@ VQD_USAGE_SOCKET
 "  --busy-poll USEC      poll this long before sleeping (0)\n"
 "  --buf-alloc BYTES     receive buffer per connection we advertise (262144)\n"
 "  --max-conns N         connections at most (1024)\n"
-"  --no-packed --no-event-idx --no-indirect --no-in-order\n"
+"  --no-packed --no-event-idx --no-indirect --no-in-order --no-seqpacket\n"
 "                        stop offering that feature\n"
 VQD_USAGE_STATS);
 }
 
-enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS };
+enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS, O_NO_SEQPACKET };
 
 static const struct option long_opts[] = {
 	{ "guest-cid", required_argument, NULL, O_CID },
 	{ "uds-path", required_argument, NULL, O_UDS },
 	{ "buf-alloc", required_argument, NULL, O_BUF_ALLOC },
 	{ "max-conns", required_argument, NULL, O_MAX_CONNS },
+	{ "no-seqpacket", no_argument, NULL, O_NO_SEQPACKET },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -526,6 +529,9 @@ static int tool_opt(void *arg, int c, const char *val)
 			return -1;
 		o->max_conns = (uint32_t)v;
 		break;
+	case O_NO_SEQPACKET:
+		o->no_seqpacket = true;
+		break;
 	}
 	return 0;
 }
@@ -537,12 +543,13 @@ static struct vqd_cli cli = {
 
 static uint64_t offered_features(const struct daemon *d)
 {
-	/* Stream only: with neither STREAM nor SEQPACKET negotiated the
-	 * device does streams (5.10.3), which is what Linux 6.1 expects. */
+	/* Streams are implied (no NO_IMPLIED_STREAM, 5.10.3: Linux 6.1 does
+	 * not know it); SEQPACKET adds message sockets. */
 	return vqd_features(&d->com, VIRTQ_BIT(VIRTIO_F_VERSION_1) |
 			    VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
 			    VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-			    VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC));
+			    VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
+			    (d->o.no_seqpacket ? 0 : VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET)));
 }
 
 int main(int argc, char **argv)

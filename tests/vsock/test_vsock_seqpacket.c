@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Seqpacket connections (virtio 1.2 5.10.6.7, VIRTIO_VSOCK_F_SEQPACKET):
+ * message bounds kept both ways between our guest driver and a host
+ * SOCK_SEQPACKET socket, through fragmentation, a slow host and the
+ * guest's credit; and the limits: a host message the guest could never
+ * take, a guest that leaves a message unfinished, a backlog without end.
+ * Split and packed rings.
+ */
+#include "vsock_fixture.h"
+
+static const struct fx_opts dflt = { 0 };
+
+#define SEQ VIRTIO_VSOCK_TYPE_SEQPACKET
+
+static uint8_t msg[300000], got[300000];
+
+static void fill(uint8_t *p, uint32_t len, uint64_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = fx_byte(seed, i);
+}
+
+static bool same(const uint8_t *p, uint32_t len, uint64_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (p[i] != fx_byte(seed, i))
+			return false;
+	return true;
+}
+
+/* A guest seqpacket connection to host port `port`, established. */
+static struct vq_vsg_conn *seq_connect(struct fx *f, uint32_t port)
+{
+	struct vq_vsg_conn *c;
+	int i;
+
+	fx_listen(f, port);
+	c = vq_vsg_connect_type(f->g, port, SEQ);
+	CHECK(c);
+	for (i = 0; i < 100 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+		fx_round(f);
+	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	return c;
+}
+
+/* The host end must be a SOCK_SEQPACKET socket. */
+static void host_is_seqpacket(int hfd)
+{
+	int type = 0;
+	socklen_t l = sizeof(type);
+
+	CHECK_EQ(getsockopt(hfd, SOL_SOCKET, SO_TYPE, &type, &l), 0);
+	CHECK_EQ(type, SOCK_SEQPACKET);
+}
+
+static void vsock_5_10_6_7_guest_messages_keep_bounds(void)
+{
+	static const uint32_t sizes[] = { 1, 0, 100, 4096, 65536, 65537, 200000, 7 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int hfd;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 10);
+	hfd = fx_host(&f, 0);
+	host_is_seqpacket(hfd);
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+		fill(msg, sizes[i], i);
+		CHECK_EQ(vq_vsg_write_msg(c, msg, sizes[i]), (long)sizes[i]);
+		fx_settle(&f);
+		/* one read, one message: exactly its bytes */
+		CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), (ssize_t)sizes[i]);
+		CHECK(same(got, sizes[i], i));
+	}
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
+	CHECK_EQ(vq_vsock_stats(f.dev)->rst_sent, 0);
+	fx_fini(&f);
+}
+
+static void vsock_5_10_6_7_host_messages_keep_bounds_eom(void)
+{
+	/* 5000: more than one 4 KiB RX buffer; 70000: more than one packet */
+	static const uint32_t sizes[] = { 1, 0, 5000, 70000, 100, 4052 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int hfd;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 11);
+	hfd = fx_host(&f, 0);
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+		fill(msg, sizes[i], 100 + i);
+		CHECK_EQ(send(hfd, msg, sizes[i], 0), (ssize_t)sizes[i]);
+	}
+	fx_settle(&f);
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+		CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), (long)sizes[i]);
+		CHECK(same(got, sizes[i], 100 + i));
+	}
+	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), -EAGAIN);
+	/* the host closes: the guest gets SHUTDOWN, no phantom message */
+	close(hfd);
+	f.host[0] = -1;
+	fx_settle(&f);
+	CHECK(vq_vsg_eof(c));
+	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), -EAGAIN);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_msg_too_big, 0);
+	fx_fini(&f);
+}
+
+/* A host that reads slowly: messages wait whole in the device, in order,
+ * the guest's window closes and reopens, nothing is merged or lost. */
+static void seqpacket_slow_host_in_order(void)
+{
+	enum { N = 600, SZ = 1500 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	unsigned sent = 0, recvd = 0, rounds = 0;
+	int hfd;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 12);
+	hfd = fx_host(&f, 0);
+	while (recvd < N) {
+		CHECK(++rounds < 100000);
+		while (sent < N) {
+			fill(msg, SZ - sent % 7, sent);
+			long r = vq_vsg_write_msg(c, msg, SZ - sent % 7);
+
+			CHECK(r >= 0);
+			if (r == 0)
+				break;
+			sent++;
+		}
+		fx_round(&f);
+		/* the host wakes up now and then, and reads a few */
+		if (rounds % 16 == 0) {
+			for (int k = 0; k < 20 && recvd < N; k++) {
+				ssize_t r = recv(hfd, got, sizeof(got), MSG_DONTWAIT);
+
+				if (r < 0)
+					break;
+				CHECK_EQ(r, (ssize_t)(SZ - recvd % 7));
+				CHECK(same(got, (uint32_t)r, recvd));
+				recvd++;
+			}
+		}
+	}
+	CHECK(vq_vsock_stats(f.dev)->host_stalls > 0);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 0);
+	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	fx_fini(&f);
+}
+
+/* A host message larger than the guest's whole buffer could never be
+ * received: the connection is reset and counted, not wedged. */
+static void seqpacket_host_message_too_big_resets(void)
+{
+	static const struct fx_opts small = { .guest_buf_alloc = 8192 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int hfd;
+
+	fx_init(&f, &small);
+	c = seq_connect(&f, 13);
+	hfd = fx_host(&f, 0);
+	fill(msg, 8192, 1);
+	CHECK_EQ(send(hfd, msg, 8192, 0), 8192);        /* fits exactly */
+	CHECK_EQ(send(hfd, msg, 8193, 0), 8193);
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), 8192);
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_msg_too_big, 1);
+	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
+	/* closed with the refused message unread: the host sees a reset */
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
+	CHECK_EQ(errno, ECONNRESET);
+	fx_fini(&f);
+}
+
+/* A guest that stops sending in the middle of a message: the part never
+ * reaches the host as a message, the host reads EOF. */
+static void seqpacket_guest_shutdown_mid_message(void)
+{
+	struct fx f;
+	struct vq_vsg_conn *c;
+	struct virtio_vsock_hdr h;
+	uint8_t pkt[44 + 10];
+	int hfd;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 14);
+	hfd = fx_host(&f, 0);
+	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(c), 14, VIRTIO_VSOCK_OP_RW, 10);
+	h.type = vq_le16(SEQ);          /* no SEQ_EOM */
+	memcpy(pkt, &h, sizeof(h));
+	memset(pkt + 44, 'p', 10);
+	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
+	fx_settle(&f);
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
+	CHECK_EQ(vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV), 0);
+	fx_settle(&f);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 1);
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), 0);  /* EOF */
+	fx_fini(&f);
+}
+
+/* Messages into a host that reads none cost the device a slot each and
+ * the guest (for tiny ones) almost no credit: the backlog is bounded. */
+static void seqpacket_backlog_bounded(void)
+{
+	struct fx f;
+	struct vq_vsg_conn *c;
+	unsigned i;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 15);
+	for (i = 0; i < 20000 && vq_vsg_state(c) == VSG_ESTABLISHED; i++) {
+		long r = vq_vsg_write_msg(c, "m", 1);
+
+		CHECK(r >= 0);
+		if (r == 0 || i % 64 == 0)
+			fx_settle(&f);
+	}
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 1);
+	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
+	fx_fini(&f);
+}
+
+static void run_all(void)
+{
+	RUN(vsock_5_10_6_7_guest_messages_keep_bounds);
+	RUN(vsock_5_10_6_7_host_messages_keep_bounds_eom);
+	RUN(seqpacket_slow_host_in_order);
+	RUN(seqpacket_host_message_too_big_resets);
+	RUN(seqpacket_guest_shutdown_mid_message);
+	RUN(seqpacket_backlog_bounded);
+}
+
+int main(void)
+{
+	fprintf(stderr, "== split\n");
+	fx_features = 0;
+	run_all();
+	fprintf(stderr, "== packed\n");
+	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	run_all();
+	return 0;
+}
