@@ -21,6 +21,7 @@
 #        announces itself with GUEST_ANNOUNCE, virtq-net sends a RARP on its
 #        TAP without it; needs root)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
+#        vsock-seqpacket vsock-seqpacket-packed (SOCK_SEQPACKET, guest -> host)
 #
 # Environment:
 #   VIRTQ_BUILD_DIR      meson build dir holding tools/net/virtq-net and
@@ -466,6 +467,30 @@ vsock_g2h() {
 	check guest-to-host $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count SEND result=PASS "$o")" = $j ] &&
 		[ "$(count RECV result=PASS "$LOG/host-recv.out")" = $j ] && echo 0 || echo 1) \
 		"guest_rc=$rc host_rc=$hrc guest_pass=$(count SEND result=PASS "$o")/$j host_pass=$(count RECV result=PASS "$LOG/host-recv.out")/$j bytes_each=$n"
+}
+
+# SOCK_SEQPACKET (VIRTIO_VSOCK_F_SEQPACKET): guest connections to CID 2 reach
+# a host SOCK_SEQPACKET listener at UDS_P, which echoes every message; each
+# must come back whole in one read (1 byte to 96 KiB, so some span several
+# packets and RX buffers both ways).
+vsock_seqpacket() {
+	local port=5003 j=2 n=300 packed=${1:-off}
+	need_vsock_backend
+	vsock_start || { check start 1 ""; return; }
+	"$GVSOCK" msgecho -u "${UDS}_$port" -j $j > "$LOG/host-msgecho.out" 2>&1 &
+	local hp=$!
+	PIDS+=("$hp")
+	guest seq --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
+		"$FEATS; gvsock msgcall -c 2 -p $port -n $n -j $j -W 20"
+	local rc=$?
+	wait "$hp"
+	local hrc=$?
+	vsock_stop
+	local o=$LOG/seq.out
+	check seqpacket-negotiated $([ "$(feature 1 "$o")" = 1 ] && echo 0 || echo 1) "VIRTIO_VSOCK_F_SEQPACKET=$(feature 1 "$o")"
+	check message-bounds $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count MSGCALL result=PASS "$o")" = $j ] &&
+		[ "$(count MSGECHO result=PASS "$LOG/host-msgecho.out")" = $j ] && echo 0 || echo 1) \
+		"guest_rc=$rc host_rc=$hrc $(grep -a '^MSGCALL' "$o" | cut -d' ' -f2-6 | tr '\n' ' ')host_pass=$(count MSGECHO result=PASS "$LOG/host-msgecho.out")/$j"
 }
 
 # host -> guest: CONNECT through the backend to a guest listener that echoes
@@ -964,6 +989,8 @@ net-migrate-idle-rx-packed) net_migrate_idle_rx on rarp ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;
+vsock-seqpacket) vsock_seqpacket off ;;
+vsock-seqpacket-packed) vsock_seqpacket on ;;
 vsock-restart) vsock_restart ;;
 vsock-reset) vsock_reset ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;

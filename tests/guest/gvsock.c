@@ -18,6 +18,12 @@
  *        bytes echoed back.
  *   gvsock call (-c CID -p PORT | -u PATH [-P PORT]) -n BYTES [-j CONNS] [-W sec]
  *        the client of "echo": sends while reading back, checks every byte.
+ *   gvsock msgecho (-p PORT | -u PATH) [-j CONNS]
+ *        SOCK_SEQPACKET: accept CONNS connections, send every message back
+ *        as one message, until the peer shuts down.
+ *   gvsock msgcall (-c CID -p PORT | -u PATH) -n MSGS [-j CONNS] [-W sec]
+ *        SOCK_SEQPACKET client of msgecho: MSGS messages of 1 byte to 96 KiB,
+ *        each must come back whole in one read, no more, no less, intact.
  *   gvsock cid   print this side's local CID.
  *
  * Lines "KEY k=v ..." for the scripts; exit 0 ok, 1 a check failed, 2 setup.
@@ -53,6 +59,7 @@ struct trailer {
 };
 
 static unsigned int cid = 2, port;
+static int stype = SOCK_STREAM;         /* SOCK_SEQPACKET for msg* */
 static const char *upath;
 static int uport = -1;
 static double wait_secs = 10;
@@ -132,7 +139,7 @@ static int try_connect(void)
 		struct sockaddr_un a = { .sun_family = AF_UNIX };
 
 		snprintf(a.sun_path, sizeof(a.sun_path), "%s", upath);
-		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		fd = socket(AF_UNIX, stype, 0);
 		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
 		if (!r && uport >= 0) {
 			char line[64];
@@ -153,7 +160,7 @@ static int try_connect(void)
 		struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = cid,
 					 .svm_port = port };
 
-		fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+		fd = socket(AF_VSOCK, stype, 0);
 		if (fd < 0) {
 			perror("socket(AF_VSOCK)");
 			exit(2);
@@ -195,7 +202,7 @@ static int listen_on(void)
 
 		snprintf(a.sun_path, sizeof(a.sun_path), "%s", upath);
 		unlink(upath);
-		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		fd = socket(AF_UNIX, stype, 0);
 		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 			perror("bind(unix)");
 			exit(2);
@@ -204,7 +211,7 @@ static int listen_on(void)
 		struct sockaddr_vm a = { .svm_family = AF_VSOCK,
 					 .svm_cid = VMADDR_CID_ANY, .svm_port = port };
 
-		fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+		fd = socket(AF_VSOCK, stype, 0);
 		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 			perror("bind(vsock)");
 			exit(2);
@@ -393,6 +400,79 @@ static int one_call(int i, uint64_t len)
 	return !ok;
 }
 
+#define MSG_MAX (96u << 10)
+
+/* Message k of a msgcall connection: mostly small, some over one packet. */
+static uint32_t msg_len(uint64_t seed, uint64_t k)
+{
+	uint64_t x = mix(seed ^ k);
+
+	return 1 + (uint32_t)(x % 4 == 0 ? (x >> 8) % MSG_MAX : (x >> 8) % 300);
+}
+
+static int one_msgecho(int fd, int i)
+{
+	static uint8_t b[MSG_MAX + 1];
+	uint64_t msgs = 0, bytes = 0;
+	int ok = 1;
+
+	for (;;) {
+		ssize_t r = recv(fd, b, sizeof(b), 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;  /* the caller shut down (it sends no empty message) */
+		if (send(fd, b, (size_t)r, 0) != r) {
+			ok = 0;
+			break;
+		}
+		msgs++;
+		bytes += (uint64_t)r;
+	}
+	printf("MSGECHO conn=%d msgs=%llu bytes=%llu result=%s\n", i,
+	       (unsigned long long)msgs, (unsigned long long)bytes, ok ? "PASS" : "FAIL");
+	return !ok;
+}
+
+static int one_msgcall(int i, uint64_t n)
+{
+	static uint8_t b[MSG_MAX + 1], want[MSG_MAX];
+	uint64_t seed = conn_seed(i), k, bytes = 0;
+	double t0 = now();
+	const char *why = "";
+	int fd = connect_retry();
+
+	if (fd < 0)
+		return 2;
+	for (k = 0; k < n && !*why; k++) {
+		uint32_t len = msg_len(seed, k);
+		ssize_t r;
+
+		fill(want, k << 32, len, seed);
+		if (send(fd, want, len, 0) != (ssize_t)len) {
+			why = "send";
+			break;
+		}
+		/* one read must be exactly the message: bigger buffer, and
+		 * MSG_TRUNC would say a longer one was cut */
+		do
+			r = recv(fd, b, sizeof(b), 0);
+		while (r < 0 && errno == EINTR);
+		if (r != (ssize_t)len)
+			why = r < 0 ? "recv" : "length";
+		else if (memcmp(b, want, len))
+			why = "bytes";
+		bytes += len;
+	}
+	shutdown(fd, SHUT_WR);
+	close(fd);
+	printf("MSGCALL conn=%d msgs=%llu bytes=%llu secs=%.3f%s%s result=%s\n", i,
+	       (unsigned long long)k, (unsigned long long)bytes, now() - t0,
+	       *why ? " error=" : "", why, *why ? "FAIL" : "PASS");
+	return *why != 0;
+}
+
 /* Run fn in CONNS children; the exit status is the worst of theirs. */
 static int fan_out(int conns, int (*client)(int, uint64_t), uint64_t len,
 		   int (*server)(int, int))
@@ -453,7 +533,7 @@ int main(int argc, char **argv)
 	int conns = 1, c;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: gvsock send|recv|echo|call|cid [opts]\n");
+		fprintf(stderr, "usage: gvsock send|recv|echo|call|msgecho|msgcall|cid [opts]\n");
 		return 2;
 	}
 	const char *cmd = argv[1];
@@ -484,6 +564,12 @@ int main(int argc, char **argv)
 		printf("CID local=%u\n", local);
 		return 0;
 	}
+	if (!strncmp(cmd, "msg", 3))
+		stype = SOCK_SEQPACKET;
+	if (!strcmp(cmd, "msgcall"))
+		return fan_out(conns, one_msgcall, len, NULL);
+	if (!strcmp(cmd, "msgecho"))
+		return fan_out(conns, NULL, 0, one_msgecho);
 	if (!strcmp(cmd, "send"))
 		return fan_out(conns, one_send, len, NULL);
 	if (!strcmp(cmd, "call"))
