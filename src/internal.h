@@ -96,6 +96,7 @@ VQ_INTERNAL int vq_unix_addr(struct sockaddr_un *sa, const char *path);
 /* Listen on path (non-blocking, close-on-exec; mode 0 leaves the mode to
  * the umask).  The path appears only once the socket listens, so a client
  * that sees it is never refused.  Returns the fd or -errno. */
-VQ_INTERNAL int vq_unix_listen(const char *path, unsigned mode, int backlog);
+VQ_INTERNAL int vq_unix_listen(const char *path, unsigned mode, int backlog,
+				 int type);
 
 #endif

@@ -187,9 +187,12 @@ bool vq_vsock_started(const struct vq_vsock *v);
 int vq_vsock_fd(const struct vq_vsock *v);
 
 /* Accept host-initiated connections on this listening socket (the device
- * owns it).  0 or -errno. */
+ * owns it): one SOCK_STREAM and one SOCK_SEQPACKET listener at most.  On a
+ * seqpacket socket the CONNECT line is the first message (its LF optional)
+ * and "OK <host_port>\n" comes back as one.  0 or -errno. */
 int vq_vsock_set_listener(struct vq_vsock *v, int listen_fd);
-/* A host socket that will send "CONNECT <port>\n".  The device owns it. */
+/* A host socket (SOCK_STREAM or SOCK_SEQPACKET) that will send
+ * "CONNECT <port>\n".  The device owns it. */
 int vq_vsock_host_attach(struct vq_vsock *v, int fd);
 
 /* Handle host socket events without blocking: accept, CONNECT lines, data
@@ -233,9 +236,9 @@ int vq_vsock_parse_connect(const char *line, uint32_t *port);
  * the fd or -errno (-ENOENT, -ECONNREFUSED: no listener; -EPROTOTYPE: the
  * listener is of the other type; -ENAMETOOLONG). */
 int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type);
-/* Listen at path (an existing socket file there is replaced): the
- * non-blocking fd or -errno. */
-int vq_vsock_uds_listen(const char *path);
+/* Listen at path with a socket of the vsock type (an existing socket file
+ * there is replaced): the non-blocking fd or -errno. */
+int vq_vsock_uds_listen(const char *path, uint16_t type);
 
 #ifdef __cplusplus
 }

@@ -1054,7 +1054,7 @@ int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 	} else if (errno != ENOENT) {
 		return -errno;
 	}
-	fd = vq_unix_listen(path, mode, 1);
+	fd = vq_unix_listen(path, mode, 1, SOCK_STREAM);
 	if (fd < 0)
 		return fd;
 	b->path = strdup(path);

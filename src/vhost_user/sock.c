@@ -27,7 +27,7 @@ int vq_unix_addr(struct sockaddr_un *sa, const char *path)
  * and listen(), and a client that waits for the file to appear (QEMU, a
  * test, a script) could land in that window.
  */
-int vq_unix_listen(const char *path, unsigned mode, int backlog)
+int vq_unix_listen(const char *path, unsigned mode, int backlog, int type)
 {
 	struct sockaddr_un sa;
 	char tmp[sizeof(sa.sun_path)];
@@ -43,7 +43,7 @@ int vq_unix_listen(const char *path, unsigned mode, int backlog)
 		unlink(tmp);    /* ours from an earlier, crashed attempt */
 		vq_unix_addr(&sa, tmp);
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	/* The socket inode's mode is what bind() gives the file (minus the

@@ -44,7 +44,7 @@ int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type)
 	return fd;
 }
 
-int vq_vsock_uds_listen(const char *path)
+int vq_vsock_uds_listen(const char *path, uint16_t type)
 {
 	struct sockaddr_un a;
 	struct stat sb;
@@ -59,5 +59,8 @@ int vq_vsock_uds_listen(const char *path)
 			return -EEXIST;
 		unlink(path);
 	}
-	return vq_unix_listen(path, 0, 128);
+	if (type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+		return -EINVAL;
+	return vq_unix_listen(path, 0, 128, type == VIRTIO_VSOCK_TYPE_STREAM ?
+					    SOCK_STREAM : SOCK_SEQPACKET);
 }

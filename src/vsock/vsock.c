@@ -101,13 +101,19 @@ struct vs_conn {
 	uint32_t linelen;
 };
 
+/* A listening host socket, one per type; epoll data points at kind. */
+struct vs_listener {
+	enum vs_kind kind;
+	int fd;
+};
+
 struct vs_reply {
 	uint32_t lport, pport;
 	uint16_t type;
 };
 
 struct vq_vsock {
-	enum vs_kind listener_kind;     /* epoll data for the listener */
+	struct vs_listener lst[2];      /* [0] stream, [1] seqpacket */
 	struct vq_vsock_config cfg;
 	struct vq_dev *rx, *tx, *ev;
 	int epfd;
@@ -423,6 +429,7 @@ static void maybe_credit_update(struct vq_vsock *v, struct vs_conn *c)
 }
 
 static void conn_check_done(struct vq_vsock *v, struct vs_conn *c);
+static void seq_fit_window(struct vs_conn *c);
 
 /* The n bytes at the head of obuf as one or two iovecs. */
 static unsigned obuf_head_iov(const struct vs_conn *c, uint32_t n, struct iovec io[2])
@@ -554,7 +561,7 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	v->listener_kind = VS_EP_LISTENER;
+	v->lst[0] = v->lst[1] = (struct vs_listener){ VS_EP_LISTENER, -1 };
 	v->cfg = *cfg;
 	if (!v->cfg.buf_alloc)
 		v->cfg.buf_alloc = 256 * 1024;
@@ -572,7 +579,6 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 	v->replies = calloc(v->reply_cap, sizeof(*v->replies));
 	v->iov = calloc((VS_TX_BURST + 1) * VS_IOV_MAX, sizeof(*v->iov));
 	v->epfd = epoll_create1(EPOLL_CLOEXEC);
-	v->lfd = -1;
 	v->next_port = VS_PORT_FIRST;
 	if (!v->hash || !v->replies || !v->iov || v->epfd < 0) {
 		int err = v->epfd < 0 ? -errno : -ENOMEM;
@@ -603,8 +609,9 @@ void vq_vsock_free(struct vq_vsock *v)
 		return;
 	close_all(v);
 	reap(v);
-	if (v->lfd >= 0)
-		close(v->lfd);
+	for (unsigned i = 0; i < 2; i++)
+		if (v->lst[i].fd >= 0)
+			close(v->lst[i].fd);
 	close(v->epfd);
 	free(v->hash);
 	free(v->replies);
@@ -665,22 +672,45 @@ int vq_vsock_fd(const struct vq_vsock *v)
 	return v->epfd;
 }
 
+/* The vsock type of a host socket (SOCK_STREAM or SOCK_SEQPACKET), or 0. */
+static uint16_t sock_vsock_type(int fd)
+{
+	int t = 0;
+	socklen_t l = sizeof(t);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &l) < 0)
+		return 0;
+	return t == SOCK_STREAM ? VIRTIO_VSOCK_TYPE_STREAM :
+	       t == SOCK_SEQPACKET ? VIRTIO_VSOCK_TYPE_SEQPACKET : 0;
+}
+
 int vq_vsock_set_listener(struct vq_vsock *v, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &v->listener_kind };
+	uint16_t type = sock_vsock_type(fd);
+	struct vs_listener *l;
+	struct epoll_event ev = { .events = EPOLLIN };
 
-	if (v->lfd >= 0)
+	if (!type)
+		return -EINVAL;
+	l = &v->lst[type == VIRTIO_VSOCK_TYPE_SEQPACKET];
+	if (l->fd >= 0)
 		return -EBUSY;
+	ev.data.ptr = l;
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -errno;
-	v->lfd = fd;
+	l->fd = fd;
 	return 0;
 }
 
 int vq_vsock_host_attach(struct vq_vsock *v, int fd)
 {
+	uint16_t type = sock_vsock_type(fd);
 	struct vs_conn *c;
 
+	if (!type) {
+		close(fd);
+		return -EINVAL;
+	}
 	if (v->nhandshake >= v->cfg.max_conns) {
 		v->st.conn_limit++;
 		close(fd);
@@ -691,6 +721,9 @@ int vq_vsock_host_attach(struct vq_vsock *v, int fd)
 		close(fd);
 		return -ENOMEM;
 	}
+	c->type = type;
+	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+		seq_fit_window(c);
 	v->nhandshake++;
 	return 0;
 }
@@ -756,6 +789,40 @@ static uint32_t alloc_port(struct vq_vsock *v, uint32_t pport)
 	return 0;
 }
 
+/* The CONNECT line is in c->line (c->linelen bytes, no LF): REQUEST the
+ * guest's port.  Returns -1 if c was closed. */
+static int handshake_done(struct vq_vsock *v, struct vs_conn *c)
+{
+	uint32_t port, lport;
+
+	c->line[c->linelen] = '\0';
+	if (vq_vsock_parse_connect(c->line, &port) < 0) {
+		v->st.bad_connect_line++;
+		conn_close(v, c, false);
+		return -1;
+	}
+	if (!v->rx || v->nconns >= v->cfg.max_conns ||
+	    (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !v->seqpacket) ||
+	    !(lport = alloc_port(v, port))) {
+		/* No guest to talk to, one without seqpacket, or too many
+		 * connections. */
+		v->st.conn_limit += v->rx && v->nconns >= v->cfg.max_conns;
+		conn_close(v, c, false);
+		return -1;
+	}
+	v->nhandshake--;
+	c->state = VS_CONNECTING;
+	c->lport = lport;
+	c->pport = port;
+	hash_add(v, c);
+	/* Bytes behind the line are the connection's: read them once the
+	 * guest accepted. */
+	c->host_readable = true;
+	c->pend |= P_REQUEST;
+	rx_add(v, c);
+	return 0;
+}
+
 /* The CONNECT line, one byte per read so the payload behind it stays in the
  * socket.  Returns -1 if c was closed. */
 static int handshake_read(struct vq_vsock *v, struct vs_conn *c)
@@ -763,7 +830,6 @@ static int handshake_read(struct vq_vsock *v, struct vs_conn *c)
 	for (;;) {
 		char ch;
 		ssize_t r = read(c->fd, &ch, 1);
-		uint32_t port, lport;
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -776,46 +842,45 @@ static int handshake_read(struct vq_vsock *v, struct vs_conn *c)
 			conn_close(v, c, false);
 			return -1;
 		}
-		if (ch != '\n') {
-			if (c->linelen >= VS_LINE_MAX) {
-				v->st.bad_connect_line++;
-				conn_close(v, c, false);
-				return -1;
-			}
-			c->line[c->linelen++] = ch;
-			continue;
-		}
-		c->line[c->linelen] = '\0';
-		if (vq_vsock_parse_connect(c->line, &port) < 0) {
+		if (ch == '\n')
+			return handshake_done(v, c);
+		if (c->linelen >= VS_LINE_MAX) {
 			v->st.bad_connect_line++;
 			conn_close(v, c, false);
 			return -1;
 		}
-		if (!v->rx || v->nconns >= v->cfg.max_conns ||
-		    !(lport = alloc_port(v, port))) {
-			/* No guest to talk to, or too many connections. */
-			v->st.conn_limit += v->rx != NULL;
-			conn_close(v, c, false);
-			return -1;
-		}
-		v->nhandshake--;
-		c->state = VS_CONNECTING;
-		c->lport = lport;
-		c->pport = port;
-		hash_add(v, c);
-		/* Bytes behind the line are the stream's: read them once the
-		 * guest accepted. */
-		c->host_readable = true;
-		c->pend |= P_REQUEST;
-		rx_add(v, c);
-		return 0;
+		c->line[c->linelen++] = ch;
 	}
 }
 
-static void host_accept(struct vq_vsock *v)
+/* Seqpacket: the CONNECT line is the first message (its LF optional).
+ * Returns -1 if c was closed. */
+static int handshake_read_msg(struct vq_vsock *v, struct vs_conn *c)
+{
+	ssize_t r;
+
+	do
+		r = recv(c->fd, c->line, VS_LINE_MAX + 1, MSG_TRUNC | MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && !is_fatal_sock_err(errno))
+		return 0;
+	if (r > 0 && c->line[r <= VS_LINE_MAX ? r - 1 : VS_LINE_MAX] == '\n')
+		r--;
+	if (r <= 0 || r > VS_LINE_MAX) {
+		/* EOF, an error, or no line fits (MSG_TRUNC gave the length) */
+		if (r != 0)
+			v->st.bad_connect_line++;
+		conn_close(v, c, false);
+		return -1;
+	}
+	c->linelen = (uint32_t)r;
+	return handshake_done(v, c);
+}
+
+static void host_accept(struct vq_vsock *v, const struct vs_listener *l)
 {
 	for (;;) {
-		int fd = accept4(v->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -836,7 +901,8 @@ static void conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
 		c->host_writable = true;
 	if (c->state == VS_HANDSHAKE) {
 		if (c->host_readable)
-			handshake_read(v, c);
+			(c->type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+			 handshake_read_msg : handshake_read)(v, c);
 		return;
 	}
 	if (c->olen && c->host_writable && obuf_drain(v, c) < 0)
@@ -857,7 +923,7 @@ int vq_vsock_process_host(struct vq_vsock *v)
 		enum vs_kind *k = ev[i].data.ptr;
 
 		if (*k == VS_EP_LISTENER) {
-			host_accept(v);
+			host_accept(v, (const struct vs_listener *)k);
 			continue;
 		}
 		if (((struct vs_conn *)k)->dead)
@@ -898,6 +964,48 @@ static bool rw_allowed(struct vq_vsock *v, struct vs_conn *c, uint32_t len)
 	return true;
 }
 
+/* Seqpacket: append len bytes of the message being built to obuf; eom
+ * ends it, and its length joins the queue of whole messages.  0, or -1
+ * after closing c. */
+static int seq_queue(struct vq_vsock *v, struct vs_conn *c,
+		     const struct iovec *iov, unsigned n, uint32_t len, bool eom)
+{
+	if (eom && c->mq_len == c->mq_cap) {
+		uint32_t cap = c->mq_cap ? 2 * c->mq_cap : 16, i;
+		uint32_t *q;
+
+		if (cap > VS_SEQ_BACKLOG) {
+			/* Messages without end into a host that reads none:
+			 * each costs us a slot and the guest no credit. */
+			v->st.bad_seq++;
+			conn_close(v, c, true);
+			return -1;
+		}
+		q = malloc(cap * sizeof(*q));
+		if (!q) {
+			conn_close(v, c, true);
+			return -1;
+		}
+		for (i = 0; i < c->mq_len; i++)
+			q[i] = c->mq[(c->mq_head + i) % c->mq_cap];
+		free(c->mq);
+		c->mq = q;
+		c->mq_cap = cap;
+		c->mq_head = 0;
+	}
+	if (len && obuf_put_iov(c, iov, n, len) < 0) {
+		conn_close(v, c, true);
+		return -1;
+	}
+	c->msg_open += len;
+	if (eom) {
+		c->mq[(c->mq_head + c->mq_len) % c->mq_cap] = c->msg_open;
+		c->mq_len++;
+		c->msg_open = 0;
+	}
+	return 0;
+}
+
 /* Seqpacket: one RW of a guest message; SEQ_EOM ends the message, which
  * then goes to the host socket whole.  (SEQ_EOR has no AF_UNIX form.) */
 static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
@@ -931,41 +1039,10 @@ static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
 		c->host_writable = false;
 		v->st.host_stalls++;
 	}
-	if (eom && c->mq_len == c->mq_cap) {
-		uint32_t cap = c->mq_cap ? 2 * c->mq_cap : 16, i;
-		uint32_t *q;
-
-		if (cap > VS_SEQ_BACKLOG) {
-			/* Messages without end into a host that reads none:
-			 * each costs us a slot and the guest no credit. */
-			v->st.bad_seq++;
-			conn_close(v, c, true);
-			return;
-		}
-		q = malloc(cap * sizeof(*q));
-		if (!q) {
-			conn_close(v, c, true);
-			return;
-		}
-		for (i = 0; i < c->mq_len; i++)
-			q[i] = c->mq[(c->mq_head + i) % c->mq_cap];
-		free(c->mq);
-		c->mq = q;
-		c->mq_cap = cap;
-		c->mq_head = 0;
-	}
-	if (len && obuf_put_iov(c, v->slice, n, len) < 0) {
-		conn_close(v, c, true);
+	if (seq_queue(v, c, v->slice, n, len, eom) < 0)
 		return;
-	}
-	c->msg_open += len;
-	if (eom) {
-		c->mq[(c->mq_head + c->mq_len) % c->mq_cap] = c->msg_open;
-		c->mq_len++;
-		c->msg_open = 0;
-		if (c->host_writable && obuf_drain(v, c) < 0)
-			return;
-	}
+	if (eom && c->host_writable && obuf_drain(v, c) < 0)
+		return;
 	maybe_credit_update(v, c);
 }
 
@@ -1168,7 +1245,11 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			int k = snprintf(ok, sizeof(ok), "OK %u\n", c->lport);
 			struct iovec io = { ok, (size_t)k };
 
-			if (obuf_put_iov(c, &io, 1, (size_t)k) < 0) {
+			/* seqpacket: the line is a message of its own */
+			if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+				if (seq_queue(v, c, &io, 1, (uint32_t)k, true) < 0)
+					return;
+			} else if (obuf_put_iov(c, &io, 1, (size_t)k) < 0) {
 				conn_close(v, c, true);
 				return;
 			}

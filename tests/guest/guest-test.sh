@@ -469,28 +469,38 @@ vsock_g2h() {
 		"guest_rc=$rc host_rc=$hrc guest_pass=$(count SEND result=PASS "$o")/$j host_pass=$(count RECV result=PASS "$LOG/host-recv.out")/$j bytes_each=$n"
 }
 
-# SOCK_SEQPACKET (VIRTIO_VSOCK_F_SEQPACKET): guest connections to CID 2 reach
-# a host SOCK_SEQPACKET listener at UDS_P, which echoes every message; each
-# must come back whole in one read (1 byte to 96 KiB, so some span several
-# packets and RX buffers both ways).
+# SOCK_SEQPACKET (VIRTIO_VSOCK_F_SEQPACKET), both ways at once: guest
+# connections to CID 2 reach a host SOCK_SEQPACKET listener at UDS_P, and
+# host connections to UDS.seqpacket CONNECT to a guest seqpacket listener;
+# each side echoes every message, which must come back whole in one read
+# (1 byte to 96 KiB, so some span several packets and RX buffers).
 vsock_seqpacket() {
-	local port=5003 j=2 n=300 packed=${1:-off}
+	local port=5003 gport=6003 j=2 n=300 packed=${1:-off}
 	need_vsock_backend
 	vsock_start || { check start 1 ""; return; }
 	"$GVSOCK" msgecho -u "${UDS}_$port" -j $j > "$LOG/host-msgecho.out" 2>&1 &
 	local hp=$!
 	PIDS+=("$hp")
-	guest seq --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
-		"$FEATS; gvsock msgcall -c 2 -p $port -n $n -j $j -W 20"
+	guest_bg seq --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
+		"$FEATS; gvsock msgecho -p $gport -j $j & gvsock msgcall -c 2 -p $port -n $n -j $j -W 20; wait"
+	local hcrc=1
+	if wait_mark seq LISTEN 80; then
+		"$GVSOCK" msgcall -u "$UDS.seqpacket" -P $gport -n $n -j $j -W 20 > "$LOG/host-msgcall.out" 2>&1
+		hcrc=$?
+	fi
+	guest_wait seq
 	local rc=$?
 	wait "$hp"
 	local hrc=$?
 	vsock_stop
-	local o=$LOG/seq.out
+	local o=$LOG/seq/output.log
 	check seqpacket-negotiated $([ "$(feature 1 "$o")" = 1 ] && echo 0 || echo 1) "VIRTIO_VSOCK_F_SEQPACKET=$(feature 1 "$o")"
-	check message-bounds $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count MSGCALL result=PASS "$o")" = $j ] &&
+	check guest-to-host $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count MSGCALL result=PASS "$o")" = $j ] &&
 		[ "$(count MSGECHO result=PASS "$LOG/host-msgecho.out")" = $j ] && echo 0 || echo 1) \
-		"guest_rc=$rc host_rc=$hrc $(grep -a '^MSGCALL' "$o" | cut -d' ' -f2-6 | tr '\n' ' ')host_pass=$(count MSGECHO result=PASS "$LOG/host-msgecho.out")/$j"
+		"guest_rc=$rc host_rc=$hrc $(grep -a '^MSGCALL' "$o" | cut -d' ' -f2-6 | tr '\n' ' ')host_echo_pass=$(count MSGECHO result=PASS "$LOG/host-msgecho.out")/$j"
+	check host-to-guest $([ $hcrc = 0 ] && [ "$(count MSGCALL result=PASS "$LOG/host-msgcall.out")" = $j ] &&
+		[ "$(count MSGECHO result=PASS "$o")" = $j ] && echo 0 || echo 1) \
+		"host_rc=$hcrc $(grep -a '^MSGCALL' "$LOG/host-msgcall.out" | cut -d' ' -f2-6 | tr '\n' ' ')guest_echo_pass=$(count MSGECHO result=PASS "$o")/$j"
 }
 
 # host -> guest: CONNECT through the backend to a guest listener that echoes

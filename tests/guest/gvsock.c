@@ -21,7 +21,7 @@
  *   gvsock msgecho (-p PORT | -u PATH) [-j CONNS]
  *        SOCK_SEQPACKET: accept CONNS connections, send every message back
  *        as one message, until the peer shuts down.
- *   gvsock msgcall (-c CID -p PORT | -u PATH) -n MSGS [-j CONNS] [-W sec]
+ *   gvsock msgcall (-c CID -p PORT | -u PATH [-P PORT]) -n MSGS [-j CONNS] [-W sec]
  *        SOCK_SEQPACKET client of msgecho: MSGS messages of 1 byte to 96 KiB,
  *        each must come back whole in one read, no more, no less, intact.
  *   gvsock cid   print this side's local CID.
@@ -147,9 +147,16 @@ static int try_connect(void)
 			int n = snprintf(line, sizeof(line), "CONNECT %d\n", uport);
 
 			r = write_all(fd, line, (size_t)n);
-			while (!r && i < sizeof(line) - 1 && read(fd, line + i, 1) == 1 &&
-			       line[i] != '\n')
-				i++;
+			if (stype == SOCK_SEQPACKET) {
+				/* the reply is one message */
+				ssize_t k = r ? -1 : recv(fd, line, sizeof(line) - 1, 0);
+
+				i = k > 0 ? (size_t)k : 0;
+			} else {
+				while (!r && i < sizeof(line) - 1 && read(fd, line + i, 1) == 1 &&
+				       line[i] != '\n')
+					i++;
+			}
 			line[i] = 0;
 			if (!r && strncmp(line, "OK", 2)) {
 				errno = ECONNREFUSED;

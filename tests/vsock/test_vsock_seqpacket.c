@@ -233,6 +233,74 @@ static void seqpacket_backlog_bounded(void)
 	fx_fini(&f);
 }
 
+/* A host SOCK_SEQPACKET socket attached to the device: hybrid CONNECT with
+ * the line as the first message; "OK <port>\n" comes back as one message;
+ * a message sent right behind the line is the connection's first. */
+static void hybrid_seqpacket_connect_messages(void)
+{
+	struct fx f;
+	struct vq_vsg_conn *c;
+	char line[32];
+	int sv[2];
+	ssize_t r;
+
+	fx_init(&f, &dflt);
+	CHECK_EQ(vq_vsg_listen(f.g, 20), 0);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	fx_set_nonblock(sv[0]);
+	CHECK_EQ(vq_vsock_host_attach(f.dev, sv[0]), 0);
+	CHECK_EQ(send(sv[1], "CONNECT 20\n", 11, 0), 11);
+	CHECK_EQ(send(sv[1], "hello", 5, 0), 5);
+	fx_settle(&f);
+	c = vq_vsg_accept(f.g, 20);
+	CHECK(c);
+	r = recv(sv[1], line, sizeof(line), MSG_DONTWAIT);
+	CHECK(r > 4);
+	line[r] = 0;
+	CHECK(!strncmp(line, "OK ", 3) && line[r - 1] == '\n');
+	CHECK_EQ(strtoul(line + 3, NULL, 10), vq_vsg_peer_port(c));
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), 5);
+	CHECK(!memcmp(got, "hello", 5));
+	CHECK_EQ(vq_vsg_write_msg(c, "world!", 6), 6);
+	fx_settle(&f);
+	CHECK_EQ(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 6);
+	CHECK(!memcmp(got, "world!", 6));
+	close(sv[1]);
+	fx_fini(&f);
+}
+
+/* The line without its LF is fine; a bad line, or a seqpacket CONNECT to a
+ * guest that did not negotiate seqpacket, closes without a reply. */
+static void hybrid_seqpacket_connect_refusals(void)
+{
+	static const struct fx_opts no_seq = { .no_seqpacket = true };
+	static const char *const lines[] = { "CONNECT 21", "CONNECT x\n",
+					     "CONNECT 21\n\n" };
+	struct fx f;
+	int sv[2];
+
+	for (unsigned i = 0; i < 4; i++) {
+		fx_init(&f, i == 3 ? &no_seq : &dflt);
+		CHECK_EQ(vq_vsg_listen(f.g, 21), 0);
+		CHECK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+		fx_set_nonblock(sv[0]);
+		CHECK_EQ(vq_vsock_host_attach(f.dev, sv[0]), 0);
+		CHECK(send(sv[1], lines[i % 3], strlen(lines[i % 3]), 0) > 0);
+		fx_settle(&f);
+		if (i == 0) {
+			CHECK(vq_vsg_accept(f.g, 21));
+			CHECK(recv(sv[1], got, sizeof(got), MSG_DONTWAIT) > 0);
+		} else {
+			CHECK(!vq_vsg_accept(f.g, 21));
+			CHECK_EQ(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 0);
+			CHECK_EQ(vq_vsock_stats(f.dev)->bad_connect_line, i < 3);
+		}
+		close(sv[1]);
+		fx_fini(&f);
+	}
+}
+
 static void run_all(void)
 {
 	RUN(vsock_5_10_6_7_guest_messages_keep_bounds);
@@ -241,6 +309,8 @@ static void run_all(void)
 	RUN(seqpacket_host_message_too_big_resets);
 	RUN(seqpacket_guest_shutdown_mid_message);
 	RUN(seqpacket_backlog_bounded);
+	RUN(hybrid_seqpacket_connect_messages);
+	RUN(hybrid_seqpacket_connect_refusals);
 }
 
 int main(void)

@@ -977,7 +977,7 @@ int perf_vsock_main(int argc, char **argv)
 	if (!n.o.latency && !n.o.rx) {
 		/* The guest connects to the host: listen at HOST_PATH_PORT. */
 		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
-		ha.lfd = vq_vsock_uds_listen(hpath);
+		ha.lfd = vq_vsock_uds_listen(hpath, VIRTIO_VSOCK_TYPE_STREAM);
 		if (ha.lfd < 0) {
 			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
 				strerror(-ha.lfd));

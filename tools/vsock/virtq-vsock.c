@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <virtq/runtime.h>
@@ -477,7 +478,8 @@ static void usage(FILE *f)
 "       virtq-vsock --print-capabilities\n"
 "A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
 "UNIX socket HOST_PATH_P (SOCK_STREAM, or SOCK_SEQPACKET for a guest\n"
-"SOCK_SEQPACKET socket); host programs connect to HOST_PATH and send\n"
+"SOCK_SEQPACKET socket); host programs connect to HOST_PATH (or, with\n"
+"SOCK_SEQPACKET, to HOST_PATH.seqpacket) and send\n"
 "\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
 VQD_USAGE_SOCKET
 "  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
@@ -560,7 +562,8 @@ int main(int argc, char **argv)
 	struct vq_vsock_config vc;
 	struct vqd_ctl ctl = { .cli = &cli, .o = &d.com, .stats = stats_line,
 			       .hooks = &hooks, .arg = &d };
-	int r, rc = 1, lfd = -1;
+	int r, rc = 1, lfd = -1, sfd = -1;
+	char seqpath[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
 	unsigned i;
 
 	cli.arg = &d.o;
@@ -591,11 +594,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
 		return 1;
 	}
-	lfd = vq_vsock_uds_listen(d.o.uds);
+	lfd = vq_vsock_uds_listen(d.o.uds, VIRTIO_VSOCK_TYPE_STREAM);
 	if (lfd < 0 || vq_vsock_set_listener(d.vs, lfd) < 0) {
 		fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", d.o.uds,
 			strerror(lfd < 0 ? -lfd : EINVAL));
 		goto out;
+	}
+	if (!d.o.no_seqpacket) {
+		/* host programs' seqpacket connections: HOST_PATH.seqpacket */
+		if ((size_t)snprintf(seqpath, sizeof(seqpath), "%s.seqpacket", d.o.uds) >=
+		    sizeof(seqpath)) {
+			fprintf(stderr, "virtq-vsock: %s.seqpacket: path too long\n", d.o.uds);
+			goto out;
+		}
+		sfd = vq_vsock_uds_listen(seqpath, VIRTIO_VSOCK_TYPE_SEQPACKET);
+		if (sfd < 0 || vq_vsock_set_listener(d.vs, sfd) < 0) {
+			fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", seqpath,
+				strerror(sfd < 0 ? -sfd : EINVAL));
+			goto out;
+		}
 	}
 	dev = (struct vq_vhu_device){
 		.name = "virtq-vsock", .features = offered_features(&d),
@@ -620,5 +637,7 @@ out:
 	vq_vsock_free(d.vs);
 	if (lfd >= 0)
 		unlink(d.o.uds);        /* ours: we created it */
+	if (sfd >= 0)
+		unlink(seqpath);
 	return rc;
 }
