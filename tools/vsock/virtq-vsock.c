@@ -346,7 +346,8 @@ static void snap_take(struct daemon *d, struct snap *p)
 static uint64_t bad_total(const struct vq_vsock_stats *s)
 {
 	return s->bad_short_buf + s->bad_len + s->bad_type + s->bad_op +
-	       s->bad_addr + s->bad_credit + s->bad_rx_buf + s->bad_connect_line;
+	       s->bad_addr + s->bad_credit + s->bad_rx_buf + s->bad_connect_line +
+	       s->bad_seq;
 }
 
 /* One statistics line (vqd_ctl's stats callback). */
@@ -372,22 +373,24 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"bad_type\":%" PRIu64 ",\"bad_op\":%" PRIu64 ",\"bad_addr\":%" PRIu64
 		       ",\"bad_credit\":%" PRIu64 ",\"bad_rx_buf\":%" PRIu64
 		       ",\"no_listener\":%" PRIu64 ",\"conn_limit\":%" PRIu64
-		       ",\"bad_connect_line\":%" PRIu64 "}}\n",
+		       ",\"bad_connect_line\":%" PRIu64 ",\"bad_seq\":%" PRIu64
+		       ",\"host_msg_too_big\":%" PRIu64 "}}\n",
 		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
-		       s->bad_connect_line);
+		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
-		if (bad_total(s) || s->no_listener || s->conn_limit)
+		if (bad_total(s) || s->no_listener || s->conn_limit || s->host_msg_too_big)
 			printf(" (short_buf=%" PRIu64 " bad_len=%" PRIu64 " bad_type=%" PRIu64
 			       " bad_op=%" PRIu64 " bad_addr=%" PRIu64 " bad_credit=%" PRIu64
 			       " bad_rx_buf=%" PRIu64 " bad_connect_line=%" PRIu64
-			       " no_listener=%" PRIu64 " conn_limit=%" PRIu64 ")",
+			       " bad_seq=%" PRIu64 " no_listener=%" PRIu64 " conn_limit=%" PRIu64
+			       " host_msg_too_big=%" PRIu64 ")",
 			       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op,
 			       s->bad_addr, s->bad_credit, s->bad_rx_buf, s->bad_connect_line,
-			       s->no_listener, s->conn_limit);
+			       s->bad_seq, s->no_listener, s->conn_limit, s->host_msg_too_big);
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
 			       " packets %" PRIu64 " bytes, %" PRIu64 " rx flushes, "
