@@ -12,14 +12,22 @@
  * ring area ends at an inaccessible page, so reading one entry past it
  * faults.
  *
+ * With config bit 6 the ring is a virtio-net queue (src/net/net.c) and
+ * the device commands are the net layer's: bit 7 picks the receive queue
+ * (frames of any size delivered one by one or in bursts, mergeable buffers
+ * when config byte 2 bit 0 says MRG_RXBUF) or the transmit queue (drained
+ * into a sink that reads every frame, CSUM with bit 1).
+ *
  * Input: one config byte (bit 0 packed, 1 IN_ORDER, 2 EVENT_IDX, 3
- * INDIRECT_DESC, bits 4-5 the queue size 4/8/64/256), then commands of a
- * byte each with their arguments (see the switch).
+ * INDIRECT_DESC, bits 4-5 the queue size 4/8/64/256, 6 net, 7 receive
+ * queue), a second config byte, then commands of a byte each with their
+ * arguments (see the switch).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include <virtq/net.h>
 #include <virtq/ring.h>
 #include <virtq/spec.h>
 
@@ -59,6 +67,73 @@ static uint64_t addr_of(uint32_t v)
 	return v & 0x80000000u ? (uint64_t)v << 8 : GBASE + (v % GSIZE);
 }
 
+static bool in_guest(const void *p, size_t l)
+{
+	uintptr_t b = (uintptr_t)p;
+
+	return b >= (uintptr_t)guest && l <= GSIZE && b - (uintptr_t)guest <= GSIZE - l;
+}
+
+/* TX sink: a frame is read whole, from guest memory only. */
+static int sink(void *arg, const struct iovec *iov, unsigned n, uint32_t len,
+		const struct vq_net_hdr *h)
+{
+	uint8_t x = 0;
+	uint64_t total = 0;
+
+	(void)arg;
+	(void)h;
+	for (unsigned i = 0; i < n; i++) {
+		if (!in_guest(iov[i].iov_base, iov[i].iov_len))
+			abort();
+		for (size_t k = 0; k < iov[i].iov_len; k += 64)
+			x ^= ((const uint8_t *)iov[i].iov_base)[k];
+		total += iov[i].iov_len;
+	}
+	if (total != len)
+		abort();
+	__asm__ volatile("" : : "r"(x));        /* the reads happen */
+	return len % 7 == 3 ? VQ_NET_SINK_DROP(VQ_NET_DROP_SINK) : 0;
+}
+
+/* The net layer's turn: command c with its arguments. */
+static void net_cmd(struct vq_net_queue *q, bool rx, uint8_t c, struct rd *r)
+{
+	static uint8_t frame[VQ_NET_MAX_FRAME + 64];
+	struct iovec fi[3];
+	uint32_t len;
+
+	if (!rx) {
+		vq_net_tx_process(q, 1 + c % 64, sink, NULL, NULL);
+		return;
+	}
+	switch (c % 3) {
+	case 0:         /* one frame, in up to three pieces */
+		len = (uint32_t)take(r, 3) % (VQ_NET_MAX_FRAME + 16);
+		memset(frame, 0x5a, len < sizeof(frame) ? len : sizeof(frame));
+		fi[0] = (struct iovec){ frame, len / 3 };
+		fi[1] = (struct iovec){ frame + len / 3, len / 3 };
+		fi[2] = (struct iovec){ frame + 2 * (len / 3), len - 2 * (len / 3) };
+		if (len <= sizeof(frame))
+			vq_net_rx_deliver(q, fi, 3, len, NULL);
+		break;
+	case 1: {       /* a burst of small frames */
+		struct vq_net_frame f[VQ_NET_BURST];
+		struct iovec one = { frame, 0 };
+		unsigned n = 1 + (unsigned)take(r, 1) % VQ_NET_BURST;
+
+		one.iov_len = 14 + (size_t)take(r, 2) % 3000;
+		for (unsigned i = 0; i < n; i++)
+			f[i] = (struct vq_net_frame){ &one, 1, (uint32_t)one.iov_len, NULL };
+		vq_net_rx_deliver_burst(q, f, n);
+		break;
+	}
+	default:
+		vq_net_rx_flush(q);
+		break;
+	}
+}
+
 static void check_iov(const struct vq_chain *c)
 {
 	for (unsigned i = 0; i < c->nout + c->nin; i++) {
@@ -79,8 +154,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct iovec iov[MAXC][IOVS];
 	static struct vq_chain held[MAXC];
 	struct rd r = { data, size };
-	uint8_t cfg = (uint8_t)take(&r, 1);
+	uint8_t cfg = (uint8_t)take(&r, 1), cfg2 = (uint8_t)take(&r, 1);
+	bool net = cfg & 0x40, rx = cfg & 0x80;
+	struct vq_net_queue *nq = NULL;
 	uint64_t feat = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
+		(net && (cfg2 & 1) ? VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) : 0) |
+		(net && (cfg2 & 2) ? VIRTQ_BIT(VIRTIO_NET_F_CSUM) : 0) |
 		(cfg & 1 ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
 		(cfg & 2 ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
 		(cfg & 4 ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
@@ -132,6 +211,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (vq_dev_new(&vc, &d))
 			abort();
 	}
+	if (net) {
+		struct vq_net_queue_config nc = {
+			.dev = d, .role = rx ? VQ_NET_RX : VQ_NET_TX,
+			.used_batch = cfg2 >> 4,
+		};
+
+		if (vq_net_queue_new(&nc, &nq))
+			abort();
+	}
 	for (unsigned i = 0; i < MAXC; i++)
 		held[i] = (struct vq_chain){ .iov = iov[i], .iov_max = IOVS };
 
@@ -139,6 +227,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t cmd = (uint8_t)take(&r, 1);
 		int k;
 
+		/* the net layer drives the device: no chains of our own */
+		if (net && cmd % 10 >= 4 && cmd % 10 <= 7) {
+			net_cmd(nq, rx, cmd, &r);
+			continue;
+		}
 		switch (cmd % 10) {
 		case 0: {       /* driver writes a descriptor */
 			uint16_t slot = (uint16_t)(take(&r, 1) % num);
@@ -254,6 +347,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		}
 	}
+	vq_net_queue_free(nq);
 	vq_dev_free(d);
 	vq_mem_free(mem);
 	return 0;

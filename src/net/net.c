@@ -271,14 +271,14 @@ static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
 static inline void tx_prefetch(const struct vq_net_queue *q, const struct vq_chain *c)
 {
 	const struct iovec *v = &c->iov[0];
-	const uint8_t *frame = (const uint8_t *)v->iov_base + q->hdr_len;
 
+	/* a chain with nothing readable is refused later: iov[0] is not its */
 	if (unlikely(!c->nout))
 		return;
 	if (q->csum)
 		__builtin_prefetch(v->iov_base);
 	if (v->iov_len > q->hdr_len)
-		__builtin_prefetch(frame);
+		__builtin_prefetch((const uint8_t *)v->iov_base + q->hdr_len);
 }
 
 /* The first two lines of a frame the sink has taken (tx_evict in
@@ -633,6 +633,9 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
  * them with intent to write. */
 static inline void rx_prefetch(const struct vq_net_queue *q, const struct vq_chain *c)
 {
+	/* an empty chain (refused later) has no iov[0] */
+	if (unlikely(!c->nin))
+		return;
 	vq_prefetch_w(q->prefetchw, c->iov[0].iov_base);
 	vq_prefetch_w(q->prefetchw, (uint8_t *)c->iov[0].iov_base + 64);
 }

@@ -257,6 +257,26 @@ static void tx_hostile_shorter_than_header_breaks(uint64_t lf)
 	np_fini(&n);
 }
 
+/* 5.1.6.2: a TX buffer of zero bytes holds no header: the queue breaks,
+ * and nothing on the way looks at a segment the chain does not have (found
+ * by fuzz_ring: the prefetch did arithmetic on an absent iov[0]). */
+static void tx_hostile_empty_chain_breaks(uint64_t lf)
+{
+	static struct sink s;
+	struct np n;
+	struct vq_seg seg = { 0, 0 };
+
+	np_init(&n, lf, 16, VQ_NET_TX, 0, 0);
+	memset(&s, 0, sizeof(s));
+	seg.addr = pair_alloc(&n.p, 64);
+	CHECK_EQ(vq_drv_add(n.p.drv, &seg, 1, 0, (void *)1), 0);
+	publish(&n);
+	CHECK(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL) < 0);
+	CHECK_EQ(s.calls, 0);
+	CHECK(vq_dev_error(n.p.dev) < 0);
+	np_fini(&n);
+}
+
 /* Headers asking for what was not negotiated (VIRTIO_NET_F_CSUM is, so
  * headers are read), runts, oversize frames and sink refusals: dropped,
  * counted by reason, chains still returned. */
@@ -877,6 +897,28 @@ static void rx_hostile_readable_part_breaks(uint64_t lf)
 	np_fini(&n);
 }
 
+/* 5.1.6.3: an RX buffer of zero bytes cannot take a frame: without
+ * MRG_RXBUF the frame is dropped and counted, and the burst path does not
+ * look at a segment the chain does not have (found by fuzz_ring: the
+ * prefetch did arithmetic on an absent iov[0]). */
+static void rx_hostile_empty_buffer_dropped(uint64_t lf)
+{
+	static const uint32_t lens[] = { 60, 60 };
+	struct np n;
+	struct vq_seg seg = { 0, 0 };
+
+	np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
+	seg.addr = pair_alloc(&n.p, 64);
+	CHECK_EQ(vq_drv_add(n.p.drv, &seg, 0, 1, (void *)1), 0);
+	publish(&n);
+	CHECK(deliver_burst(&n, 1, lens, 2) >= 0);
+	CHECK_EQ(vq_dev_error(n.p.dev), 0);
+	CHECK_EQ(vq_net_queue_stats(n.q)->packets, 0);
+	CHECK(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_OVERSIZE] +
+	      vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_NO_RX_BUF] >= 1);
+	np_fini(&n);
+}
+
 static void rx_hostile_mrg_buffer_smaller_than_header_breaks(uint64_t lf)
 {
 	struct np n;
@@ -1109,6 +1151,7 @@ int main(void)
 	RUN_LAYOUTS(tx_used_batch_publication);
 	RUN_LAYOUTS(tx_hostile_writable_part_breaks);
 	RUN_LAYOUTS(tx_hostile_shorter_than_header_breaks);
+	RUN_LAYOUTS(tx_hostile_empty_chain_breaks);
 	RUN_LAYOUTS(tx_drops_counted_by_reason);
 	RUN_LAYOUTS(tx_5_1_6_2_header_ignored_without_offloads);
 	RUN_LAYOUTS(tx_evict_frames_intact);
@@ -1123,6 +1166,7 @@ int main(void)
 	RUN_LAYOUTS(rx_burst_mrg_mixed_sizes);
 	RUN_LAYOUTS(rx_burst_oversize_gives_buffer_to_next);
 	RUN_LAYOUTS(rx_hostile_readable_part_breaks);
+	RUN_LAYOUTS(rx_hostile_empty_buffer_dropped);
 	RUN_LAYOUTS(rx_hostile_mrg_buffer_smaller_than_header_breaks);
 	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_nomrg);
 	RUN_LAYOUTS(rx_no_stale_frame_after_overflow_mrg);
