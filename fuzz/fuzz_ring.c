@@ -18,10 +18,17 @@
  * when config byte 2 bit 0 says MRG_RXBUF) or the transmit queue (drained
  * into a sink that reads every frame, CSUM with bit 1).
  *
+ * With config byte 2 bit 2 the roles turn: the input is a hostile device
+ * writing used entries (split) or used descriptors (packed) and any ring
+ * byte, against the driver side (split_drv.c, packed_drv.c) adding buffers, getting
+ * used ones and switching callbacks.  Every token it returns must be one
+ * outstanding, once, with a length no larger than the buffer's writable
+ * part; what it detaches at the end must be the rest.
+ *
  * Input: one config byte (bit 0 packed, 1 IN_ORDER, 2 EVENT_IDX, 3
  * INDIRECT_DESC, bits 4-5 the queue size 4/8/64/256, 6 net, 7 receive
  * queue), a second config byte, then commands of a byte each with their
- * arguments (see the switch).
+ * arguments (see the switches).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +141,141 @@ static void net_cmd(struct vq_net_queue *q, bool rx, uint8_t c, struct rd *r)
 	}
 }
 
+/* Any bytes anywhere in the ring areas (either side misbehaving). */
+static void ring_poke(struct rd *r)
+{
+	uint16_t o = (uint16_t)take(r, 2);
+	unsigned n = (unsigned)take(r, 1) % 16;
+	uint8_t *pg = rings + 2 * PG * (o % 3);
+
+	for (unsigned i = 0; i < n; i++)
+		pg[(o / 3 + i) % PG] = (uint8_t)take(r, 1);
+}
+
+#define DBUFS 1024u
+static struct dbuf {
+	bool live;
+	uint32_t in_len;
+} dbufs[DBUFS];
+
+/* A returned token: one of ours, outstanding, and a length that fits. */
+static void drv_returned(void *tok, uint32_t len, bool check_len)
+{
+	uintptr_t i = (uintptr_t)tok - 1;
+
+	if (i >= DBUFS || !dbufs[i].live || (check_len && len > dbufs[i].in_len))
+		abort();
+	dbufs[i].live = false;
+}
+
+/* The driver side against a hostile device (config byte 2 bit 2). */
+static void drv_session(struct rd *r, uint64_t feat, uint16_t num, uint8_t *area[3])
+{
+	bool packed = feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	struct vq_drv_config dc = {
+		.features = feat, .num = num, .ring = { area[0], area[1], area[2] },
+		.indirect = guest + (64 << 10), .indirect_gpa = GBASE + (64 << 10),
+		.indirect_max = 16,
+	};
+	struct vq_drv *q;
+	unsigned steps = 0, next = 0;
+	void *toks[32];
+	uint32_t lens[32];
+
+	memset(dbufs, 0, sizeof(dbufs));
+	if (vq_drv_new(&dc, &q))
+		abort();
+	while (r->n && steps++ < 4096) {
+		uint8_t cmd = (uint8_t)take(r, 1);
+		int k;
+
+		switch (cmd % 8) {
+		case 0: {       /* device writes a used entry / descriptor */
+			uint16_t slot = (uint16_t)(take(r, 1) % num);
+			uint32_t id = (uint32_t)(take(r, 1) % (num + 2));
+			uint32_t len = (uint32_t)take(r, 3);
+			uint16_t flags = (uint16_t)take(r, 2);
+
+			if (packed) {
+				struct virtq_packed_desc *pd = (void *)area[0];
+
+				pd[slot].id = (uint16_t)id;
+				pd[slot].len = len;
+				__atomic_store_n(&pd[slot].flags, flags, __ATOMIC_RELEASE);
+			} else {
+				struct virtq_used *u = (void *)area[2];
+
+				u->ring[slot] = (struct virtq_used_elem){ id, len };
+			}
+			break;
+		}
+		case 1: {       /* device moves used->idx (split) */
+			struct virtq_used *u = (void *)area[2];
+
+			if (!packed)
+				__atomic_store_n(&u->idx, (uint16_t)(u->idx + take(r, 1) % 9),
+						 __ATOMIC_RELEASE);
+			break;
+		}
+		case 2:
+			ring_poke(r);
+			break;
+		case 3: {       /* driver adds a buffer of up to 4 segments */
+			struct vq_seg seg[4];
+			unsigned nout = (unsigned)take(r, 1) % 3, nin = (unsigned)take(r, 1) % 3;
+			uint32_t in_len = 0;
+
+			if (!nout && !nin)
+				nin = 1;
+			for (unsigned i = 0; i < nout + nin; i++) {
+				seg[i] = (struct vq_seg){ GBASE + (128 << 10) + (take(r, 2) << 3),
+							  (uint32_t)take(r, 2) + 1 };
+				if (i >= nout)
+					in_len += seg[i].len;
+			}
+			if (dbufs[next % DBUFS].live)
+				break;
+			k = vq_drv_add(q, seg, nout, nin, (void *)(uintptr_t)(next % DBUFS + 1));
+			if (k == 0) {
+				dbufs[next % DBUFS] = (struct dbuf){ true, in_len };
+				next++;
+			}
+			break;
+		}
+		case 4:         /* driver takes used buffers */
+			k = vq_drv_get_burst(q, toks, lens, 1 + (unsigned)take(r, 1) % 32);
+			for (int i = 0; i < k; i++)
+				drv_returned(toks[i], lens[i], true);
+			break;
+		case 5:
+			vq_drv_kick_prepare(q);
+			break;
+		case 6:
+			switch (take(r, 1) % 4) {
+			case 0: vq_drv_disable_cb(q); break;
+			case 1: vq_drv_enable_cb(q); break;
+			case 2: vq_drv_enable_cb_delayed(q); break;
+			default: (void)vq_drv_has_used(q); break;
+			}
+			break;
+		default: {      /* a broken queue refuses buffers */
+			struct vq_seg s = { GBASE + (128 << 10), 64 };
+
+			if (vq_drv_error(q) && vq_drv_add(q, &s, 0, 1, (void *)1) >= 0)
+				abort();
+			break;
+		}
+		}
+	}
+	/* the device stopped: the rest comes back, each once */
+	for (void *t; (t = vq_drv_detach_unused(q));)
+		drv_returned(t, 0, false);
+	for (unsigned i = 0; i < DBUFS; i++)
+		if (dbufs[i].live)
+			abort();
+	vq_drv_free(q);
+}
+
 static void check_iov(const struct vq_chain *c)
 {
 	for (unsigned i = 0; i < c->nout + c->nin; i++) {
@@ -201,6 +343,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				      .uaddr = (uintptr_t)guest, .hva = guest };
 	if (!mem || vq_mem_add(mem, &reg))
 		abort();
+	if (cfg2 & 4) {
+		drv_session(&r, feat, num, area);
+		vq_mem_free(mem);
+		return 0;
+	}
 	{
 		struct vq_dev_config vc = {
 			.features = feat, .num = num, .mem = mem,
@@ -272,15 +419,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			t[i] = (struct virtq_desc){ a, len, flags, nx };
 			break;
 		}
-		case 3: {       /* any bytes anywhere in the ring areas */
-			uint16_t o = (uint16_t)take(&r, 2);
-			unsigned n = (unsigned)take(&r, 1) % 16;
-			uint8_t *pg = rings + 2 * PG * (o % 3);
-
-			for (unsigned i = 0; i < n; i++)
-				pg[(o / 3 + i) % PG] = (uint8_t)take(&r, 1);
+		case 3:
+			ring_poke(&r);
 			break;
-		}
 		case 4: {       /* device pops a burst */
 			unsigned want = 1 + (unsigned)take(&r, 1) % 32;
 
