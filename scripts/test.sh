@@ -6,7 +6,8 @@
 #   build-clang/  clang, -Werror: all tests
 #   build-release/ gcc -O3, -Werror: compiled only (the demo's build; -O3
 #                 finds warnings the debug build does not)
-#   build-asan/   gcc, ASan+UBSan: all tests
+#   build-asan-clang/ clang, ASan+UBSan: all tests (clang's UBSan also
+#                 flags pointer arithmetic on NULL, which gcc's does not)
 #   build-tsan/   clang, TSan: the two-thread tests (suite 'threads')
 #   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz')
 #
@@ -81,8 +82,8 @@ run build-clang
 
 setup build-release gcc -Dwerror=true --buildtype=release
 
-setup build-asan gcc -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan
+setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan-clang
 
 setup build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
 TSAN_OPTIONS=halt_on_error=1 run build-tsan --suite threads
