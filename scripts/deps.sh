@@ -4,10 +4,12 @@
 # missing.  Usage: scripts/deps.sh [build|test|bench]
 set -euo pipefail
 
+# Debian 12 ships dpdk-testpmd (with the vhost and virtio-user PMDs it loads)
+# in dpdk-dev, not in dpdk.
 want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
 case "${1:-build}" in
-test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk) ;;
-bench) want+=(gnuplot-nox dpdk linux-perf) ;;
+test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev) ;;
+bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
 esac
 
 missing=()
