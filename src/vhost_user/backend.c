@@ -51,7 +51,10 @@ struct ring {
 struct map {
 	void *addr;                     /* the mmap */
 	size_t len;
-	uint64_t gpa, size, uaddr;
+	uint64_t gpa, size, uaddr, mmap_offset;
+	dev_t file_dev;                 /* the file mapped, to know it again */
+	ino_t file_ino;
+	unsigned refs;                  /* ADD_MEM_REGs of this very region */
 };
 
 struct vq_vhu_backend {
@@ -422,7 +425,8 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 			   "overlaps another region");
 		goto out;
 	}
-	b->maps[b->nmaps++] = (struct map){ p, len, r->gpa, r->size, r->uaddr };
+	b->maps[b->nmaps++] = (struct map){ p, len, r->gpa, r->size, r->uaddr,
+					    r->mmap_offset, st.st_dev, st.st_ino, 1 };
 out:
 	close(fd);
 	return ret;
@@ -599,15 +603,48 @@ static int h_set_mem_table(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return start_all(b);
 }
 
+/* The map of exactly this region (addresses, file and offset), if any. */
+static struct map *same_region(struct vq_vhu_backend *b,
+			       const struct vq_vhu_region *r, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return NULL;
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		struct map *mp = &b->maps[i];
+
+		if (mp->gpa == r->gpa && mp->size == r->size && mp->uaddr == r->uaddr &&
+		    mp->mmap_offset == r->mmap_offset && mp->file_dev == st.st_dev &&
+		    mp->file_ino == st.st_ino)
+			return mp;
+	}
+	return NULL;
+}
+
 static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	int fd = m->fds[0], r;
+	struct map *mp;
 
 	m->nfds = 0;
 	r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS, "CONFIGURE_MEM_SLOTS");
 	if (r) {
 		close(fd);
 		return r;
+	}
+	/*
+	 * QEMU before 8.1 sends ADD and REM_MEM_REG from each vhost device
+	 * of the connection, i.e. once per queue pair of a multiqueue net
+	 * device: the same region again is one more reference to it, and
+	 * only the last REM_MEM_REG unmaps it.  Any other overlap is still
+	 * the front-end's error.
+	 */
+	mp = same_region(b, &m->u.region, fd);
+	if (mp) {
+		mp->refs++;
+		close(fd);
+		return 0;
 	}
 	suspend_all(b);         /* the map may be reallocated */
 	r = map_region(b, &m->u.region, fd);
@@ -629,6 +666,8 @@ static int h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 		if (mp->gpa != r->gpa || mp->size != r->size || mp->uaddr != r->uaddr)
 			continue;
+		if (--mp->refs)
+			return 0;
 		suspend_all(b);
 		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
 		munmap(mp->addr, mp->len);

@@ -767,6 +767,40 @@ static void mem_slots_add_remove(struct fx *x)
 	expect_closed(x, s, -ENOENT);
 }
 
+/*
+ * QEMU 7.2 sends ADD_MEM_REG and REM_MEM_REG from each vhost device of the
+ * connection (one per queue pair of a multiqueue net device): the same
+ * region twice is one mapping with two references, the first REM keeps it,
+ * the second unmaps it.  The same addresses at another file offset are an
+ * overlap, as before.
+ */
+static void mem_slots_same_region_twice(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
+	struct vq_vhu_region moved = { 0, 0x10000, UA, 0x10000 };
+
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	ok(x);
+	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	ok(x);
+	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0 + 1);
+	CHECK_EQ(count_fds(), x->fds0 + 2);     /* the second fd was closed */
+	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0 + 1);   /* one reference left */
+	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	ok(x);
+	CHECK_EQ(count_maps(), x->maps0);
+	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	ok(x);
+	snd_region(s, VHU_ADD_MEM_REG, &moved, x->gfd);
+	expect_closed(x, s, -EINVAL);
+}
+
 static void listen_refuses_non_sockets(struct fx *x)
 {
 	struct vq_vhu_backend *b;
@@ -1255,6 +1289,7 @@ int main(void)
 	T(bad_vring_index_past_queue_count);
 	T(bad_overlapping_regions);
 	T(bad_add_mem_reg_overlaps_existing);
+	T(mem_slots_same_region_twice);
 	T(bad_region_past_end_of_file);
 	T(bad_region_offset_past_end_of_file);
 	T(bad_ring_addr_outside_map);
