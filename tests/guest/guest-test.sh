@@ -17,6 +17,9 @@
 #        catches a backend that does not log its writes; needs root)
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
+#        net-tap-mq (tap mode, 2 queue pairs, a 2-vCPU guest that drops to
+#        one pair and back: traffic on both pairs, no flow stuck on a
+#        queue the guest stopped; needs root)
 #        net-announce-guest net-announce-rarp (QMP announce-self: the guest
 #        announces itself with GUEST_ANNOUNCE, virtq-net sends a RARP on its
 #        TAP without it; needs root)
@@ -978,6 +981,110 @@ net_tap() {
 		"guest_rc=$rc want=$sum got=$(sed -n 's/^MD5 \([0-9a-f]*\).*/\1/p' "$out") backend_from_guest=$NET_RX backend_to_guest=$NET_TX dropped=$NET_DROP"
 }
 
+# ---- tap mode with two queue pairs (a multi-queue TAP) ----
+# The guest has 2 vCPUs, so Linux uses both pairs and maps vCPU k to
+# transmit queue k (XPS).  Phase 1: each vCPU sends raw frames (they land
+# on transmitq0 and transmitq1), the host sprays UDP over 64 flows (the TAP
+# hashes them over both queues, so both receive rings carry frames), then
+# 4 MB of TCP, MD5-checked.  Phase 2: the guest drops to one pair
+# (ethtool -L combined 1): QEMU disables rings 2 and 3, virtq-net must
+# detach TAP queue 1, or the flows the kernel hashes to it would wait there
+# unread; four new host->guest TCP connections (each one hashed anew) must
+# all arrive whole.  Phase 3: back to two pairs, vCPU 1 sends on
+# transmitq1 again.  virtq-net's per-queue counts check where frames went.
+net_tap_mq() {
+	local i p sum out rc n=2000 q
+	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqmq$$
+	NET_OPTS=(--queue-pairs 2 --threads 2)
+	net_start tap || { check start 1 "virtq-net tap $NET_TAP, 2 pairs"; return; }
+	NET_OPTS=()
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$NET_TAP" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip addr add 10.77.2.1/24 dev "$NET_TAP" && ip link set "$NET_TAP" up ||
+		{ check tap-up 1 "cannot configure $NET_TAP"; return; }
+	head -c 4000000 /dev/urandom > "$LOG/blob"
+	head -c 1000000 /dev/urandom > "$LOG/blob2"
+	sum=$(md5sum < "$LOG/blob" | cut -d' ' -f1)
+	local sum2
+	sum2=$(md5sum < "$LOG/blob2" | cut -d' ' -f1)
+	guest_bg mq --dev net --sock "$NSOCK" --queues 2 --smp 2 --mem 256 --timeout 100 -- '
+		ip addr add 10.77.2.2/24 dev eth0
+		echo "QUEUES $(ls /sys/class/net/eth0/queues | tr "\n" " ")"
+		gnet channels eth0 | sed "s/^/PHASE1 /"
+		taskset 1 gnet tx eth0 -n '$n' | sed "s/^/TX0 /"
+		taskset 2 gnet tx eth0 -n '$n' | sed "s/^/TX1 /"
+		taskset 1 ping -c 10 -A -W 5 10.77.2.1 | grep "packet loss" | sed "s/^/PING0 /"
+		taskset 2 ping -c 10 -A -W 5 -s 1472 10.77.2.1 | grep "packet loss" | sed "s/^/PING1 /"
+		echo LISTEN1
+		nc -l -p 5000 | md5sum | sed "s/^/MD5_1 /"
+		gnet channels eth0 1 | sed "s/^/PHASE2 /"
+		for i in 1 2 3 4; do
+			echo LISTEN2_$i
+			nc -l -p 500$i | md5sum | sed "s/^/MD5_2 /"
+		done
+		ping -c 10 -A -W 5 10.77.2.1 | grep "packet loss" | sed "s/^/PING2 /"
+		gnet channels eth0 2 | sed "s/^/PHASE3 /"
+		taskset 2 gnet tx eth0 -n '$n' | sed "s/^/TX3 /"
+		taskset 2 ping -c 10 -A -W 5 10.77.2.1 | grep "packet loss" | sed "s/^/PING3 /"'
+	# send FILE to the guest's PORT once it listens (bash /dev/tcp): a
+	# refused connection is tried again, a stuck one (its SYN waiting on a
+	# queue nobody reads) is not: that is what phase 2 looks for
+	send_to_guest() {
+		local k rc
+		for ((k = 0; k < 50; k++)); do
+			timeout 15 bash -c "cat '$1' > /dev/tcp/10.77.2.2/$2" 2>/dev/null
+			rc=$?
+			[ $rc = 0 ] && return 0
+			[ $rc = 124 ] && { note "connection to port $2 stuck for 15 s"; return 1; }
+			sleep 0.2
+		done
+		return 1
+	}
+	if wait_mark mq LISTEN1 100; then
+		# 64 UDP flows to closed ports: the TAP spreads them by hash
+		for ((p = 6000; p < 6064; p++)); do
+			echo x > "/dev/udp/10.77.2.2/$p"
+		done 2>/dev/null
+		send_to_guest "$LOG/blob" 5000
+		for i in 1 2 3 4; do
+			wait_mark mq "LISTEN2_$i" 60 && send_to_guest "$LOG/blob2" "500$i" || break
+		done
+	fi
+	guest_wait mq
+	rc=$?
+	net_stop
+	out=$LOG/mq.out
+	cat "$out"
+	check guest-uses-2-pairs $(grep -q '^QUEUES rx-0 rx-1 tx-0 tx-1' "$out" &&
+		grep -q '^PHASE1 CHANNELS combined=2 max=2' "$out" && echo 0 || echo 1) \
+		"$(grep -a -e '^QUEUES' -e '^PHASE1' "$out" | tr '\n' ' ')"
+	check ping $([ "$(grep -c '^PING[0-3].* 0% packet loss' "$out")" = 4 ] && echo 0 || echo 1) \
+		"$(grep -a '^PING' "$out" | tr '\n' ' ')"
+	check tcp-2-pairs $(grep -q "^MD5_1 $sum" "$out" && echo 0 || echo 1) \
+		"4 MB host -> guest on 2 pairs: want $sum got $(sed -n 's/^MD5_1 \([0-9a-f]*\).*/\1/p' "$out")"
+	check one-pair $(grep -q '^PHASE2 CHANNELS combined=1 max=2' "$out" &&
+		grep -q 'queue 2 stopped' "$NET_OUT" && grep -q 'TAP queue 1 detached' "$NET_OUT" &&
+		echo 0 || echo 1) "$(grep -a '^PHASE2' "$out"); virtq-net: $(grep -c 'TAP queue 1 detached' "$NET_OUT") detaches of queue 1"
+	check tcp-1-pair $([ "$(grep -c "^MD5_2 $sum2" "$out")" = 4 ] && echo 0 || echo 1) \
+		"4 new connections on 1 pair, whole: $(grep -c "^MD5_2 $sum2" "$out") of 4"
+	check back-to-2-pairs $(grep -q '^PHASE3 CHANNELS combined=2 max=2' "$out" &&
+		[ "$(grep -c 'TAP queue 1 attached' "$NET_OUT")" -ge 2 ] && echo 0 || echo 1) \
+		"$(grep -a '^PHASE3' "$out"); virtq-net: $(grep -c 'TAP queue 1 attached' "$NET_OUT") attaches of queue 1"
+	# receiveq0, transmitq0, receiveq1, transmitq1
+	q=$(grep -a '"summary":true' "$NET_OUT" | tail -1 | sed -n 's/.*"queue_packets":\[\([0-9,]*\)\].*/\1/p')
+	local rx0 tx0 rx1 tx1
+	IFS=, read -r rx0 tx0 rx1 tx1 <<< "$q"
+	check per-queue $([ "${tx0:-0}" -ge $n ] && [ "${tx1:-0}" -ge $((2 * n)) ] &&
+		[ "${rx0:-0}" -gt 0 ] && [ "${rx1:-0}" -gt 0 ] && echo 0 || echo 1) \
+		"packets by ring (rx0,tx0,rx1,tx1): ${q:-none}; want tx0 >= $n, tx1 >= $((2 * n)) (phases 1 and 3), rx0 and rx1 > 0"
+	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc; drops $NET_DROP"
+}
+
 case "$CASE" in
 net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
@@ -990,6 +1097,7 @@ net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
 net-tap) net_tap ;;
+net-tap-mq) net_tap_mq ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
 net-announce-guest) net_announce guest ;;

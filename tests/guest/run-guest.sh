@@ -8,6 +8,9 @@
 #     --sock PATH           the backend's vhost-user socket (QEMU connects)
 #     --packed on|off       packed virtqueues (default off: split)
 #     --mrg on|off          net: VIRTIO_NET_F_MRG_RXBUF (default on)
+#     --queues N            net: queue pairs (default 1; more: multiqueue,
+#                           the guest uses min(N, vCPUs) of them)
+#     --smp N               vCPUs (default 1)
 #     --reconnect SEC       net: chardev reconnect=SEC (survive backend restarts)
 #     --dev-opts k=v,...    more -device properties
 #     --qmp-port PORT       QMP monitor on 127.0.0.1:PORT (for hotplug)
@@ -31,13 +34,15 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
-DEV=none SOCK= PACKED=off MRG=on RECONNECT= DEVOPTS= QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
+DEV=none SOCK= PACKED=off MRG=on QUEUES=1 SMP=1 RECONNECT= DEVOPTS= QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--dev) DEV=$2; shift 2 ;;
 	--sock) SOCK=$2; shift 2 ;;
 	--packed) PACKED=$2; shift 2 ;;
 	--mrg) MRG=$2; shift 2 ;;
+	--queues) QUEUES=$2; shift 2 ;;
+	--smp) SMP=$2; shift 2 ;;
 	--reconnect) RECONNECT=$2; shift 2 ;;
 	--dev-opts) DEVOPTS=,$2; shift 2 ;;
 	--qmp-port) QMP=$2; shift 2 ;;
@@ -103,7 +108,7 @@ truncate -s $((($(stat -c %s "$INITRD") + 3) / 4 * 4)) "$INITRD"
 
 MEMOBJ="memory-backend-memfd,id=mem,size=${MEM}M,share=on"
 [ -n "$MEMPATH" ] && MEMOBJ="memory-backend-file,id=mem,size=${MEM}M,mem-path=$MEMPATH,share=on"
-Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp 1 -m "${MEM}M"
+Q=("$QEMU" -M pc -accel "$ACCEL" -cpu "$CPU" -smp "$SMP" -m "${MEM}M"
 	-object "$MEMOBJ" -numa node,memdev=mem
 	-nodefaults -no-user-config -display none -no-reboot
 	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
@@ -118,10 +123,11 @@ none) ;;
 net)
 	# QEMU 7.2 without KVM crashes at DRIVER_OK when a vhost-user
 	# virtio-net device uses MSI-X (irqfd path): use INTx under TCG.
-	VEC=
+	VEC= MQ=
 	[ "$ACCEL" = tcg ] && VEC=,vectors=0
-	Q+=(-chardev "$CHR" -netdev vhost-user,id=net0,chardev=chr0
-		-device "virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:12:34:56,packed=$PACKED,mrg_rxbuf=$MRG$VEC$DEVOPTS")
+	[ "$QUEUES" -gt 1 ] && MQ=,mq=on
+	Q+=(-chardev "$CHR" -netdev vhost-user,id=net0,chardev=chr0,queues=$QUEUES
+		-device "virtio-net-pci,id=nic0,netdev=net0,mac=52:54:00:12:34:56,packed=$PACKED,mrg_rxbuf=$MRG$MQ$VEC$DEVOPTS")
 	;;
 vsock)
 	# No guest-cid property: the CID comes from the backend (GET_CONFIG).
@@ -139,7 +145,7 @@ if [ $PRINT = 1 ]; then
 	exit 0
 fi
 
-say "accel=$ACCEL_WHY dev=$DEV packed=$PACKED mrg=$MRG logs=$LOGDIR"
+say "accel=$ACCEL_WHY dev=$DEV packed=$PACKED mrg=$MRG queues=$QUEUES smp=$SMP logs=$LOGDIR"
 T0=$(date +%s.%N)
 timeout -k 5 "$TIMEOUT" "${Q[@]}" > "$LOGDIR/qemu.log" 2>&1
 QRC=$?

@@ -69,6 +69,7 @@ struct ring {
 	struct vq_rt_queue *rtq;
 	uint64_t calls;                 /* RX calls we send ourselves */
 	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
+	uint64_t total_pkts;            /* from queues already freed */
 };
 
 /* Totals a worker publishes for the statistics line (atomic words). */
@@ -88,12 +89,24 @@ struct worker {
 	struct wstats pub;      /* published by the worker, atomically */
 };
 
-struct tap {
+/*
+ * One queue of the TAP device per queue pair.  With more than one pair the
+ * TAP is multi-queue, and a queue is attached to the device only while its
+ * pair's receive ring runs: the kernel steers each flow to an attached
+ * queue, so no flow waits on a queue nobody reads (a guest that uses fewer
+ * pairs than offered, or one whose RX ring stopped).
+ */
+struct tapq {
+	struct daemon *d;
+	unsigned pair;
 	int fd;
+	bool attached;          /* control thread */
+	int tx_fd;              /* atomic: where the pair's TX frames go */
 	pthread_t th;
 	bool running;
 	int stop_fd;            /* eventfd that wakes the reader */
 	int stop;               /* atomic */
+	uint8_t *buf;           /* the reader's frame */
 };
 
 struct daemon {
@@ -106,7 +119,8 @@ struct daemon {
 	/* A burst of it, built once (read only, so workers share it). */
 	struct iovec frame_iov;
 	struct vq_net_frame frames[VQ_NET_BURST];
-	struct tap tap;
+	struct tapq taps[MAX_PAIRS];
+	bool tap_mq;                    /* IFF_MULTI_QUEUE */
 	int64_t source_left;            /* atomic; with --count */
 	uint64_t rarp_sent;             /* atomic; announcements sent */
 };
@@ -246,8 +260,8 @@ static int sink_loopback(void *arg, const struct iovec *iov, unsigned cnt,
 static int sink_tap(void *arg, const struct iovec *iov, unsigned cnt,
 		    uint32_t len, const struct vq_net_hdr *h)
 {
-	struct daemon *d = arg;
-	ssize_t w = writev(d->tap.fd, iov, (int)cnt);
+	struct tapq *t = arg;
+	ssize_t w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), iov, (int)cnt);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
@@ -277,7 +291,8 @@ static int process_tx(struct vq_rt_queue *q, void *arg,
 		}
 		break;
 	case M_TAP:
-		n = vq_net_tx_process(r->nq, b->pkts, sink_tap, d, bytes);
+		n = vq_net_tx_process(r->nq, b->pkts, sink_tap, &d->taps[r->index / 2],
+				      bytes);
 		break;
 	default:
 		n = vq_net_tx_process(r->nq, b->pkts, d->o.copy ? sink_copy : sink_count,
@@ -501,7 +516,7 @@ static int worker_start(struct worker *w)
 /* TAP                                                                 */
 /* ------------------------------------------------------------------ */
 
-static int tap_open(const char *name)
+static int tap_open_queue(const char *name, bool mq)
 {
 	struct ifreq ifr;
 	int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -509,7 +524,7 @@ static int tap_open(const char *name)
 	if (fd < 0)
 		return -errno;
 	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | (mq ? IFF_MULTI_QUEUE : 0);
 	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		int e = -errno;
@@ -520,22 +535,117 @@ static int tap_open(const char *name)
 	return fd;
 }
 
+/* Send each pair's TX frames to its own queue when that is attached, else
+ * to the first attached one: the kernel sends a flow's replies to the queue
+ * its frames came in on, and only an attached queue is read. */
+static void tap_retarget(struct daemon *d)
+{
+	int first = d->taps[0].fd;
+
+	for (unsigned k = 0; k < d->o.pairs; k++)
+		if (d->taps[k].attached) {
+			first = d->taps[k].fd;
+			break;
+		}
+	for (unsigned k = 0; k < d->o.pairs; k++)
+		__atomic_store_n(&d->taps[k].tx_fd,
+				 d->taps[k].attached ? d->taps[k].fd : first,
+				 __ATOMIC_RELAXED);
+}
+
+static int tap_attach(struct tapq *t, bool on)
+{
+	struct daemon *d = t->d;
+	struct ifreq ifr;
+
+	if (!d->tap_mq || t->attached == on)
+		return 0;
+	if (!on) {
+		/* move the pair's TX away first: a frame written to a
+		 * detached queue is refused (and counted) */
+		t->attached = false;
+		tap_retarget(d);
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = on ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE;
+	if (ioctl(t->fd, TUNSETQUEUE, &ifr) < 0) {
+		int e = errno;
+
+		fprintf(stderr, "virtq-net: cannot %s TAP queue %u: %s\n",
+			on ? "attach" : "detach", t->pair, strerror(e));
+		return -e;
+	}
+	if (on) {
+		t->attached = true;
+		tap_retarget(d);
+	}
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-net: TAP queue %u %s\n", t->pair,
+			on ? "attached" : "detached");
+	return 0;
+}
+
+/* One queue per pair; a multi-queue TAP's queues start detached. */
+static int tap_open(struct daemon *d)
+{
+	d->tap_mq = d->o.pairs > 1;
+	for (unsigned k = 0; k < d->o.pairs; k++) {
+		struct tapq *t = &d->taps[k];
+		int fd = tap_open_queue(d->o.tap_name, d->tap_mq);
+
+		if (fd < 0) {
+			fprintf(stderr, "virtq-net: cannot open TAP %s%s: %s%s\n",
+				d->o.tap_name, d->tap_mq ? " as multi-queue" : "",
+				strerror(-fd),
+				d->tap_mq && fd == -EINVAL ?
+				" (a TAP made without multi_queue serves one pair)" : "");
+			return fd;
+		}
+		t->fd = fd;
+		t->attached = true;
+		t->stop_fd = vq_evt_new();
+		t->buf = malloc(VQ_NET_MAX_FRAME);
+		if (t->stop_fd < 0 || !t->buf)
+			return -ENOMEM;
+	}
+	for (unsigned k = 0; k < d->o.pairs; k++)
+		if (tap_attach(&d->taps[k], false) < 0)
+			return -EIO;
+	tap_retarget(d);
+	return 0;
+}
+
+static void tap_close(struct daemon *d)
+{
+	for (unsigned k = 0; k < d->o.pairs; k++) {
+		struct tapq *t = &d->taps[k];
+
+		if (t->fd >= 0)
+			close(t->fd);
+		if (t->stop_fd >= 0)
+			close(t->stop_fd);
+		free(t->buf);
+		t->fd = t->stop_fd = -1;
+		t->buf = NULL;
+	}
+}
+
 /*
- * The TAP reader owns receiveq 0 while it runs: frames read from the TAP
- * go to the guest.  With no guest buffers it enables RX notifications and
- * waits for the guest's kick (frames wait in the TAP's queue meanwhile).
+ * A TAP queue's reader owns its pair's receive ring while it runs: frames
+ * read from the queue go to the guest.  With no guest buffers it enables
+ * RX notifications and waits for the guest's kick (frames wait in the
+ * TAP's queue meanwhile).
  */
 static void *tap_main(void *arg)
 {
-	struct daemon *d = arg;
-	struct ring *rx = &d->rings[0];
-	static uint8_t buf[VQ_NET_MAX_FRAME];
+	struct tapq *t = arg;
+	struct ring *rx = &t->d->rings[2 * t->pair];
 	bool want_kick = false;
 
-	while (!__atomic_load_n(&d->tap.stop, __ATOMIC_ACQUIRE)) {
+	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pf[2] = {
-			{ .fd = d->tap.stop_fd, .events = POLLIN },
-			{ .fd = want_kick ? rx->kick_fd : d->tap.fd, .events = POLLIN },
+			{ .fd = t->stop_fd, .events = POLLIN },
+			{ .fd = want_kick ? rx->kick_fd : t->fd, .events = POLLIN },
 		};
 
 		if (poll(pf, 2, 500) < 0 && errno != EINTR)
@@ -563,10 +673,10 @@ static void *tap_main(void *arg)
 					ring_broken(rx);
 				break;
 			}
-			len = read(d->tap.fd, buf, sizeof(buf));
+			len = read(t->fd, t->buf, VQ_NET_MAX_FRAME);
 			if (len <= 0)
 				break;
-			iov = (struct iovec){ buf, (size_t)len };
+			iov = (struct iovec){ t->buf, (size_t)len };
 			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)len, NULL);
 			if (r < 0) {
 				ring_broken(rx);
@@ -579,24 +689,32 @@ static void *tap_main(void *arg)
 	return NULL;
 }
 
-static void tap_stop(struct daemon *d)
+/* The pair's receive ring stops: its reader ends, its queue leaves. */
+static void tap_stop(struct tapq *t)
 {
-	if (!d->tap.running)
-		return;
-	__atomic_store_n(&d->tap.stop, 1, __ATOMIC_RELEASE);
-	vq_evt_signal(d->tap.stop_fd);
-	pthread_join(d->tap.th, NULL);
-	vq_evt_drain(d->tap.stop_fd);
-	d->tap.running = false;
+	if (t->running) {
+		__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
+		vq_evt_signal(t->stop_fd);
+		pthread_join(t->th, NULL);
+		vq_evt_drain(t->stop_fd);
+		t->running = false;
+	}
+	tap_attach(t, false);
 }
 
-static void tap_start(struct daemon *d)
+static void tap_start(struct tapq *t)
 {
-	if (d->tap.running || !d->rings[0].running)
+	if (t->running || !t->d->rings[2 * t->pair].running)
 		return;
-	__atomic_store_n(&d->tap.stop, 0, __ATOMIC_RELEASE);
-	if (pthread_create(&d->tap.th, NULL, tap_main, d) == 0)
-		d->tap.running = true;
+	/* a detached queue cannot be read: its pair gets no host frames */
+	if (tap_attach(t, true) < 0)
+		return;
+	__atomic_store_n(&t->stop, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&t->th, NULL, tap_main, t) == 0)
+		t->running = true;
+	else
+		fprintf(stderr, "virtq-net: cannot start the reader of TAP queue %u\n",
+			t->pair);
 }
 
 /* ------------------------------------------------------------------ */
@@ -611,6 +729,8 @@ static void ring_release(struct ring *r, struct worker *w)
 	if (r->nq && !vq_net_is_tx_queue(r->index))
 		vq_net_rx_flush(r->nq);
 	stats_add_ring(&w->base, r);
+	if (r->nq)
+		r->total_pkts += vq_net_queue_stats(r->nq)->packets;
 	vq_net_queue_free(r->nq);
 	r->nq = NULL;
 	r->rtq = NULL;
@@ -632,8 +752,8 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	r = &d->rings[q->index];
 	w = &d->workers[worker_of(d, q->index)];
 	worker_stop(w);
-	if (d->o.mode == M_TAP && q->index == 0)
-		tap_stop(d);
+	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
+		tap_stop(&d->taps[q->index / 2]);
 	ring_release(r, w);
 	nc = (struct vq_net_queue_config){
 		.dev = q->vq,
@@ -657,8 +777,8 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 			q->index, vq_net_is_tx_queue(q->index) ? "tx" : "rx",
 			vq_dev_num(q->vq), vq_dev_features(q->vq));
 	e = worker_start(w);
-	if (d->o.mode == M_TAP && q->index == 0)
-		tap_start(d);
+	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
+		tap_start(&d->taps[q->index / 2]);
 	return e;
 }
 
@@ -690,8 +810,8 @@ static void dev_queue_stop(void *opaque, unsigned index)
 		return;
 	w = &d->workers[worker_of(d, index)];
 	worker_stop(w);
-	if (d->o.mode == M_TAP && index == 0)
-		tap_stop(d);
+	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(index))
+		tap_stop(&d->taps[index / 2]);
 	tx_drain(&d->rings[index]);
 	ring_release(&d->rings[index], w);
 	if (worker_start(w) < 0)
@@ -728,7 +848,9 @@ static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 				m, mode_names[d->o.mode]);
 		return 0;
 	}
-	if (write(d->tap.fd, frame, len) != (ssize_t)len) {
+	/* any attached queue reaches the network */
+	if (write(__atomic_load_n(&d->taps[0].tx_fd, __ATOMIC_RELAXED), frame, len) !=
+	    (ssize_t)len) {
 		int e = errno;
 
 		fprintf(stderr, "virtq-net: RARP for %s on %s failed: %s\n", m,
@@ -799,8 +921,16 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
-		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64 "}\n",
+		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64,
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
+		if (final) {
+			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
+			printf(",\"queue_packets\":[");
+			for (i = 0; i < 2 * d->o.pairs; i++)
+				printf("%s%" PRIu64, i ? "," : "", d->rings[i].total_pkts);
+			printf("]");
+		}
+		printf("}\n");
 	} else {
 		printf("  drops %" PRIu64, drops_total(now));
 		if (drops_total(now)) {
@@ -818,6 +948,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       now->c.tx_pkts, now->c.tx_bytes, now->c.rx_pkts,
 			       now->c.rx_bytes, now->evicted,
 			       __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
+		if (final && d->o.pairs > 1)
+			for (i = 0; i < d->o.pairs; i++)
+				printf("\npair %u: tx %" PRIu64 " rx %" PRIu64 " packets", i,
+				       d->rings[2 * i + 1].total_pkts, d->rings[2 * i].total_pkts);
 		printf("\n");
 	}
 	fflush(stdout);
@@ -848,7 +982,8 @@ VQD_USAGE_SOCKET
 "                        vCPU shares no cache with ours, a loss when it\n"
 "                        does.  auto (default) measures both, keeps the\n"
 "                        faster and measures again every ~64 windows\n"
-"  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ)\n"
+"  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ;\n"
+"                        tap: one queue of a multi-queue TAP per pair)\n"
 "  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
 "  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
 "  --used-batch N        publish used entries every N (1: each on its own;\n"
@@ -1055,19 +1190,12 @@ int main(int argc, char **argv)
 	for (i = 0; i < VQ_NET_BURST; i++)
 		d.frames[i] = (struct vq_net_frame){ &d.frame_iov, 1, d.o.size, NULL };
 	d.source_left = (int64_t)d.o.count;
-	d.tap.fd = -1;
-	if (d.o.mode == M_TAP) {
-		if (d.o.pairs != 1) {
-			fprintf(stderr, "virtq-net: tap mode serves one queue pair\n");
-			return 2;
-		}
-		d.tap.fd = tap_open(d.o.tap_name);
-		if (d.tap.fd < 0) {
-			fprintf(stderr, "virtq-net: cannot open TAP %s: %s\n",
-				d.o.tap_name, strerror(-d.tap.fd));
-			return 1;
-		}
-		d.tap.stop_fd = vq_evt_new();
+	for (i = 0; i < MAX_PAIRS; i++)
+		d.taps[i] = (struct tapq){ .d = &d, .pair = i, .fd = -1, .tx_fd = -1,
+					   .stop_fd = -1 };
+	if (d.o.mode == M_TAP && tap_open(&d) < 0) {
+		tap_close(&d);
+		return 1;
 	}
 
 	dev = (struct vq_vhu_device){
@@ -1092,7 +1220,9 @@ int main(int argc, char **argv)
 	 * with the backend's teardown, but the summary wants final counts. */
 	for (i = 0; i < d.o.threads; i++)
 		worker_stop(&d.workers[i]);
-	tap_stop(&d);
+	for (i = 0; i < d.o.pairs; i++)
+		if (d.o.mode == M_TAP)
+			tap_stop(&d.taps[i]);
 	for (i = 0; i < 2 * d.o.pairs; i++)
 		ring_release(&d.rings[i], &d.workers[worker_of(&d, i)]);
 	for (i = 0; i < d.o.threads; i++)
@@ -1100,9 +1230,6 @@ int main(int argc, char **argv)
 	vqd_summary(&ctl);
 out:
 	vq_vhu_backend_free(ctl.b);
-	if (d.tap.fd >= 0) {
-		close(d.tap.fd);
-		close(d.tap.stop_fd);
-	}
+	tap_close(&d);
 	return rc;
 }
