@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include <virtq/ring.h>
@@ -57,6 +58,10 @@ extern "C" {
 #define VIRTIO_NET_HDR_F_DATA_VALID 2
 #define VIRTIO_NET_HDR_F_RSC_INFO   4
 #define VIRTIO_NET_HDR_GSO_NONE     0
+#define VIRTIO_NET_HDR_GSO_TCPV4    1
+#define VIRTIO_NET_HDR_GSO_UDP      3
+#define VIRTIO_NET_HDR_GSO_TCPV6    4
+#define VIRTIO_NET_HDR_GSO_ECN      0x80
 
 /* struct virtio_net_hdr, little-endian in guest memory.  The last field
  * exists on the wire only when the header is 12 bytes (vq_net_hdr_len). */
@@ -78,6 +83,36 @@ static inline uint32_t vq_net_hdr_len(uint64_t features)
 			    VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF))) ? 12 : 10;
 }
 
+/* The header from and to its wire form (little-endian, hdr_len bytes:
+ * num_buffers only in a 12-byte one).  A TAP opened with IFF_VNET_HDR
+ * speaks the same form. */
+static inline void vq_net_hdr_decode(const uint8_t *b, uint32_t hdr_len,
+				     struct vq_net_hdr *h)
+{
+	uint16_t v[5];
+
+	memcpy(v, b + 2, sizeof(v));
+	h->flags = b[0];
+	h->gso_type = b[1];
+	h->hdr_len = vq_le16(v[0]);
+	h->gso_size = vq_le16(v[1]);
+	h->csum_start = vq_le16(v[2]);
+	h->csum_offset = vq_le16(v[3]);
+	h->num_buffers = hdr_len >= 12 ? vq_le16(v[4]) : 0;
+}
+
+static inline void vq_net_hdr_encode(uint8_t *b, uint32_t hdr_len,
+				     const struct vq_net_hdr *h)
+{
+	uint16_t v[5] = { vq_le16(h->hdr_len), vq_le16(h->gso_size),
+			  vq_le16(h->csum_start), vq_le16(h->csum_offset),
+			  vq_le16(h->num_buffers) };
+
+	b[0] = h->flags;
+	b[1] = h->gso_type;
+	memcpy(b + 2, v, hdr_len >= 12 ? 10 : 8);
+}
+
 /* Virtqueue numbering (5.1.2): receiveq k is 2k, transmitq k is 2k+1. */
 static inline bool vq_net_is_tx_queue(unsigned vq_index)
 {
@@ -90,11 +125,29 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
  * as ordinary TX frames; the backend only has to let QEMU offer it. */
 #define VQ_NET_FEATURES (VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) | \
 			 VIRTQ_BIT(VIRTIO_NET_F_MQ) |     \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE))
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE) | VQ_NET_OFFLOADS)
 
-/* Default and largest frame (without the header) the layer accepts: 64 KiB
- * of payload behind an Ethernet header, the most a GSO-less guest sends. */
-#define VQ_NET_MAX_FRAME 65550u
+/*
+ * Checksum and segmentation offloads.  The layer checks TX headers against
+ * the HOST_* bits negotiated and RX headers against the GUEST_* bits, and
+ * passes them on; doing the work is the sink's and the source's (a TAP
+ * opened with IFF_VNET_HDR and told the guest's offloads does it all).  A
+ * backend offers them only if its sink and source can: a sink that would
+ * put a partial checksum or a 64 KiB TSO frame on a wire cannot.
+ */
+#define VQ_NET_OFFLOADS (VIRTQ_BIT(VIRTIO_NET_F_CSUM) |        \
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM) |  \
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4) |  \
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6) |  \
+			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN) |   \
+			 VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4) |   \
+			 VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6) |   \
+			 VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN))
+
+/* Default and largest frame (without the header) the layer accepts: the
+ * largest TSO frame, an IPv6 payload of 65535 bytes behind its header and
+ * an Ethernet header (5.1.6.3). */
+#define VQ_NET_MAX_FRAME 65589u
 /* Shortest frame accepted: an Ethernet header. */
 #define VQ_NET_MIN_FRAME 14u
 /* Chains popped per TX burst, and segments one TX chain may have. */
@@ -106,8 +159,9 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
 /* Why a frame was dropped. */
 enum vq_net_drop {
 	VQ_NET_DROP_NO_RX_BUF = 0,  /* the guest had no (or not enough) RX buffers */
-	VQ_NET_DROP_BAD_HDR,        /* TX header asks for an offload not negotiated
-				     * (read only with VIRTIO_NET_F_CSUM) */
+	VQ_NET_DROP_BAD_HDR,        /* a header asks for an offload not negotiated
+				     * or breaks its rules (TX: read only with
+				     * VIRTIO_NET_F_CSUM) */
 	VQ_NET_DROP_OVERSIZE,       /* frame larger than the limit or the buffer */
 	VQ_NET_DROP_TAP_FULL,       /* the TAP device would block */
 	VQ_NET_DROP_RUNT,           /* shorter than an Ethernet header */
@@ -124,6 +178,7 @@ struct vq_net_stats {
 	uint64_t buffers;           /* guest chains used */
 	uint64_t flushes;           /* used-index publications */
 	uint64_t evicted;           /* TX frames whose lines were flushed */
+	uint64_t gso;               /* of packets: segmentation offload frames */
 	uint64_t drops[VQ_NET_DROP_MAX];
 };
 

@@ -9,8 +9,15 @@
  *    for TX", as vhost-net says).
  *  - A TX header is read only when VIRTIO_NET_F_CSUM was negotiated;
  *    without it the header can ask for nothing and is ignored.  One asking
- *    for an offload we did not negotiate is dropped and counted (bad
- *    header); the chain goes back used, length 0.
+ *    for an offload not negotiated, or breaking the rules of one (5.1.6.2.1:
+ *    a segmentation type without NEEDS_CSUM or gso_size, a checksum place
+ *    outside the frame, an RX-only flag), is dropped and counted (bad
+ *    header); the chain goes back used, length 0.  Flag bits we do not
+ *    know are ignored (5.1.6.2.2).
+ *  - An RX header given with a frame may carry only what the guest
+ *    negotiated (5.1.6.4.2): flags only with GUEST_CSUM, a segmentation
+ *    type only with its GUEST_* bit; a frame whose header asks for more is
+ *    dropped and counted (bad header).
  *  - An RX chain is device-writable only (5.1.6.3); with MRG_RXBUF every
  *    buffer holds at least a header (5.1.6.3.1): otherwise the queue breaks.
  *  - An RX frame that does not fit what the guest gave us is dropped and
@@ -39,6 +46,10 @@ struct vq_net_queue {
 	uint32_t hdr_len;
 	bool mrg;
 	bool csum;              /* VIRTIO_NET_F_CSUM: TX may ask for a checksum */
+	uint32_t tx_gso;        /* 1 << gso type the guest may send (HOST_*) */
+	uint32_t rx_gso;        /* 1 << gso type the guest takes (GUEST_*) */
+	bool tx_ecn, rx_ecn;    /* HOST_ECN, GUEST_ECN */
+	uint8_t rx_flags;       /* header flags the guest takes (GUEST_CSUM) */
 	unsigned staged;        /* filled, not yet flushed */
 	unsigned nchains;
 	struct vq_chain *chains;
@@ -105,6 +116,27 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->hdr_len = vq_net_hdr_len(f);
 	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
 	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
+	if (q->csum) {
+		/* 5.1.3.1: the HOST_* bits need CSUM; without it the header
+		 * is not even read */
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4))
+			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV4;
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))
+			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV6;
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_UFO))
+			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_UDP;
+		q->tx_ecn = f & VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN);
+	}
+	if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM)) {
+		q->rx_flags = VIRTIO_NET_HDR_F_NEEDS_CSUM | VIRTIO_NET_HDR_F_DATA_VALID;
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4))
+			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV4;
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
+			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV6;
+		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_UFO))
+			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_UDP;
+		q->rx_ecn = f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN);
+	}
 	q->prefetchw = vq_has_prefetchw();
 	if (cfg->role == VQ_NET_TX && cfg->tx_evict != VQ_NET_TX_EVICT_OFF &&
 	    vq_has_clflushopt()) {
@@ -205,53 +237,34 @@ static int net_fill(struct vq_net_queue *q, const struct vq_chain *c, uint32_t l
 	return 0;
 }
 
-static uint16_t rd16(const uint8_t *p)
+/* Is segmentation type t (ECN bit included) one of mask's, with ecn? */
+static bool gso_allowed(uint8_t t, uint32_t mask, bool ecn)
 {
-	uint16_t v;
+	unsigned type = t & ~VIRTIO_NET_HDR_GSO_ECN;
 
-	memcpy(&v, p, 2);
-	return vq_le16(v);
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-	v = vq_le16(v);
-	memcpy(p, &v, 2);
-}
-
-static void hdr_decode(const uint8_t *b, uint32_t hdr_len, struct vq_net_hdr *h)
-{
-	h->flags = b[0];
-	h->gso_type = b[1];
-	h->hdr_len = rd16(b + 2);
-	h->gso_size = rd16(b + 4);
-	h->csum_start = rd16(b + 6);
-	h->csum_offset = rd16(b + 8);
-	h->num_buffers = hdr_len >= 12 ? rd16(b + 10) : 0;
-}
-
-static void hdr_encode(uint8_t *b, uint32_t hdr_len, const struct vq_net_hdr *h)
-{
-	b[0] = h->flags;
-	b[1] = h->gso_type;
-	wr16(b + 2, h->hdr_len);
-	wr16(b + 4, h->gso_size);
-	wr16(b + 6, h->csum_start);
-	wr16(b + 8, h->csum_offset);
-	if (hdr_len >= 12)
-		wr16(b + 10, h->num_buffers);
+	if (type == VIRTIO_NET_HDR_GSO_NONE)
+		return !(t & VIRTIO_NET_HDR_GSO_ECN);
+	return type < 32 && (mask >> type & 1) && (ecn || !(t & VIRTIO_NET_HDR_GSO_ECN));
 }
 
 /*
- * Is this TX header one we can honour?  We offer no segmentation offload,
- * so gso_type must be NONE; NEEDS_CSUM only with VIRTIO_NET_F_CSUM; the
- * other flags are for the RX direction (5.1.6.2.1).
+ * Is this TX header (read with VIRTIO_NET_F_CSUM) one we can honour for a
+ * frame of len bytes (5.1.6.2.1)?  No RX-only flag; a checksum place inside
+ * the frame; a segmentation type only if negotiated, and then with
+ * NEEDS_CSUM and an MSS.
  */
-static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
+static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h,
+		      uint32_t len)
 {
-	uint8_t allowed = q->csum ? VIRTIO_NET_HDR_F_NEEDS_CSUM : 0;
-
-	return h->gso_type == VIRTIO_NET_HDR_GSO_NONE && !(h->flags & ~allowed);
+	if (h->flags & (VIRTIO_NET_HDR_F_DATA_VALID | VIRTIO_NET_HDR_F_RSC_INFO))
+		return false;
+	if ((h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	    (uint32_t)h->csum_start + h->csum_offset + 2 > len)
+		return false;
+	if (h->gso_type == VIRTIO_NET_HDR_GSO_NONE)
+		return true;
+	return gso_allowed(h->gso_type, q->tx_gso, q->tx_ecn) &&
+	       (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) && h->gso_size;
 }
 
 /*
@@ -331,12 +344,12 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 		 * always is); copying it first costs a store-forwarding stall
 		 * per frame. */
 		if (likely(iov->iov_len >= q->hdr_len)) {
-			hdr_decode(iov->iov_base, q->hdr_len, &h);
+			vq_net_hdr_decode(iov->iov_base, q->hdr_len, &h);
 		} else {
 			vq_iov_to_buf(iov, cnt, 0, hb, q->hdr_len);
-			hdr_decode(hb, q->hdr_len, &h);
+			vq_net_hdr_decode(hb, q->hdr_len, &h);
 		}
-		if (unlikely(!tx_hdr_ok(q, &h))) {
+		if (unlikely(!tx_hdr_ok(q, &h, len))) {
 			q->st.drops[VQ_NET_DROP_BAD_HDR]++;
 			return 0;
 		}
@@ -369,6 +382,8 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	}
 	q->st.packets++;
 	q->st.bytes += len;
+	if (h.gso_type)
+		q->st.gso++;
 	if (bytes)
 		*bytes += len;
 	return 0;
@@ -549,6 +564,26 @@ static int rx_drop(struct vq_net_queue *q, unsigned popped, enum vq_net_drop why
 	return r < 0 ? r : 0;
 }
 
+/* May the guest be given this header (5.1.6.4.2)?  Its flags are cut to
+ * what GUEST_CSUM allows where it is written (rx_flags). */
+static bool rx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
+{
+	return gso_allowed(h->gso_type, q->rx_gso, q->rx_ecn);
+}
+
+/* The header written for a frame: the caller's (checked) or zeros. */
+static inline void rx_hdr_fill(const struct vq_net_queue *q, struct vq_net_hdr *h,
+			       const struct vq_net_hdr *from, uint16_t nbufs)
+{
+	if (from) {
+		*h = *from;
+		h->flags &= q->rx_flags;
+	} else {
+		*h = (struct vq_net_hdr){ 0 };
+	}
+	h->num_buffers = nbufs;
+}
+
 int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr)
 {
@@ -565,6 +600,10 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		return vq_dev_error(q->dev);
 	if (unlikely(len > q->max_frame || iov_total(iov, iovcnt) < len)) {
 		q->st.drops[VQ_NET_DROP_OVERSIZE]++;
+		return 0;
+	}
+	if (hdr && unlikely(!rx_hdr_ok(q, hdr))) {
+		q->st.drops[VQ_NET_DROP_BAD_HDR]++;
 		return 0;
 	}
 	need = (uint64_t)q->hdr_len + len;
@@ -598,17 +637,15 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 
 	/* Every buffer is in hand: write, then fill each with exactly what
 	 * it got. */
-	if (hdr)
-		h = *hdr;
-	h.num_buffers = q->mrg ? k : 1;
+	rx_hdr_fill(q, &h, hdr, (uint16_t)(q->mrg ? k : 1));
 	{
 		const struct vq_chain *c0 = &q->chains[0];
 		const struct iovec *w = &c0->iov[c0->nout];
 
 		if (likely(w->iov_len >= q->hdr_len)) {
-			hdr_encode(w->iov_base, q->hdr_len, &h);
+			vq_net_hdr_encode(w->iov_base, q->hdr_len, &h);
 		} else {
-			hdr_encode(hb, q->hdr_len, &h);
+			vq_net_hdr_encode(hb, q->hdr_len, &h);
 			write_hdr(c0, hb, q->hdr_len);
 		}
 	}
@@ -626,6 +663,8 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 	}
 	q->st.packets++;
 	q->st.bytes += len;
+	if (h.gso_type)
+		q->st.gso++;
 	return 1;
 }
 
@@ -647,18 +686,16 @@ static void rx_into_chain(struct vq_net_queue *q, const struct vq_chain *c,
 			  const struct vq_net_frame *f)
 {
 	const struct iovec *w = &c->iov[c->nout];
-	struct vq_net_hdr h = { 0 };
+	struct vq_net_hdr h;
 	uint8_t hb[12];
 	uint64_t soff = 0;
 	unsigned si = 0;
 
-	if (f->hdr)
-		h = *f->hdr;
-	h.num_buffers = 1;
+	rx_hdr_fill(q, &h, f->hdr, 1);
 	if (likely(w->iov_len >= q->hdr_len)) {
-		hdr_encode(w->iov_base, q->hdr_len, &h);
+		vq_net_hdr_encode(w->iov_base, q->hdr_len, &h);
 	} else {
-		hdr_encode(hb, q->hdr_len, &h);
+		vq_net_hdr_encode(hb, q->hdr_len, &h);
 		write_hdr(c, hb, q->hdr_len);
 	}
 	iov_copy(w, c->nin, q->hdr_len, f->iov, f->iovcnt, &soff, &si, f->len);
@@ -705,7 +742,8 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 				rx_prefetch(q, &q->chains[i + RX_PREFETCH_AHEAD]);
 
 			if (unlikely(need > c->in_len || fr->len > q->max_frame ||
-				     iov_total(fr->iov, fr->iovcnt) < fr->len)) {
+				     iov_total(fr->iov, fr->iovcnt) < fr->len ||
+				     (fr->hdr && !rx_hdr_ok(q, fr->hdr)))) {
 				/* Several buffers, or a drop: give this chain
 				 * and the rest back, take the one-frame path. */
 				r = vq_dev_unpop(q->dev, c, (unsigned)k - i);
@@ -724,6 +762,8 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 				return r;
 			q->st.packets++;
 			q->st.bytes += fr->len;
+			if (fr->hdr && fr->hdr->gso_type)
+				q->st.gso++;
 		}
 		done += k;
 next:

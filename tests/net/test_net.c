@@ -335,6 +335,89 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	np_fini(&n);
 }
 
+/* A TX header in wire form. */
+static void hdr_wire(uint8_t b[12], uint8_t flags, uint8_t gso_type, uint16_t gso_size,
+		     uint16_t csum_start, uint16_t csum_offset)
+{
+	struct vq_net_hdr h = { .flags = flags, .gso_type = gso_type, .hdr_len = 54,
+				.gso_size = gso_size, .csum_start = csum_start,
+				.csum_offset = csum_offset };
+
+	vq_net_hdr_encode(b, 12, &h);
+}
+
+#define HOST_TSO (VIRTQ_BIT(VIRTIO_NET_F_CSUM) | VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4) | \
+		  VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))
+
+/*
+ * 5.1.6.2.1 with the offloads negotiated: a segmentation type the guest may
+ * use (HOST_TSO4/6, ECN only with HOST_ECN), with NEEDS_CSUM and an MSS, is
+ * passed on with its header; anything else is a bad header.  The checksum
+ * place must lie in the frame.  Flag bits nobody defined are ignored
+ * (5.1.6.2.2).
+ */
+static void tx_5_1_6_2_segmentation_offload_rules(uint64_t lf)
+{
+	static struct sink s;
+	static const struct {
+		uint8_t flags, gso;
+		uint16_t mss, cs, co;
+		uint32_t len;
+		bool passed[2];         /* without, with HOST_ECN */
+	} c[] = {
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { true, true } },
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, 1428, 54, 16, 1514, { true, true } },
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_ECN, 1448, 34, 16, 1514, { false, true } },
+		{ 1, VIRTIO_NET_HDR_GSO_UDP, 1472, 34, 6, 1514, { false, false } },  /* no HOST_UFO */
+		{ 0, VIRTIO_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { false, false } }, /* no NEEDS_CSUM */
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 0, 34, 16, 1514, { false, false } },    /* no MSS */
+		{ 1, 0x7f, 1448, 34, 16, 1514, { false, false } },                     /* unknown type */
+		{ 0, VIRTIO_NET_HDR_GSO_ECN, 0, 0, 0, 60, { false, false } },          /* ECN alone */
+		{ 1, 0, 0, 44, 16, 62, { true, true } },        /* checksum ends at the last byte */
+		{ 1, 0, 0, 44, 16, 61, { false, false } },      /* one past it */
+		{ 1, 0, 0, 0xffff, 0xffff, 1514, { false, false } },
+		{ 0x08 | 0x40, 0, 0, 0, 0, 60, { true, true } }, /* unknown flags: ignored */
+	};
+	const unsigned n_cases = sizeof(c) / sizeof(c[0]);
+
+	for (unsigned ecn = 0; ecn < 2; ecn++) {
+		struct np n;
+		unsigned want = 0, bad = 0, gso = 0;
+
+		np_init(&n, lf | HOST_TSO | (ecn ? VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN) : 0),
+			64, VQ_NET_TX, 0, 0);
+		memset(&s, 0, sizeof(s));
+		for (unsigned i = 0; i < n_cases; i++) {
+			uint8_t h[12];
+
+			hdr_wire(h, c[i].flags, c[i].gso, c[i].mss, c[i].cs, c[i].co);
+			tx_add(&n, i, c[i].len, i % 3, h, 12);
+		}
+		publish(&n);
+		CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), (int)n_cases);
+		for (unsigned i = 0; i < n_cases; i++) {
+			if (!c[i].passed[ecn]) {
+				bad++;
+				continue;
+			}
+			CHECK_EQ(s.len[want], c[i].len);
+			CHECK_EQ(s.buf[want][7], pat(i, 7));
+			CHECK_EQ(s.hdr[want].gso_type, c[i].gso);
+			CHECK_EQ(s.hdr[want].gso_size, c[i].mss);
+			CHECK_EQ(s.hdr[want].csum_start, c[i].cs);
+			CHECK_EQ(s.hdr[want].csum_offset, c[i].co);
+			CHECK_EQ(s.hdr[want].hdr_len, 54);
+			gso += c[i].gso != 0;
+			want++;
+		}
+		CHECK_EQ(s.calls, want);
+		CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_BAD_HDR], bad);
+		CHECK_EQ(vq_net_queue_stats(n.q)->gso, gso);
+		CHECK_EQ(vq_dev_error(n.p.dev), 0);
+		np_fini(&n);
+	}
+}
+
 /* tx_evict flushes the lines of frames the sink has taken: the frames and
  * the guest's buffers are exactly as without it, whatever the segment
  * layout (a frame split across segments, one shorter than a line). */
@@ -612,6 +695,20 @@ static int deliver_burst(struct np *n, uint32_t seq0, const uint32_t *lens,
 	return vq_net_rx_deliver_burst(n->q, f, cnt);
 }
 
+/* deliver() with a header, alone or through the burst path. */
+static int deliver_hdr(struct np *n, uint32_t seq, uint32_t len,
+		       const struct vq_net_hdr *h, bool burst)
+{
+	static uint8_t frame[VQ_NET_MAX_FRAME];
+	struct iovec iov = { frame, len };
+	struct vq_net_frame f = { &iov, 1, len, h };
+
+	for (uint32_t i = 0; i < len; i++)
+		frame[i] = pat(seq, i);
+	return burst ? vq_net_rx_deliver_burst(n->q, &f, 1)
+		     : vq_net_rx_deliver(n->q, &iov, 1, len, h);
+}
+
 static uint32_t frame_seq(const uint8_t *p)
 {
 	uint32_t v;
@@ -733,6 +830,97 @@ static void rx_5_1_6_4_mrg_splits_and_sets_num_buffers(uint64_t lf)
 		CHECK_EQ(got[1012 + 256 + 12 + j], pat(9, j));
 	CHECK_EQ(vq_net_queue_stats(n.q)->buffers, 7);
 	np_fini(&n);
+}
+
+#define GUEST_TSO (VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM) | VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4) | \
+		   VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
+
+/*
+ * 5.1.6.4.2: the header given to the guest carries only what it negotiated.
+ * Without GUEST_CSUM the flags are zero; a segmentation frame without its
+ * GUEST_TSO bit is dropped (bad header) and its buffer goes to the next
+ * frame.  With them, a 64 KiB TSO frame reaches the guest across merged
+ * buffers with its header as given (num_buffers ours), by both paths.
+ */
+static void rx_5_1_6_4_offload_header_as_negotiated(uint64_t lf)
+{
+	static struct rxbuf b[64];
+	static uint8_t got[VQ_NET_MAX_FRAME + 12];
+	const struct vq_net_hdr csum = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM |
+						  VIRTIO_NET_HDR_F_DATA_VALID,
+					 .csum_start = 34, .csum_offset = 16 };
+	const struct vq_net_hdr tso = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+					.gso_type = VIRTIO_NET_HDR_GSO_TCPV4, .hdr_len = 54,
+					.gso_size = 1448, .csum_start = 34, .csum_offset = 16,
+					.num_buffers = 77 };
+	struct np n;
+	void *tok;
+	uint32_t len;
+	uint8_t *p;
+
+	for (unsigned burst = 0; burst < 2; burst++) {
+		/* Nothing negotiated. */
+		np_init(&n, lf, 16, VQ_NET_RX, 0, 0);
+		rx_alloc(&n, b, 2, 2048, 1);
+		rx_post(&n, &b[0], 0);
+		rx_post(&n, &b[1], 1);
+		publish(&n);
+		/* dropped: 0 alone, 1 (handled) in a burst */
+		CHECK_EQ(deliver_hdr(&n, 1, 1514, &tso, burst), (int)burst);
+		CHECK_EQ(deliver_hdr(&n, 2, 1514, &csum, burst), 1);
+		CHECK_EQ(vq_net_rx_flush(n.q), 1);
+		CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+		CHECK_EQ((uintptr_t)tok, 1);            /* the dropped frame's buffer */
+		CHECK_EQ(len, 12 + 1514);
+		p = pair_hva(&n.p, b[0].gpa);
+		CHECK_EQ(p[0], 0);                      /* flags cut: no GUEST_CSUM */
+		CHECK_EQ(p[1], 0);
+		CHECK_EQ(p[12 + 100], pat(2, 100));
+		CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_BAD_HDR], 1);
+		CHECK_EQ(vq_net_queue_stats(n.q)->gso, 0);
+		np_fini(&n);
+
+		/* GUEST_CSUM and TSO, mergeable buffers of 4 KiB. */
+		np_init(&n, lf | MRG | GUEST_TSO, 64, VQ_NET_RX, 0, 0);
+		rx_alloc(&n, b, 40, 4096, 1);
+		for (unsigned i = 0; i < 40; i++)
+			rx_post(&n, &b[i], i);
+		publish(&n);
+		CHECK_EQ(deliver_hdr(&n, 3, 65550, &tso, burst), 1);
+		CHECK_EQ(vq_net_rx_flush(n.q), 17);    /* 65562 bytes in 4 KiB */
+		for (unsigned i = 0; i < 17; i++) {
+			CHECK_EQ(vq_drv_get(n.p.drv, &tok, &len), 1);
+			CHECK_EQ(len, i < 16 ? 4096 : 65562 - 16 * 4096);
+			memcpy(got + i * 4096, pair_hva(&n.p, b[i].gpa), len);
+		}
+		{
+			struct vq_net_hdr h;
+
+			vq_net_hdr_decode(got, 12, &h);
+			CHECK_EQ(h.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+			CHECK_EQ(h.gso_type, VIRTIO_NET_HDR_GSO_TCPV4);
+			CHECK_EQ(h.hdr_len, 54);
+			CHECK_EQ(h.gso_size, 1448);
+			CHECK_EQ(h.csum_start, 34);
+			CHECK_EQ(h.csum_offset, 16);
+			CHECK_EQ(h.num_buffers, 17);
+		}
+		for (uint32_t j = 0; j < 65550; j += 251)
+			CHECK_EQ(got[12 + j], pat(3, j));
+		CHECK_EQ(got[12 + 65549], pat(3, 65549));
+		/* ECN was not negotiated: a TSO frame with the ECN bit is not
+		 * the guest's */
+		{
+			struct vq_net_hdr e = tso;
+
+			e.gso_type |= VIRTIO_NET_HDR_GSO_ECN;
+			CHECK_EQ(deliver_hdr(&n, 4, 1514, &e, burst), (int)burst);
+			CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_BAD_HDR], 1);
+		}
+		CHECK_EQ(vq_net_queue_stats(n.q)->gso, 1);
+		CHECK_EQ(vq_dev_error(n.p.dev), 0);
+		np_fini(&n);
+	}
 }
 
 /* MRG_RXBUF with too few buffers for the frame: the buffers popped for it
@@ -1154,6 +1342,7 @@ int main(void)
 	RUN_LAYOUTS(tx_hostile_empty_chain_breaks);
 	RUN_LAYOUTS(tx_drops_counted_by_reason);
 	RUN_LAYOUTS(tx_5_1_6_2_header_ignored_without_offloads);
+	RUN_LAYOUTS(tx_5_1_6_2_segmentation_offload_rules);
 	RUN_LAYOUTS(tx_evict_frames_intact);
 	RUN_LAYOUTS(tx_evict_auto_follows_faster);
 	RUN_LAYOUTS(tx_sink_error_gives_back_rest);
@@ -1161,6 +1350,7 @@ int main(void)
 	RUN_LAYOUTS(rx_5_1_6_3_oversize_without_mrg);
 	RUN_LAYOUTS(rx_5_1_6_4_mrg_splits_and_sets_num_buffers);
 	RUN_LAYOUTS(rx_mrg_partial_frame_gives_buffers_back);
+	RUN_LAYOUTS(rx_5_1_6_4_offload_header_as_negotiated);
 	RUN_LAYOUTS(rx_no_buffer_dropped_counted);
 	RUN_LAYOUTS(rx_used_batch_publication);
 	RUN_LAYOUTS(rx_burst_mrg_mixed_sizes);
