@@ -17,6 +17,9 @@
 #        catches a backend that does not log its writes; needs root)
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
+#        net-tap-offload net-tap-no-offload (tap mode with and without the
+#        checksum and TSO offloads: 16 MB of TCP each way, MD5-checked,
+#        the segmentation frames counted; needs root)
 #        net-tap-mq (tap mode, 2 queue pairs, a 2-vCPU guest that drops to
 #        one pair and back: traffic on both pairs, no flow stuck on a
 #        queue the guest stopped; needs root)
@@ -981,6 +984,88 @@ net_tap() {
 		"guest_rc=$rc want=$sum got=$(sed -n 's/^MD5 \([0-9a-f]*\).*/\1/p' "$out") backend_from_guest=$NET_RX backend_to_guest=$NET_TX dropped=$NET_DROP"
 }
 
+# ---- tap mode offloads: checksum and TSO through the TAP ----
+# virtq-net offers CSUM, GUEST_CSUM and HOST_/GUEST_TSO4/6/ECN in tap mode
+# (off with --no-offloads) and passes headers between the guest and a TAP
+# opened with IFF_VNET_HDR.  16 MB each way over TCP: the guest serves a
+# file with busybox httpd (the host fetches it over bash /dev/tcp: guest TSO
+# frames, segmented by the kernel on the host side) and receives one with
+# nc (host GSO frames, given to the guest whole).  Checks: the features the
+# driver negotiated, the MD5s, the frames with a segmentation header that
+# virtq-net counted each way (none without offloads), no drop.  The
+# transfer rates are printed (TCG: the guest's CPU is the limit, which is
+# what the offloads relieve).
+net_tap_offload() {
+	local mode=$1 sum_out sum_in rc t0 t1 t2 feats out l
+	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqof$$
+	[ "$mode" = off ] && NET_OPTS=(--no-offloads)
+	net_start tap || { check start 1 "virtq-net tap $NET_TAP"; return; }
+	NET_OPTS=()
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$NET_TAP" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip addr add 10.77.3.1/24 dev "$NET_TAP" && ip link set "$NET_TAP" up ||
+		{ check tap-up 1 "cannot configure $NET_TAP"; return; }
+	head -c 16000000 /dev/urandom > "$LOG/blob"
+	sum_in=$(md5sum < "$LOG/blob" | cut -d' ' -f1)
+	guest_bg of --dev net --sock "$NSOCK" --mem 256 --timeout 100 -- '
+		'"$FEATS"'
+		ip addr add 10.77.3.2/24 dev eth0
+		mkdir -p /tmp/www
+		dd if=/dev/urandom of=/tmp/www/blob bs=1000000 count=16 2>/dev/null
+		echo "OUT_MD5 $(md5sum < /tmp/www/blob)"
+		httpd -p 8080 -h /tmp/www
+		echo LISTEN
+		nc -l -p 5000 | md5sum | sed "s/^/IN_MD5 /"
+		echo DONE_IN
+		sleep 1'
+	if wait_mark of LISTEN 60; then
+		t0=$(date +%s.%N)
+		# HTTP/1.0 by hand (bash /dev/tcp); the body is the last 16 MB
+		timeout 60 bash -c 'exec 3<>/dev/tcp/10.77.3.2/8080 &&
+			printf "GET /blob HTTP/1.0\r\n\r\n" >&3 && cat <&3' > "$LOG/resp" 2>/dev/null
+		tail -c 16000000 "$LOG/resp" > "$LOG/got"
+		t1=$(date +%s.%N)
+		for ((i = 0; i < 50; i++)); do
+			timeout 60 bash -c "cat '$LOG/blob' > /dev/tcp/10.77.3.2/5000" 2>/dev/null && break
+			sleep 0.2
+		done
+		wait_mark of DONE_IN 60
+		t2=$(date +%s.%N)
+	fi
+	guest_wait of
+	rc=$?
+	net_stop
+	out=$LOG/of.out
+	sum_out=$(sed -n 's/^OUT_MD5 \([0-9a-f]*\).*/\1/p' "$out")
+	# CSUM 0, GUEST_CSUM 1, GUEST_TSO4/6 7 8, HOST_TSO4/6 11 12
+	feats=$(for b in 0 1 7 8 11 12; do feature $b "$out"; done | tr -d '\n')
+	check features $([ "$feats" = "$([ "$mode" = on ] && echo 111111 || echo 000000)" ] && echo 0 || echo 1) \
+		"CSUM GUEST_CSUM GUEST_TSO4 GUEST_TSO6 HOST_TSO4 HOST_TSO6 negotiated: $feats (offloads $mode)"
+	check guest-to-host $([ -n "$sum_out" ] && [ "$(md5sum < "$LOG/got" 2>/dev/null | cut -d' ' -f1)" = "$sum_out" ] &&
+		echo 0 || echo 1) "16 MB by HTTP from the guest, MD5 ${sum_out:-none}, $(awk "BEGIN { printf \"%.1f\", 128 / ($t1 - $t0) }" 2>/dev/null) Mbit/s"
+	check host-to-guest $(grep -q "^IN_MD5 $sum_in" "$out" && echo 0 || echo 1) \
+		"16 MB by nc into the guest, MD5 $sum_in, $(awk "BEGIN { printf \"%.1f\", 128 / ($t2 - $t1) }" 2>/dev/null) Mbit/s"
+	l=$(grep -a '"summary":true' "$NET_OUT" | tail -1)
+	local txg rxg
+	txg=$(echo "$l" | sed -n 's/.*"tx_gso":\([0-9]*\).*/\1/p')
+	rxg=$(echo "$l" | sed -n 's/.*"rx_gso":\([0-9]*\).*/\1/p')
+	if [ "$mode" = on ]; then
+		check segmentation $([ "${txg:-0}" -gt 0 ] && [ "${rxg:-0}" -gt 0 ] && echo 0 || echo 1) \
+			"frames with a TSO header: from the guest ${txg:-?}, to the guest ${rxg:-?}; packets tx $NET_RX rx $NET_TX"
+	else
+		check no-segmentation $([ "${txg:-x}" = 0 ] && [ "${rxg:-x}" = 0 ] && echo 0 || echo 1) \
+			"frames with a TSO header: ${txg:-?} / ${rxg:-?}; packets tx $NET_RX rx $NET_TX"
+	fi
+	check no-drop $([ "${NET_DROP:-1}" = 0 ] && [ "$(echo "$l" | sed -n 's/.*"bad_hdr":\([0-9]*\).*/\1/p')" = 0 ] &&
+		echo 0 || echo 1) "no_rx_buf ${NET_DROP:-?}, $(echo "$l" | grep -o '"drops":{[^}]*}')"
+	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc"
+}
+
 # ---- tap mode with two queue pairs (a multi-queue TAP) ----
 # The guest has 2 vCPUs, so Linux uses both pairs and maps vCPU k to
 # transmit queue k (XPS).  Phase 1: each vCPU sends raw frames (they land
@@ -1098,6 +1183,8 @@ net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-tap-mq) net_tap_mq ;;
+net-tap-offload) net_tap_offload on ;;
+net-tap-no-offload) net_tap_offload off ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
 net-announce-guest) net_announce guest ;;

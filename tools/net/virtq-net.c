@@ -48,6 +48,7 @@ struct opts {
 	unsigned threads;
 	bool no_mrg;
 	bool no_announce;               /* do not offer GUEST_ANNOUNCE */
+	bool no_offloads;               /* tap: do not offer checksum/TSO */
 	bool copy;                      /* sink: copy each frame out */
 	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
@@ -77,6 +78,7 @@ struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
 	uint64_t evicted;               /* TX frames whose lines were flushed */
+	uint64_t tx_gso, rx_gso;        /* segmentation offload frames */
 };
 
 struct worker {
@@ -121,6 +123,7 @@ struct daemon {
 	struct vq_net_frame frames[VQ_NET_BURST];
 	struct tapq taps[MAX_PAIRS];
 	bool tap_mq;                    /* IFF_MULTI_QUEUE */
+	int tap_vnet_len;               /* atomic: the TAP's virtio-net header size */
 	int64_t source_left;            /* atomic; with --count */
 	uint64_t rarp_sent;             /* atomic; announcements sent */
 };
@@ -257,11 +260,22 @@ static int sink_loopback(void *arg, const struct iovec *iov, unsigned cnt,
 	return 0;
 }
 
+/* The guest's frame goes to the TAP behind its header: the kernel does the
+ * checksum and segmentation the header asks for (checked against the
+ * offloads negotiated by the net layer, and again by the kernel). */
 static int sink_tap(void *arg, const struct iovec *iov, unsigned cnt,
 		    uint32_t len, const struct vq_net_hdr *h)
 {
 	struct tapq *t = arg;
-	ssize_t w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), iov, (int)cnt);
+	struct iovec out[VQ_NET_TX_IOV + 1];
+	uint8_t hb[12];
+	uint32_t hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
+	ssize_t w;
+
+	vq_net_hdr_encode(hb, hlen, h);
+	out[0] = (struct iovec){ hb, hlen };
+	memcpy(out + 1, iov, cnt * sizeof(*iov));
+	w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), out, (int)cnt + 1);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
@@ -380,6 +394,10 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	for (i = 0; i < VQ_NET_DROP_MAX; i++)
 		s->drops[i] += ns->drops[i];
 	s->evicted += ns->evicted;
+	if (vq_net_is_tx_queue(r->index))
+		s->tx_gso += ns->gso;
+	else
+		s->rx_gso += ns->gso;
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
 	if (r->rtq) {
@@ -524,7 +542,9 @@ static int tap_open_queue(const char *name, bool mq)
 	if (fd < 0)
 		return -errno;
 	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | (mq ? IFF_MULTI_QUEUE : 0);
+	/* IFF_VNET_HDR: every frame read or written carries a virtio-net
+	 * header, so the kernel does the guest's offloads */
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | (mq ? IFF_MULTI_QUEUE : 0);
 	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		int e = -errno;
@@ -585,6 +605,37 @@ static int tap_attach(struct tapq *t, bool on)
 	return 0;
 }
 
+/*
+ * Tell the TAP the header size and what the guest takes (device-wide,
+ * through an attached queue): checksum and segmentation offloads only as
+ * the guest negotiated them, so the kernel finishes what the guest cannot
+ * before a frame reaches it.
+ */
+static int tap_configure(struct tapq *t, uint64_t features)
+{
+	int hlen = (int)vq_net_hdr_len(features);
+	unsigned off = 0;
+
+	if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM)) {
+		off |= TUN_F_CSUM;
+		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4))
+			off |= TUN_F_TSO4;
+		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
+			off |= TUN_F_TSO6;
+		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN))
+			off |= TUN_F_TSO_ECN;
+	}
+	if (ioctl(t->fd, TUNSETVNETHDRSZ, &hlen) < 0 ||
+	    ioctl(t->fd, TUNSETOFFLOAD, (unsigned long)off) < 0) {
+		int e = errno;
+
+		fprintf(stderr, "virtq-net: cannot set the TAP's offloads: %s\n", strerror(e));
+		return -e;
+	}
+	__atomic_store_n(&t->d->tap_vnet_len, hlen, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* One queue per pair; a multi-queue TAP's queues start detached. */
 static int tap_open(struct daemon *d)
 {
@@ -604,10 +655,13 @@ static int tap_open(struct daemon *d)
 		t->fd = fd;
 		t->attached = true;
 		t->stop_fd = vq_evt_new();
-		t->buf = malloc(VQ_NET_MAX_FRAME);
+		t->buf = malloc(12 + VQ_NET_MAX_FRAME);
 		if (t->stop_fd < 0 || !t->buf)
 			return -ENOMEM;
 	}
+	/* until a guest says otherwise: a 12-byte header, no offloads */
+	if (tap_configure(&d->taps[0], VIRTQ_BIT(VIRTIO_F_VERSION_1)) < 0)
+		return -EIO;
 	for (unsigned k = 0; k < d->o.pairs; k++)
 		if (tap_attach(&d->taps[k], false) < 0)
 			return -EIO;
@@ -661,6 +715,8 @@ static void *tap_main(void *arg)
 		for (unsigned n = 0; n < 256; n++) {
 			ssize_t len;
 			struct iovec iov;
+			struct vq_net_hdr h;
+			uint32_t hlen;
 			int r;
 
 			if (!vq_dev_has_avail(rx->dev)) {
@@ -673,11 +729,15 @@ static void *tap_main(void *arg)
 					ring_broken(rx);
 				break;
 			}
-			len = read(t->fd, t->buf, VQ_NET_MAX_FRAME);
+			len = read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
+			hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
 			if (len <= 0)
 				break;
-			iov = (struct iovec){ t->buf, (size_t)len };
-			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)len, NULL);
+			if ((size_t)len < hlen)
+				continue;       /* the kernel never does this */
+			vq_net_hdr_decode(t->buf, hlen, &h);
+			iov = (struct iovec){ t->buf + hlen, (size_t)len - hlen };
+			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)iov.iov_len, &h);
 			if (r < 0) {
 				ring_broken(rx);
 				break;
@@ -707,7 +767,8 @@ static void tap_start(struct tapq *t)
 	if (t->running || !t->d->rings[2 * t->pair].running)
 		return;
 	/* a detached queue cannot be read: its pair gets no host frames */
-	if (tap_attach(t, true) < 0)
+	if (tap_attach(t, true) < 0 ||
+	    tap_configure(t, vq_dev_features(t->d->rings[2 * t->pair].dev)) < 0)
 		return;
 	__atomic_store_n(&t->stop, 0, __ATOMIC_RELEASE);
 	if (pthread_create(&t->th, NULL, tap_main, t) == 0)
@@ -830,8 +891,8 @@ static void dev_reset(void *opaque)
 static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 {
 	struct daemon *d = opaque;
-	uint8_t frame[VQ_NET_RARP_LEN];
-	unsigned len = vq_net_rarp_frame(mac, frame);
+	uint8_t frame[12 + VQ_NET_RARP_LEN] = { 0 };    /* an empty header first */
+	unsigned len;
 	char m[18];
 
 	snprintf(m, sizeof(m), "%02x:%02x:%02x:%02x:%02x:%02x",
@@ -848,6 +909,8 @@ static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 				m, mode_names[d->o.mode]);
 		return 0;
 	}
+	len = (unsigned)__atomic_load_n(&d->tap_vnet_len, __ATOMIC_RELAXED);
+	len += vq_net_rarp_frame(mac, frame + len);
 	/* any attached queue reaches the network */
 	if (write(__atomic_load_n(&d->taps[0].tx_fd, __ATOMIC_RELAXED), frame, len) !=
 	    (ssize_t)len) {
@@ -921,8 +984,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
-		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64,
-		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
+		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64
+		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64,
+		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
+		       now->tx_gso, now->rx_gso);
 		if (final) {
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
@@ -948,6 +1013,9 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       now->c.tx_pkts, now->c.tx_bytes, now->c.rx_pkts,
 			       now->c.rx_bytes, now->evicted,
 			       __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED));
+		if (final && (now->tx_gso || now->rx_gso))
+			printf("\nsegmentation offload frames: tx %" PRIu64 " rx %" PRIu64,
+			       now->tx_gso, now->rx_gso);
 		if (final && d->o.pairs > 1)
 			for (i = 0; i < d->o.pairs; i++)
 				printf("\npair %u: tx %" PRIu64 " rx %" PRIu64 " packets", i,
@@ -990,6 +1058,8 @@ VQD_USAGE_SOCKET
 "                        0: once per burst, the default)\n"
 "  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
 "  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
+"  --no-offloads        tap: do not offer the checksum and segmentation\n"
+"                        offloads (CSUM, GUEST_CSUM, HOST_/GUEST_TSO4/6/ECN)\n"
 "  --no-guest-announce   stop offering that feature (without\n"
 "                        GUEST_ANNOUNCE, QEMU asks us to send a RARP for the\n"
 "                        guest after a migration: tap mode sends it)\n"
@@ -998,7 +1068,7 @@ VQD_USAGE_STATS);
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE,
+	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE, O_NO_OFFLOADS,
 };
 
 static const struct option long_opts[] = {
@@ -1010,6 +1080,7 @@ static const struct option long_opts[] = {
 	{ "cpu", required_argument, NULL, O_CPU },
 	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
 	{ "no-guest-announce", no_argument, NULL, O_NO_ANNOUNCE },
+	{ "no-offloads", no_argument, NULL, O_NO_OFFLOADS },
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
 	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
@@ -1077,6 +1148,7 @@ static int tool_opt(void *arg, int c, const char *val)
 		return parse_cpus(o, val);
 	case O_NO_MRG: o->no_mrg = true; break;
 	case O_NO_ANNOUNCE: o->no_announce = true; break;
+	case O_NO_OFFLOADS: o->no_offloads = true; break;
 	case O_COPY: o->copy = true; break;
 	case O_TX_EVICT:
 		if (!strcmp(val, "off"))
@@ -1137,6 +1209,10 @@ static uint64_t offered_features(const struct daemon *d)
 		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
 	if (d->o.no_mrg)
 		f &= ~VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	/* only the TAP can finish a partial checksum or segment a TSO frame:
+	 * the other modes never see a header */
+	if (d->o.mode == M_TAP && !d->o.no_offloads)
+		f |= VQ_NET_OFFLOADS;
 	if (d->o.no_announce)
 		f &= ~VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
 	return vqd_features(&d->com, f);
