@@ -16,7 +16,10 @@
  * the device commands are the net layer's: bit 7 picks the receive queue
  * (frames of any size delivered one by one or in bursts, mergeable buffers
  * when config byte 2 bit 0 says MRG_RXBUF) or the transmit queue (drained
- * into a sink that reads every frame, CSUM with bit 1).
+ * into a sink that reads every frame, CSUM with bit 1).  Bit 3 adds the
+ * other offloads (TSO, ECN, GUEST_CSUM): the sink checks that a header it
+ * gets asks for no more than was negotiated, and RX frames may carry a
+ * header made of input bytes.
  *
  * With config byte 2 bit 2 the roles turn: the input is a hostile device
  * writing used entries (split) or used descriptors (packed) and any ring
@@ -81,15 +84,26 @@ static bool in_guest(const void *p, size_t l)
 	return b >= (uintptr_t)guest && l <= GSIZE && b - (uintptr_t)guest <= GSIZE - l;
 }
 
-/* TX sink: a frame is read whole, from guest memory only. */
+/* TX sink: a frame is read whole, from guest memory only, and its header
+ * asks only for what was negotiated (arg: the features), by its rules. */
 static int sink(void *arg, const struct iovec *iov, unsigned n, uint32_t len,
 		const struct vq_net_hdr *h)
 {
-	uint8_t x = 0;
+	uint64_t f = *(const uint64_t *)arg;
+	uint8_t x = 0, type = h->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
 	uint64_t total = 0;
 
-	(void)arg;
-	(void)h;
+	if (!(f & VIRTQ_BIT(VIRTIO_NET_F_CSUM)) && (h->flags || h->gso_type))
+		abort();
+	if ((h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	    (uint32_t)h->csum_start + h->csum_offset + 2 > len)
+		abort();
+	if (h->gso_type &&
+	    (!(h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) || !h->gso_size ||
+	     ((h->gso_type & VIRTIO_NET_HDR_GSO_ECN) && !(f & VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN))) ||
+	     !((type == VIRTIO_NET_HDR_GSO_TCPV4 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4))) ||
+	       (type == VIRTIO_NET_HDR_GSO_TCPV6 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))))))
+		abort();
 	for (unsigned i = 0; i < n; i++) {
 		if (!in_guest(iov[i].iov_base, iov[i].iov_len))
 			abort();
@@ -104,25 +118,31 @@ static int sink(void *arg, const struct iovec *iov, unsigned n, uint32_t len,
 }
 
 /* The net layer's turn: command c with its arguments. */
-static void net_cmd(struct vq_net_queue *q, bool rx, uint8_t c, struct rd *r)
+static void net_cmd(struct vq_net_queue *q, bool rx, uint64_t feat, uint8_t c,
+		    struct rd *r)
 {
 	static uint8_t frame[VQ_NET_MAX_FRAME + 64];
 	struct iovec fi[3];
+	struct vq_net_hdr h;
+	uint8_t hb[12];
 	uint32_t len;
 
 	if (!rx) {
-		vq_net_tx_process(q, 1 + c % 64, sink, NULL, NULL);
+		vq_net_tx_process(q, 1 + c % 64, sink, &feat, NULL);
 		return;
 	}
 	switch (c % 3) {
-	case 0:         /* one frame, in up to three pieces */
+	case 0:         /* one frame, in up to three pieces, maybe a header */
 		len = (uint32_t)take(r, 3) % (VQ_NET_MAX_FRAME + 16);
 		memset(frame, 0x5a, len < sizeof(frame) ? len : sizeof(frame));
 		fi[0] = (struct iovec){ frame, len / 3 };
 		fi[1] = (struct iovec){ frame + len / 3, len / 3 };
 		fi[2] = (struct iovec){ frame + 2 * (len / 3), len - 2 * (len / 3) };
+		for (unsigned i = 0; i < sizeof(hb); i++)
+			hb[i] = (uint8_t)take(r, 1);
+		vq_net_hdr_decode(hb, 12, &h);
 		if (len <= sizeof(frame))
-			vq_net_rx_deliver(q, fi, 3, len, NULL);
+			vq_net_rx_deliver(q, fi, 3, len, c & 0x80 ? &h : NULL);
 		break;
 	case 1: {       /* a burst of small frames */
 		struct vq_net_frame f[VQ_NET_BURST];
@@ -302,6 +322,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t feat = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
 		(net && (cfg2 & 1) ? VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) : 0) |
 		(net && (cfg2 & 2) ? VIRTQ_BIT(VIRTIO_NET_F_CSUM) : 0) |
+		/* the offloads, HOST_* even without CSUM (the layer must
+		 * not read a header then) */
+		(net && (cfg2 & 8) ? VQ_NET_OFFLOADS & ~VIRTQ_BIT(VIRTIO_NET_F_CSUM) : 0) |
 		(cfg & 1 ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
 		(cfg & 2 ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
 		(cfg & 4 ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
@@ -376,7 +399,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		/* the net layer drives the device: no chains of our own */
 		if (net && cmd % 10 >= 4 && cmd % 10 <= 7) {
-			net_cmd(nq, rx, cmd, &r);
+			net_cmd(nq, rx, feat, cmd, &r);
 			continue;
 		}
 		switch (cmd % 10) {
