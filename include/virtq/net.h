@@ -86,31 +86,45 @@ static inline uint32_t vq_net_hdr_len(uint64_t features)
 /* The header from and to its wire form (little-endian, hdr_len bytes:
  * num_buffers only in a 12-byte one).  A TAP opened with IFF_VNET_HDR
  * speaks the same form. */
+static inline uint16_t vq_net_rd16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return vq_le16(v);
+}
+
+static inline void vq_net_wr16(uint8_t *p, uint16_t v)
+{
+	v = vq_le16(v);
+	memcpy(p, &v, 2);
+}
+
 static inline void vq_net_hdr_decode(const uint8_t *b, uint32_t hdr_len,
 				     struct vq_net_hdr *h)
 {
-	uint16_t v[5];
-
-	memcpy(v, b + 2, sizeof(v));
 	h->flags = b[0];
 	h->gso_type = b[1];
-	h->hdr_len = vq_le16(v[0]);
-	h->gso_size = vq_le16(v[1]);
-	h->csum_start = vq_le16(v[2]);
-	h->csum_offset = vq_le16(v[3]);
-	h->num_buffers = hdr_len >= 12 ? vq_le16(v[4]) : 0;
+	h->hdr_len = vq_net_rd16(b + 2);
+	h->gso_size = vq_net_rd16(b + 4);
+	h->csum_start = vq_net_rd16(b + 6);
+	h->csum_offset = vq_net_rd16(b + 8);
+	h->num_buffers = hdr_len >= 12 ? vq_net_rd16(b + 10) : 0;
 }
 
+/* Field by field: RX writes one per frame into guest memory, and fixed
+ * stores are cheaper there than a copy of variable length. */
 static inline void vq_net_hdr_encode(uint8_t *b, uint32_t hdr_len,
 				     const struct vq_net_hdr *h)
 {
-	uint16_t v[5] = { vq_le16(h->hdr_len), vq_le16(h->gso_size),
-			  vq_le16(h->csum_start), vq_le16(h->csum_offset),
-			  vq_le16(h->num_buffers) };
-
 	b[0] = h->flags;
 	b[1] = h->gso_type;
-	memcpy(b + 2, v, hdr_len >= 12 ? 10 : 8);
+	vq_net_wr16(b + 2, h->hdr_len);
+	vq_net_wr16(b + 4, h->gso_size);
+	vq_net_wr16(b + 6, h->csum_start);
+	vq_net_wr16(b + 8, h->csum_offset);
+	if (hdr_len >= 12)
+		vq_net_wr16(b + 10, h->num_buffers);
 }
 
 /* Virtqueue numbering (5.1.2): receiveq k is 2k, transmitq k is 2k+1. */

@@ -692,6 +692,8 @@ static void rx_into_chain(struct vq_net_queue *q, const struct vq_chain *c,
 	unsigned si = 0;
 
 	rx_hdr_fill(q, &h, f->hdr, 1);
+	if (f->hdr && f->hdr->gso_type)
+		q->st.gso++;
 	if (likely(w->iov_len >= q->hdr_len)) {
 		vq_net_hdr_encode(w->iov_base, q->hdr_len, &h);
 	} else {
@@ -742,8 +744,8 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 				rx_prefetch(q, &q->chains[i + RX_PREFETCH_AHEAD]);
 
 			if (unlikely(need > c->in_len || fr->len > q->max_frame ||
-				     iov_total(fr->iov, fr->iovcnt) < fr->len ||
-				     (fr->hdr && !rx_hdr_ok(q, fr->hdr)))) {
+				     iov_total(fr->iov, fr->iovcnt) < fr->len) ||
+			    unlikely(fr->hdr && !rx_hdr_ok(q, fr->hdr))) {
 				/* Several buffers, or a drop: give this chain
 				 * and the rest back, take the one-frame path. */
 				r = vq_dev_unpop(q->dev, c, (unsigned)k - i);
@@ -762,8 +764,6 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 				return r;
 			q->st.packets++;
 			q->st.bytes += fr->len;
-			if (fr->hdr && fr->hdr->gso_type)
-				q->st.gso++;
 		}
 		done += k;
 next:
