@@ -46,6 +46,7 @@
 
 #include "backend.h"
 #include "perf.h"
+#include "vsock_check.h"
 #include "vsock/vsock_guest.h"
 
 #define PORT 5201u
@@ -69,99 +70,6 @@ struct vs_opts {
 	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
 	bool json, quiet;
 };
-
-/* The checksum both ends compute: 64-bit words of the stream at aligned
- * offsets, each mixed with its index, so lost, duplicated, reordered or
- * changed bytes show; independent of how the stream was chunked. */
-struct csum {
-	uint64_t off, h;
-	uint8_t part[8];
-};
-
-static uint64_t mix(uint64_t w, uint64_t k)
-{
-	return (w ^ (k * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
-}
-
-static void csum_add(struct csum *c, const uint8_t *p, size_t n)
-{
-	while (n && (c->off & 7)) {
-		c->part[c->off & 7] = *p++;
-		c->off++;
-		n--;
-		if (!(c->off & 7)) {
-			uint64_t w;
-
-			memcpy(&w, c->part, 8);
-			c->h += mix(w, c->off / 8 - 1);
-		}
-	}
-	while (n >= 8) {
-		uint64_t w;
-
-		memcpy(&w, p, 8);
-		c->h += mix(w, c->off / 8);
-		c->off += 8;
-		p += 8;
-		n -= 8;
-	}
-	while (n) {
-		c->part[c->off & 7] = *p++;
-		c->off++;
-		n--;
-	}
-}
-
-static uint64_t csum_final(const struct csum *c)
-{
-	uint64_t w = 0;
-
-	if (c->off & 7) {
-		memcpy(&w, c->part, c->off & 7);
-		return c->h + mix(w, c->off / 8) + c->off;
-	}
-	return c->h + c->off;
-}
-
-/* The stream: word k of a 1 MiB random pattern, plus a block counter so
- * no two blocks are equal. */
-#define PAT_WORDS (1u << 17)
-static uint64_t pattern[PAT_WORDS];
-
-static void pattern_init(uint64_t seed)
-{
-	uint64_t x = seed;
-
-	for (unsigned i = 0; i < PAT_WORDS; i++) {
-		x += 0x9E3779B97F4A7C15ull;
-		uint64_t z = x;
-
-		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-		pattern[i] = z ^ (z >> 31);
-	}
-}
-
-/* Bytes [off, off+n) of the stream into buf. */
-static void stream_fill(uint8_t *buf, uint64_t off, size_t n)
-{
-	while (n) {
-		uint64_t k = off / 8, w = pattern[k & (PAT_WORDS - 1)] + (k / PAT_WORDS);
-		unsigned b = off & 7, take = 8 - b;
-
-		if (take > n)
-			take = (unsigned)n;
-		if (b == 0 && n >= 8) {
-			memcpy(buf, &w, 8);
-			take = 8;
-		} else {
-			memcpy(buf, (uint8_t *)&w + b, take);
-		}
-		buf += take;
-		off += take;
-		n -= take;
-	}
-}
 
 /* ------------------------------------------------------------------ */
 
@@ -680,7 +588,7 @@ static void *host_main(void *arg)
 	struct host_arg *h = arg;
 	struct vs_run *n = h->n;
 	uint8_t *buf = malloc(n->o.buf_size > 65536 ? n->o.buf_size : 65536);
-	struct csum cs = { 0 };
+	struct vs_csum cs = { 0 };
 	int fd = -1;
 
 	n->host_rc = -1;
@@ -698,17 +606,17 @@ static void *host_main(void *arg)
 		for (i = 0; i < n->o.iters && !stopped(n); i++) {
 			uint64_t t = vq_rt_now_ns();
 
-			stream_fill(buf, i * n->o.buf_size, n->o.buf_size);
+			vs_stream_fill(buf, i * n->o.buf_size, n->o.buf_size);
 			if (write_full(fd, buf, n->o.buf_size) < 0 ||
 			    read_full(fd, buf, n->o.buf_size) < 0) {
 				snprintf(n->host_err, sizeof(n->host_err), "ping-pong: connection lost");
 				goto out;
 			}
 			n->lat[n->nlat++] = (double)(vq_rt_now_ns() - t) / 1e3;
-			csum_add(&cs, buf, n->o.buf_size);
+			vs_csum_add(&cs, buf, n->o.buf_size);
 		}
 		n->host_bytes = cs.off;
-		n->host_csum = csum_final(&cs);
+		n->host_csum = vs_csum_final(&cs);
 		n->host_rc = 0;
 		goto out;
 	}
@@ -725,8 +633,8 @@ static void *host_main(void *arg)
 				break;
 			if (k > h->total - off)
 				k = (size_t)(h->total - off);
-			stream_fill(buf, off, k);
-			csum_add(&cs, buf, k);
+			vs_stream_fill(buf, off, k);
+			vs_csum_add(&cs, buf, k);
 			if (write_full(fd, buf, k) < 0) {
 				snprintf(n->host_err, sizeof(n->host_err), "write: connection lost at %" PRIu64, off);
 				goto out;
@@ -736,7 +644,7 @@ static void *host_main(void *arg)
 		/* EOF tells the guest the stream is complete. */
 		shutdown(fd, SHUT_WR);
 		n->host_bytes = cs.off;
-		n->host_csum = csum_final(&cs);
+		n->host_csum = vs_csum_final(&cs);
 		/* Wait for the guest to close (its RST closes our socket). */
 		while (read(fd, buf, 1) > 0)
 			;
@@ -753,11 +661,11 @@ static void *host_main(void *arg)
 			}
 			if (r == 0)
 				break;
-			csum_add(&cs, buf, (size_t)r);
+			vs_csum_add(&cs, buf, (size_t)r);
 		}
 		n->t_last = vq_rt_now_ns();
 		n->host_bytes = cs.off;
-		n->host_csum = csum_final(&cs);
+		n->host_csum = vs_csum_final(&cs);
 		n->host_rc = 0;
 	}
 out:
@@ -795,7 +703,7 @@ static bool conn_done(void *arg)
 static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 {
 	uint8_t *buf = malloc(n->o.rcvbuf);
-	struct csum cs = { 0 };
+	struct vs_csum cs = { 0 };
 	int r = 0;
 
 	if (!buf)
@@ -813,7 +721,7 @@ static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 			      vq_vsg_peer_shutdown(c))) {
 			uint32_t k = vq_vsg_read(c, buf, avail);
 
-			csum_add(&cs, buf, k);
+			vs_csum_add(&cs, buf, k);
 			continue;
 		}
 		if (vq_vsg_eof(c))
@@ -834,7 +742,7 @@ static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 	}
 	n->t_last = vq_rt_now_ns();
 	n->guest_bytes = cs.off;
-	n->guest_csum = csum_final(&cs);
+	n->guest_csum = vs_csum_final(&cs);
 	free(buf);
 	if (r == 0 && vq_vsg_state(c) != VSG_CLOSED)
 		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND);
@@ -846,7 +754,7 @@ static int guest_send(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
 		      uint64_t deadline)
 {
 	uint8_t *buf = malloc(n->o.buf_size);
-	struct csum cs = { 0 };
+	struct vs_csum cs = { 0 };
 	uint64_t off = 0;
 	uint32_t have = 0, at = 0;
 	int r = 0;
@@ -864,8 +772,8 @@ static int guest_send(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
 				break;
 			if (k > total - off)
 				k = total - off;
-			stream_fill(buf, off, k);
-			csum_add(&cs, buf, k);
+			vs_stream_fill(buf, off, k);
+			vs_csum_add(&cs, buf, k);
 			have = (uint32_t)k;
 			at = 0;
 		}
@@ -892,7 +800,7 @@ static int guest_send(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
 		}
 	}
 	n->guest_bytes = off;
-	n->guest_csum = csum_final(&cs);
+	n->guest_csum = vs_csum_final(&cs);
 	free(buf);
 	if (r == 0)
 		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV);
@@ -958,7 +866,7 @@ int perf_vsock_main(int argc, char **argv)
 	if (vs_parse(argc, argv, &n.o) < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
-	pattern_init(0x5eed);
+	vs_pattern_init(0x5eed);
 	if (n.o.backend && backend_start(&n) < 0) {
 		perf_backend_stop(&n.be);
 		return 1;

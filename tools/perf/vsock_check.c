@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/* virtq-perf vsock's transfer checks (see vsock_check.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vsock_check.h"
+
+static uint64_t mix(uint64_t w, uint64_t k)
+{
+	return (w ^ (k * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+}
+
+void vs_csum_add(struct vs_csum *c, const uint8_t *p, size_t n)
+{
+	while (n && (c->off & 7)) {
+		c->part[c->off & 7] = *p++;
+		c->off++;
+		n--;
+		if (!(c->off & 7)) {
+			uint64_t w;
+
+			memcpy(&w, c->part, 8);
+			c->h += mix(w, c->off / 8 - 1);
+		}
+	}
+	while (n >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		c->h += mix(w, c->off / 8);
+		c->off += 8;
+		p += 8;
+		n -= 8;
+	}
+	while (n) {
+		c->part[c->off & 7] = *p++;
+		c->off++;
+		n--;
+	}
+}
+
+uint64_t vs_csum_final(const struct vs_csum *c)
+{
+	uint64_t w = 0;
+
+	if (c->off & 7) {
+		memcpy(&w, c->part, c->off & 7);
+		return c->h + mix(w, c->off / 8) + c->off;
+	}
+	return c->h + c->off;
+}
+
+#define PAT_WORDS (1u << 17)
+static uint64_t pattern[PAT_WORDS];
+
+void vs_pattern_init(uint64_t seed)
+{
+	uint64_t x = seed;
+
+	for (unsigned i = 0; i < PAT_WORDS; i++) {
+		x += 0x9E3779B97F4A7C15ull;
+		uint64_t z = x;
+
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+		pattern[i] = z ^ (z >> 31);
+	}
+}
+
+void vs_stream_fill(uint8_t *buf, uint64_t off, size_t n)
+{
+	while (n) {
+		uint64_t k = off / 8, w = pattern[k & (PAT_WORDS - 1)] + (k / PAT_WORDS);
+		unsigned b = off & 7, take = 8 - b;
+
+		if (take > n)
+			take = (unsigned)n;
+		if (b == 0 && n >= 8) {
+			memcpy(buf, &w, 8);
+			take = 8;
+		} else {
+			memcpy(buf, (uint8_t *)&w + b, take);
+		}
+		buf += take;
+		off += take;
+		n -= take;
+	}
+}
+
+/* ---- seqpacket messages ---- */
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (unsigned i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* The check of a message: its payload's checksum (which counts the
+ * payload's length) mixed with the sequence number. */
+static uint64_t msg_sum(const uint8_t *m, size_t len, uint64_t seq)
+{
+	struct vs_csum c = { 0 };
+
+	vs_csum_add(&c, m + VS_MSG_HDR, len - VS_MSG_HDR);
+	return mix(vs_csum_final(&c), seq + 1);
+}
+
+uint64_t vs_msg_fill(uint8_t *buf, uint64_t seq, uint32_t len)
+{
+	uint64_t sum;
+
+	vs_stream_fill(buf + VS_MSG_HDR, seq * len + VS_MSG_HDR, len - VS_MSG_HDR);
+	sum = msg_sum(buf, len, seq);
+	put_le64(buf, seq);
+	put_le64(buf + 8, sum);
+	return sum;
+}
+
+bool vs_msg_check(const uint8_t *m, size_t len, uint64_t want_seq,
+		  uint32_t want_len, uint64_t *check, char *why, size_t whylen)
+{
+	uint64_t seq, sum;
+
+	/* The length first: a cut or merged message is what a broken
+	 * boundary looks like, and it says so better than a checksum. */
+	if (len != want_len) {
+		snprintf(why, whylen, "message %" PRIu64 " is %zu bytes, not %u (%s)",
+			 want_seq, len, want_len,
+			 len < want_len ? "cut short or split" : "merged with the next");
+		return false;
+	}
+	seq = get_le64(m);
+	if (seq != want_seq) {
+		snprintf(why, whylen, "message %" PRIu64 " came where %" PRIu64
+			 " was due (lost, repeated or reordered)", seq, want_seq);
+		return false;
+	}
+	sum = msg_sum(m, len, seq);
+	if (sum != get_le64(m + 8)) {
+		snprintf(why, whylen, "message %" PRIu64 ": its content does not match its checksum",
+			 seq);
+		return false;
+	}
+	*check = sum;
+	return true;
+}
