@@ -69,6 +69,7 @@ struct vs_opts {
 	uint64_t iters;                 /* latency round trips */
 	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
 	bool json, quiet;
+	bool seqpacket;                  /* --type seqpacket: whole messages */
 };
 
 /* ------------------------------------------------------------------ */
@@ -85,7 +86,7 @@ struct vs_run {
 	pthread_t host;
 	int host_rc;
 	uint64_t host_bytes, host_csum;
-	char host_err[128];
+	char host_err[160];
 	int stop;                       /* atomic: guest side gave up */
 	/* guest side */
 	uint64_t t_first, t_last;       /* ns: first byte sent, last read */
@@ -93,6 +94,9 @@ struct vs_run {
 	uint64_t nlat;
 	uint64_t guest_bytes, guest_csum;
 	uint64_t guest_kicks, guest_waits;
+	/* seqpacket: whole messages each end checked and counted */
+	uint64_t guest_msgs, host_msgs;
+	char guest_err[160];
 };
 
 static void vs_usage(FILE *f)
@@ -114,6 +118,8 @@ static void vs_usage(FILE *f)
 "  --buf-size N[K]       sender's write size (64K)\n"
 "  --rcvbuf N[K|M]       guest receive buffer (buf_alloc) per connection (256K)\n"
 "  --rcvlowat N[K]       guest reads only when N bytes are queued (1)\n"
+"  --type stream|seqpacket  SOCK_STREAM (default) or SOCK_SEQPACKET: --buf-size\n"
+"                        messages, each checked whole, in order, exact length\n"
 "  --latency             ping-pong of --buf-size messages, percentiles\n"
 "  --iters N             latency round trips (10000)\n"
 "  --queue-size N        ring size (256)\n"
@@ -126,7 +132,7 @@ static void vs_usage(FILE *f)
 enum {
 	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_JSON, V_QUIET, V_HELP,
+	V_CID, V_TYPE, V_JSON, V_QUIET, V_HELP,
 };
 
 static const struct option vs_long[] = {
@@ -148,6 +154,7 @@ static const struct option vs_long[] = {
 	{ "packed", required_argument, NULL, V_PACKED },
 	{ "event-idx", required_argument, NULL, V_EVIDX },
 	{ "cid", required_argument, NULL, V_CID },
+	{ "type", required_argument, NULL, V_TYPE },
 	{ "json", no_argument, NULL, V_JSON },
 	{ "quiet", no_argument, NULL, V_QUIET },
 	{ "help", no_argument, NULL, V_HELP },
@@ -258,6 +265,14 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 			break;
 		case V_PACKED: flag = &o->packed; break;
 		case V_EVIDX: flag = &o->event_idx; break;
+		case V_TYPE:
+			if (!strcmp(optarg, "stream"))
+				o->seqpacket = false;
+			else if (!strcmp(optarg, "seqpacket"))
+				o->seqpacket = true;
+			else
+				goto bad;
+			break;
 		case V_CID:
 			if (!perf_parse_u64(optarg, &o->cid) || o->cid < 3)
 				goto bad;
@@ -290,6 +305,23 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 	if (o->latency && o->buf_size > o->rcvbuf) {
 		fprintf(stderr, "virtq-perf vsock: a latency message must fit --rcvbuf\n");
 		return -1;
+	}
+	if (o->seqpacket) {
+		/* Each message carries its number and checksum. */
+		if (o->buf_size < VS_MSG_HDR) {
+			fprintf(stderr, "virtq-perf vsock: a seqpacket message needs at least %u bytes\n",
+				VS_MSG_HDR);
+			return -1;
+		}
+		/* The guest holds a message until it is whole (as Linux). */
+		if (o->buf_size > o->rcvbuf) {
+			fprintf(stderr, "virtq-perf vsock: a seqpacket message must fit --rcvbuf\n");
+			return -1;
+		}
+		if (o->rcvlowat != 1) {
+			fprintf(stderr, "virtq-perf vsock: --rcvlowat applies to streams\n");
+			return -1;
+		}
 	}
 	return 0;
 bad:
@@ -376,6 +408,8 @@ static int guest_setup(struct vs_run *n)
 		fc.features |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
 	if (n->o.event_idx)
 		fc.features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	if (n->o.seqpacket)
+		fc.features |= VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET);
 	fc.err = err;
 	fc.errlen = sizeof(err);
 	/* A backend we just started may have bound its socket and not yet
@@ -394,6 +428,11 @@ static int guest_setup(struct vs_run *n)
 	if ((vq_vhu_frontend_features(n->fe) ^ fc.features) &
 	    VIRTQ_BIT(VIRTIO_F_RING_PACKED)) {
 		fprintf(stderr, "virtq-perf vsock: the backend does not offer the ring layout asked for\n");
+		return -ENOTSUP;
+	}
+	if (n->o.seqpacket &&
+	    !(vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET))) {
+		fprintf(stderr, "virtq-perf vsock: the backend does not offer VIRTIO_VSOCK_F_SEQPACKET\n");
 		return -ENOTSUP;
 	}
 	r = vq_vhu_frontend_get_config(n->fe, 0, &vc, sizeof(vc));
@@ -512,18 +551,20 @@ static int write_full(int fd, const void *buf, size_t n)
 }
 
 /* The hybrid handshake: "CONNECT <port>\n", then "OK <host_port>\n" read
- * one byte at a time (what follows belongs to the stream). */
+ * one byte at a time (what follows belongs to the stream).  Seqpacket: at
+ * HOST_PATH.seqpacket, the line and the reply are one message each. */
 static int host_connect_guest(struct vs_run *n, uint32_t port)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	bool seq = n->o.seqpacket;
 	char line[64];
 	unsigned i = 0, hp;
 	int fd, len;
 
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", n->o.uds);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s%s", n->o.uds, seq ? ".seqpacket" : "");
+	fd = socket(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		snprintf(n->host_err, sizeof(n->host_err), "connect %s: %s", n->o.uds,
+		snprintf(n->host_err, sizeof(n->host_err), "connect %s: %s", a.sun_path,
 			 strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -532,7 +573,14 @@ static int host_connect_guest(struct vs_run *n, uint32_t port)
 	len = snprintf(line, sizeof(line), "CONNECT %u\n", port);
 	if (write_full(fd, line, (size_t)len) < 0)
 		goto fail;
-	while (i < sizeof(line) - 1) {
+	if (seq) {
+		ssize_t r = recv(fd, line, sizeof(line) - 1, 0);
+
+		if (r <= 0 || line[r - 1] != '\n')
+			goto fail;
+		i = (unsigned)r - 1;
+	}
+	while (!seq && i < sizeof(line) - 1) {
 		if (read_full(fd, &line[i], 1) < 0)
 			goto fail;
 		if (line[i] == '\n')
@@ -583,11 +631,110 @@ static bool stopped(struct vs_run *n)
 	return __atomic_load_n(&n->stop, __ATOMIC_ACQUIRE);
 }
 
+/* One message from the guest, checked: 0, 1 at EOF if eof_ok (the guest
+ * sends no empty message), or -1 with host_err set.  The buffer has room
+ * for one byte more, so a merged message shows. */
+static int host_recv_msg(struct vs_run *n, int fd, uint8_t *buf, uint64_t seq,
+			 uint64_t *check, bool eof_ok)
+{
+	uint32_t len = n->o.buf_size;
+	ssize_t r;
+
+	do
+		r = recv(fd, buf, (size_t)len + 1, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		snprintf(n->host_err, sizeof(n->host_err), "recv: %s", strerror(errno));
+		return -1;
+	}
+	if (r == 0 && eof_ok)
+		return 1;
+	if (r == 0) {
+		snprintf(n->host_err, sizeof(n->host_err), "connection closed before message %"
+			 PRIu64, seq);
+		return -1;
+	}
+	if (!vs_msg_check(buf, (size_t)r, seq, len, check, n->host_err, sizeof(n->host_err)))
+		return -1;
+	return 0;
+}
+
+static int host_send_msg(struct vs_run *n, int fd, const uint8_t *buf, uint64_t seq)
+{
+	ssize_t r;
+
+	do
+		r = send(fd, buf, n->o.buf_size, 0);
+	while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)n->o.buf_size) {
+		snprintf(n->host_err, sizeof(n->host_err), "send message %" PRIu64 ": %s", seq,
+			 r < 0 ? strerror(errno) : "sent in part");
+		return -1;
+	}
+	return 0;
+}
+
+/* The host program with --type seqpacket: the same three roles, in whole
+ * messages, every message received checked.  host_csum sums the messages'
+ * check values. */
+static void host_messages(struct host_arg *h, int fd, uint8_t *buf)
+{
+	struct vs_run *n = h->n;
+	uint32_t len = n->o.buf_size;
+	uint64_t seq = 0, sum = 0, c;
+
+	if (n->o.latency) {
+		for (; seq < n->o.iters && !stopped(n); seq++) {
+			uint64_t t = vq_rt_now_ns();
+
+			vs_msg_fill(buf, seq, len);
+			if (host_send_msg(n, fd, buf, seq) < 0 ||
+			    host_recv_msg(n, fd, buf, seq, &c, false) < 0)
+				return;
+			n->lat[n->nlat++] = (double)(vq_rt_now_ns() - t) / 1e3;
+			sum += c;
+		}
+	} else if (n->o.rx) {
+		uint64_t nmsg = h->total == UINT64_MAX ? UINT64_MAX : (h->total + len - 1) / len;
+		uint64_t t0 = vq_rt_now_ns();
+		uint64_t dl = n->o.seconds > 0 ? t0 + (uint64_t)(n->o.seconds * 1e9) : 0;
+
+		n->t_first = t0;
+		for (; seq < nmsg && !stopped(n); seq++) {
+			if (dl && vq_rt_now_ns() >= dl)
+				break;
+			sum += vs_msg_fill(buf, seq, len);
+			if (host_send_msg(n, fd, buf, seq) < 0)
+				return;
+		}
+		shutdown(fd, SHUT_WR);
+		while (read(fd, buf, 1) > 0)
+			;
+	} else {
+		for (;;) {
+			int r = host_recv_msg(n, fd, buf, seq, &c, true);
+
+			if (r < 0)
+				return;
+			if (r > 0)
+				break;
+			sum += c;
+			seq++;
+		}
+		n->t_last = vq_rt_now_ns();
+	}
+	n->host_msgs = seq;
+	n->host_bytes = seq * len;
+	n->host_csum = sum;
+	n->host_rc = 0;
+}
+
 static void *host_main(void *arg)
 {
 	struct host_arg *h = arg;
 	struct vs_run *n = h->n;
-	uint8_t *buf = malloc(n->o.buf_size > 65536 ? n->o.buf_size : 65536);
+	/* seqpacket: one byte more, to see a message that is too long */
+	uint8_t *buf = malloc(n->o.buf_size >= 65536 ? n->o.buf_size + 1 : 65536);
 	struct vs_csum cs = { 0 };
 	int fd = -1;
 
@@ -600,6 +747,10 @@ static void *host_main(void *arg)
 		fd = host_listen_accept(n, h->lfd);
 	if (fd < 0)
 		goto out;
+	if (n->o.seqpacket) {
+		host_messages(h, fd, buf);
+		goto out;
+	}
 	if (n->o.latency) {
 		uint64_t i;
 
@@ -853,6 +1004,150 @@ out:
 	return r;
 }
 
+/* ---- the transfers in whole messages (--type seqpacket) ---- */
+
+/* The next whole message into buf, checked as message seq: its check value
+ * in *check; 1 at the end of the connection when eof_ok; 0; -EBADMSG with
+ * guest_err set, -errno. */
+static int guest_read_msg(struct vs_run *n, struct vq_vsg_conn *c, uint8_t *buf,
+			  uint64_t seq, uint64_t *check, bool eof_ok)
+{
+	for (;;) {
+		long k = vq_vsg_read_msg(c, buf, n->o.rcvbuf);
+		int p;
+
+		if (k >= 0)
+			return vs_msg_check(buf, (size_t)k, seq, n->o.buf_size, check,
+					    n->guest_err, sizeof(n->guest_err)) ? 0 : -EBADMSG;
+		if (k != -EAGAIN) {
+			snprintf(n->guest_err, sizeof(n->guest_err),
+				 "message %" PRIu64 ": %s", seq, strerror((int)-k));
+			return -EBADMSG;
+		}
+		/* The device sends SHUTDOWN behind the last byte: bytes
+		 * left over then are a message that never ended. */
+		if (vq_vsg_peer_shutdown(c) & VIRTIO_VSOCK_SHUTDOWN_SEND) {
+			if (vq_vsg_readable(c)) {
+				snprintf(n->guest_err, sizeof(n->guest_err),
+					 "message %" PRIu64 ": %u bytes without an end", seq,
+					 vq_vsg_readable(c));
+				return -EBADMSG;
+			}
+			return eof_ok ? 1 : -ECONNRESET;
+		}
+		if (vq_vsg_state(c) == VSG_CLOSED)
+			return -ECONNRESET;
+		p = vq_vsg_poll(n->g);
+		if (p < 0)
+			return p;
+		if (p == 0) {
+			int r = guest_wait(n, 200);
+
+			if (r < 0)
+				return r;
+			if (stopped(n))
+				return -EPIPE;
+		}
+	}
+}
+
+/* One message, whole (vq_vsg_write_msg sends all or nothing). */
+static int guest_write_msg(struct vs_run *n, struct vq_vsg_conn *c, const uint8_t *buf,
+			   uint64_t deadline)
+{
+	for (;;) {
+		long w = vq_vsg_write_msg(c, buf, n->o.buf_size);
+		int p;
+
+		if (w < 0)
+			return (int)w;
+		p = vq_vsg_poll(n->g);
+		if (p < 0)
+			return p;
+		if (w > 0)
+			return 0;
+		if (deadline && vq_rt_now_ns() >= deadline)
+			return 1;
+		if (p == 0) {
+			int r = guest_wait(n, 200);
+
+			if (r < 0)
+				return r;
+			if (stopped(n))
+				return -EPIPE;
+		}
+	}
+}
+
+/* The device must give credit for a whole message, or it never goes. */
+static int msg_fits(struct vs_run *n, struct vq_vsg_conn *c)
+{
+	if (vq_vsg_credit(c) >= n->o.buf_size)
+		return 0;
+	snprintf(n->guest_err, sizeof(n->guest_err),
+		 "a %u-byte message is larger than the device's window (%u)",
+		 n->o.buf_size, vq_vsg_credit(c));
+	return -EMSGSIZE;
+}
+
+/* rx, tx and latency in messages; the counts and check sums go where the
+ * stream versions put bytes and checksums. */
+static int guest_messages(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
+			  uint64_t deadline)
+{
+	uint32_t len = n->o.buf_size;
+	uint8_t *buf = malloc(n->o.rcvbuf > len ? n->o.rcvbuf : len);
+	uint64_t seq = 0, sum = 0, chk;
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (n->o.latency) {
+		r = msg_fits(n, c);
+		while (r == 0 && seq < n->o.iters) {
+			r = guest_read_msg(n, c, buf, seq, &chk, false);
+			if (r == 0)
+				r = guest_write_msg(n, c, buf, 0);
+			if (r == 0) {
+				sum += chk;
+				seq++;
+			}
+		}
+	} else if (n->o.rx) {
+		for (;;) {
+			r = guest_read_msg(n, c, buf, seq, &chk, true);
+			if (r)
+				break;
+			sum += chk;
+			seq++;
+		}
+		n->t_last = vq_rt_now_ns();
+		r = r > 0 ? 0 : r;
+	} else {
+		uint64_t nmsg = total == UINT64_MAX ? UINT64_MAX : (total + len - 1) / len;
+
+		r = msg_fits(n, c);
+		while (r == 0 && seq < nmsg) {
+			if (deadline && vq_rt_now_ns() >= deadline)
+				break;
+			chk = vs_msg_fill(buf, seq, len);
+			r = guest_write_msg(n, c, buf, deadline);
+			if (r == 0) {
+				sum += chk;
+				seq++;
+			}
+		}
+		r = r > 0 ? 0 : r;      /* the deadline came: seq was not sent */
+	}
+	n->guest_msgs = seq;
+	n->guest_bytes = seq * len;
+	n->guest_csum = sum;
+	free(buf);
+	if (r == 0 && !n->o.latency && vq_vsg_state(c) != VSG_CLOSED)
+		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV);
+	return r;
+}
+
 int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n;
@@ -885,7 +1180,8 @@ int perf_vsock_main(int argc, char **argv)
 	if (!n.o.latency && !n.o.rx) {
 		/* The guest connects to the host: listen at HOST_PATH_PORT. */
 		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
-		ha.lfd = vq_vsock_uds_listen(hpath, VIRTIO_VSOCK_TYPE_STREAM);
+		ha.lfd = vq_vsock_uds_listen(hpath, n.o.seqpacket ? VIRTIO_VSOCK_TYPE_SEQPACKET
+								 : VIRTIO_VSOCK_TYPE_STREAM);
 		if (ha.lfd < 0) {
 			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
 				strerror(-ha.lfd));
@@ -899,7 +1195,8 @@ int perf_vsock_main(int argc, char **argv)
 		goto out;
 	}
 	if (!n.o.latency && !n.o.rx) {
-		wc.c = vq_vsg_connect(n.g, PORT);
+		wc.c = n.o.seqpacket ? vq_vsg_connect_type(n.g, PORT, VIRTIO_VSOCK_TYPE_SEQPACKET)
+				     : vq_vsg_connect(n.g, PORT);
 		if (!wc.c) {
 			r = -ENOMEM;
 		} else {
@@ -911,7 +1208,14 @@ int perf_vsock_main(int argc, char **argv)
 		r = guest_until(&n, conn_ready, &wc, 10);
 	}
 	if (r == 0) {
-		if (n.o.latency) {
+		if (n.o.seqpacket) {
+			uint64_t dl = n.o.seconds > 0 && !n.o.rx && !n.o.latency ?
+				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
+
+			if (!n.o.rx && !n.o.latency)
+				n.t_first = vq_rt_now_ns();
+			r = guest_messages(&n, wc.c, total, dl);
+		} else if (n.o.latency) {
 			r = guest_echo(&n, wc.c);
 		} else if (n.o.rx) {
 			/* With --seconds the host ends the stream (EOF) at
@@ -928,11 +1232,19 @@ int perf_vsock_main(int argc, char **argv)
 		if (r == 0 && !n.o.latency)
 			guest_until(&n, conn_done, &wc, 5);
 	}
-	if (r < 0)
+	if (r < 0) {
 		__atomic_store_n(&n.stop, 1, __ATOMIC_RELEASE);
+		/* A host blocked on the connection learns of the end only
+		 * from the device: reset it. */
+		if (wc.c) {
+			vq_vsg_reset(wc.c);
+			wc.c = NULL;
+		}
+	}
 	pthread_join(n.host, NULL);
 	if (r < 0) {
-		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n", strerror(-r),
+		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n",
+			n.guest_err[0] ? n.guest_err : strerror(-r),
 			n.host_err[0] ? "; host side: " : "", n.host_err);
 		goto out;
 	}
@@ -940,7 +1252,12 @@ int perf_vsock_main(int argc, char **argv)
 		fprintf(stderr, "virtq-perf vsock: host side: %s\n", n.host_err);
 		goto out;
 	}
-	if (n.o.latency) {
+	if (n.o.seqpacket) {
+		/* Each message was checked as it arrived; both ends must have
+		 * seen the same ones. */
+		ok = n.host_msgs == n.guest_msgs && n.host_bytes == n.guest_bytes &&
+		     n.host_csum == n.guest_csum && (!n.o.latency || n.host_msgs == n.o.iters);
+	} else if (n.o.latency) {
 		ok = n.host_bytes == n.o.iters * n.o.buf_size;
 		n.guest_bytes = n.host_bytes;
 		n.guest_csum = n.host_csum;
@@ -952,6 +1269,8 @@ int perf_vsock_main(int argc, char **argv)
 		double bps = secs > 0 ? (double)n.guest_bytes / secs : 0;
 		struct perf_lat l = { NAN, NAN, NAN, NAN };
 		const char *dir = n.o.latency ? "latency" : n.o.rx ? "rx" : "tx";
+		const char *type = n.o.seqpacket ? "seqpacket" : "stream";
+		double mps = secs > 0 ? (double)n.guest_msgs / secs : 0;
 
 		if (n.o.latency && n.nlat) {
 			double sum = 0;
@@ -964,20 +1283,33 @@ int perf_vsock_main(int argc, char **argv)
 			secs = sum / 1e6;
 		}
 		if (n.o.json) {
-			printf("{\"workload\":\"vsock\",\"direction\":\"%s\",\"bytes\":%" PRIu64
+			printf("{\"workload\":\"vsock\",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
 			       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
 			       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
 			       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
 			       ",\"guest_waits\":%" PRIu64,
-			       dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
+			       type, dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
 			       secs, bps, n.o.latency ? 0 : bps * 8 / 1e9,
 			       ok ? "true" : "false", n.guest_csum, n.guest_kicks,
 			       n.guest_waits);
+			if (n.o.seqpacket)
+				printf(",\"messages\":%" PRIu64, n.guest_msgs);
+			if (n.o.seqpacket && !n.o.latency)
+				printf(",\"msgs_per_sec\":%.1f", mps);
 			if (n.o.latency)
 				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
 				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
 				       n.nlat, l.p50, l.p90, l.p99, l.p999);
 			printf("}\n");
+		} else if (n.o.seqpacket && n.o.latency) {
+			printf("vsock latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
+			       ok ? "verified" : "MESSAGE COUNT MISMATCH");
+		} else if (n.o.seqpacket) {
+			printf("vsock %s seqpacket: %" PRIu64 " messages of %u B = %" PRIu64 " bytes in %.3f s = "
+			       "%.0f msg/s, %.3f Gbit/s (rcvbuf %u); check sum %016" PRIx64 " %s\n",
+			       dir, n.guest_msgs, n.o.buf_size, n.guest_bytes, secs, mps, bps * 8 / 1e9,
+			       n.o.rcvbuf, n.guest_csum, ok ? "verified" : "MISMATCH");
 		} else if (n.o.latency) {
 			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
 			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
@@ -989,7 +1321,11 @@ int perf_vsock_main(int argc, char **argv)
 			       n.o.rcvlowat, n.guest_csum,
 			       ok ? "verified" : "MISMATCH");
 		}
-		if (!ok)
+		if (!ok && n.o.seqpacket)
+			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+				" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
+				n.guest_msgs, n.guest_csum, n.host_msgs, n.host_csum);
+		else if (!ok)
 			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
 				" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
 				n.guest_bytes, n.guest_csum, n.host_bytes, n.host_csum);
