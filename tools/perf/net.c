@@ -33,6 +33,7 @@
 #include <virtq/vhost_user_frontend.h>
 
 #include "backend.h"
+#include "dirty_log.h"
 #include "internal.h"
 #include "perf.h"
 
@@ -78,8 +79,8 @@ struct net_run {
 	uint64_t rxgpa;
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
-	const uint8_t *log;             /* --dirty-log: the backend's log */
-	uint64_t log_size, unlogged;
+	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
+	uint64_t unlogged;
 	double elapsed;
 	uint64_t features;              /* negotiated */
 	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
@@ -412,13 +413,9 @@ static int net_setup(struct net_run *n)
 	}
 	n->features = vq_vhu_frontend_features(n->f);
 	if (o->dirty_log) {
-		r = vq_vhu_frontend_set_logging(n->f, true);
-		if (r < 0) {
-			fprintf(stderr, "virtq-perf net: --dirty-log: %s\n",
-				vq_vhu_frontend_error_msg(n->f));
+		r = perf_dlog_on(&n->dlog, n->f, "virtq-perf net");
+		if (r < 0)
 			return r;
-		}
-		n->log = vq_vhu_frontend_log(n->f, &n->log_size);
 	}
 	n->prefetchw = vq_has_prefetchw();
 	n->hdr_len = vq_net_hdr_len(n->features);
@@ -563,22 +560,6 @@ static uint16_t le16_at(const uint8_t *p)
 	return (uint16_t)(p[0] | p[1] << 8);
 }
 
-/* --dirty-log: is every page of [gpa, gpa+len) marked?  The backend marks
- * before it publishes the buffer, so the bits are there when we see it. */
-static bool logged(const struct net_run *n, uint64_t gpa, uint32_t len)
-{
-	uint64_t p, last;
-
-	if (!len)
-		return true;
-	last = (gpa + len - 1) / VQ_LOG_PAGE;
-	for (p = gpa / VQ_LOG_PAGE; p <= last; p++)
-		if (p / 8 >= n->log_size ||
-		    !(__atomic_load_n(&n->log[p / 8], __ATOMIC_RELAXED) & (1u << (p % 8))))
-			return false;
-	return true;
-}
-
 /* One used RX buffer: count frames (with MRG_RXBUF the first buffer of a
  * frame says how many follow), optionally check it.  The caller posts it
  * again. */
@@ -591,8 +572,10 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 	if (b == 0 || b > n->o.queue_size || len > RXBUF)
 		return -EPROTO;
 	p = n->rxmem + (uint64_t)(b - 1) * RXBUF;
-	if (n->log && n->o.verify &&
-	    !logged(n, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
+	/* The backend marks before it publishes the buffer, so the bits
+	 * are there when we see it. */
+	if (n->dlog.log && n->o.verify &&
+	    !perf_dlog_marked(&n->dlog, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
 		n->unlogged++;
 	if (*more) {
 		(*more)--;
