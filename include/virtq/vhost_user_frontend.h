@@ -79,6 +79,13 @@ struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i);
 
+/* After start: where ring i's three areas lie in guest memory, in struct
+ * vq_ring_addr's order (descriptors, driver area, device area), so a caller
+ * can check what the back-end wrote there against the dirty log.  0, or
+ * -EINVAL for a ring that is not set up. */
+int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
+			     struct vq_gpa_range area[3]);
+
 /* Guest memory for buffers: len bytes, 64-byte aligned; the host pointer,
  * and the guest-physical address in *gpa.  NULL when memory is exhausted. */
 void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,

@@ -640,6 +640,23 @@ struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i)
 	return i < f->cfg.nqueues ? f->q[i].drv : NULL;
 }
 
+int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
+			     struct vq_gpa_range area[3])
+{
+	const struct fqueue *q;
+	uint64_t size;
+
+	if (i >= f->cfg.nqueues || !f->q || !f->q[i].drv)
+		return -EINVAL;
+	q = &f->q[i];
+	size = vq_ring_layout(drv_features(f->features), f->cfg.queue_size,
+			      (uint64_t[3]){ 0 });
+	area[0] = (struct vq_gpa_range){ q->ring_gpa + q->off[0], q->off[1] - q->off[0] };
+	area[1] = (struct vq_gpa_range){ q->ring_gpa + q->off[1], q->off[2] - q->off[1] };
+	area[2] = (struct vq_gpa_range){ q->ring_gpa + q->off[2], size - q->off[2] };
+	return 0;
+}
+
 int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i)
 {
 	return i < f->cfg.nqueues ? f->q[i].kick_fd : -1;
