@@ -15,6 +15,11 @@
 # "verified" also needs both ends to count the same messages.  Messages of
 # 64K take 16 RX packets, so reassembly from fragments is covered.
 #
+# --dirty-log (vhost-user "Migration": the back-end marks every page it
+# writes): logging on before the transfer; after it, with the rings
+# stopped, every page of the receive buffers and used rings that changed
+# must be marked: "unlogged" 0, and pages of both kinds did change.
+#
 # usage: test_vsock_e2e.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
 perf=$1
@@ -62,4 +67,28 @@ msgs 245 seq_tx_odd_packed --type seqpacket --direction tx --bytes 1000000 --buf
 msgs 3000 seq_tx_small  --type seqpacket --direction tx --bytes 48000 --buf-size 16
 run seq_latency         --type seqpacket --latency --iters 200 --buf-size 64
 run seq_latency_20k     --type seqpacket --latency --iters 50 --buf-size 20000
+
+field() { echo "$2" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+
+dlog() {
+	name=$1
+	shift
+	out=$("$perf" vsock --backend "$daemon" --dirty-log --json "$@" 2>&1)
+	rc=$?
+	js=$(echo "$out" | grep '^{')
+	if [ $rc -eq 0 ] && [ "$(field verified "$js")" = true ] &&
+	   [ "$(field unlogged "$js")" = 0 ] && [ "$(field dirty_pages "$js")" -gt 0 ] &&
+	   [ "$(field ring_pages "$js")" -gt 0 ]; then
+		echo "ok   $name: dirty_pages $(field dirty_pages "$js") ring_pages $(field ring_pages "$js") unlogged 0"
+	else
+		echo "FAIL $name (rc=$rc):"
+		echo "$out" | sed 's/^/    /'
+		fail=1
+	fi
+}
+
+dlog dlog_rx_split      --direction rx --bytes 4M
+dlog dlog_tx_packed     --direction tx --bytes 4M --packed on
+dlog dlog_seq_rx_packed --type seqpacket --direction rx --bytes 2M --buf-size 4096 --packed on
+dlog dlog_latency       --latency --iters 200 --buf-size 64
 exit $fail

@@ -46,6 +46,7 @@
 
 #include "backend.h"
 #include "perf.h"
+#include "dirty_log.h"
 #include "vsock_check.h"
 #include "vsock/vsock_guest.h"
 
@@ -70,6 +71,7 @@ struct vs_opts {
 	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
 	bool json, quiet;
 	bool seqpacket;                  /* --type seqpacket: whole messages */
+	bool dirty_log;
 };
 
 /* ------------------------------------------------------------------ */
@@ -97,6 +99,10 @@ struct vs_run {
 	/* seqpacket: whole messages each end checked and counted */
 	uint64_t guest_msgs, host_msgs;
 	char guest_err[160];
+	/* --dirty-log: the log, and what the backend may write, watched */
+	struct perf_dlog dlog;
+	struct perf_dlog_watch wbuf, wring;
+	uint64_t buf_pages, ring_pages, unlogged;
 };
 
 static void vs_usage(FILE *f)
@@ -125,6 +131,8 @@ static void vs_usage(FILE *f)
 "  --queue-size N        ring size (256)\n"
 "  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
 "  --cid N               with --socket-path: the guest CID to expect\n"
+"  --dirty-log           live-migration logging on first, as QEMU does; at the\n"
+"                        end every page the backend wrote must be marked\n"
 "  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
 "  --quiet\n");
 }
@@ -132,7 +140,7 @@ static void vs_usage(FILE *f)
 enum {
 	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_TYPE, V_JSON, V_QUIET, V_HELP,
+	V_CID, V_TYPE, V_DLOG, V_JSON, V_QUIET, V_HELP,
 };
 
 static const struct option vs_long[] = {
@@ -155,6 +163,7 @@ static const struct option vs_long[] = {
 	{ "event-idx", required_argument, NULL, V_EVIDX },
 	{ "cid", required_argument, NULL, V_CID },
 	{ "type", required_argument, NULL, V_TYPE },
+	{ "dirty-log", no_argument, NULL, V_DLOG },
 	{ "json", no_argument, NULL, V_JSON },
 	{ "quiet", no_argument, NULL, V_QUIET },
 	{ "help", no_argument, NULL, V_HELP },
@@ -253,6 +262,7 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 			o->rcvlowat = (uint32_t)v;
 			break;
 		case V_LAT: o->latency = true; break;
+		case V_DLOG: o->dirty_log = true; break;
 		case V_ITERS:
 			if (!perf_parse_u64(optarg, &o->iters) || !o->iters ||
 			    o->iters > 100000000)
@@ -390,6 +400,32 @@ static void guest_kick(void *arg, unsigned q)
 	n->guest_kicks++;
 }
 
+/* --dirty-log: what only the backend writes: the receive and event
+ * buffers and each ring's device area (split: the used ring); packed,
+ * also the descriptors it marks used. */
+static int dlog_watch(struct vs_run *n, const struct vq_vsg_config *gc)
+{
+	bool packed = vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	struct vq_gpa_range a[3];
+	unsigned i;
+	int r;
+
+	r = perf_dlog_watch(&n->wbuf, gc->rx_area.hva, gc->rx_area.gpa, gc->rx_area.size, false);
+	if (r == 0)
+		r = perf_dlog_watch(&n->wbuf, gc->ev_area.hva, gc->ev_area.gpa, gc->ev_area.size,
+				    false);
+	for (i = 0; i < 3 && r == 0; i++) {
+		r = vq_vhu_frontend_ring_gpa(n->fe, i, a);
+		if (r == 0)
+			r = perf_dlog_watch(&n->wring, vq_vhu_frontend_hva(n->fe, a[2].gpa, a[2].len),
+					    a[2].gpa, a[2].len, false);
+		if (r == 0 && packed)
+			r = perf_dlog_watch(&n->wring, vq_vhu_frontend_hva(n->fe, a[0].gpa, a[0].len),
+					    a[0].gpa, a[0].len, true);
+	}
+	return r;
+}
+
 static int guest_setup(struct vs_run *n)
 {
 	struct vq_vhu_frontend_config fc = {
@@ -452,6 +488,12 @@ static int guest_setup(struct vs_run *n)
 			vq_vhu_frontend_error_msg(n->fe));
 		return r;
 	}
+	/* Before any buffer is posted: the device has written nothing yet. */
+	if (n->o.dirty_log) {
+		r = perf_dlog_on(&n->dlog, n->fe, "virtq-perf vsock");
+		if (r < 0)
+			return r;
+	}
 	for (i = 0; i < 3; i++) {
 		n->kick[i] = vq_vhu_frontend_kick_fd(n->fe, i);
 		n->call[i] = vq_vhu_frontend_call_fd(n->fe, i);
@@ -469,9 +511,29 @@ static int guest_setup(struct vs_run *n)
 	if (!gc.rx_area.hva || !gc.tx_area.hva || !gc.ev_area.hva)
 		return -ENOMEM;
 	r = vq_vsg_new(&gc, &n->g);
+	if (r == 0 && n->o.dirty_log)
+		r = dlog_watch(n, &gc);
 	if (r < 0)
 		return r;
 	return vq_vsg_start(n->g);
+}
+
+/* After the rings stopped (GET_VRING_BASE: the backend wrote its last),
+ * the pages it changed and which of them the log misses. */
+static int dlog_check(struct vs_run *n)
+{
+	uint32_t base;
+	unsigned i;
+
+	for (i = 0; i < 3; i++)
+		if (vq_vhu_frontend_stop_queue(n->fe, i, &base) < 0) {
+			fprintf(stderr, "virtq-perf vsock: --dirty-log: stopping ring %u: %s\n", i,
+				vq_vhu_frontend_error_msg(n->fe));
+			return -EIO;
+		}
+	n->unlogged = perf_dlog_unmarked(&n->wbuf, &n->dlog, &n->buf_pages) +
+		      perf_dlog_unmarked(&n->wring, &n->dlog, &n->ring_pages);
+	return 0;
 }
 
 /* Nothing moved: sleep until the device calls (callbacks on, re-check). */
@@ -1252,6 +1314,8 @@ int perf_vsock_main(int argc, char **argv)
 		fprintf(stderr, "virtq-perf vsock: host side: %s\n", n.host_err);
 		goto out;
 	}
+	if (n.o.dirty_log && dlog_check(&n) < 0)
+		goto out;
 	if (n.o.seqpacket) {
 		/* Each message was checked as it arrived; both ends must have
 		 * seen the same ones. */
@@ -1296,6 +1360,10 @@ int perf_vsock_main(int argc, char **argv)
 				printf(",\"messages\":%" PRIu64, n.guest_msgs);
 			if (n.o.seqpacket && !n.o.latency)
 				printf(",\"msgs_per_sec\":%.1f", mps);
+			if (n.o.dirty_log)
+				printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
+				       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
+				       n.buf_pages, n.ring_pages, n.unlogged);
 			if (n.o.latency)
 				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
 				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
@@ -1321,6 +1389,13 @@ int perf_vsock_main(int argc, char **argv)
 			       n.o.rcvlowat, n.guest_csum,
 			       ok ? "verified" : "MISMATCH");
 		}
+		if (n.o.dirty_log && !n.o.json)
+			printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
+			       " ring pages; %" PRIu64 " of them not marked\n",
+			       n.buf_pages, n.ring_pages, n.unlogged);
+		if (n.unlogged)
+			fprintf(stderr, "virtq-perf vsock: --dirty-log: %" PRIu64
+				" pages the backend wrote are not marked in the log\n", n.unlogged);
 		if (!ok && n.o.seqpacket)
 			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
 				" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
@@ -1329,7 +1404,7 @@ int perf_vsock_main(int argc, char **argv)
 			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
 				" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
 				n.guest_bytes, n.guest_csum, n.host_bytes, n.host_csum);
-		rc = ok ? 0 : 1;
+		rc = ok && !n.unlogged ? 0 : 1;
 	}
 out:
 	if (ha.lfd >= 0) {
@@ -1338,6 +1413,8 @@ out:
 	}
 	vq_vsg_free(n.g);
 	vq_vhu_frontend_free(n.fe);
+	perf_dlog_watch_free(&n.wbuf);
+	perf_dlog_watch_free(&n.wring);
 	perf_backend_stop(&n.be);
 	free(n.lat);
 	return rc;
