@@ -91,4 +91,13 @@ dlog dlog_rx_split      --direction rx --bytes 4M
 dlog dlog_tx_packed     --direction tx --bytes 4M --packed on
 dlog dlog_seq_rx_packed --type seqpacket --direction rx --bytes 2M --buf-size 4096 --packed on
 dlog dlog_latency       --latency --iters 200 --buf-size 64
+
+# --placement on labels the run by the vCPUs' placement, for virtq-perf ab
+if [ "$(nproc)" -ge 2 ]; then
+	out=$("$perf" vsock --backend "$daemon" --placement on --json --bytes 1M 2>&1)
+	case $(field placement "$(echo "$out" | grep '^{')") in
+	'"near"'|'"far"'|'"mixed"') echo "ok   placement: $(field placement "$out")" ;;
+	*) echo "FAIL placement: $out"; fail=1 ;;
+	esac
+fi
 exit $fail

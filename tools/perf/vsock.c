@@ -72,6 +72,7 @@ struct vs_opts {
 	bool json, quiet;
 	bool seqpacket;                  /* --type seqpacket: whole messages */
 	bool dirty_log;
+	bool placement;                 /* probe CPUs 0 and 1 around the run */
 };
 
 /* ------------------------------------------------------------------ */
@@ -103,6 +104,7 @@ struct vs_run {
 	struct perf_dlog dlog;
 	struct perf_dlog_watch wbuf, wring;
 	uint64_t buf_pages, ring_pages, unlogged;
+	double c2c_before, c2c_after;
 };
 
 static void vs_usage(FILE *f)
@@ -131,6 +133,8 @@ static void vs_usage(FILE *f)
 "  --queue-size N        ring size (256)\n"
 "  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
 "  --cid N               with --socket-path: the guest CID to expect\n"
+"  --placement on|off    probe the c2c latency of CPUs 0 and 1 before and after\n"
+"                        (the vCPUs' placement, for virtq-perf ab) (off)\n"
 "  --dirty-log           live-migration logging on first, as QEMU does; at the\n"
 "                        end every page the backend wrote must be marked\n"
 "  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
@@ -140,7 +144,7 @@ static void vs_usage(FILE *f)
 enum {
 	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_TYPE, V_DLOG, V_JSON, V_QUIET, V_HELP,
+	V_CID, V_TYPE, V_DLOG, V_PLACE, V_JSON, V_QUIET, V_HELP,
 };
 
 static const struct option vs_long[] = {
@@ -164,6 +168,7 @@ static const struct option vs_long[] = {
 	{ "cid", required_argument, NULL, V_CID },
 	{ "type", required_argument, NULL, V_TYPE },
 	{ "dirty-log", no_argument, NULL, V_DLOG },
+	{ "placement", required_argument, NULL, V_PLACE },
 	{ "json", no_argument, NULL, V_JSON },
 	{ "quiet", no_argument, NULL, V_QUIET },
 	{ "help", no_argument, NULL, V_HELP },
@@ -275,6 +280,7 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 			break;
 		case V_PACKED: flag = &o->packed; break;
 		case V_EVIDX: flag = &o->event_idx; break;
+		case V_PLACE: flag = &o->placement; break;
 		case V_TYPE:
 			if (!strcmp(optarg, "stream"))
 				o->seqpacket = false;
@@ -1210,6 +1216,14 @@ static int guest_messages(struct vs_run *n, struct vq_vsg_conn *c, uint64_t tota
 	return r;
 }
 
+/* The two vCPUs' one-way latency (ns), NaN if it cannot be probed. */
+static double probe(void)
+{
+	double ns = perf_c2c_ns(0, 1);
+
+	return ns < 0 ? NAN : ns;
+}
+
 int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n;
@@ -1224,6 +1238,9 @@ int perf_vsock_main(int argc, char **argv)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	vs_pattern_init(0x5eed);
+	n.c2c_before = n.c2c_after = NAN;
+	if (n.o.placement)
+		n.c2c_before = probe();
 	if (n.o.backend && backend_start(&n) < 0) {
 		perf_backend_stop(&n.be);
 		return 1;
@@ -1316,6 +1333,8 @@ int perf_vsock_main(int argc, char **argv)
 	}
 	if (n.o.dirty_log && dlog_check(&n) < 0)
 		goto out;
+	if (n.o.placement)
+		n.c2c_after = probe();
 	if (n.o.seqpacket) {
 		/* Each message was checked as it arrived; both ends must have
 		 * seen the same ones. */
@@ -1364,6 +1383,12 @@ int perf_vsock_main(int argc, char **argv)
 				printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
 				       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
 				       n.buf_pages, n.ring_pages, n.unlogged);
+			if (n.o.placement && !isnan(n.c2c_before) && !isnan(n.c2c_after))
+				printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
+				       n.c2c_before, n.c2c_after);
+			if (n.o.placement)
+				printf(",\"placement\":\"%s\"",
+				       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)));
 			if (n.o.latency)
 				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
 				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
@@ -1389,6 +1414,10 @@ int perf_vsock_main(int argc, char **argv)
 			       n.o.rcvlowat, n.guest_csum,
 			       ok ? "verified" : "MISMATCH");
 		}
+		if (n.o.placement && !n.o.json)
+			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
+			       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)),
+			       n.c2c_before, n.c2c_after, PERF_NEAR_NS);
 		if (n.o.dirty_log && !n.o.json)
 			printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
 			       " ring pages; %" PRIu64 " of them not marked\n",
