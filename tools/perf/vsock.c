@@ -16,7 +16,13 @@
  *                    echoes; round-trip percentiles
  *
  * Every transfer is checked: the receiver's byte count and a position-
- * dependent checksum of the stream must match the sender's.  The result is
+ * dependent checksum of the stream must match the sender's.  With
+ * --type seqpacket the three run in --buf-size messages (SOCK_SEQPACKET
+ * vsock, seqpacket UNIX sockets on the host side), and the receiver checks
+ * each message as it arrives: whole, in order, exact length and content
+ * (vsock_check.c).  --dirty-log switches live-migration logging on first
+ * and checks at the end that the backend marked every page it changed
+ * (dirty_log.c, shared with net).  The result is
  * the receiver's Gbit/s, end to end (first byte sent to last byte read).
  * vsock_perf's receiver options: --rcvbuf (the guest's buf_alloc, i.e.
  * SO_VM_SOCKETS_BUFFER_SIZE) and --rcvlowat (the guest reads only when that
