@@ -12,6 +12,14 @@
 
 #include "perf.h"
 
+bool perf_parse_either(const char *s, const char *no, const char *yes, bool *v)
+{
+	if (strcmp(s, no) && strcmp(s, yes))
+		return false;
+	*v = !strcmp(s, yes);
+	return true;
+}
+
 bool perf_parse_onoff(const char *s, bool *v)
 {
 	if (!strcmp(s, "on") || !strcmp(s, "1") || !strcmp(s, "yes")) {

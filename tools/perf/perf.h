@@ -101,6 +101,8 @@ int perf_ab_plot(const char *file, const struct ab_run *r);
 
 /* Small helpers (main.c). */
 bool perf_parse_onoff(const char *s, bool *v);
+/* s is one of two words: *v says whether it is yes. */
+bool perf_parse_either(const char *s, const char *no, const char *yes, bool *v);
 bool perf_parse_u64(const char *s, uint64_t *v);
 bool perf_parse_double(const char *s, double *v);
 void perf_si(char *buf, size_t n, double v);

@@ -242,11 +242,7 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 			o->bargs[o->nbargs++] = optarg;
 			break;
 		case V_DIR:
-			if (!strcmp(optarg, "rx"))
-				o->rx = true;
-			else if (!strcmp(optarg, "tx"))
-				o->rx = false;
-			else
+			if (!perf_parse_either(optarg, "tx", "rx", &o->rx))
 				goto bad;
 			break;
 		case V_BYTES:
@@ -288,11 +284,7 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 		case V_EVIDX: flag = &o->event_idx; break;
 		case V_PLACE: flag = &o->placement; break;
 		case V_TYPE:
-			if (!strcmp(optarg, "stream"))
-				o->seqpacket = false;
-			else if (!strcmp(optarg, "seqpacket"))
-				o->seqpacket = true;
-			else
+			if (!perf_parse_either(optarg, "stream", "seqpacket", &o->seqpacket))
 				goto bad;
 			break;
 		case V_CID:
@@ -1080,6 +1072,16 @@ out:
 
 /* ---- the transfers in whole messages (--type seqpacket) ---- */
 
+/* Nothing moved: wait for the device; -EPIPE once the host side gave up. */
+static int guest_idle(struct vs_run *n)
+{
+	int r = guest_wait(n, 200);
+
+	if (r < 0)
+		return r;
+	return stopped(n) ? -EPIPE : 0;
+}
+
 /* The next whole message into buf, checked as message seq: its check value
  * in *check; 1 at the end of the connection when eof_ok; 0; -EBADMSG with
  * guest_err set, -errno. */
@@ -1114,14 +1116,8 @@ static int guest_read_msg(struct vs_run *n, struct vq_vsg_conn *c, uint8_t *buf,
 		p = vq_vsg_poll(n->g);
 		if (p < 0)
 			return p;
-		if (p == 0) {
-			int r = guest_wait(n, 200);
-
-			if (r < 0)
-				return r;
-			if (stopped(n))
-				return -EPIPE;
-		}
+		if (p == 0 && (p = guest_idle(n)) < 0)
+			return p;
 	}
 }
 
@@ -1142,14 +1138,8 @@ static int guest_write_msg(struct vs_run *n, struct vq_vsg_conn *c, const uint8_
 			return 0;
 		if (deadline && vq_rt_now_ns() >= deadline)
 			return 1;
-		if (p == 0) {
-			int r = guest_wait(n, 200);
-
-			if (r < 0)
-				return r;
-			if (stopped(n))
-				return -EPIPE;
-		}
+		if (p == 0 && (p = guest_idle(n)) < 0)
+			return p;
 	}
 }
 
