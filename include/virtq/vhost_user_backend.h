@@ -65,6 +65,12 @@ struct vq_vhu_device_ops {
 	 * is offered only when this is set.  0, or -errno (a failed
 	 * REPLY_ACK; the connection stays). */
 	int (*send_rarp)(void *opaque, const uint8_t mac[6]);
+	/* A net device's MTU, as the front-end tells the guest (QEMU's
+	 * host_mtu, with VIRTIO_NET_F_MTU): 68-65535, checked before.
+	 * PROTOCOL_F_MTU is offered only when this is set.  0, or -errno
+	 * when the device cannot carry it (a failed REPLY_ACK; QEMU then
+	 * does not start the device). */
+	int (*set_mtu)(void *opaque, uint16_t mtu);
 };
 
 struct vq_vhu_device {
@@ -84,6 +90,7 @@ struct vq_vhu_device {
 	(VIRTQ_BIT(VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) | \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD) |                            \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |                                 \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |                                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \

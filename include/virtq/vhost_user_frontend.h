@@ -110,6 +110,10 @@ const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f,
  * migration when the guest cannot announce itself.  -ENOTSUP without
  * PROTOCOL_F_RARP. */
 int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6]);
+/* VHOST_USER_NET_SET_MTU: what QEMU sends a net back-end when the guest is
+ * given an MTU (host_mtu) and the back-end negotiated PROTOCOL_F_MTU.
+ * -EIO when the back-end refuses it (REPLY_ACK). */
+int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu);
 
 /* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG). */
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,

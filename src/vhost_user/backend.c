@@ -875,6 +875,26 @@ static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return r ? 1 : 0;
 }
 
+/* "VHOST_USER_NET_SET_MTU": the MTU the guest is told (5.1.4.1: 68 to
+ * 65535); an MTU the device cannot carry fails the REPLY_ACK. */
+static int h_net_set_mtu(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r = need_proto(b, m, VHU_PROTOCOL_F_MTU, "NET_MTU");
+
+	if (r)
+		return r;
+	if (m->u.u64 < 68 || m->u.u64 > 65535) {
+		berr(b, 0, "NET_SET_MTU: %llu is not an MTU (68-65535)",
+		     (unsigned long long)m->u.u64);
+		return 1;
+	}
+	r = b->dev.ops->set_mtu(b->dev.opaque, (uint16_t)m->u.u64);
+	if (r)
+		berr(b, 0, "NET_SET_MTU: the device cannot carry an MTU of %llu: %s",
+		     (unsigned long long)m->u.u64, strerror(-r));
+	return r ? 1 : 0;
+}
+
 static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	int r;
@@ -941,6 +961,8 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return h_reset_device(b, m);
 	case VHU_SEND_RARP:
 		return h_send_rarp(b, m);
+	case VHU_NET_SET_MTU:
+		return h_net_set_mtu(b, m);
 	case VHU_SET_STATUS:
 		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
 		if (!r)
@@ -1031,6 +1053,8 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
 	if (!b->dev.ops->send_rarp)
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_RARP);
+	if (!b->dev.ops->set_mtu)
+		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_MTU);
 	b->listen_fd = b->conn_fd = -1;
 	b->recv_timeout_ms = 5000;
 	b->mem = vq_mem_new();

@@ -55,6 +55,8 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(SET_VRING_ENABLE,      VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
 	/* the guest's MAC in the u64's first six bytes */
 	D(SEND_RARP,             VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	/* the MTU QEMU's host_mtu gives the guest, as a u64 */
+	D(NET_SET_MTU,           VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
 	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
 	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),

@@ -43,6 +43,7 @@
 			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |             \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |               \
+			   VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |                \
 			   VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD))
 
 struct fqueue {
@@ -589,6 +590,13 @@ int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 	for (unsigned i = 0; i < 6; i++)
 		v |= (uint64_t)mac[i] << (8 * i);
 	return call_u64(f, VHU_SEND_RARP, v);
+}
+
+int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu)
+{
+	if (!proto(f, VHU_PROTOCOL_F_MTU))
+		return ferr(f, -ENOTSUP, "NET_SET_MTU: PROTOCOL_F_MTU not negotiated");
+	return call_u64(f, VHU_NET_SET_MTU, mtu);
 }
 
 const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *size)

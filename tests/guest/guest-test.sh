@@ -18,6 +18,8 @@
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
 #        net-migrate-mq (2 queue pairs in use: two vhost devices)
+#        net-tap-mtu (QEMU host_mtu=9000: the TAP follows, 9014-byte frames
+#        both ways unfragmented; needs root)
 #        net-tap-offload net-tap-no-offload (tap mode with and without the
 #        checksum and TSO offloads: 16 MB of TCP each way, MD5-checked,
 #        the segmentation frames counted; needs root)
@@ -1100,6 +1102,49 @@ net_tap_offload() {
 	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc"
 }
 
+# ---- tap mode with QEMU's host_mtu: jumbo frames end to end ----
+# QEMU gives the guest an MTU of 9000 (host_mtu, VIRTIO_NET_F_MTU, which
+# virtq-net offers) and tells virtq-net (VHOST_USER_NET_SET_MTU), which sets
+# the TAP's MTU to match.  The guest pings the host with 8972-byte payloads:
+# 9014-byte frames both ways, unfragmented, which the frame counts show (a
+# TAP left at 1500 would split each reply into 7 frames).
+net_tap_mtu() {
+	local out l rx tx tapmtu rc
+	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqmt$$
+	net_start tap || { check start 1 "virtq-net tap $NET_TAP"; return; }
+	for ((i = 0; i < 50; i++)); do
+		ip link show "$NET_TAP" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ip addr add 10.77.4.1/24 dev "$NET_TAP" && ip link set "$NET_TAP" up ||
+		{ check tap-up 1 "cannot configure $NET_TAP"; return; }
+	guest_bg mtu --dev net --sock "$NSOCK" --mem 128 --timeout 60 --dev-opts host_mtu=9000 -- '
+		'"$FEATS"'
+		echo "GUEST_MTU $(cat /sys/class/net/eth0/mtu)"
+		ip addr add 10.77.4.2/24 dev eth0
+		echo UP
+		ping -c 10 -A -W 5 -s 8972 10.77.4.1 | grep "packet loss" | sed "s/^/PING /"'
+	wait_mark mtu UP 60 && tapmtu=$(cat "/sys/class/net/$NET_TAP/mtu" 2>/dev/null)
+	guest_wait mtu
+	rc=$?
+	net_stop
+	out=$LOG/mtu.out
+	l=$(grep -a '"summary":true' "$NET_OUT" | tail -1)
+	check mtu-negotiated $([ "$(feature 3 "$out")" = 1 ] && grep -q '^GUEST_MTU 9000$' "$out" &&
+		grep -q 'MTU 9000, also on' "$NET_OUT" && [ "$tapmtu" = 9000 ] && echo 0 || echo 1) \
+		"VIRTIO_NET_F_MTU=$(feature 3 "$out") $(grep -a '^GUEST_MTU' "$out"), TAP MTU ${tapmtu:-?}, virtq-net mtu $(echo "$l" | sed -n 's/.*"mtu":\([0-9]*\).*/\1/p')"
+	check jumbo-ping $(grep -q '^PING .* 0% packet loss' "$out" && echo 0 || echo 1) \
+		"$(grep -a '^PING' "$out")"
+	# 10 echo requests and replies, an ARP exchange, maybe a few more
+	# (IPv6): fragments of 1500 would be 70 frames each way
+	check unfragmented $([ "${NET_RX:-999}" -lt 30 ] && [ "${NET_TX:-999}" -lt 30 ] && echo 0 || echo 1) \
+		"frames from the guest $NET_RX, to the guest $NET_TX, bytes $(echo "$l" | grep -o '"tx_bytes":[0-9]*,"rx_bytes":[0-9]*')"
+	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc"
+}
+
 # ---- tap mode with two queue pairs (a multi-queue TAP) ----
 # The guest has 2 vCPUs, so Linux uses both pairs and maps vCPU k to
 # transmit queue k (XPS).  Phase 1: each vCPU sends raw frames (they land
@@ -1217,6 +1262,7 @@ net-restart-packed) net_restart on ;;
 net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-tap-mq) net_tap_mq ;;
+net-tap-mtu) net_tap_mtu ;;
 net-tap-offload) net_tap_offload on ;;
 net-tap-no-offload) net_tap_offload off ;;
 net-migrate) net_migrate off ;;

@@ -34,6 +34,7 @@ struct echo {
 	unsigned rarps;                 /* SEND_RARP calls */
 	uint8_t rarp_mac[6];            /* the last one's MAC */
 	int rarp_err;                   /* what send_rarp answers */
+	unsigned mtu;                   /* the last NET_SET_MTU */
 };
 
 static inline int echo_start(void *o, const struct vq_vhu_queue *q)
@@ -96,6 +97,17 @@ static inline int echo_send_rarp(void *o, const uint8_t mac[6])
 	return mac[0] & 1 ? -EINVAL : e->rarp_err;
 }
 
+static inline int echo_set_mtu(void *o, uint16_t mtu)
+{
+	struct echo *e = o;
+
+	/* a device with 9 KiB frames at most */
+	if (mtu > 9000)
+		return -EMSGSIZE;
+	e->mtu = mtu;
+	return 0;
+}
+
 static const struct vq_vhu_device_ops echo_ops = {
 	.queue_start = echo_start,
 	.queue_stop = echo_stop,
@@ -103,6 +115,7 @@ static const struct vq_vhu_device_ops echo_ops = {
 	.set_config = echo_set_config,
 	.reset = echo_reset,
 	.send_rarp = echo_send_rarp,
+	.set_mtu = echo_set_mtu,
 };
 
 static inline void echo_init(struct echo *e)

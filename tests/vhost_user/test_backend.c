@@ -709,6 +709,61 @@ static void send_rarp_mac_and_ack(struct fx *x)
 	CHECK_EQ(count_fds(), x->fds0);
 }
 
+/* vhost-user "VHOST_USER_NET_SET_MTU": legal only with PROTOCOL_F_NET_MTU,
+ * offered when the device takes an MTU; 68-65535 (virtio 5.1.4.1), and
+ * one the device cannot carry fails the REPLY_ACK with the connection kept. */
+static void net_set_mtu_range_and_ack(struct fx *x)
+{
+	static const struct vq_vhu_device_ops no_mtu_ops = {
+		.queue_start = echo_start, .queue_stop = echo_stop,
+	};
+	static const struct { uint64_t mtu; bool ok; } c[] = {
+		{ 1500, true }, { 68, true }, { 9000, true },
+		{ 67, false }, { 9001, false }, { 65536, false }, { 1ull << 40, false },
+	};
+	struct vq_vhu_device d = { .name = "no-mtu", .features = ECHO_FEATURES,
+				   .nqueues = 1, .ops = &no_mtu_ops };
+	struct vq_vhu_backend *b;
+	char path[80];
+	int s, r;
+
+	s = cli(x);
+	CHECK(get_u64(x, s, VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VHU_PROTOCOL_F_MTU));
+	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |
+		VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	ok(x);
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		x->e.mtu = 0;
+		snd(s, VHU_NET_SET_MTU, VHU_FLAG_NEED_REPLY, VHU_P_U64, &c[i].mtu, NULL, 0);
+		ok(x);
+		CHECK_EQ(rcv(s, VHU_NET_SET_MTU, true).u.u64 == 0, c[i].ok);
+		CHECK_EQ(x->e.mtu, c[i].ok ? c[i].mtu : 0);
+	}
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	close(s);
+	CHECK_EQ(pump(x), -ECONNRESET);
+
+	/* not negotiated: a protocol violation */
+	s = cli(x);
+	snd_u64(s, VHU_NET_SET_MTU, 1500);
+	r = pump(x);
+	closed_with(x, s, r, -EPROTO);
+
+	/* a device without set_mtu does not offer it */
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	snprintf(path, sizeof(path), "%s/nomtu", x->dir);
+	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
+	s = cli_connect(path);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	snd_none(s, VHU_GET_PROTOCOL_FEATURES);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	CHECK(!(rcv(s, VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
+		VIRTQ_BIT(VHU_PROTOCOL_F_MTU)));
+	close(s);
+	vq_vhu_backend_free(b);
+	CHECK_EQ(count_fds(), x->fds0);
+}
+
 static void status_set_get(struct fx *x)
 {
 	int s = cli(x);
@@ -1308,6 +1363,7 @@ int main(void)
 	T(get_vring_base_packed_both_indices);
 	T(reply_ack_success_and_failure);
 	T(send_rarp_mac_and_ack);
+	T(net_set_mtu_range_and_ack);
 	T(status_set_get);
 	T(reset_device_forgets_state);
 	T(mem_slots_add_remove);

@@ -648,6 +648,27 @@ static void send_rarp_rules(void)
 	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
 }
 
+/* vhost-user "VHOST_USER_NET_SET_MTU": a u64, no fd, no reply of its own. */
+static void net_set_mtu_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	uint64_t v = 9000;
+
+	raw_hdr(&r, VHU_NET_SET_MTU, VHU_VERSION, 8);
+	memcpy(r.b + r.len, &v, 8);
+	r.len += 8;
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.kind, VHU_P_U64);
+	CHECK_EQ(m.u.u64, 9000);
+	CHECK(!vq_vhu_request_has_reply(VHU_NET_SET_MTU));
+	CHECK(!strcmp(vq_vhu_request_name(VHU_NET_SET_MTU), "VHOST_USER_NET_SET_MTU"));
+	raw_hdr(&r, VHU_NET_SET_MTU, VHU_VERSION, 2);
+	memcpy(r.b + r.len, &v, 2);
+	r.len += 2;
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+}
+
 int main(void)
 {
 	RUN(hdr_get_features_ok);
@@ -667,5 +688,6 @@ int main(void)
 	RUN(reply_rules);
 	RUN(log_base_rules);
 	RUN(send_rarp_rules);
+	RUN(net_set_mtu_rules);
 	return 0;
 }

@@ -357,6 +357,11 @@ static void run_case(const struct tcase *t)
 		CHECK_EQ(vq_vhu_frontend_send_rarp(f, unicast), 0);
 		CHECK_EQ(vq_vhu_frontend_send_rarp(f, group), -EIO);
 	}
+	/* NET_SET_MTU (PROTOCOL_F_MTU): the echo device carries 9000 at most */
+	CHECK(vq_vhu_frontend_protocol_features(f) & VIRTQ_BIT(VHU_PROTOCOL_F_MTU));
+	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 9000), 0);
+	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 9001), -EIO);
+	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 60), -EIO);
 	vq_vhu_frontend_free(f);
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)

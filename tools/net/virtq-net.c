@@ -126,6 +126,7 @@ struct daemon {
 	int tap_vnet_len;               /* atomic: the TAP's virtio-net header size */
 	int64_t source_left;            /* atomic; with --count */
 	uint64_t rarp_sent;             /* atomic; announcements sent */
+	unsigned mtu;                   /* the guest's, from NET_SET_MTU; 0: none */
 };
 
 /* ------------------------------------------------------------------ */
@@ -926,11 +927,44 @@ static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 	return 0;
 }
 
+/* QEMU's host_mtu: the guest was told this MTU.  In tap mode the TAP
+ * takes it too, so the host sends the guest frames that large without
+ * fragmenting, and takes its frames; a TAP that refuses it fails the
+ * request (QEMU then does not start the device rather than run it with
+ * MTUs that disagree). */
+static int dev_set_mtu(void *opaque, uint16_t mtu)
+{
+	struct daemon *d = opaque;
+
+	if (d->o.mode == M_TAP) {
+		struct ifreq ifr = { .ifr_mtu = mtu };
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), e = 0;
+
+		snprintf(ifr.ifr_name, IFNAMSIZ, "%s", d->o.tap_name);
+		if (s < 0 || ioctl(s, SIOCSIFMTU, &ifr) < 0)
+			e = errno;
+		if (s >= 0)
+			close(s);
+		if (e) {
+			fprintf(stderr, "virtq-net: cannot set the MTU of %s to %u: %s\n",
+				d->o.tap_name, mtu, strerror(e));
+			return -e;
+		}
+	}
+	d->mtu = mtu;
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-net: MTU %u%s%s\n", mtu,
+			d->o.mode == M_TAP ? ", also on " : "",
+			d->o.mode == M_TAP ? d->o.tap_name : "");
+	return 0;
+}
+
 static const struct vq_vhu_device_ops net_ops = {
 	.queue_start = dev_queue_start,
 	.queue_stop = dev_queue_stop,
 	.reset = dev_reset,
 	.send_rarp = dev_send_rarp,
+	.set_mtu = dev_set_mtu,
 };
 
 /* ------------------------------------------------------------------ */
@@ -985,9 +1019,9 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
 		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64
-		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64,
+		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64 ",\"mtu\":%u",
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
-		       now->tx_gso, now->rx_gso);
+		       now->tx_gso, now->rx_gso, d->mtu);
 		if (final) {
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
@@ -1201,6 +1235,9 @@ static uint64_t offered_features(const struct daemon *d)
 		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
 		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) |
+		     /* QEMU gives the guest an MTU (host_mtu) only if we
+		      * offer this; it then tells us (NET_SET_MTU) */
+		     VIRTQ_BIT(VIRTIO_NET_F_MTU) |
 		     /* after a live migration the guest announces itself
 		      * (gratuitous ARP) instead of QEMU sending a RARP */
 		     VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
