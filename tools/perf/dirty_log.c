@@ -111,3 +111,37 @@ void perf_dlog_watch_free(struct perf_dlog_watch *w)
 	while (w->n)
 		free(w->r[--w->n].copy);
 }
+
+int perf_dlog_watch_rings(struct perf_dlog_watch *w, struct vq_vhu_frontend *f,
+			  unsigned nrings)
+{
+	bool packed = vq_vhu_frontend_features(f) & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	struct vq_gpa_range a[3];
+	int r = 0;
+
+	for (unsigned i = 0; i < nrings && r == 0; i++) {
+		r = vq_vhu_frontend_ring_gpa(f, i, a);
+		if (r == 0)
+			r = perf_dlog_watch(w, vq_vhu_frontend_hva(f, a[2].gpa, a[2].len),
+					    a[2].gpa, a[2].len, false);
+		if (r == 0 && packed)
+			r = perf_dlog_watch(w, vq_vhu_frontend_hva(f, a[0].gpa, a[0].len),
+					    a[0].gpa, a[0].len, true);
+	}
+	return r;
+}
+
+int64_t perf_dlog_stop_check(const struct perf_dlog_watch *w, const struct perf_dlog *d,
+			     struct vq_vhu_frontend *f, unsigned nrings,
+			     uint64_t *changed, const char *who)
+{
+	uint32_t base;
+
+	for (unsigned i = 0; i < nrings; i++)
+		if (vq_vhu_frontend_stop_queue(f, i, &base) < 0) {
+			fprintf(stderr, "%s: --dirty-log: stopping ring %u: %s\n", who, i,
+				vq_vhu_frontend_error_msg(f));
+			return -1;
+		}
+	return (int64_t)perf_dlog_unmarked(w, d, changed);
+}

@@ -53,4 +53,17 @@ uint64_t perf_dlog_unmarked(const struct perf_dlog_watch *w, const struct perf_d
 			    uint64_t *changed);
 void perf_dlog_watch_free(struct perf_dlog_watch *w);
 
+/* Watch what the back-end writes of rings [0, nrings): each device area
+ * (split: the used ring) and, packed, the descriptors it marks used.
+ * 0 or -errno. */
+int perf_dlog_watch_rings(struct perf_dlog_watch *w, struct vq_vhu_frontend *f,
+			  unsigned nrings);
+/* Stop rings [0, nrings) (GET_VRING_BASE, as before a migration's last
+ * sync), then the pages of w the back-end changed (added to *changed) and,
+ * returned, how many are not marked; -1 when a ring did not stop (said on
+ * stderr, after who). */
+int64_t perf_dlog_stop_check(const struct perf_dlog_watch *w, const struct perf_dlog *d,
+			     struct vq_vhu_frontend *f, unsigned nrings,
+			     uint64_t *changed, const char *who);
+
 #endif

@@ -80,7 +80,8 @@ struct net_run {
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
 	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
-	uint64_t unlogged;
+	struct perf_dlog_watch wring;   /* and the ring areas it writes */
+	uint64_t unlogged, ring_pages;
 	double elapsed;
 	uint64_t features;              /* negotiated */
 	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
@@ -414,6 +415,8 @@ static int net_setup(struct net_run *n)
 	n->features = vq_vhu_frontend_features(n->f);
 	if (o->dirty_log) {
 		r = perf_dlog_on(&n->dlog, n->f, "virtq-perf net");
+		if (r == 0)
+			r = perf_dlog_watch_rings(&n->wring, n->f, 2);
 		if (r < 0)
 			return r;
 	}
@@ -755,12 +758,12 @@ static void net_report(struct net_run *n)
 		       "\"features\":\"0x%" PRIx64 "\",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.4f,\"ops_per_sec\":%.1f,\"mpps\":%.4f,\"gbps\":%.4f,"
 		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64
-		       ",\"dirty_log\":%s,\"unlogged\":%" PRIu64,
+		       ",\"dirty_log\":%s,\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
 		       o->mrg ? "true" : "false", n->features,
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad,
-		       n->o.dirty_log ? "true" : "false", n->unlogged);
+		       n->o.dirty_log ? "true" : "false", n->ring_pages, n->unlogged);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);
@@ -782,8 +785,9 @@ static void net_report(struct net_run *n)
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
 		if (o->dirty_log)
-			printf("dirty log on: %" PRIu64 " received buffers had bytes in unmarked pages\n",
-			       n->unlogged);
+			printf("dirty log on: %" PRIu64 " received buffers or used-ring pages "
+			       "unmarked (%" PRIu64 " ring pages changed)\n",
+			       n->unlogged, n->ring_pages);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
 			       perf_place_name(n->place), n->c2c_before, n->c2c_after,
@@ -824,6 +828,18 @@ int perf_net_main(int argc, char **argv)
 			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
 				strerror(-r));
 	}
+	/* the used rings the backend wrote must be marked too (each buffer
+	 * was checked as it came back) */
+	if (r == 0 && n.dlog.log) {
+		int64_t u = perf_dlog_stop_check(&n.wring, &n.dlog, n.f, 2, &n.ring_pages,
+						 "virtq-perf net");
+
+		if (u < 0)
+			r = -EIO;
+		else
+			n.unlogged += (uint64_t)u;
+	}
+	perf_dlog_watch_free(&n.wring);
 	vq_vhu_frontend_free(n.f);
 	perf_backend_stop(&n.be);
 	n.c2c_after = probe(&n.o);

@@ -409,24 +409,14 @@ static void guest_kick(void *arg, unsigned q)
  * also the descriptors it marks used. */
 static int dlog_watch(struct vs_run *n, const struct vq_vsg_config *gc)
 {
-	bool packed = vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	struct vq_gpa_range a[3];
-	unsigned i;
 	int r;
 
 	r = perf_dlog_watch(&n->wbuf, gc->rx_area.hva, gc->rx_area.gpa, gc->rx_area.size, false);
 	if (r == 0)
 		r = perf_dlog_watch(&n->wbuf, gc->ev_area.hva, gc->ev_area.gpa, gc->ev_area.size,
 				    false);
-	for (i = 0; i < 3 && r == 0; i++) {
-		r = vq_vhu_frontend_ring_gpa(n->fe, i, a);
-		if (r == 0)
-			r = perf_dlog_watch(&n->wring, vq_vhu_frontend_hva(n->fe, a[2].gpa, a[2].len),
-					    a[2].gpa, a[2].len, false);
-		if (r == 0 && packed)
-			r = perf_dlog_watch(&n->wring, vq_vhu_frontend_hva(n->fe, a[0].gpa, a[0].len),
-					    a[0].gpa, a[0].len, true);
-	}
+	if (r == 0)
+		r = perf_dlog_watch_rings(&n->wring, n->fe, 3);
 	return r;
 }
 
@@ -526,17 +516,12 @@ static int guest_setup(struct vs_run *n)
  * the pages it changed and which of them the log misses. */
 static int dlog_check(struct vs_run *n)
 {
-	uint32_t base;
-	unsigned i;
+	int64_t u = perf_dlog_stop_check(&n->wring, &n->dlog, n->fe, 3, &n->ring_pages,
+					 "virtq-perf vsock");
 
-	for (i = 0; i < 3; i++)
-		if (vq_vhu_frontend_stop_queue(n->fe, i, &base) < 0) {
-			fprintf(stderr, "virtq-perf vsock: --dirty-log: stopping ring %u: %s\n", i,
-				vq_vhu_frontend_error_msg(n->fe));
-			return -EIO;
-		}
-	n->unlogged = perf_dlog_unmarked(&n->wbuf, &n->dlog, &n->buf_pages) +
-		      perf_dlog_unmarked(&n->wring, &n->dlog, &n->ring_pages);
+	if (u < 0)
+		return -EIO;
+	n->unlogged = (uint64_t)u + perf_dlog_unmarked(&n->wbuf, &n->dlog, &n->buf_pages);
 	return 0;
 }
 
