@@ -77,9 +77,16 @@ static int send_rarp(void *o, const uint8_t mac[6])
 	return mac[5] & 1 ? -ENETDOWN : 0;
 }
 
+/* Refuses MTUs above 9000, so both REPLY_ACK answers are reachable. */
+static int set_mtu(void *o, uint16_t mtu)
+{
+	(void)o;
+	return mtu > 9000 ? -EMSGSIZE : 0;
+}
+
 static const struct vq_vhu_device_ops ops = {
 	.queue_start = qstart, .get_config = get_config, .set_config = set_config,
-	.send_rarp = send_rarp,
+	.send_rarp = send_rarp, .set_mtu = set_mtu,
 };
 
 static int guest_fd = -1;
