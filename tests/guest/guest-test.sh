@@ -18,6 +18,7 @@
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
 #        net-migrate-mq (2 queue pairs in use: two vhost devices)
+#        net-restart-mq (the same across a backend restart)
 #        net-tap-mtu (QEMU host_mtu=9000: the TAP follows, 9014-byte frames
 #        both ways unfragmented; needs root)
 #        net-tap-offload net-tap-no-offload (tap mode with and without the
@@ -373,9 +374,18 @@ net_overflow() {
 
 # ---- kill the backend mid-traffic; QEMU reconnects; the guest works again ----
 net_restart() {
+	local mq=${2:-} gopts=() pre=
 	need_net_backend
+	# mq: both of 2 queue pairs in use; after the reconnect QEMU's two
+	# vhost devices set the new backend up again, each its own pair
+	if [ "$mq" = mq ]; then
+		NET_OPTS=(--queue-pairs 2 --threads 2)
+		gopts=(--queues 2)
+		pre='gnet channels eth0 2 | sed "s/^/PAIRS /"'
+	fi
 	net_start loopback || { check start 1 ""; return; }
-	guest_bg restart --dev net --sock "$NSOCK" --packed "$1" --reconnect 1 --mem 128 --timeout 110 -- '
+	guest_bg restart --dev net --sock "$NSOCK" --packed "$1" --reconnect 1 --mem 128 --timeout 110 "${gopts[@]}" -- '
+		'"$pre"'
 		gnet echo eth0 -n 500 -s 0 || exit 1
 		echo KILL_NOW
 		gnet tx eth0 -n 100000000 -t 5 > /dev/null 2>&1
@@ -392,10 +402,17 @@ net_restart() {
 	note "backend killed mid-traffic"
 	sleep 1
 	net_start loopback || { check restart 1 "second backend did not start"; return; }
+	NET_OPTS=()
 	guest_wait restart
 	local rc=$?
 	net_stop
 	local o=$LOG/restart.out
+	if [ "$mq" = mq ]; then
+		check two-pairs-after-restart $(grep -aq '^PAIRS CHANNELS combined=2 max=2' "$o" &&
+			grep -q 'queue 2 started' "$NET_OUT" && grep -q 'queue 3 started' "$NET_OUT" &&
+			echo 0 || echo 1) \
+			"$(grep -a '^PAIRS' "$o"); the new backend: $(grep -c 'started' "$NET_OUT") ring starts, packets by ring $(grep -a '"summary":true' "$NET_OUT" | sed -n 's/.*"queue_packets":\(\[[0-9,]*\]\).*/\1/p')"
+	fi
 	check served-after-restart $([ $rc = 0 ] && [ "$(count PROBE result=PASS "$o")" = 1 ] &&
 		[ "$(count ECHO result=PASS "$o")" = 2 ] && [ "${NET_RX:-0}" -ge 1000 ] && echo 0 || echo 1) \
 		"guest_rc=$rc $(grep -a '^PROBE' "$o") $(grep -a '^ECHO' "$o" | tail -1 | cut -d' ' -f2-6) new_backend_rx=$NET_RX"
@@ -1259,6 +1276,7 @@ net-split-4g) net_matrix off on "" 4608 ;;
 net-packed-nomrg-overflow) net_overflow ;;
 net-restart) net_restart off ;;
 net-restart-packed) net_restart on ;;
+net-restart-mq) net_restart off mq ;;
 net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-tap-mq) net_tap_mq ;;
