@@ -425,18 +425,24 @@ static void worker_publish(struct worker *w)
 		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+/* --cpu: the calling thread runs where worker `id` runs. */
+static void pin_like_worker(const struct daemon *d, unsigned id)
+{
+	cpu_set_t set;
+
+	if (!d->o.ncpus)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(d->o.cpus[id % d->o.ncpus], &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct daemon *d = w->d;
 
-	if (d->o.ncpus) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(d->o.cpus[w->id % d->o.ncpus], &set);
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	}
+	pin_like_worker(d, w->id);
 	while (!vq_rt_loop_stopped(w->loop)) {
 		int r = vq_rt_loop_run_once(w->loop, 0);
 
@@ -697,6 +703,8 @@ static void *tap_main(void *arg)
 	struct ring *rx = &t->d->rings[2 * t->pair];
 	bool want_kick = false;
 
+	/* beside the worker that sends the pair's frames */
+	pin_like_worker(t->d, worker_of(t->d, 2 * t->pair));
 	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pf[2] = {
 			{ .fd = t->stop_fd, .events = POLLIN },
@@ -1087,7 +1095,8 @@ VQD_USAGE_SOCKET
 "  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ;\n"
 "                        tap: one queue of a multi-queue TAP per pair)\n"
 "  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
-"  --cpu LIST            pin worker threads to these CPUs (comma list)\n"
+"  --cpu LIST            pin worker threads to these CPUs (comma list; a tap\n"
+"                        queue's reader runs with its pair's worker)\n"
 "  --used-batch N        publish used entries every N (1: each on its own;\n"
 "                        0: once per burst, the default)\n"
 "  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
