@@ -13,7 +13,8 @@
  *                    used-batching patch changed)
  *   --direction tx   guest -> host
  *   --latency        ping-pong of --buf-size messages: host sends, guest
- *                    echoes; round-trip percentiles
+ *                    echoes; round-trip percentiles; the echo must be
+ *                    what was sent, byte for byte
  *
  * Every transfer is checked: the receiver's byte count and a position-
  * dependent checksum of the stream must match the sender's.  With
@@ -95,6 +96,7 @@ struct vs_run {
 	pthread_t host;
 	int host_rc;
 	uint64_t host_bytes, host_csum;
+	uint64_t host_sent_csum;        /* stream latency: what the host sent */
 	char host_err[160];
 	int stop;                       /* atomic: guest side gave up */
 	/* guest side */
@@ -803,12 +805,16 @@ static void *host_main(void *arg)
 		goto out;
 	}
 	if (n->o.latency) {
+		struct vs_csum sent = { 0 };
 		uint64_t i;
 
+		/* the echo is checked whole: its sum must be the sum of what
+		 * was sent, byte for byte at the same stream offsets */
 		for (i = 0; i < n->o.iters && !stopped(n); i++) {
 			uint64_t t = vq_rt_now_ns();
 
 			vs_stream_fill(buf, i * n->o.buf_size, n->o.buf_size);
+			vs_csum_add(&sent, buf, n->o.buf_size);
 			if (write_full(fd, buf, n->o.buf_size) < 0 ||
 			    read_full(fd, buf, n->o.buf_size) < 0) {
 				snprintf(n->host_err, sizeof(n->host_err), "ping-pong: connection lost");
@@ -819,6 +825,7 @@ static void *host_main(void *arg)
 		}
 		n->host_bytes = cs.off;
 		n->host_csum = vs_csum_final(&cs);
+		n->host_sent_csum = vs_csum_final(&sent);
 		n->host_rc = 0;
 		goto out;
 	}
@@ -1322,7 +1329,8 @@ int perf_vsock_main(int argc, char **argv)
 		ok = n.host_msgs == n.guest_msgs && n.host_bytes == n.guest_bytes &&
 		     n.host_csum == n.guest_csum && (!n.o.latency || n.host_msgs == n.o.iters);
 	} else if (n.o.latency) {
-		ok = n.host_bytes == n.o.iters * n.o.buf_size;
+		ok = n.host_bytes == n.o.iters * n.o.buf_size &&
+		     n.host_csum == n.host_sent_csum;
 		n.guest_bytes = n.host_bytes;
 		n.guest_csum = n.host_csum;
 	} else {
@@ -1387,7 +1395,7 @@ int perf_vsock_main(int argc, char **argv)
 		} else if (n.o.latency) {
 			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
 			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
-			       ok ? "verified" : "BYTE COUNT MISMATCH");
+			       ok ? "verified" : "ECHO MISMATCH (bytes or content)");
 		} else {
 			printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
 			       "checksum %016" PRIx64 " %s\n",
