@@ -109,6 +109,7 @@ struct tapq {
 	int stop_fd;            /* eventfd that wakes the reader */
 	int stop;               /* atomic */
 	uint8_t *buf;           /* the reader's frame */
+	struct wstats pub;      /* its ring's counts, published atomically */
 };
 
 struct daemon {
@@ -411,18 +412,32 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 
 /* Publish this worker's totals (worker thread; the control thread reads
  * them with atomic loads). */
+static void wstats_publish(struct wstats *dst, const struct wstats *s)
+{
+	const uint64_t *src = (const uint64_t *)s;
+	uint64_t *d = (uint64_t *)dst;
+
+	for (unsigned i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		__atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
+}
+
+/* A ring whose counts its worker keeps: in tap mode a receive ring is
+ * its TAP reader's, which publishes them itself. */
+static bool worker_counts(const struct daemon *d, unsigned ring)
+{
+	return d->o.mode != M_TAP || vq_net_is_tx_queue(ring);
+}
+
 static void worker_publish(struct worker *w)
 {
 	struct daemon *d = w->d;
 	struct wstats s = w->base;
-	uint64_t *src = (uint64_t *)&s, *dst = (uint64_t *)&w->pub;
 	unsigned i;
 
 	for (i = 0; i < 2 * d->o.pairs; i++)
-		if (worker_of(d, i) == w->id && d->rings[i].running)
+		if (worker_of(d, i) == w->id && d->rings[i].running && worker_counts(d, i))
 			stats_add_ring(&s, &d->rings[i]);
-	for (i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
-		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+	wstats_publish(&w->pub, &s);
 }
 
 /* --cpu: the calling thread runs where worker `id` runs. */
@@ -504,16 +519,17 @@ static int worker_start(struct worker *w)
 
 		if (worker_of(d, i) != w->id || !rg->running)
 			continue;
-		rg->rtq = NULL;
 		if (vq_net_is_tx_queue(i)) {
 			qc.process = process_tx;
 		} else if (d->o.mode == M_SOURCE) {
 			qc.process = process_rx_source;
 		} else {
 			/* RX is filled from the TX turn (loopback) or the TAP
-			 * reader: no turn of its own. */
+			 * reader (which may be reading this ring's fields): no
+			 * turn of its own. */
 			continue;
 		}
+		rg->rtq = NULL;
 		r = vq_rt_loop_add(w->loop, &qc, &rg->rtq);
 		if (r < 0) {
 			vq_rt_loop_free(w->loop);
@@ -754,6 +770,12 @@ static void *tap_main(void *arg)
 		}
 		if (vq_net_rx_flush(rx->nq) >= 0)
 			ring_call(rx);
+		{
+			struct wstats s = { 0 };
+
+			stats_add_ring(&s, rx);
+			wstats_publish(&t->pub, &s);
+		}
 	}
 	return NULL;
 }
@@ -767,6 +789,9 @@ static void tap_stop(struct tapq *t)
 		pthread_join(t->th, NULL);
 		vq_evt_drain(t->stop_fd);
 		t->running = false;
+		/* the ring's counts go to its worker's base when it is
+		 * released (this thread, as the statistics line) */
+		wstats_publish(&t->pub, &(struct wstats){ 0 });
 	}
 	tap_attach(t, false);
 }
@@ -996,6 +1021,12 @@ static void stats_read(struct daemon *d, struct wstats *s)
 			 * worker's publication includes it. */
 			dst[k] += p > base[k] ? p : base[k];
 		}
+	}
+	for (i = 0; d->o.mode == M_TAP && i < d->o.pairs; i++) {
+		uint64_t *src = (uint64_t *)&d->taps[i].pub, *dst = (uint64_t *)s;
+
+		for (k = 0; k < sizeof(*s) / sizeof(uint64_t); k++)
+			dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
 	}
 }
 
