@@ -273,11 +273,16 @@ static int sink_tap(void *arg, const struct iovec *iov, unsigned cnt,
 	uint8_t hb[12];
 	uint32_t hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
 	ssize_t w;
+	int fd = __atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED);
 
 	vq_net_hdr_encode(hb, hlen, h);
 	out[0] = (struct iovec){ hb, hlen };
 	memcpy(out + 1, iov, cnt * sizeof(*iov));
-	w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), out, (int)cnt + 1);
+	w = writev(fd, out, (int)cnt + 1);
+	/* the queue was detached between our look and the write (its pair's
+	 * receive ring stopped): tap_attach moved tx_fd first, so once more */
+	if (w < 0 && errno == EBADFD && fd != __atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED))
+		w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), out, (int)cnt + 1);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
