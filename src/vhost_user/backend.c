@@ -634,7 +634,7 @@ static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return r;
 	}
 	/*
-	 * QEMU before 8.1 sends ADD and REM_MEM_REG from each vhost device
+	 * QEMU 7.2 sends ADD and REM_MEM_REG from each vhost device
 	 * of the connection, i.e. once per queue pair of a multiqueue net
 	 * device: the same region again is one more reference to it, and
 	 * only the last REM_MEM_REG unmaps it.  Any other overlap is still
