@@ -19,6 +19,8 @@
 #        needs root for the TAP device)
 #        net-migrate-mq (2 queue pairs in use: two vhost devices)
 #        net-restart-mq (the same across a backend restart)
+#        net-tap-restart (a persistent multi-queue TAP made beforehand outlives
+#        a virtq-net restart under a running guest; needs root)
 #        net-tap-mtu (QEMU host_mtu=9000: the TAP follows, 9014-byte frames
 #        both ways unfragmented; needs root)
 #        net-tap-offload net-tap-no-offload (tap mode with and without the
@@ -1162,6 +1164,65 @@ net_tap_mtu() {
 	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc"
 }
 
+# ---- tap mode across a backend restart, on a TAP made beforehand ----
+# As an operator runs it: a persistent multi-queue TAP made with ip tuntap
+# and given its address (or bridge) once; virtq-net attaches to it, with 2
+# queue pairs.  virtq-net is killed while the guest pings and a new one
+# started: QEMU reconnects (reconnect=1), the TAP and its address outlive
+# the backend, and the guest reaches the host again with nothing done in
+# the guest or on the TAP.
+net_tap_restart() {
+	local out rc i
+	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
+	need_net_backend
+	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
+	NET_TAP=vqrs$$
+	ip tuntap add dev "$NET_TAP" mode tap multi_queue vnet_hdr &&
+		ip addr add 10.77.5.1/24 dev "$NET_TAP" && ip link set "$NET_TAP" up ||
+		{ check tuntap 1 "cannot make a persistent TAP $NET_TAP"; return; }
+	NET_OPTS=(--queue-pairs 2 --threads 2)
+	net_start tap || { check start 1 "virtq-net on $NET_TAP"; ip link del "$NET_TAP"; return; }
+	guest_bg rs --dev net --sock "$NSOCK" --queues 2 --reconnect 1 --mem 128 --timeout 100 -- '
+		gnet channels eth0 2 | sed "s/^/PAIRS /"
+		ip addr add 10.77.5.2/24 dev eth0
+		ping -c 10 -A -W 5 10.77.5.1 | grep "packet loss" | sed "s/^/PING_BEFORE /"
+		echo KILL_NOW
+		i=0; while [ $i -lt 60 ] && ! ping -c 1 -W 1 10.77.5.1 >/dev/null 2>&1; do i=$((i+1)); done
+		echo "BACK_AFTER $i"
+		ping -c 20 -A -W 5 -s 1400 10.77.5.1 | grep "packet loss" | sed "s/^/PING_AFTER /"
+		echo LISTEN
+		nc -l -p 5000 | md5sum | sed "s/^/MD5 /"'
+	if wait_mark rs KILL_NOW 60; then
+		net_kill
+		ip link show "$NET_TAP" > "$LOG/tap-between.txt" 2>&1
+		ip -4 addr show dev "$NET_TAP" >> "$LOG/tap-between.txt" 2>&1
+		sleep 1
+		net_start tap || check restart 1 "the second virtq-net did not start"
+		head -c 2000000 /dev/urandom > "$LOG/blob"
+		if wait_mark rs LISTEN 60; then
+			for ((i = 0; i < 50; i++)); do
+				timeout 20 bash -c "cat '$LOG/blob' > /dev/tcp/10.77.5.2/5000" 2>/dev/null && break
+				sleep 0.2
+			done
+		fi
+	fi
+	NET_OPTS=()
+	guest_wait rs
+	rc=$?
+	net_stop
+	out=$LOG/rs.out
+	check tap-outlived-backend $(grep -q "$NET_TAP" "$LOG/tap-between.txt" &&
+		grep -q '10.77.5.1/24' "$LOG/tap-between.txt" && echo 0 || echo 1) \
+		"while no backend ran: $(tr '\n' ' ' < "$LOG/tap-between.txt" | cut -c1-160)"
+	check ping-before $(grep -q '^PING_BEFORE.* 0% packet loss' "$out" && echo 0 || echo 1) \
+		"$(grep -a -e '^PAIRS' -e '^PING_BEFORE' "$out" | tr '\n' ' ')"
+	check back-after-restart $(grep -q '^PING_AFTER.* 0% packet loss' "$out" &&
+		grep -q "^MD5 $(md5sum < "$LOG/blob" | cut -d' ' -f1)" "$out" && echo 0 || echo 1) \
+		"$(grep -a -e '^BACK_AFTER' -e '^PING_AFTER' -e '^MD5' "$out" | tr '\n' ' ') new backend: $(grep -c 'started' "$NET_OUT") ring starts"
+	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc"
+	ip link del "$NET_TAP" 2>/dev/null
+}
+
 # ---- tap mode with two queue pairs (a multi-queue TAP) ----
 # The guest has 2 vCPUs, so Linux uses both pairs and maps vCPU k to
 # transmit queue k (XPS).  Phase 1: each vCPU sends raw frames (they land
@@ -1281,6 +1342,7 @@ net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-tap-mq) net_tap_mq ;;
 net-tap-mtu) net_tap_mtu ;;
+net-tap-restart) net_tap_restart ;;
 net-tap-offload) net_tap_offload on ;;
 net-tap-no-offload) net_tap_offload off ;;
 net-migrate) net_migrate off ;;
