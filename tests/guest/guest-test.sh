@@ -1170,7 +1170,9 @@ net_tap_mtu() {
 # queue pairs.  virtq-net is killed while the guest pings and a new one
 # started: QEMU reconnects (reconnect=1), the TAP and its address outlive
 # the backend, and the guest reaches the host again with nothing done in
-# the guest or on the TAP.
+# the guest or on the TAP.  The guest waits 4 s after its mark: the host
+# kills at once and starts the new backend a second later, and QEMU
+# reconnects within another.
 net_tap_restart() {
 	local out rc i
 	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
@@ -1187,6 +1189,7 @@ net_tap_restart() {
 		ip addr add 10.77.5.2/24 dev eth0
 		ping -c 10 -A -W 5 10.77.5.1 | grep "packet loss" | sed "s/^/PING_BEFORE /"
 		echo KILL_NOW
+		sleep 4
 		i=0; while [ $i -lt 60 ] && ! ping -c 1 -W 1 10.77.5.1 >/dev/null 2>&1; do i=$((i+1)); done
 		echo "BACK_AFTER $i"
 		ping -c 20 -A -W 5 -s 1400 10.77.5.1 | grep "packet loss" | sed "s/^/PING_AFTER /"
