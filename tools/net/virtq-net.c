@@ -672,6 +672,13 @@ static int tap_open(struct daemon *d)
 		struct tapq *t = &d->taps[k];
 		int fd = tap_open_queue(d->o.tap_name, d->tap_mq);
 
+		/* one pair on a TAP the operator made multi_queue: take it as
+		 * a multi-queue TAP of one queue */
+		if (fd == -EINVAL && !d->tap_mq) {
+			fd = tap_open_queue(d->o.tap_name, true);
+			d->tap_mq = fd >= 0;
+		}
+
 		if (fd < 0) {
 			fprintf(stderr, "virtq-net: cannot open TAP %s%s: %s%s\n",
 				d->o.tap_name, d->tap_mq ? " as multi-queue" : "",
