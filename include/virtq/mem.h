@@ -38,7 +38,11 @@ void vq_mem_free(struct vq_mem *m);
 
 /* Add a region.  -EINVAL for a zero size, an address range that wraps, or a
  * guest-physical or frontend range that overlaps an existing region;
- * -ENOSPC when the map is full; -ENOMEM. */
+ * -EXDEV when hva is not aligned like gpa and uaddr modulo
+ * VQ_MEM_ALIGN_KEPT (so an address the ring layer checked for alignment in
+ * guest terms could be misaligned here); -ENOSPC when the map is full;
+ * -ENOMEM. */
+#define VQ_MEM_ALIGN_KEPT 16u
 int vq_mem_add(struct vq_mem *m, const struct vq_mem_region *r);
 
 /* Remove the region that matches gpa and size exactly: 0, or -ENOENT.

@@ -60,6 +60,11 @@ int vq_mem_add(struct vq_mem *m, const struct vq_mem_region *r)
 		    overlaps(r->uaddr, ulast, o->uaddr, o->uaddr + (o->size - 1)))
 			return -EINVAL;
 	}
+	/* Rings, descriptors and indirect tables are checked for alignment
+	 * by their guest or front-end address and then read in place. */
+	if ((((uintptr_t)r->hva - r->gpa) | ((uintptr_t)r->hva - r->uaddr)) &
+	    (VQ_MEM_ALIGN_KEPT - 1))
+		return -EXDEV;
 	if (m->n == VQ_MEM_MAX_REGIONS)
 		return -ENOSPC;
 	if (m->n == m->cap) {

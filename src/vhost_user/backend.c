@@ -417,11 +417,13 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	ret = vq_mem_add(b->mem, &mr);
 	if (ret) {
 		munmap(p, len);
-		ret = berr(b, ret, "region gpa 0x%llx size 0x%llx ua 0x%llx: %s",
+		ret = berr(b, ret == -EXDEV ? -EINVAL : ret,
+			   "region gpa 0x%llx size 0x%llx ua 0x%llx: %s",
 			   (unsigned long long)r->gpa,
 			   (unsigned long long)r->size,
 			   (unsigned long long)r->uaddr,
 			   ret == -ENOSPC ? "too many regions" :
+			   ret == -EXDEV ? "its file offset, guest and user addresses differ modulo 16 (ring areas in it would be misaligned)" :
 			   "overlaps another region");
 		goto out;
 	}

@@ -4,7 +4,7 @@
 
 #include "vq_test.h"
 
-static uint8_t a[4096], b[4096];
+static _Alignas(4096) uint8_t a[4096], b[4096];
 
 static struct vq_mem *two_adjacent_regions(void)
 {
@@ -80,6 +80,15 @@ static void add_rejects_overlap_and_wrap(void)
 	CHECK_EQ(vq_mem_add(m, &r), -EINVAL);                    /* wraps */
 	r = (struct vq_mem_region){ .gpa = 0x20000, .size = 0, .uaddr = 0x1, .hva = a };
 	CHECK_EQ(vq_mem_add(m, &r), -EINVAL);                    /* empty */
+	/* the host mapping must be aligned like the guest and front-end
+	 * addresses (mod 16), or an aligned ring could be misaligned here */
+	r = (struct vq_mem_region){ .gpa = 0x20000, .size = 0x100, .uaddr = 0x7000000 + 0x100000, .hva = a + 4 };
+	CHECK_EQ(vq_mem_add(m, &r), -EXDEV);                     /* gpa 16k, hva 16k+4 */
+	r = (struct vq_mem_region){ .gpa = 0x20004, .size = 0x100, .uaddr = 0x7100000, .hva = a + 4 };
+	CHECK_EQ(vq_mem_add(m, &r), -EXDEV);                     /* uaddr 16k, hva 16k+4 */
+	r = (struct vq_mem_region){ .gpa = 0x20004, .size = 0x100, .uaddr = 0x7100004, .hva = a + 4 };
+	CHECK_EQ(vq_mem_add(m, &r), 0);                          /* all three alike */
+	CHECK_EQ(vq_mem_remove(m, 0x20004, 0x100, NULL), 0);
 	CHECK_EQ(vq_mem_count(m), 2);
 	CHECK_EQ(vq_mem_remove(m, 0x10000, 0x1000, &out), 0);
 	CHECK(out.hva == a);

@@ -383,6 +383,22 @@ static void bad_region_past_end_of_file(struct fx *x)
 	expect_closed(x, s, -EINVAL);
 }
 
+/* A region whose user address is not aligned like its file offset (or its
+ * guest address): a ring the front-end aligned would be misaligned in our
+ * mapping, and read in place (found by fuzz_vhu_backend, UBSan). */
+static void bad_region_misaligned_mapping(struct fx *x)
+{
+	int s = cli(x);
+	struct vq_vhu_region r = { 0, 0x10000, UA + 4, 0 };
+
+	snd_mem(s, 1, &r, &x->gfd);
+	expect_closed(x, s, -EINVAL);
+	s = cli(x);
+	r = (struct vq_vhu_region){ 8, 0x10000, UA, 0 };
+	snd_mem(s, 1, &r, &x->gfd);
+	expect_closed(x, s, -EINVAL);
+}
+
 static void bad_region_offset_past_end_of_file(struct fx *x)
 {
 	int s = cli(x);
@@ -1344,6 +1360,7 @@ int main(void)
 	T(bad_vring_index_past_queue_count);
 	T(bad_overlapping_regions);
 	T(bad_add_mem_reg_overlaps_existing);
+	T(bad_region_misaligned_mapping);
 	T(mem_slots_same_region_twice);
 	T(bad_region_past_end_of_file);
 	T(bad_region_offset_past_end_of_file);
