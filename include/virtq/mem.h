@@ -53,19 +53,36 @@ int vq_mem_remove(struct vq_mem *m, uint64_t gpa, uint64_t size,
 unsigned vq_mem_count(const struct vq_mem *m);
 const struct vq_mem_region *vq_mem_region_at(const struct vq_mem *m, unsigned i);
 
-/*
- * Translate the guest-physical range [gpa, gpa+len) into iovecs, appending
- * to iov[*n .. max).  A range that crosses from one region into an adjacent
- * one becomes one iovec per region.  A zero length adds nothing.
- * Returns 0, -EFAULT (some byte is in no region, or the range wraps) or
- * -ENOBUFS (more than max iovecs would be needed).
- */
-int vq_mem_translate(const struct vq_mem *m, uint64_t gpa, uint64_t len,
-		     struct iovec *iov, unsigned max, unsigned *n);
+/* How the device accesses a buffer (vhost's VHOST_ACCESS_*): checked
+ * against an IOTLB entry's permission, ignored without an IOTLB. */
+#define VQ_ACCESS_RO 1u         /* the device reads */
+#define VQ_ACCESS_WO 2u         /* the device writes */
+#define VQ_ACCESS_RW 3u
 
-/* A contiguous host pointer for [gpa, gpa+len) when the whole range lies in
- * one region; NULL otherwise.  Used for descriptor tables and rings. */
+/*
+ * Translate the device-visible range [addr, addr+len) into iovecs, appending
+ * to iov[*n .. max).  addr is guest-physical, or an I/O virtual address
+ * when an IOTLB is enabled (below).  A range that crosses from one region
+ * into an adjacent one becomes one iovec per region (pieces that are
+ * contiguous here are merged).  A zero length adds nothing.
+ * Returns 0, -EFAULT (some byte is in no region, the range wraps, or an
+ * IOTLB entry does not allow the access), -ENOBUFS (more than max iovecs
+ * would be needed) or -EAGAIN (an IOTLB miss: the miss handler was called;
+ * try again after an update).
+ */
+int vq_mem_translate(const struct vq_mem *m, uint64_t addr, uint64_t len,
+		     unsigned access, struct iovec *iov, unsigned max,
+		     unsigned *n);
+
+/* A contiguous host pointer for the guest-physical [gpa, gpa+len) when the
+ * whole range lies in one region; NULL otherwise. */
 void *vq_mem_gpa_to_hva(const struct vq_mem *m, uint64_t gpa, uint64_t len);
+
+/* The same for a device-visible address, as vq_mem_translate reads it
+ * (descriptor tables and rings, read in place): 0 and *hva, -EFAULT (not
+ * in one piece here, or not allowed) or -EAGAIN (an IOTLB miss). */
+int vq_mem_map_contig(const struct vq_mem *m, uint64_t addr, uint64_t len,
+		      unsigned access, void **hva);
 
 /* The same for an address in the frontend's address space (vhost-user ring
  * addresses). */
@@ -77,6 +94,55 @@ int vq_mem_uaddr_to_gpa(const struct vq_mem *m, uint64_t uaddr, uint64_t *gpa);
 /* The region holding a host pointer, or NULL.  Valid until the map changes. */
 const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
 						 const void *hva);
+
+/*
+ * The IOTLB (VIRTIO_F_ACCESS_PLATFORM behind a virtual IOMMU): the device
+ * sees I/O virtual addresses, and the front-end tells us, one entry at a
+ * time, which IOVA range maps to which of its addresses with what
+ * permission (vhost-user "IOMMU support").  With an IOTLB enabled, every
+ * device-visible address goes IOVA -> front-end address -> here.
+ *
+ * Queues translate on their own threads while one control thread updates:
+ * the entries are an immutable sorted snapshot, replaced whole on each
+ * change, so a reader never sees a half-made table.  A replaced snapshot
+ * is kept until vq_mem_iotlb_reclaim(), which the caller runs only when no
+ * queue translates (all stopped).  An invalidation must also wait for that:
+ * a queue may still be using what it translated before.
+ */
+#define VQ_IOTLB_MAX_ENTRIES 2048u      /* vhost's default max_iotlb_entries */
+
+struct vq_iotlb_entry {
+	uint64_t iova;
+	uint64_t size;          /* > 0 */
+	uint64_t uaddr;         /* start in the frontend's address space */
+	unsigned perm;          /* VQ_ACCESS_* */
+};
+
+/* Called on the translating thread for an address no entry holds.  It
+ * should ask the front-end (at most once per address while the question
+ * is open: the queue will try again and again). */
+typedef void (*vq_iotlb_miss_fn)(void *arg, uint64_t iova, unsigned access);
+
+/* Turn the IOTLB on (empty) or off (entries forgotten).  Only while no
+ * queue translates.  0 or -ENOMEM. */
+int vq_mem_iotlb_enable(struct vq_mem *m, vq_iotlb_miss_fn miss, void *arg);
+void vq_mem_iotlb_disable(struct vq_mem *m);
+bool vq_mem_iotlb_enabled(const struct vq_mem *m);
+/* Add an entry; entries it overlaps are dropped first.  -EINVAL (empty,
+ * wrapping, no permission, or a front-end range outside the memory map),
+ * -ENOSPC (full: invalidate first), -ENOMEM, -ENXIO (not enabled). */
+int vq_mem_iotlb_update(struct vq_mem *m, const struct vq_iotlb_entry *e);
+/* Drop every entry overlapping [iova, iova+size) (size 0 or a wrapping
+ * range: to the end).  Returns how many were dropped, or -ENOMEM (nothing
+ * was dropped). */
+int vq_mem_iotlb_invalidate(struct vq_mem *m, uint64_t iova, uint64_t size);
+unsigned vq_mem_iotlb_count(const struct vq_mem *m);
+/* Changes with every update and invalidation (0 without an IOTLB): a queue
+ * that met a miss waits for it to move. */
+uint32_t vq_mem_iotlb_generation(const struct vq_mem *m);
+/* Replaced snapshots waiting for vq_mem_iotlb_reclaim. */
+unsigned vq_mem_iotlb_retired(const struct vq_mem *m);
+void vq_mem_iotlb_reclaim(struct vq_mem *m);
 
 /*
  * A dirty-page log (vhost's VHOST_F_LOG_ALL, for live migration): one bit per

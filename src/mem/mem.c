@@ -3,7 +3,8 @@
  * The guest memory map.  Regions are kept sorted by guest-physical address so
  * a lookup is a binary search; there are few regions (8 for a plain
  * SET_MEM_TABLE) and the map only changes while the queues are stopped, so a
- * sorted array beats anything fancier.
+ * sorted array beats anything fancier.  The IOTLB, when enabled, sits in
+ * front of it: IOVA -> front-end address -> region.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,9 +13,26 @@
 
 #include <virtq/mem.h>
 
+/* An IOTLB snapshot: entries sorted by iova, none overlapping; never
+ * changed once published. */
+struct iotlb_snap {
+	unsigned n;
+	struct vq_iotlb_entry e[];
+};
+
+struct iotlb {
+	struct iotlb_snap *cur;         /* queues load it with acquire */
+	struct iotlb_snap **retired;    /* replaced, maybe still being read */
+	uint32_t gen;                   /* bumped (release) on each publish */
+	unsigned nretired, capretired;
+	vq_iotlb_miss_fn miss;
+	void *arg;
+};
+
 struct vq_mem {
 	unsigned n, cap;
 	struct vq_mem_region *r;        /* sorted by gpa */
+	struct iotlb *iotlb;            /* NULL: addresses are guest-physical */
 };
 
 struct vq_mem *vq_mem_new(void)
@@ -25,6 +43,7 @@ struct vq_mem *vq_mem_new(void)
 void vq_mem_free(struct vq_mem *m)
 {
 	if (m) {
+		vq_mem_iotlb_disable(m);
 		free(m->r);
 		free(m);
 	}
@@ -128,32 +147,39 @@ static const struct vq_mem_region *find_gpa(const struct vq_mem *m, uint64_t gpa
 	return NULL;
 }
 
-int vq_mem_translate(const struct vq_mem *m, uint64_t gpa, uint64_t len,
-		     struct iovec *iov, unsigned max, unsigned *n)
+static int translate_iova(const struct vq_mem *m, uint64_t addr, uint64_t len,
+			  unsigned access, struct iovec *iov, unsigned max,
+			  unsigned *n);
+
+int vq_mem_translate(const struct vq_mem *m, uint64_t addr, uint64_t len,
+		     unsigned access, struct iovec *iov, unsigned max,
+		     unsigned *n)
 {
 	unsigned k = *n;
 	uint64_t last;
 
 	if (len == 0)
 		return 0;
-	if (!range_end(gpa, len, &last))
+	if (!range_end(addr, len, &last))
 		return -EFAULT;
+	if (m->iotlb)
+		return translate_iova(m, addr, len, access, iov, max, n);
 	while (len) {
-		const struct vq_mem_region *r = find_gpa(m, gpa);
+		const struct vq_mem_region *r = find_gpa(m, addr);
 		uint64_t off, chunk;
 
 		if (!r)
 			return -EFAULT;
 		if (k == max)
 			return -ENOBUFS;
-		off = gpa - r->gpa;
+		off = addr - r->gpa;
 		chunk = r->size - off;
 		if (chunk > len)
 			chunk = len;
 		iov[k].iov_base = (char *)r->hva + off;
 		iov[k].iov_len = chunk;
 		k++;
-		gpa += chunk;
+		addr += chunk;
 		len -= chunk;
 	}
 	*n = k;
@@ -171,6 +197,26 @@ void *vq_mem_gpa_to_hva(const struct vq_mem *m, uint64_t gpa, uint64_t len)
 	if (len > r->size - off)
 		return NULL;
 	return (char *)r->hva + off;
+}
+
+int vq_mem_map_contig(const struct vq_mem *m, uint64_t addr, uint64_t len,
+		      unsigned access, void **hva)
+{
+	struct iovec iov;
+	unsigned n = 0;
+	int r;
+
+	if (!m->iotlb) {
+		*hva = vq_mem_gpa_to_hva(m, addr, len);
+		return *hva ? 0 : -EFAULT;
+	}
+	if (len == 0)
+		return -EFAULT;
+	r = vq_mem_translate(m, addr, len, access, &iov, 1, &n);
+	if (r)
+		return r == -ENOBUFS ? -EFAULT : r;
+	*hva = iov.iov_base;
+	return 0;
 }
 
 void *vq_mem_uaddr_to_hva(const struct vq_mem *m, uint64_t uaddr, uint64_t len)
@@ -214,3 +260,266 @@ const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
 	return NULL;
 }
 
+
+/* ---- IOTLB ---- */
+
+/* The region holding the front-end address ua, or NULL.  Linear: a map has
+ * a few regions, and this runs only with an IOTLB. */
+static const struct vq_mem_region *find_uaddr(const struct vq_mem *m, uint64_t ua)
+{
+	for (unsigned i = 0; i < m->n; i++) {
+		const struct vq_mem_region *r = &m->r[i];
+
+		if (ua >= r->uaddr && ua - r->uaddr < r->size)
+			return r;
+	}
+	return NULL;
+}
+
+/* The entry holding iova, or NULL. */
+static const struct vq_iotlb_entry *iotlb_find(const struct iotlb_snap *s,
+					       uint64_t iova)
+{
+	unsigned lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		const struct vq_iotlb_entry *e = &s->e[mid];
+
+		if (iova < e->iova)
+			hi = mid;
+		else if (iova - e->iova >= e->size)
+			lo = mid + 1;
+		else
+			return e;
+	}
+	return NULL;
+}
+
+static int translate_iova(const struct vq_mem *m, uint64_t addr, uint64_t len,
+			  unsigned access, struct iovec *iov, unsigned max,
+			  unsigned *n)
+{
+	const struct iotlb *t = m->iotlb;
+	const struct iotlb_snap *s = __atomic_load_n(&t->cur, __ATOMIC_ACQUIRE);
+	unsigned k = *n, first = *n;
+
+	while (len) {
+		const struct vq_iotlb_entry *e = iotlb_find(s, addr);
+		uint64_t off, chunk, ua;
+
+		if (!e) {
+			if (t->miss)
+				t->miss(t->arg, addr, access);
+			return -EAGAIN;
+		}
+		if ((e->perm & access) != access)
+			return -EFAULT;
+		off = addr - e->iova;
+		chunk = e->size - off;
+		if (chunk > len)
+			chunk = len;
+		ua = e->uaddr + off;    /* the update checked it cannot wrap */
+		addr += chunk;
+		len -= chunk;
+		while (chunk) {
+			const struct vq_mem_region *r = find_uaddr(m, ua);
+			uint64_t roff, piece;
+			char *h;
+
+			/* the map may have shrunk since the update */
+			if (!r)
+				return -EFAULT;
+			roff = ua - r->uaddr;
+			piece = r->size - roff;
+			if (piece > chunk)
+				piece = chunk;
+			h = (char *)r->hva + roff;
+			/* IOTLB entries are often single pages of one
+			 * contiguous buffer: join them again */
+			if (k > first &&
+			    (char *)iov[k - 1].iov_base + iov[k - 1].iov_len == h) {
+				iov[k - 1].iov_len += piece;
+			} else {
+				if (k == max)
+					return -ENOBUFS;
+				iov[k].iov_base = h;
+				iov[k].iov_len = piece;
+				k++;
+			}
+			ua += piece;
+			chunk -= piece;
+		}
+	}
+	*n = k;
+	return 0;
+}
+
+int vq_mem_iotlb_enable(struct vq_mem *m, vq_iotlb_miss_fn miss, void *arg)
+{
+	struct iotlb *t;
+
+	vq_mem_iotlb_disable(m);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->cur = calloc(1, sizeof(*t->cur));
+	if (!t->cur) {
+		free(t);
+		return -ENOMEM;
+	}
+	t->miss = miss;
+	t->arg = arg;
+	m->iotlb = t;
+	return 0;
+}
+
+void vq_mem_iotlb_disable(struct vq_mem *m)
+{
+	struct iotlb *t = m->iotlb;
+
+	if (!t)
+		return;
+	vq_mem_iotlb_reclaim(m);
+	free(t->retired);
+	free(t->cur);
+	free(t);
+	m->iotlb = NULL;
+}
+
+bool vq_mem_iotlb_enabled(const struct vq_mem *m)
+{
+	return m->iotlb != NULL;
+}
+
+unsigned vq_mem_iotlb_count(const struct vq_mem *m)
+{
+	return m->iotlb ? m->iotlb->cur->n : 0;
+}
+
+uint32_t vq_mem_iotlb_generation(const struct vq_mem *m)
+{
+	return m->iotlb ? __atomic_load_n(&m->iotlb->gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+unsigned vq_mem_iotlb_retired(const struct vq_mem *m)
+{
+	return m->iotlb ? m->iotlb->nretired : 0;
+}
+
+void vq_mem_iotlb_reclaim(struct vq_mem *m)
+{
+	struct iotlb *t = m->iotlb;
+
+	if (!t)
+		return;
+	for (unsigned i = 0; i < t->nretired; i++)
+		free(t->retired[i]);
+	t->nretired = 0;
+}
+
+/* Publish s in place of the current snapshot, which is retired. */
+static int iotlb_publish(struct iotlb *t, struct iotlb_snap *s)
+{
+	if (t->nretired == t->capretired) {
+		unsigned cap = t->capretired ? t->capretired * 2 : 16;
+		struct iotlb_snap **nr = realloc(t->retired, cap * sizeof(*nr));
+
+		if (!nr) {
+			free(s);
+			return -ENOMEM;
+		}
+		t->retired = nr;
+		t->capretired = cap;
+	}
+	t->retired[t->nretired++] = t->cur;
+	__atomic_store_n(&t->cur, s, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A copy of the current snapshot without the entries overlapping
+ * [iova, last], with room for `extra` more; *dropped counts the others. */
+static struct iotlb_snap *iotlb_without(const struct iotlb_snap *cur,
+					uint64_t iova, uint64_t last,
+					unsigned extra, unsigned *dropped)
+{
+	struct iotlb_snap *s = malloc(sizeof(*s) + (cur->n + extra) * sizeof(s->e[0]));
+
+	if (!s)
+		return NULL;
+	s->n = 0;
+	*dropped = 0;
+	for (unsigned i = 0; i < cur->n; i++) {
+		const struct vq_iotlb_entry *e = &cur->e[i];
+
+		if (overlaps(iova, last, e->iova, e->iova + (e->size - 1)))
+			(*dropped)++;
+		else
+			s->e[s->n++] = *e;
+	}
+	return s;
+}
+
+int vq_mem_iotlb_update(struct vq_mem *m, const struct vq_iotlb_entry *e)
+{
+	struct iotlb *t = m->iotlb;
+	struct iotlb_snap *s;
+	uint64_t last, ulast, ua, left;
+	unsigned dropped, pos;
+
+	if (!t)
+		return -ENXIO;
+	if (!range_end(e->iova, e->size, &last) ||
+	    !range_end(e->uaddr, e->size, &ulast) || !e->perm ||
+	    (e->perm & ~VQ_ACCESS_RW))
+		return -EINVAL;
+	/* vhost-user: the range must lie in the regions of the memory table */
+	for (ua = e->uaddr, left = e->size; left;) {
+		const struct vq_mem_region *r = find_uaddr(m, ua);
+		uint64_t piece;
+
+		if (!r)
+			return -EINVAL;
+		piece = r->size - (ua - r->uaddr);
+		if (piece >= left)
+			break;
+		ua += piece;
+		left -= piece;
+	}
+	s = iotlb_without(t->cur, e->iova, last, 1, &dropped);
+	if (!s)
+		return -ENOMEM;
+	if (s->n >= VQ_IOTLB_MAX_ENTRIES) {
+		free(s);
+		return -ENOSPC;
+	}
+	for (pos = s->n; pos > 0 && s->e[pos - 1].iova > e->iova; pos--)
+		s->e[pos] = s->e[pos - 1];
+	s->e[pos] = *e;
+	s->n++;
+	return iotlb_publish(t, s);
+}
+
+int vq_mem_iotlb_invalidate(struct vq_mem *m, uint64_t iova, uint64_t size)
+{
+	struct iotlb *t = m->iotlb;
+	struct iotlb_snap *s;
+	uint64_t last;
+	unsigned dropped;
+	int r;
+
+	if (!t)
+		return 0;
+	if (!range_end(iova, size, &last))
+		last = UINT64_MAX;
+	s = iotlb_without(t->cur, iova, last, 0, &dropped);
+	if (!s)
+		return -ENOMEM;
+	if (!dropped) {
+		free(s);
+		return 0;
+	}
+	r = iotlb_publish(t, s);
+	return r ? r : (int)dropped;
+}

@@ -17,14 +17,18 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 		return vq_dev_break(d, -EINVAL,
 				    "%s descriptor %u: readable after writable (head %u)",
 				    where, idx, c->id);
-	r = vq_mem_translate(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
+	r = vq_mem_translate(d->cfg.mem, addr, len,
+			     writable ? VQ_ACCESS_WO : VQ_ACCESS_RO,
+			     c->iov, c->iov_max, &n);
+	if (unlikely(r == -EAGAIN))
+		return r;       /* an IOTLB miss: the chain waits, unpopped */
 	if (unlikely(r == -ENOBUFS))
 		return vq_dev_break(d, r,
 				    "%s descriptor %u: chain needs more than %u iovecs (head %u)",
 				    where, idx, c->iov_max, c->id);
 	if (unlikely(r < 0))
 		return vq_dev_break(d, -EFAULT,
-				    "%s descriptor %u: 0x%llx+%u is outside guest memory (head %u)",
+				    "%s descriptor %u: 0x%llx+%u is outside guest memory or not allowed by the IOTLB (head %u)",
 				    where, idx, (unsigned long long)addr, len, c->id);
 	if (writable) {
 		c->nin = n - c->nout;
@@ -42,7 +46,8 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 			      unsigned *count, unsigned head)
 {
-	const void *table;
+	void *table;
+	int r;
 
 	if (unlikely(len == 0 || len % 16)) {
 		vq_dev_break(d, -EINVAL,
@@ -64,8 +69,12 @@ const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 			     head, (unsigned long long)addr);
 		return NULL;
 	}
-	table = vq_mem_gpa_to_hva(d->cfg.mem, addr, len);
-	if (unlikely(!table)) {
+	r = vq_mem_map_contig(d->cfg.mem, addr, len, VQ_ACCESS_RO, &table);
+	if (unlikely(r == -EAGAIN)) {
+		*count = 0;
+		return NULL;    /* an IOTLB miss: the chain waits */
+	}
+	if (unlikely(r)) {
 		vq_dev_break(d, -EFAULT,
 			     "indirect descriptor (head %u): table 0x%llx+%u is not inside one memory region",
 			     head, (unsigned long long)addr, len);

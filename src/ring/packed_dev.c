@@ -131,7 +131,7 @@ static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
 
 	t = vq_indirect_table(d, addr, len, &count, head);
 	if (!t)
-		return d->err;
+		return d->err ? d->err : -EAGAIN;
 	for (i = 0; i < count; i++) {
 		uint64_t a = vq_le64(t[i].addr);
 		uint32_t l = vq_le32(t[i].len);
@@ -171,7 +171,7 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 			flags = packed_flags_acquire(desc);
 			if (unlikely(!packed_is_avail(flags, wrap)))
 				return vq_dev_break(d, -EINVAL,
-						    "2.8.1: descriptor at slot %u (chain at slot %u) is not available in wrap phase %u (flags 0x%x): wrap-counter confusion",
+						    "2.8.1: slot %u (chain at slot %u) not available in wrap phase %u (flags 0x%x): wrap-counter confusion",
 						    pos, head, wrap, flags);
 		}
 		addr = vq_le64(desc->addr);

@@ -120,14 +120,18 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
 
 int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 {
+	int r;
+
 	*out = NULL;
 	if (!cfg->mem || !ring_features_ok(cfg->features) ||
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;
-	if (vq_has(cfg->features, VIRTIO_F_RING_PACKED))
-		return vq_packed_dev_new(cfg, out);
-	return vq_split_dev_new(cfg, out);
+	r = vq_has(cfg->features, VIRTIO_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
+							: vq_split_dev_new(cfg, out);
+	if (!r)
+		(*out)->iotlb = vq_mem_iotlb_enabled(cfg->mem);
+	return r;
 }
 
 void vq_dev_free(struct vq_dev *d)
@@ -144,31 +148,65 @@ void vq_dev_reset(struct vq_dev *d)
 {
 	d->err = 0;
 	d->errmsg[0] = '\0';
+	d->stalled = false;
 	d->ops->reset(d);
+}
+
+/*
+ * A chain that met an IOTLB miss stays in the ring, unpopped, and the queue
+ * looks empty until the IOTLB changes (the front-end answered): the layouts
+ * return -EAGAIN, and callers see 0, "nothing available", so a device's
+ * loop sleeps on its kick (the backend kicks after an update) instead of
+ * spinning on a chain it cannot read yet.  The generation is taken before
+ * the pop, so an update racing with the miss is never missed.
+ */
+static bool stalled(struct vq_dev *d)
+{
+	return unlikely(d->stalled) &&
+	       (d->stalled = vq_mem_iotlb_generation(d->cfg.mem) == d->stall_gen);
+}
+
+static uint32_t iotlb_generation(const struct vq_dev *d)
+{
+	return unlikely(d->iotlb) ? vq_mem_iotlb_generation(d->cfg.mem) : 0;
+}
+
+static int pop_result(struct vq_dev *d, int r, uint32_t gen)
+{
+	if (likely(r != -EAGAIN))
+		return r;
+	d->stall_gen = gen;
+	d->stalled = true;
+	return 0;
 }
 
 int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
 {
+	uint32_t gen;
+
 	if (unlikely(d->err))
 		return d->err;
-	return d->ops->pop(d, c);
+	gen = iotlb_generation(d);
+	return pop_result(d, d->ops->pop(d, c), gen);
 }
 
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 {
+	uint32_t gen;
 	unsigned i;
+	int r = 0;
 
 	if (unlikely(d->err))
 		return d->err;
+	gen = iotlb_generation(d);
 	if (d->ops->pop_burst)
-		return d->ops->pop_burst(d, c, n);
+		return pop_result(d, d->ops->pop_burst(d, c, n), gen);
 	for (i = 0; i < n; i++) {
-		int r = d->ops->pop(d, &c[i]);
-
+		r = d->ops->pop(d, &c[i]);
 		if (r <= 0)
-			return i ? (int)i : r;
+			break;
 	}
-	return (int)i;
+	return i ? (int)i : pop_result(d, r, gen);
 }
 
 int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
@@ -309,14 +347,18 @@ void vq_dev_disable_notify(struct vq_dev *d)
 
 int vq_dev_enable_notify(struct vq_dev *d)
 {
+	int r;
+
 	if (unlikely(d->err))
 		return d->err;
-	return d->ops->enable_notify(d);
+	r = d->ops->enable_notify(d);
+	/* what arrived is the chain still waiting for the IOTLB */
+	return r == 1 && stalled(d) ? 0 : r;
 }
 
 bool vq_dev_has_avail(struct vq_dev *d)
 {
-	return likely(!d->err) && d->ops->has_avail(d);
+	return likely(!d->err) && !stalled(d) && d->ops->has_avail(d);
 }
 
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)

@@ -61,7 +61,12 @@ struct vq_dev {
 	const struct vq_dev_ops *ops;
 	struct vq_dev_config cfg;
 	int err;                        /* 0 or the -errno that broke it */
-	char errmsg[VQ_ERRMSG_MAX - 8];
+	/* The last pop stopped at an IOTLB miss: nothing is available until
+	 * the IOTLB changes from generation stall_gen. */
+	bool stalled;
+	bool iotlb;                     /* cfg.mem had an IOTLB at creation */
+	uint32_t stall_gen;
+	char errmsg[VQ_ERRMSG_MAX - 16];
 	/* logging on (vq_dev_set_log): ops is log->ops, a copy of the
 	 * layout's with fill, flush and the notification changes wrapped */
 	struct vq_dev_log *log;
@@ -153,7 +158,8 @@ VQ_INTERNAL int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr
  * Map an indirect table given by a descriptor (addr, len): len must be a
  * non-zero multiple of 16 of at most 65536 entries, and the table must lie
  * in one memory region.  Returns the table and sets *count, or NULL after
- * breaking d.
+ * breaking d, or NULL with d unbroken on an IOTLB miss (the chain waits:
+ * -EAGAIN).
  */
 VQ_INTERNAL const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 			      unsigned *count, unsigned head);

@@ -135,7 +135,7 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 	tbl = vq_indirect_table(d, vq_le64(ind->addr), vq_le32(ind->len), &count,
 				c->id);
 	if (!tbl)
-		return d->err;
+		return d->err ? d->err : -EAGAIN;
 	for (;;) {
 		struct virtq_desc dsc;
 		uint16_t flags;
