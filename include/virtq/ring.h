@@ -130,6 +130,13 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
  */
 int vq_dev_pop(struct vq_dev *d, struct vq_chain *c);
 
+/* With an IOTLB (cfg.mem had one when the queue was made): is no chain
+ * translated before this call still in the device's hands?  For the thread
+ * that invalidates IOTLB entries, which waits for every queue to say so
+ * once after the invalidation before it may report it done.  Always true
+ * without an IOTLB. */
+bool vq_dev_iotlb_quiescent(const struct vq_dev *d);
+
 /* Pop up to n chains.  Returns how many, or -errno if the queue was broken
  * before any was popped; chains popped before a bad one stay valid. */
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n);

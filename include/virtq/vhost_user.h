@@ -47,6 +47,8 @@ enum vq_vhu_request {
 	VHU_SET_VRING_ENABLE = 18,
 	VHU_SEND_RARP = 19,
 	VHU_NET_SET_MTU = 20,
+	VHU_SET_BACKEND_REQ_FD = 21,    /* QEMU 7.2: SET_SLAVE_REQ_FD */
+	VHU_IOTLB_MSG = 22,
 	VHU_GET_CONFIG = 24,
 	VHU_SET_CONFIG = 25,
 	VHU_RESET_DEVICE = 34,
@@ -57,6 +59,22 @@ enum vq_vhu_request {
 	VHU_GET_STATUS = 40,
 	VHU_REQUEST_MAX = 40,
 };
+
+/* Back-end requests, sent on the back-end channel ("Back-end message
+ * types"); a namespace of their own. */
+enum vq_vhu_backend_request {
+	VHU_BACKEND_IOTLB_MSG = 1,
+	VHU_BACKEND_REQUEST_MAX = 1,
+};
+
+/* struct vhost_iotlb_msg types and permissions ("IOMMU support"). */
+#define VHU_IOTLB_MISS        1u
+#define VHU_IOTLB_UPDATE      2u
+#define VHU_IOTLB_INVALIDATE  3u
+#define VHU_IOTLB_ACCESS_FAIL 4u
+#define VHU_IOTLB_PERM_RO     1u        /* VQ_ACCESS_RO */
+#define VHU_IOTLB_PERM_WO     2u
+#define VHU_IOTLB_PERM_RW     3u
 
 /* Header flags ("Header"). */
 #define VHU_VERSION           0x1u
@@ -117,6 +135,7 @@ enum vq_vhu_payload {
 	VHU_P_VRING_FD,         /* u64: vring index and "no fd" flag */
 	VHU_P_LOG,              /* log description: size and offset */
 	VHU_P_EMPTY,            /* a reply without payload (SET_LOG_BASE's) */
+	VHU_P_IOTLB,            /* struct vhost_iotlb_msg (32 bytes) */
 };
 
 struct vq_vhu_region {
@@ -167,6 +186,13 @@ struct vq_vhu_msg {
 			uint64_t size;  /* bytes of log */
 			uint64_t offset; /* where it starts in the fd */
 		} log;
+		struct {
+			uint64_t iova;
+			uint64_t size;
+			uint64_t uaddr;
+			uint8_t perm;   /* VHU_IOTLB_PERM_* */
+			uint8_t type;   /* VHU_IOTLB_* */
+		} iotlb;
 	} u;
 };
 
@@ -214,6 +240,18 @@ int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
  * length, -ENOBUFS if cap is too small, -EINVAL for an inconsistent msg.
  */
 ssize_t vq_vhu_encode(const struct vq_vhu_msg *msg, void *buf, size_t cap);
+
+/*
+ * The back-end channel's requests (msg->request a vq_vhu_backend_request):
+ * encode one (back-end side) or decode one (front-end side), with the same
+ * checks and returns as the front-end requests' functions.  An IOTLB
+ * message on this channel is a miss or an access failure.
+ */
+ssize_t vq_vhu_encode_backend_request(const struct vq_vhu_msg *msg, void *buf,
+				      size_t cap);
+int vq_vhu_decode_backend_request(const void *buf, size_t len, const int *fds,
+				  unsigned nfds, struct vq_vhu_msg *msg,
+				  char *err, size_t errlen);
 
 /* Close the fds msg owns and forget them. */
 void vq_vhu_msg_close_fds(struct vq_vhu_msg *msg);

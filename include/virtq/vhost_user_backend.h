@@ -94,7 +94,8 @@ struct vq_vhu_device {
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_STATUS))
+	 VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |                               \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ))
 
 struct vq_vhu_backend;
 

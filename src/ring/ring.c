@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ring_internal.h"
 
@@ -118,6 +119,27 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
 	       aligned(r->device, 4);
 }
 
+/*
+ * With an IOTLB.  A chain that met a miss stays in the ring, unpopped, and
+ * the queue looks empty until the IOTLB changes (the front-end answered):
+ * the layouts return -EAGAIN, and callers see 0, "nothing available", so a
+ * device's loop sleeps on its kick (the backend kicks after an update)
+ * instead of spinning on a chain it cannot read yet.  The generation is
+ * taken before the pop, so an update racing with the miss is never missed.
+ *
+ * held counts the chains translated and still in the device's hands, plus
+ * one while a pop runs, for the thread that invalidates entries: once it
+ * has seen held at 0 after publishing the smaller table, no translation
+ * from before is in use (vq_dev_iotlb_quiescent).  The pop's increment is
+ * sequentially consistent against that thread's publication: either it
+ * sees the pop, or the pop sees the new table.
+ */
+struct vq_dev_iotlb {
+	bool stalled;
+	uint32_t stall_gen;
+	uint32_t held;          /* written by the queue's thread only */
+};
+
 int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 {
 	int r;
@@ -129,9 +151,15 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 		return -EINVAL;
 	r = vq_has(cfg->features, VIRTIO_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
 							: vq_split_dev_new(cfg, out);
-	if (!r)
-		(*out)->iotlb = vq_mem_iotlb_enabled(cfg->mem);
-	return r;
+	if (r || !vq_mem_iotlb_enabled(cfg->mem))
+		return r;
+	(*out)->iotlb = calloc(1, sizeof(struct vq_dev_iotlb));
+	if (!(*out)->iotlb) {
+		vq_dev_free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void vq_dev_free(struct vq_dev *d)
@@ -141,6 +169,7 @@ void vq_dev_free(struct vq_dev *d)
 	/* marks of buffers filled and never flushed are set, then the
 	 * layout's own ops are back */
 	vq_dev_set_log(d, NULL, NULL, 0);
+	free(d->iotlb);
 	d->ops->destroy(d);
 }
 
@@ -148,36 +177,67 @@ void vq_dev_reset(struct vq_dev *d)
 {
 	d->err = 0;
 	d->errmsg[0] = '\0';
-	d->stalled = false;
+	if (d->iotlb)
+		memset(d->iotlb, 0, sizeof(*d->iotlb));
 	d->ops->reset(d);
 }
 
-/*
- * A chain that met an IOTLB miss stays in the ring, unpopped, and the queue
- * looks empty until the IOTLB changes (the front-end answered): the layouts
- * return -EAGAIN, and callers see 0, "nothing available", so a device's
- * loop sleeps on its kick (the backend kicks after an update) instead of
- * spinning on a chain it cannot read yet.  The generation is taken before
- * the pop, so an update racing with the miss is never missed.
- */
 static bool stalled(struct vq_dev *d)
 {
-	return unlikely(d->stalled) &&
-	       (d->stalled = vq_mem_iotlb_generation(d->cfg.mem) == d->stall_gen);
+	struct vq_dev_iotlb *t = d->iotlb;
+
+	return unlikely(t) && t->stalled &&
+	       (t->stalled = vq_mem_iotlb_generation(d->cfg.mem) == t->stall_gen);
 }
 
-static uint32_t iotlb_generation(const struct vq_dev *d)
+static void held_set(struct vq_dev_iotlb *t, uint32_t v)
 {
-	return unlikely(d->iotlb) ? vq_mem_iotlb_generation(d->cfg.mem) : 0;
+	__atomic_store_n(&t->held, v, __ATOMIC_RELEASE);
 }
 
-static int pop_result(struct vq_dev *d, int r, uint32_t gen)
+/* Before a pop: say so, then look at the generation (and, inside the pop,
+ * the table). */
+static uint32_t pop_enter(struct vq_dev *d)
 {
+	struct vq_dev_iotlb *t = d->iotlb;
+
+	__atomic_store_n(&t->held, t->held + 1, __ATOMIC_SEQ_CST);
+	return vq_mem_iotlb_generation(d->cfg.mem);
+}
+
+static int pop_leave(struct vq_dev *d, int r, uint32_t gen)
+{
+	struct vq_dev_iotlb *t = d->iotlb;
+
+	held_set(t, t->held - 1 + (r > 0 ? (uint32_t)r : 0));
 	if (likely(r != -EAGAIN))
 		return r;
-	d->stall_gen = gen;
-	d->stalled = true;
+	t->stall_gen = gen;
+	t->stalled = true;
 	return 0;
+}
+
+static void held_drop(struct vq_dev *d, uint32_t n)
+{
+	struct vq_dev_iotlb *t = d->iotlb;
+
+	if (unlikely(t))
+		held_set(t, t->held > n ? t->held - n : 0);
+}
+
+static int pop_burst_any(struct vq_dev *d, struct vq_chain *c, unsigned n)
+{
+	unsigned i;
+	int r = 0;
+
+	if (d->ops->pop_burst)
+		return d->ops->pop_burst(d, c, n);
+	for (i = 0; i < n; i++) {
+		r = d->ops->pop(d, &c[i]);
+		if (r <= 0)
+			break;
+	}
+	return i ? (int)i : r;
 }
 
 int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
@@ -186,34 +246,39 @@ int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
 
 	if (unlikely(d->err))
 		return d->err;
-	gen = iotlb_generation(d);
-	return pop_result(d, d->ops->pop(d, c), gen);
+	if (likely(!d->iotlb))
+		return d->ops->pop(d, c);
+	gen = pop_enter(d);
+	return pop_leave(d, d->ops->pop(d, c), gen);
 }
 
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 {
 	uint32_t gen;
-	unsigned i;
-	int r = 0;
 
 	if (unlikely(d->err))
 		return d->err;
-	gen = iotlb_generation(d);
-	if (d->ops->pop_burst)
-		return pop_result(d, d->ops->pop_burst(d, c, n), gen);
-	for (i = 0; i < n; i++) {
-		r = d->ops->pop(d, &c[i]);
-		if (r <= 0)
-			break;
-	}
-	return i ? (int)i : pop_result(d, r, gen);
+	if (likely(!d->iotlb))
+		return pop_burst_any(d, c, n);
+	gen = pop_enter(d);
+	return pop_leave(d, pop_burst_any(d, c, n), gen);
+}
+
+bool vq_dev_iotlb_quiescent(const struct vq_dev *d)
+{
+	return !d->iotlb || __atomic_load_n(&d->iotlb->held, __ATOMIC_SEQ_CST) == 0;
 }
 
 int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
+	int r;
+
 	if (unlikely(d->err))
 		return d->err;
-	return d->ops->unpop(d, c, n);
+	r = d->ops->unpop(d, c, n);
+	if (!r)
+		held_drop(d, n);
+	return r;
 }
 
 /* ---- migration logging: a copy of the layout's ops with four wrapped ---- */
@@ -312,11 +377,16 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
+	int r;
+
 	if (unlikely(d->err))
 		return d->err;
 	if (unlikely(len > c->in_len))
 		return -EINVAL;
-	return d->ops->fill(d, c, len);
+	r = d->ops->fill(d, c, len);
+	if (!r)
+		held_drop(d, 1);
+	return r;
 }
 
 int vq_dev_flush(struct vq_dev *d)

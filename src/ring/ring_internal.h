@@ -61,11 +61,8 @@ struct vq_dev {
 	const struct vq_dev_ops *ops;
 	struct vq_dev_config cfg;
 	int err;                        /* 0 or the -errno that broke it */
-	/* The last pop stopped at an IOTLB miss: nothing is available until
-	 * the IOTLB changes from generation stall_gen. */
-	bool stalled;
-	bool iotlb;                     /* cfg.mem had an IOTLB at creation */
-	uint32_t stall_gen;
+	/* cfg.mem had an IOTLB at creation: misses and quiescence tracked */
+	struct vq_dev_iotlb *iotlb;
 	char errmsg[VQ_ERRMSG_MAX - 16];
 	/* logging on (vq_dev_set_log): ops is log->ops, a copy of the
 	 * layout's with fill, flush and the notification changes wrapped */

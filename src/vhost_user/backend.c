@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,27 @@ struct map {
 	unsigned refs;                  /* ADD_MEM_REGs of this very region */
 };
 
+/* An IOTLB miss asked of the front-end and not yet answered: asked again
+ * only after VHU_MISS_RETRY_NS (the queue retries on every kick). */
+#define VHU_MISSES 16u
+#define VHU_MISS_RETRY_NS 1000000000ull
+
+struct miss {
+	uint64_t page;          /* iova / 4096, +1 (0: free slot) */
+	unsigned access;
+	uint64_t asked_ns;
+};
+
+/* The back-end channel (SET_BACKEND_REQ_FD): queue threads send IOTLB
+ * misses on it, the control thread sets and closes it. */
+struct backend_chan {
+	pthread_mutex_t lock;
+	int fd;
+	struct miss misses[VHU_MISSES];
+	unsigned next;          /* slot to reuse */
+	uint64_t sent, failed;
+};
+
 struct vq_vhu_backend {
 	struct vq_vhu_device dev;
 	uint64_t offered;               /* virtio features we offer */
@@ -80,6 +103,7 @@ struct vq_vhu_backend {
 	struct vq_dirty_log log;        /* SET_LOG_BASE; bits NULL: none */
 	void *log_map;
 	size_t log_map_len;
+	struct backend_chan chan;
 	char errmsg[256];
 };
 
@@ -140,6 +164,13 @@ static bool logging(const struct vq_vhu_backend *b)
 	return (b->features & VIRTQ_BIT(VHU_F_LOG_ALL)) && b->log.bits;
 }
 
+/* VIRTIO_F_ACCESS_PLATFORM negotiated: QEMU sends it only with a vIOMMU
+ * in front of the device (vhost_dev_has_iommu), so addresses are IOVAs. */
+static bool iommu(const struct vq_vhu_backend *b)
+{
+	return b->features & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+}
+
 /* Sizes of a ring's three areas. */
 static void ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
 		       uint64_t *dsz, uint64_t *asz, uint64_t *usz)
@@ -158,7 +189,8 @@ static void ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
 /* The guest-physical ranges a started ring writes, for the log: the used
  * ring (split) or device area (packed) at the address the front-end gave
  * for logging, and a packed ring's descriptors, which the device rewrites. */
-static int ring_log_setup(struct vq_vhu_backend *b, unsigned i)
+static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
+			  const struct vq_ring_addr *ra)
 {
 	struct ring *q = &b->rings[i];
 	uint64_t dsz, asz, usz, desc_gpa;
@@ -172,6 +204,27 @@ static int ring_log_setup(struct vq_vhu_backend *b, unsigned i)
 			    "the dirty log (0x%llx bytes) does not cover guest memory",
 			    (unsigned long long)b->log.size);
 	ring_sizes(b, q->num, &dsz, &asz, &usz);
+	if (iommu(b)) {
+		/* The ring addresses (and QEMU's log address) are IOVAs:
+		 * log the guest pages under our own mapping of the areas we
+		 * write (vhost's log_write_hva). */
+		const void *area[2] = { packed(b) ? ra->desc : NULL, ra->device };
+		uint64_t len[2] = { dsz, usz };
+
+		for (unsigned k = 0; k < 2; k++) {
+			const struct vq_mem_region *r;
+
+			if (!area[k])
+				continue;
+			r = vq_mem_region_of_hva(b->mem, area[k]);
+			if (!r)
+				return berr(b, -EFAULT, "queue %u: ring outside the memory map", i);
+			q->log_ring[n].gpa = r->gpa + (uint64_t)((const char *)area[k] - (const char *)r->hva);
+			q->log_ring[n++].len = len[k];
+		}
+		q->log_nring = n;
+		return 0;
+	}
 	if (packed(b)) {
 		if (vq_mem_uaddr_to_gpa(b->mem, q->desc_ua, &desc_gpa))
 			return berr(b, -EFAULT, "queue %u: descriptor ring outside the memory map", i);
@@ -244,6 +297,46 @@ static void ring_suspend(struct vq_vhu_backend *b, unsigned i)
 	q->vq = NULL;
 }
 
+/*
+ * The ring areas at IOVAs (vhost's vq_iotlb_prefetch): 1 when all three
+ * are mapped here in one piece each, 0 when a miss was sent and the ring
+ * waits for the update, -errno when the front-end's IOTLB refuses them.
+ * A packed ring's descriptors are written too (used descriptors).
+ */
+static int ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
+			 uint64_t asz, uint64_t usz, struct vq_ring_addr *ra)
+{
+	struct ring *q = &b->rings[i];
+	const struct {
+		uint64_t iova, len;
+		unsigned access;
+		const char *what;
+		void **out;
+	} area[3] = {
+		{ q->desc_ua, dsz, packed(b) ? VQ_ACCESS_RW : VQ_ACCESS_RO,
+		  "descriptor ring", &ra->desc },
+		{ q->avail_ua, asz, VQ_ACCESS_RO,
+		  packed(b) ? "driver area" : "avail ring", &ra->driver },
+		{ q->used_ua, usz, packed(b) ? VQ_ACCESS_RW : VQ_ACCESS_WO,
+		  packed(b) ? "device area" : "used ring", &ra->device },
+	};
+	bool wait = false;
+
+	for (unsigned k = 0; k < 3; k++) {
+		int r = vq_mem_map_contig(b->mem, area[k].iova, area[k].len,
+					  area[k].access, area[k].out);
+
+		if (r == -EAGAIN)
+			wait = true;
+		else if (r)
+			return berr(b, r,
+				    "queue %u: %s at IOVA 0x%llx+%llu is not mapped in one piece with access %u by the IOTLB",
+				    i, area[k].what, (unsigned long long)area[k].iova,
+				    (unsigned long long)area[k].len, area[k].access);
+	}
+	return wait ? 0 : 1;
+}
+
 static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
@@ -269,9 +362,15 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 	cfg.features = f;
 	cfg.num = q->num;
 	cfg.mem = b->mem;
-	cfg.ring.desc = vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz);
-	cfg.ring.driver = vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz);
-	cfg.ring.device = vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz);
+	if (iommu(b)) {
+		r = ring_map_iova(b, i, dsz, asz, usz, &cfg.ring);
+		if (r <= 0)
+			return r;       /* 0: waiting for the front-end's IOTLB */
+	} else {
+		cfg.ring.desc = vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz);
+		cfg.ring.driver = vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz);
+		cfg.ring.device = vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz);
+	}
 	if (!cfg.ring.desc || !cfg.ring.driver || !cfg.ring.device)
 		return berr(b, -EFAULT,
 			    "queue %u: ring area outside the memory map (desc 0x%llx, %s 0x%llx, %s 0x%llx)",
@@ -300,7 +399,7 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		/* split: the used index lives in memory (SET_VRING_BASE) */
 		cfg.used_idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
 	}
-	r = ring_log_setup(b, i);
+	r = ring_log_setup(b, i, &cfg.ring);
 	if (r)
 		return r;
 	r = vq_dev_new(&cfg, &q->vq);
@@ -445,6 +544,128 @@ static void log_unmap(struct vq_vhu_backend *b)
 	b->log = (struct vq_dirty_log){ 0 };
 }
 
+/* ---- the back-end channel and the IOTLB ---- */
+
+static void chan_close(struct vq_vhu_backend *b)
+{
+	pthread_mutex_lock(&b->chan.lock);
+	close_fd(&b->chan.fd);
+	memset(b->chan.misses, 0, sizeof(b->chan.misses));
+	pthread_mutex_unlock(&b->chan.lock);
+}
+
+/*
+ * A queue (on its own thread) or ring start met an IOVA with no entry: ask
+ * the front-end with VHOST_USER_BACKEND_IOTLB_MSG, once per page and access
+ * until an update answers or VHU_MISS_RETRY_NS passes.  The answer comes as
+ * an IOTLB_MSG update on the front-end channel (h_iotlb_msg), which kicks
+ * the queues.  Blocking send, bounded by the socket's send timeout: a
+ * front-end that does not read its channel stalls only the queue that
+ * needs it.
+ */
+static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
+{
+	struct vq_vhu_backend *b = arg;
+	struct backend_chan *c = &b->chan;
+	struct vq_vhu_msg m = { .request = VHU_BACKEND_IOTLB_MSG,
+				.flags = VHU_VERSION, .kind = VHU_P_IOTLB };
+	uint8_t buf[VHU_MSG_MAX];
+	uint64_t page = iova / 4096 + 1, now = now_ns();
+	ssize_t len, n = 0;
+	unsigned k;
+
+	pthread_mutex_lock(&c->lock);
+	for (k = 0; k < VHU_MISSES; k++)
+		if (c->misses[k].page == page && c->misses[k].access == access &&
+		    now - c->misses[k].asked_ns < VHU_MISS_RETRY_NS)
+			goto out;
+	if (c->fd < 0)
+		goto out;
+	m.u.iotlb.iova = iova;
+	m.u.iotlb.perm = (uint8_t)access;
+	m.u.iotlb.type = VHU_IOTLB_MISS;
+	len = vq_vhu_encode_backend_request(&m, buf, sizeof(buf));
+	while (len > 0 && n < len) {
+		ssize_t w = send(c->fd, buf + n, (size_t)(len - n), MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		n += w;
+	}
+	if (len <= 0 || n < len) {
+		c->failed++;
+		goto out;
+	}
+	c->sent++;
+	c->misses[c->next] = (struct miss){ page, access, now };
+	c->next = (c->next + 1) % VHU_MISSES;
+out:
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* An update answered the misses in [iova, iova+size). */
+static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t size)
+{
+	struct backend_chan *c = &b->chan;
+	uint64_t first = iova / 4096 + 1, last = (iova + (size - 1)) / 4096 + 1;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned k = 0; k < VHU_MISSES; k++)
+		if (c->misses[k].page >= first && c->misses[k].page <= last)
+			c->misses[k].page = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* How long an invalidation waits for a queue still holding chains it
+ * translated before (a device that keeps a chain across turns, or a
+ * stuck one): then it is reported done anyway, and counted. */
+#define VHU_QUIESCE_NS 100000000ull
+
+/*
+ * Wait until every started queue has been seen holding no chain translated
+ * before now (vq_dev_iotlb_quiescent), so nothing the front-end just took
+ * away is still being read or written; then the replaced tables can go.
+ * A queue between bursts holds none, so this is short.  Returns false on a
+ * timeout (the tables are kept).
+ */
+static bool iotlb_quiesce(struct vq_vhu_backend *b)
+{
+	uint64_t deadline = now_ns() + VHU_QUIESCE_NS;
+	bool seen[VHU_MAX_QUEUES] = { false };
+
+	for (;;) {
+		bool all = true;
+
+		for (unsigned i = 0; i < b->dev.nqueues; i++) {
+			if (!seen[i])
+				seen[i] = !b->rings[i].vq ||
+					  vq_dev_iotlb_quiescent(b->rings[i].vq);
+			all &= seen[i];
+		}
+		if (all) {
+			vq_mem_iotlb_reclaim(b->mem);
+			return true;
+		}
+		if (now_ns() > deadline)
+			return false;
+		sched_yield();
+	}
+}
+
+/* Wake every started queue: one may be waiting on an IOVA just mapped. */
+static void kick_all(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		if (b->rings[i].vq && b->rings[i].kick_fd >= 0)
+			vq_evt_signal(b->rings[i].kick_fd);
+}
+
+/* Replaced tables kept before a quiesce frees them (each at most
+ * VQ_IOTLB_MAX_ENTRIES entries). */
+#define VHU_IOTLB_RETIRED_MAX 32u
+
 /* ---- connection ---- */
 
 static void conn_reset_state(struct vq_vhu_backend *b)
@@ -453,6 +674,8 @@ static void conn_reset_state(struct vq_vhu_backend *b)
 		ring_reset(b, i);
 	unmap_all(b);
 	log_unmap(b);
+	vq_mem_iotlb_disable(b->mem);
+	chan_close(b);
 	b->features = 0;
 	b->features_set = false;
 	b->protocol = 0;
@@ -517,6 +740,67 @@ static int need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
 		    vq_vhu_request_name(m->request), name);
 }
 
+static int h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	int fd = m->fds[0];
+	int r = need_proto(b, m, VHU_PROTOCOL_F_BACKEND_REQ, "BACKEND_REQ");
+
+	m->nfds = 0;
+	if (r) {
+		close(fd);
+		return r;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	pthread_mutex_lock(&b->chan.lock);
+	close_fd(&b->chan.fd);
+	b->chan.fd = fd;
+	pthread_mutex_unlock(&b->chan.lock);
+	return 0;
+}
+
+/* VHOST_USER_IOTLB_MSG: an update (the answer to a miss, usually) or an
+ * invalidation.  A refused one fails the REPLY_ACK; the connection stays. */
+static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	uint64_t iova = m->u.iotlb.iova, size = m->u.iotlb.size;
+	int r;
+
+	if (!iommu(b))
+		return berr(b, -EPROTO,
+			    "IOTLB_MSG without VIRTIO_F_ACCESS_PLATFORM negotiated");
+	if (m->u.iotlb.type == VHU_IOTLB_INVALIDATE) {
+		r = vq_mem_iotlb_invalidate(b->mem, iova, size);
+		if (r < 0)
+			return 1;
+		if (r > 0 && !iotlb_quiesce(b))
+			fprintf(stderr, "%s: IOTLB invalidation: a queue still holds buffers after %llu ms\n",
+				b->dev.name, VHU_QUIESCE_NS / 1000000ull);
+		return 0;
+	}
+	{
+		struct vq_iotlb_entry e = { .iova = iova, .size = size,
+					    .uaddr = m->u.iotlb.uaddr,
+					    .perm = m->u.iotlb.perm };
+
+		r = vq_mem_iotlb_update(b->mem, &e);
+		if (r == -ENOSPC) {
+			/* full: start over, as the queues will ask again */
+			if (vq_mem_iotlb_invalidate(b->mem, 0, 0) >= 0)
+				iotlb_quiesce(b);
+			r = vq_mem_iotlb_update(b->mem, &e);
+		}
+	}
+	if (r)
+		return 1;
+	if (vq_mem_iotlb_retired(b->mem) > VHU_IOTLB_RETIRED_MAX)
+		iotlb_quiesce(b);
+	misses_answered(b, iova, size);
+	kick_all(b);
+	/* a ring may have been waiting for its own areas */
+	return start_all(b);
+}
+
 static int h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct vq_vhu_msg rep = { .kind = VHU_P_EMPTY };
@@ -569,6 +853,18 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		if (b->rings[i].vq && ring_features(f) != ring_features(b->features))
 			return berr(b, -EBUSY,
 				    "SET_FEATURES: ring features changed while queue %u runs", i);
+	if ((f ^ b->features) & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) {
+		int r;
+
+		for (unsigned i = 0; i < b->dev.nqueues; i++)
+			if (b->rings[i].vq)
+				return berr(b, -EBUSY,
+					    "SET_FEATURES: VIRTIO_F_ACCESS_PLATFORM changed while queue %u runs", i);
+		if (!(f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)))
+			vq_mem_iotlb_disable(b->mem);
+		else if ((r = vq_mem_iotlb_enable(b->mem, iotlb_miss, b)))
+			return berr(b, r, "SET_FEATURES: no memory for the IOTLB");
+	}
 	/* Migration starts or ends while the rings run: restart them with
 	 * the log or without it. */
 	if ((f ^ b->features) & VIRTQ_BIT(VHU_F_LOG_ALL))
@@ -721,9 +1017,10 @@ static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		uint64_t dsz, asz, usz;
 
 		ring_sizes(b, q->num, &dsz, &asz, &usz);
-		if (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz) ||
+		/* IOVAs are checked when the IOTLB maps them */
+		if (!iommu(b) && (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz) ||
 		    !vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz) ||
-		    !vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz))
+		    !vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz)))
 			return berr(b, -EFAULT,
 				    "SET_VRING_ADDR: queue %u ring area outside the memory map", i);
 		if (q->desc_ua % 16 || q->avail_ua % (pk ? 4 : 2) || q->used_ua % 4)
@@ -965,6 +1262,10 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return h_send_rarp(b, m);
 	case VHU_NET_SET_MTU:
 		return h_net_set_mtu(b, m);
+	case VHU_SET_BACKEND_REQ_FD:
+		return h_set_backend_req_fd(b, m);
+	case VHU_IOTLB_MSG:
+		return h_iotlb_msg(b, m);
 	case VHU_SET_STATUS:
 		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
 		if (!r)
@@ -1050,6 +1351,9 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	 * every device can migrate. */
 	b->offered = dev->features | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) |
 		     VIRTQ_BIT(VHU_F_LOG_ALL);
+	/* The same goes for the IOTLB (every chain is translated by the ring
+	 * layer): a guest behind a vIOMMU can use any device. */
+	b->offered |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
 	if (!b->dev.ops->get_config)
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
@@ -1069,6 +1373,8 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	}
 	for (unsigned i = 0; i < dev->nqueues; i++)
 		b->rings[i].kick_fd = b->rings[i].call_fd = b->rings[i].err_fd = -1;
+	b->chan.fd = -1;
+	pthread_mutex_init(&b->chan.lock, NULL);
 	*out = b;
 	return 0;
 }
@@ -1088,6 +1394,7 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 	free(b->maps);
 	free(b->rings);
 	vq_mem_free(b->mem);
+	pthread_mutex_destroy(&b->chan.lock);
 	free(b);
 }
 

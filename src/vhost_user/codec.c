@@ -57,6 +57,9 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(SEND_RARP,             VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	/* the MTU QEMU's host_mtu gives the guest, as a u64 */
 	D(NET_SET_MTU,           VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	/* the back-end channel: a socket the back-end writes its requests to */
+	D(SET_BACKEND_REQ_FD,    VHU_P_NONE,     VHU_P_NONE,   FD_ONE,     false),
+	D(IOTLB_MSG,             VHU_P_IOTLB,    VHU_P_NONE,   FD_NONE,    false),
 	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
 	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
 	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
@@ -66,16 +69,30 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(SET_STATUS,            VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(GET_STATUS,            VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
 };
+
+static const struct req_desc backend_reqs[VHU_BACKEND_REQUEST_MAX + 1] = {
+	[VHU_BACKEND_IOTLB_MSG] = { "VHOST_USER_BACKEND_IOTLB_MSG", VHU_P_IOTLB,
+				    VHU_P_NONE, FD_NONE, false },
+};
 #undef D
 
 #define REGION_WIRE 32u
+#define IOTLB_WIRE 32u
 #define MEM_HDR_WIRE 8u
 
-static const struct req_desc *lookup(uint32_t request)
+static const struct req_desc *lookup_in(bool backend, uint32_t request)
 {
+	if (backend)
+		return request <= VHU_BACKEND_REQUEST_MAX &&
+		       backend_reqs[request].name ? &backend_reqs[request] : NULL;
 	if (request > VHU_REQUEST_MAX || !reqs[request].name)
 		return NULL;
 	return &reqs[request];
+}
+
+static const struct req_desc *lookup(uint32_t request)
+{
+	return lookup_in(false, request);
 }
 
 const char *vq_vhu_request_name(uint32_t request)
@@ -119,6 +136,8 @@ static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 		return size == 8;
 	case VHU_P_ADDR:
 		return size == 40;
+	case VHU_P_IOTLB:
+		return size == IOTLB_WIRE;
 	case VHU_P_LOG:
 		return size == 16;
 	case VHU_P_EMPTY:
@@ -149,10 +168,10 @@ static void get_hdr(const void *buf, struct hdr *h)
 	memcpy(&h->size, (const char *)buf + 8, 4);
 }
 
-static int check_hdr(const struct hdr *h, bool reply, const struct req_desc **dp,
-		     char *err, size_t errlen)
+static int check_hdr(const struct hdr *h, bool reply, bool backend,
+		     const struct req_desc **dp, char *err, size_t errlen)
 {
-	const struct req_desc *d = lookup(h->request);
+	const struct req_desc *d = lookup_in(backend, h->request);
 
 	if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
 		return fail(err, errlen, -EINVAL, "bad version %u in flags 0x%x",
@@ -178,7 +197,7 @@ int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size)
 	int r;
 
 	get_hdr(hdr, &h);
-	r = check_hdr(&h, false, &d, NULL, 0);
+	r = check_hdr(&h, false, false, &d, NULL, 0);
 	if (r)
 		return r;
 	if (!size_ok(d->req, h.size))
@@ -284,6 +303,13 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		m->u.state.index = rd32(p);
 		m->u.state.num = rd32(p + 4);
 		return 0;
+	case VHU_P_IOTLB:
+		m->u.iotlb.iova = rd64(p);
+		m->u.iotlb.size = rd64(p + 8);
+		m->u.iotlb.uaddr = rd64(p + 16);
+		m->u.iotlb.perm = p[24];
+		m->u.iotlb.type = p[25];
+		return 0;
 	case VHU_P_ADDR:
 		m->u.addr.index = rd32(p);
 		m->u.addr.flags = rd32(p + 4);
@@ -342,6 +368,30 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 	return -EINVAL;
 }
 
+/* An IOTLB message of type a or b: an update names a range that does not
+ * wrap (either side) with a permission; a miss or failure a permission. */
+static int iotlb_ok(const struct vq_vhu_msg *m, unsigned a, unsigned b,
+		    char *err, size_t errlen)
+{
+	unsigned t = m->u.iotlb.type, perm = m->u.iotlb.perm;
+
+	if (t != a && t != b)
+		return fail(err, errlen, -EINVAL, "IOTLB message type %u on this channel", t);
+	if (t == VHU_IOTLB_INVALIDATE)
+		return 0;
+	if (perm == 0 || perm > VHU_IOTLB_PERM_RW)
+		return fail(err, errlen, -EINVAL, "IOTLB permission %u", perm);
+	if (t == VHU_IOTLB_UPDATE &&
+	    (m->u.iotlb.size == 0 || wraps(m->u.iotlb.iova, m->u.iotlb.size) ||
+	     wraps(m->u.iotlb.uaddr, m->u.iotlb.size)))
+		return fail(err, errlen, -EINVAL,
+			    "IOTLB update of 0x%llx bytes at IOVA 0x%llx -> 0x%llx",
+			    (unsigned long long)m->u.iotlb.size,
+			    (unsigned long long)m->u.iotlb.iova,
+			    (unsigned long long)m->u.iotlb.uaddr);
+	return 0;
+}
+
 /* Field rules that depend on the request, not only on the payload kind. */
 static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 			const struct req_desc *d, char *err, size_t errlen)
@@ -394,6 +444,8 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 			return fail(err, errlen, -EINVAL,
 				    "unknown config flags 0x%x", m->u.config.flags);
 		break;
+	case VHU_IOTLB_MSG:
+		return iotlb_ok(m, VHU_IOTLB_UPDATE, VHU_IOTLB_INVALIDATE, err, errlen);
 	}
 	return 0;
 }
@@ -417,8 +469,8 @@ static int fds_expected(const struct vq_vhu_msg *m, enum fd_rule rule)
 }
 
 static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
-		  unsigned nqueues, bool reply, uint32_t expect, bool ack,
-		  struct vq_vhu_msg *m, char *err, size_t errlen)
+		  unsigned nqueues, bool reply, bool backend, uint32_t expect,
+		  bool ack, struct vq_vhu_msg *m, char *err, size_t errlen)
 {
 	const struct req_desc *d = NULL;
 	struct hdr h;
@@ -438,7 +490,7 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 		goto out_close;
 	}
 	get_hdr(buf, &h);
-	r = check_hdr(&h, reply, &d, err, errlen);
+	r = check_hdr(&h, reply, backend, &d, err, errlen);
 	if (r)
 		goto out_close;
 	if (reply && h.request != expect) {
@@ -477,7 +529,12 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	r = parse_payload(m, (const uint8_t *)buf + VHU_HDR_SIZE, err, errlen);
 	if (r)
 		goto out_close;
-	if (!reply) {
+	if (backend) {
+		r = iotlb_ok(m, VHU_IOTLB_MISS, VHU_IOTLB_ACCESS_FAIL, err, errlen);
+		if (r)
+			goto out_close;
+		want = fds_expected(m, d->fds);
+	} else if (!reply) {
 		r = check_fields(m, nqueues, d, err, errlen);
 		if (r)
 			goto out_close;
@@ -514,7 +571,15 @@ int vq_vhu_decode_request(const void *buf, size_t len, const int *fds,
 			  unsigned nfds, unsigned nqueues,
 			  struct vq_vhu_msg *msg, char *err, size_t errlen)
 {
-	return decode(buf, len, fds, nfds, nqueues, false, 0, false, msg, err,
+	return decode(buf, len, fds, nfds, nqueues, false, false, 0, false, msg,
+		      err, errlen);
+}
+
+int vq_vhu_decode_backend_request(const void *buf, size_t len, const int *fds,
+				  unsigned nfds, struct vq_vhu_msg *msg,
+				  char *err, size_t errlen)
+{
+	return decode(buf, len, fds, nfds, 0, false, true, 0, false, msg, err,
 		      errlen);
 }
 
@@ -522,7 +587,7 @@ int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
 			unsigned nfds, uint32_t expect, bool ack,
 			struct vq_vhu_msg *msg, char *err, size_t errlen)
 {
-	return decode(buf, len, fds, nfds, 0, true, expect, ack, msg, err,
+	return decode(buf, len, fds, nfds, 0, true, false, expect, ack, msg, err,
 		      errlen);
 }
 
@@ -544,9 +609,9 @@ static void put_region(uint8_t *p, const struct vq_vhu_region *r)
 	wr64(p + 24, r->mmap_offset);
 }
 
-ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
+static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
+		      void *buf, size_t cap)
 {
-	const struct req_desc *d = lookup(m->request);
 	bool reply = m->flags & VHU_FLAG_REPLY;
 	enum vq_vhu_payload kind;
 	uint8_t *p = buf, *q;
@@ -572,6 +637,9 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 		break;
 	case VHU_P_ADDR:
 		size = 40;
+		break;
+	case VHU_P_IOTLB:
+		size = IOTLB_WIRE;
 		break;
 	case VHU_P_REGION:
 		size = 8 + REGION_WIRE;
@@ -623,6 +691,13 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 		wr64(q + 24, m->u.addr.avail);
 		wr64(q + 32, m->u.addr.log);
 		break;
+	case VHU_P_IOTLB:
+		wr64(q, m->u.iotlb.iova);
+		wr64(q + 8, m->u.iotlb.size);
+		wr64(q + 16, m->u.iotlb.uaddr);
+		q[24] = m->u.iotlb.perm;
+		q[25] = m->u.iotlb.type;
+		break;
 	case VHU_P_REGION:
 		put_region(q + 8, &m->u.region);
 		break;
@@ -640,4 +715,17 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 		break;
 	}
 	return VHU_HDR_SIZE + size;
+}
+
+ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
+{
+	return encode(lookup(m->request), m, buf, cap);
+}
+
+ssize_t vq_vhu_encode_backend_request(const struct vq_vhu_msg *m, void *buf,
+				      size_t cap)
+{
+	if (m->flags & VHU_FLAG_REPLY)
+		return -EINVAL;
+	return encode(lookup_in(true, m->request), m, buf, cap);
 }

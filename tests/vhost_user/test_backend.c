@@ -321,7 +321,7 @@ static void bad_wrong_fd_count_mem_table(struct fx *x)
 static void bad_unknown_request(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[3] = { 22 /* IOTLB_MSG: not implemented */, VHU_VERSION, 0 };
+	uint32_t h[3] = { 23 /* SET_VRING_ENDIAN: not implemented */, VHU_VERSION, 0 };
 
 	CHECK_EQ(write(s, h, 12), 12);
 	expect_closed(x, s, -EOPNOTSUPP);
@@ -476,7 +476,7 @@ static void bad_features_not_offered(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(33) /* ACCESS_PLATFORM */);
+	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(38) /* NOTIFICATION_DATA */);
 	expect_closed(x, s, -EINVAL);
 }
 

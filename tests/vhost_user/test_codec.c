@@ -116,7 +116,7 @@ static void unknown_request_refused_fds_closed(void)
 	int fds[2] = { efd(), efd() };
 	uint32_t sz;
 
-	raw_hdr(&r, 22 /* IOTLB_MSG: not implemented */, VHU_VERSION, 0);
+	raw_hdr(&r, 23 /* SET_VRING_ENDIAN: not implemented */, VHU_VERSION, 0);
 	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EOPNOTSUPP);
 	CHECK_EQ(dec(&r, fds, 2, &m), -EOPNOTSUPP);
 	CHECK(!fd_open(fds[0]) && !fd_open(fds[1]));
