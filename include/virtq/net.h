@@ -271,7 +271,9 @@ typedef int (*vq_net_tx_fn)(void *arg, const struct iovec *iov, unsigned iovcnt,
  * VQ_NET_BURST, passing each valid frame to fn and returning every chain as
  * used with length 0.  Adds the frame bytes to *bytes if bytes is not NULL.
  * Returns the number of chains consumed, or -errno when the queue is broken
- * (by the ring or by this layer's rules) or fn returned -errno.
+ * (by the ring or by this layer's rules) or fn returned -errno.  fn may
+ * return -EAGAIN for "not now": that frame and the rest stay in the ring,
+ * and the chains consumed so far are returned.
  */
 int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 		      vq_net_tx_fn fn, void *arg, uint64_t *bytes);
@@ -283,7 +285,8 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
  * The used entries are staged and published by the used_batch rule or
  * vq_net_rx_flush().
  * Returns 1 if delivered, 0 if dropped (counted: no RX buffer, oversize),
- * -errno if the queue is broken.
+ * -EAGAIN if the ring waits for an IOTLB entry (nothing counted: deliver
+ * the frame again after the next kick), -errno if the queue is broken.
  */
 int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr);

@@ -137,6 +137,16 @@ int vq_dev_pop(struct vq_dev *d, struct vq_chain *c);
  * without an IOTLB. */
 bool vq_dev_iotlb_quiescent(const struct vq_dev *d);
 
+/* Did the last pop stop at an IOTLB miss (so it returned 0 with chains
+ * still available, and the queue looks empty until the front-end
+ * answers)?  (Its own thread.) */
+bool vq_dev_iotlb_waiting(struct vq_dev *d);
+/* Make d look empty for as long as other waits for the IOTLB: a device
+ * that cannot use d's buffers without other's (a loopback's transmit ring
+ * waiting for receive buffers) sleeps instead of spinning.  Both queues
+ * must share one memory map; the caller runs both. */
+void vq_dev_iotlb_wait_like(struct vq_dev *d, struct vq_dev *other);
+
 /* Pop up to n chains.  Returns how many, or -errno if the queue was broken
  * before any was popped; chains popped before a bad one stay valid. */
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n);

@@ -150,6 +150,19 @@ uint64_t vq_vhu_backend_features(const struct vq_vhu_backend *b);
 uint64_t vq_vhu_backend_protocol_features(const struct vq_vhu_backend *b);
 /* Why the last connection was closed ("" if it was not for an error). */
 const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b);
+/* IOTLB traffic (a guest behind a vIOMMU), over all connections so far. */
+struct vq_vhu_iotlb_stats {
+	uint64_t misses;                /* asked of the front-end */
+	uint64_t misses_unsent;         /* no back-end channel, or it failed */
+	uint64_t updates;               /* entries the front-end gave */
+	uint64_t invalidations;         /* invalidation messages */
+	uint64_t refused;               /* updates or invalidations refused */
+	uint64_t quiesce_timeouts;      /* invalidations a queue held up */
+};
+/* Safe from any thread. */
+void vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
+				struct vq_vhu_iotlb_stats *s);
+
 /* Milliseconds a half-received message may stall before the connection
  * is dropped (default 5000); applies from the next connection. */
 void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms);

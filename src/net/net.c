@@ -469,6 +469,13 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
 				 * reaches the guest, say why. */
 				return r;
 			}
+			if (r == -EAGAIN) {
+				/* "Not now": this frame and the rest stay. */
+				r = vq_dev_unpop(q->dev, &q->chains[i], n - i);
+				done += i;
+				ret = r < 0 ? r : 0;
+				goto out;
+			}
 			if (r < 0) {
 				/* The sink failed: this chain is consumed, the
 				 * rest go back to the ring untouched. */
@@ -560,8 +567,14 @@ static int rx_drop(struct vq_net_queue *q, unsigned popped, enum vq_net_drop why
 {
 	int r = popped ? vq_dev_unpop(q->dev, q->chains, popped) : 0;
 
+	if (r < 0)
+		return r;
+	/* The ring is not out of buffers, it waits for the IOTLB: the frame
+	 * waits too, uncounted (vhost-net leaves it in the socket). */
+	if (why == VQ_NET_DROP_NO_RX_BUF && vq_dev_iotlb_waiting(q->dev))
+		return -EAGAIN;
 	q->st.drops[why]++;
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 /* May the guest be given this header (5.1.6.4.2)?  Its flags are cut to

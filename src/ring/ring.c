@@ -135,7 +135,8 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
  * sees the pop, or the pop sees the new table.
  */
 struct vq_dev_iotlb {
-	bool stalled;
+	bool missed;            /* the last pop stopped at a miss */
+	bool stalled;           /* ... and the IOTLB has not changed since */
 	uint32_t stall_gen;
 	uint32_t held;          /* written by the queue's thread only */
 };
@@ -210,7 +211,8 @@ static int pop_leave(struct vq_dev *d, int r, uint32_t gen)
 	struct vq_dev_iotlb *t = d->iotlb;
 
 	held_set(t, t->held - 1 + (r > 0 ? (uint32_t)r : 0));
-	if (likely(r != -EAGAIN))
+	t->missed = r == -EAGAIN;
+	if (likely(!t->missed))
 		return r;
 	t->stall_gen = gen;
 	t->stalled = true;
@@ -262,6 +264,22 @@ int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 		return pop_burst_any(d, c, n);
 	gen = pop_enter(d);
 	return pop_leave(d, pop_burst_any(d, c, n), gen);
+}
+
+bool vq_dev_iotlb_waiting(struct vq_dev *d)
+{
+	/* not stalled(): the answer may already be in, and the caller
+	 * still has to know why its pop found nothing */
+	return d->iotlb && d->iotlb->missed;
+}
+
+void vq_dev_iotlb_wait_like(struct vq_dev *d, struct vq_dev *other)
+{
+	if (d->iotlb && other->iotlb && other->iotlb->missed &&
+	    d->cfg.mem == other->cfg.mem) {
+		d->iotlb->stall_gen = other->iotlb->stall_gen;
+		d->iotlb->stalled = true;
+	}
 }
 
 bool vq_dev_iotlb_quiescent(const struct vq_dev *d)

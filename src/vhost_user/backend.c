@@ -77,7 +77,7 @@ struct backend_chan {
 	int fd;
 	struct miss misses[VHU_MISSES];
 	unsigned next;          /* slot to reuse */
-	uint64_t sent, failed;
+	struct vq_vhu_iotlb_stats st;
 };
 
 struct vq_vhu_backend {
@@ -579,8 +579,10 @@ static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
 		if (c->misses[k].page == page && c->misses[k].access == access &&
 		    now - c->misses[k].asked_ns < VHU_MISS_RETRY_NS)
 			goto out;
-	if (c->fd < 0)
+	if (c->fd < 0) {
+		c->st.misses_unsent++;
 		goto out;
+	}
 	m.u.iotlb.iova = iova;
 	m.u.iotlb.perm = (uint8_t)access;
 	m.u.iotlb.type = VHU_IOTLB_MISS;
@@ -595,10 +597,10 @@ static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
 		n += w;
 	}
 	if (len <= 0 || n < len) {
-		c->failed++;
+		c->st.misses_unsent++;
 		goto out;
 	}
-	c->sent++;
+	c->st.misses++;
 	c->misses[c->next] = (struct miss){ page, access, now };
 	c->next = (c->next + 1) % VHU_MISSES;
 out:
@@ -606,6 +608,21 @@ out:
 }
 
 /* An update answered the misses in [iova, iova+size). */
+static void iotlb_count(struct vq_vhu_backend *b, uint64_t *counter)
+{
+	pthread_mutex_lock(&b->chan.lock);
+	(*counter)++;
+	pthread_mutex_unlock(&b->chan.lock);
+}
+
+void vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
+				struct vq_vhu_iotlb_stats *s)
+{
+	pthread_mutex_lock(&b->chan.lock);
+	*s = b->chan.st;
+	pthread_mutex_unlock(&b->chan.lock);
+}
+
 static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t size)
 {
 	struct backend_chan *c = &b->chan;
@@ -740,6 +757,32 @@ static int need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
 		    vq_vhu_request_name(m->request), name);
 }
 
+/* Suspend every started ring with an area in [iova, iova+size) (size 0 or
+ * wrapping: to the end).  A suspended ring's device has let go of it, so
+ * what it translated is no longer in use either.  Returns how many. */
+static unsigned rings_unmapped(struct vq_vhu_backend *b, uint64_t iova, uint64_t size)
+{
+	uint64_t last = size && iova + (size - 1) >= iova ? iova + (size - 1) : UINT64_MAX;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < b->dev.nqueues; i++) {
+		struct ring *q = &b->rings[i];
+		uint64_t len[3], start[3] = { q->desc_ua, q->avail_ua, q->used_ua };
+		bool hit = false;
+
+		if (!q->vq)
+			continue;
+		ring_sizes(b, q->num, &len[0], &len[1], &len[2]);
+		for (unsigned k = 0; k < 3; k++)
+			hit |= start[k] <= last && iova <= start[k] + (len[k] - 1);
+		if (hit) {
+			ring_suspend(b, i);
+			n++;
+		}
+	}
+	return n;
+}
+
 static int h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct timeval tv = { .tv_sec = 1 };
@@ -770,14 +813,27 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return berr(b, -EPROTO,
 			    "IOTLB_MSG without VIRTIO_F_ACCESS_PLATFORM negotiated");
 	if (m->u.iotlb.type == VHU_IOTLB_INVALIDATE) {
+		iotlb_count(b, &b->chan.st.invalidations);
 		r = vq_mem_iotlb_invalidate(b->mem, iova, size);
-		if (r < 0)
+		if (r < 0) {
+			iotlb_count(b, &b->chan.st.refused);
 			return 1;
-		if (r > 0 && !iotlb_quiesce(b))
+		}
+		if (r == 0)
+			return 0;
+		/* A ring reads its areas through the mapping made when it
+		 * started: one whose areas lost their entries stops (keeping
+		 * its place) and starts again once they are mapped anew, as
+		 * DPDK's vring_invalidate. */
+		rings_unmapped(b, iova, size);
+		if (!iotlb_quiesce(b)) {
+			iotlb_count(b, &b->chan.st.quiesce_timeouts);
 			fprintf(stderr, "%s: IOTLB invalidation: a queue still holds buffers after %llu ms\n",
 				b->dev.name, VHU_QUIESCE_NS / 1000000ull);
-		return 0;
+		}
+		return start_all(b);    /* a stopped ring asks for its areas again */
 	}
+	iotlb_count(b, &b->chan.st.updates);
 	{
 		struct vq_iotlb_entry e = { .iova = iova, .size = size,
 					    .uaddr = m->u.iotlb.uaddr,
@@ -791,8 +847,10 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 			r = vq_mem_iotlb_update(b->mem, &e);
 		}
 	}
-	if (r)
+	if (r) {
+		iotlb_count(b, &b->chan.st.refused);
 		return 1;
+	}
 	if (vq_mem_iotlb_retired(b->mem) > VHU_IOTLB_RETIRED_MAX)
 		iotlb_quiesce(b);
 	misses_answered(b, iova, size);
@@ -1148,6 +1206,8 @@ static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return r;
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		ring_reset(b, i);
+	/* features are gone, ACCESS_PLATFORM with them */
+	vq_mem_iotlb_disable(b->mem);
 	b->features = 0;
 	b->features_set = false;
 	b->status = 0;

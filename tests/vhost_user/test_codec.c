@@ -669,6 +669,346 @@ static void net_set_mtu_rules(void)
 	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
 }
 
+/* ---- IOMMU support: VHOST_USER_IOTLB_MSG and the back-end channel ---- */
+
+static void raw_iotlb(struct raw *r, uint32_t req, uint32_t flags, uint64_t iova,
+		      uint64_t size, uint64_t ua, uint8_t perm, uint8_t type)
+{
+	raw_hdr(r, req, flags, 32);
+	raw_u64(r, iova);
+	raw_u64(r, size);
+	raw_u64(r, ua);
+	memset(r->b + r->len, 0, 8);
+	r->b[r->len] = perm;
+	r->b[r->len + 1] = type;
+	r->len += 8;
+}
+
+static void fe_iotlb(struct raw *r, uint64_t iova, uint64_t size, uint64_t ua,
+		     uint8_t perm, uint8_t type)
+{
+	raw_iotlb(r, VHU_IOTLB_MSG, VHU_VERSION, iova, size, ua, perm, type);
+}
+
+static int dec_be(struct raw *r, int *fds, unsigned nfds, struct vq_vhu_msg *m)
+{
+	char err[128];
+	int ret = vq_vhu_decode_backend_request(r->b, r->len, fds, nfds, m, err,
+						sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "   decode (back-end channel): %d %s\n", ret, err);
+	return ret;
+}
+
+static void be_iotlb(struct raw *r, uint64_t iova, uint8_t perm, uint8_t type)
+{
+	raw_iotlb(r, VHU_BACKEND_IOTLB_MSG, VHU_VERSION, iova, 0, 0, perm, type);
+}
+
+/* "VHOST_USER_IOTLB_MSG": a struct vhost_iotlb_msg of 32 bytes (iova, size,
+ * uaddr, perm, type, padding), no fd, no reply of its own; the back-end's
+ * VHOST_USER_BACKEND_IOTLB_MSG carries the same struct the other way. */
+static void iotlb_msg_roundtrip(void)
+{
+	static const struct { uint8_t perm, type; } fe[] = {
+		{ VHU_IOTLB_PERM_RO, VHU_IOTLB_UPDATE },
+		{ VHU_IOTLB_PERM_WO, VHU_IOTLB_UPDATE },
+		{ VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE },
+		{ 0, VHU_IOTLB_INVALIDATE },
+	};
+	static const struct { uint8_t perm, type; } be[] = {
+		{ VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS },
+		{ VHU_IOTLB_PERM_WO, VHU_IOTLB_MISS },
+		{ VHU_IOTLB_PERM_RW, VHU_IOTLB_ACCESS_FAIL },
+	};
+	uint8_t buf[VHU_MSG_MAX];
+	struct vq_vhu_msg m, out;
+	uint64_t v;
+	ssize_t n;
+
+	CHECK(!vq_vhu_request_has_reply(VHU_IOTLB_MSG));
+	CHECK(!vq_vhu_request_has_reply(VHU_SET_BACKEND_REQ_FD));
+	CHECK(!strcmp(vq_vhu_request_name(VHU_IOTLB_MSG), "VHOST_USER_IOTLB_MSG"));
+	CHECK(!strcmp(vq_vhu_request_name(VHU_SET_BACKEND_REQ_FD),
+		      "VHOST_USER_SET_BACKEND_REQ_FD"));
+	for (unsigned i = 0; i < sizeof(fe) / sizeof(fe[0]); i++) {
+		memset(&m, 0, sizeof(m));
+		m.request = VHU_IOTLB_MSG;
+		m.flags = VHU_VERSION | VHU_FLAG_NEED_REPLY;
+		m.kind = VHU_P_IOTLB;
+		m.u.iotlb.iova = 0x123456789000ull + i;
+		m.u.iotlb.size = 0x3000;
+		m.u.iotlb.uaddr = 0x7f0000042000ull;
+		m.u.iotlb.perm = fe[i].perm;
+		m.u.iotlb.type = fe[i].type;
+		memset(buf, 0xa5, sizeof(buf));
+		n = vq_vhu_encode(&m, buf, sizeof(buf));
+		CHECK_EQ(n, VHU_HDR_SIZE + 32);
+		/* the wire layout: three u64, perm, type, six bytes of padding */
+		memcpy(&v, buf + 12, 8);
+		CHECK_EQ(v, m.u.iotlb.iova);
+		memcpy(&v, buf + 20, 8);
+		CHECK_EQ(v, 0x3000);
+		memcpy(&v, buf + 28, 8);
+		CHECK_EQ(v, 0x7f0000042000ull);
+		CHECK_EQ(buf[36], fe[i].perm);
+		CHECK_EQ(buf[37], fe[i].type);
+		for (unsigned k = 38; k < 44; k++)
+			CHECK_EQ(buf[k], 0);
+		CHECK_EQ(vq_vhu_decode_request(buf, n, NULL, 0, NQ, &out, NULL, 0), 0);
+		CHECK_EQ(out.request, VHU_IOTLB_MSG);
+		CHECK_EQ(out.kind, VHU_P_IOTLB);
+		CHECK_EQ(out.size, 32);
+		CHECK(out.flags & VHU_FLAG_NEED_REPLY);
+		CHECK_EQ(out.u.iotlb.iova, m.u.iotlb.iova);
+		CHECK_EQ(out.u.iotlb.size, m.u.iotlb.size);
+		CHECK_EQ(out.u.iotlb.uaddr, m.u.iotlb.uaddr);
+		CHECK_EQ(out.u.iotlb.perm, fe[i].perm);
+		CHECK_EQ(out.u.iotlb.type, fe[i].type);
+		CHECK_EQ(out.nfds, 0);
+		/* request 22 is no request on the back-end channel */
+		CHECK_EQ(vq_vhu_decode_backend_request(buf, n, NULL, 0, &out, NULL, 0),
+			 -EOPNOTSUPP);
+	}
+	for (unsigned i = 0; i < sizeof(be) / sizeof(be[0]); i++) {
+		memset(&m, 0, sizeof(m));
+		m.request = VHU_BACKEND_IOTLB_MSG;
+		m.flags = VHU_VERSION;
+		m.kind = VHU_P_IOTLB;
+		m.u.iotlb.iova = 0xfedcba987654ull;
+		m.u.iotlb.perm = be[i].perm;
+		m.u.iotlb.type = be[i].type;
+		n = vq_vhu_encode_backend_request(&m, buf, sizeof(buf));
+		CHECK_EQ(n, VHU_HDR_SIZE + 32);
+		memcpy(&v, buf, 8);
+		CHECK_EQ(v & 0xffffffff, VHU_BACKEND_IOTLB_MSG);
+		CHECK_EQ(vq_vhu_decode_backend_request(buf, n, NULL, 0, &out, NULL, 0), 0);
+		CHECK_EQ(out.request, VHU_BACKEND_IOTLB_MSG);
+		CHECK_EQ(out.kind, VHU_P_IOTLB);
+		CHECK_EQ(out.u.iotlb.iova, m.u.iotlb.iova);
+		CHECK_EQ(out.u.iotlb.perm, be[i].perm);
+		CHECK_EQ(out.u.iotlb.type, be[i].type);
+		/* request 1 on the front-end channel is GET_FEATURES: no payload */
+		CHECK_EQ(vq_vhu_decode_request(buf, n, NULL, 0, NQ, &out, NULL, 0),
+			 -EMSGSIZE);
+	}
+	/* the back-end channel's encoder: requests only, its own table */
+	m.flags = VHU_VERSION | VHU_FLAG_REPLY;
+	CHECK_EQ(vq_vhu_encode_backend_request(&m, buf, sizeof(buf)), -EINVAL);
+	m.flags = VHU_VERSION;
+	m.request = VHU_BACKEND_REQUEST_MAX + 1;
+	CHECK_EQ(vq_vhu_encode_backend_request(&m, buf, sizeof(buf)), -EINVAL);
+	m.request = 0;
+	CHECK_EQ(vq_vhu_encode_backend_request(&m, buf, sizeof(buf)), -EINVAL);
+	m.request = VHU_BACKEND_IOTLB_MSG;
+	m.kind = VHU_P_U64;
+	CHECK_EQ(vq_vhu_encode_backend_request(&m, buf, sizeof(buf)), -EINVAL);
+	m.kind = VHU_P_IOTLB;
+	CHECK_EQ(vq_vhu_encode_backend_request(&m, buf, VHU_HDR_SIZE + 31), -ENOBUFS);
+}
+
+/* "IOMMU support": the front-end sends updates and invalidations, the
+ * back-end misses and access failures; anything else on either channel is
+ * refused (and an fd that came with it closed). */
+static void iotlb_msg_type_per_channel(void)
+{
+	static const uint8_t fe_bad[] = { 0, VHU_IOTLB_MISS, VHU_IOTLB_ACCESS_FAIL, 5, 0xff };
+	static const uint8_t be_bad[] = { 0, VHU_IOTLB_UPDATE, VHU_IOTLB_INVALIDATE, 5, 0xff };
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd;
+
+	for (unsigned i = 0; i < sizeof(fe_bad); i++) {
+		fe_iotlb(&r, 0x1000, 0x1000, 0x7f0000000000ull, VHU_IOTLB_PERM_RW, fe_bad[i]);
+		fd = efd();
+		CHECK_EQ(dec(&r, &fd, 1, &m), -EINVAL);
+		CHECK(!fd_open(fd));
+		CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	}
+	for (unsigned i = 0; i < sizeof(be_bad); i++) {
+		raw_iotlb(&r, VHU_BACKEND_IOTLB_MSG, VHU_VERSION, 0x1000, 0x1000,
+			  0x7f0000000000ull, VHU_IOTLB_PERM_RW, be_bad[i]);
+		fd = efd();
+		CHECK_EQ(dec_be(&r, &fd, 1, &m), -EINVAL);
+		CHECK(!fd_open(fd));
+	}
+	/* an fd on a good message is refused and closed, on either channel */
+	fe_iotlb(&r, 0x1000, 0x1000, 0x7f0000000000ull, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+	CHECK(!fd_open(fd));
+	be_iotlb(&r, 0x1000, VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS);
+	fd = efd();
+	CHECK_EQ(dec_be(&r, &fd, 1, &m), -EBADF);
+	CHECK(!fd_open(fd));
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), 0);
+	/* the back-end channel's own request numbers */
+	raw_iotlb(&r, 2, VHU_VERSION, 0x1000, 0, 0, VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS);
+	fd = efd();
+	CHECK_EQ(dec_be(&r, &fd, 1, &m), -EOPNOTSUPP);
+	CHECK(!fd_open(fd));
+	raw_iotlb(&r, 0, VHU_VERSION, 0x1000, 0, 0, VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS);
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), -EOPNOTSUPP);
+	/* header rules hold there too: version 1, no reply flag on a request */
+	raw_iotlb(&r, VHU_BACKEND_IOTLB_MSG, 2, 0x1000, 0, 0, VHU_IOTLB_PERM_RO,
+		  VHU_IOTLB_MISS);
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), -EINVAL);
+	raw_iotlb(&r, VHU_BACKEND_IOTLB_MSG, VHU_VERSION | VHU_FLAG_REPLY, 0x1000,
+		  0, 0, VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS);
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), -EINVAL);
+}
+
+/* An update or a miss names an access (RO 1, WO 2, RW 3); an invalidation's
+ * permission means nothing and is accepted whatever it is. */
+static void iotlb_msg_permission_rules(void)
+{
+	static const uint8_t bad[] = { 0, 4, 7, 0x80, 0xff };
+	struct raw r;
+	struct vq_vhu_msg m;
+
+	for (unsigned i = 0; i < sizeof(bad); i++) {
+		fe_iotlb(&r, 0x1000, 0x1000, 0x7f0000000000ull, bad[i], VHU_IOTLB_UPDATE);
+		CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+		be_iotlb(&r, 0x1000, bad[i], VHU_IOTLB_MISS);
+		CHECK_EQ(dec_be(&r, NULL, 0, &m), -EINVAL);
+		be_iotlb(&r, 0x1000, bad[i], VHU_IOTLB_ACCESS_FAIL);
+		CHECK_EQ(dec_be(&r, NULL, 0, &m), -EINVAL);
+		fe_iotlb(&r, 0x1000, 0x1000, 0, bad[i], VHU_IOTLB_INVALIDATE);
+		CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+		CHECK_EQ(m.u.iotlb.perm, bad[i]);
+	}
+	for (uint8_t p = VHU_IOTLB_PERM_RO; p <= VHU_IOTLB_PERM_RW; p++) {
+		fe_iotlb(&r, 0x1000, 0x1000, 0x7f0000000000ull, p, VHU_IOTLB_UPDATE);
+		CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+		CHECK_EQ(m.u.iotlb.perm, p);
+		be_iotlb(&r, 0x1000, p, VHU_IOTLB_MISS);
+		CHECK_EQ(dec_be(&r, NULL, 0, &m), 0);
+		CHECK_EQ(m.u.iotlb.perm, p);
+	}
+}
+
+/* An update maps a non-empty range that wraps on neither side; an
+ * invalidation may name any range (QEMU's global one is iova 0, size 0:
+ * addr_mask + 1 overflowed). */
+static void iotlb_update_range_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+
+	fe_iotlb(&r, 0x1000, 0, 0x7f0000000000ull, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* iova range wraps */
+	fe_iotlb(&r, UINT64_MAX - 0xfff, 0x2000, 0x7f0000000000ull,
+		 VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	fe_iotlb(&r, 0x1000, UINT64_MAX, 0x1000, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* front-end address range wraps */
+	fe_iotlb(&r, 0x1000, 0x2000, UINT64_MAX - 0xfff, VHU_IOTLB_PERM_RO,
+		 VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* a big range that fits */
+	fe_iotlb(&r, 0x100000000ull, 0x40000000ull, 0x7f0000000000ull,
+		 VHU_IOTLB_PERM_WO, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.u.iotlb.size, 0x40000000ull);
+	/* invalidations: empty, wrapping, everything */
+	fe_iotlb(&r, 0, 0, 0, 0, VHU_IOTLB_INVALIDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.u.iotlb.type, VHU_IOTLB_INVALIDATE);
+	fe_iotlb(&r, UINT64_MAX - 0xfff, 0x2000, UINT64_MAX, VHU_IOTLB_PERM_RW,
+		 VHU_IOTLB_INVALIDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	fe_iotlb(&r, 0, UINT64_MAX, 0, 0, VHU_IOTLB_INVALIDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	/* a miss names an address, not a range: size and uaddr are not read */
+	raw_iotlb(&r, VHU_BACKEND_IOTLB_MSG, VHU_VERSION, UINT64_MAX, 0,
+		  UINT64_MAX, VHU_IOTLB_PERM_WO, VHU_IOTLB_MISS);
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), 0);
+	CHECK_EQ(m.u.iotlb.iova, UINT64_MAX);
+}
+
+/* struct vhost_iotlb_msg is 32 bytes: 24 (no perm/type) or 40 are refused
+ * on the header, before the payload is read, on both channels. */
+static void iotlb_msg_payload_size(void)
+{
+	static const uint32_t bad[] = { 0, 8, 24, 26, 31, 33, 40 };
+	struct raw r;
+	struct vq_vhu_msg m;
+	uint32_t sz;
+	int fd;
+
+	raw_hdr(&r, VHU_IOTLB_MSG, VHU_VERSION, 32);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), 0);
+	CHECK_EQ(sz, 32);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		raw_hdr(&r, VHU_IOTLB_MSG, VHU_VERSION, bad[i]);
+		CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EMSGSIZE);
+		memset(r.b + r.len, 0, bad[i]);
+		if (bad[i] >= 26)
+			r.b[r.len + 25] = VHU_IOTLB_INVALIDATE;
+		r.len += bad[i];
+		fd = efd();
+		CHECK_EQ(dec(&r, &fd, 1, &m), -EMSGSIZE);
+		CHECK(!fd_open(fd));
+		r.b[0] = VHU_BACKEND_IOTLB_MSG;
+		if (bad[i] >= 26) {
+			r.b[12 + 24] = VHU_IOTLB_PERM_RO;
+			r.b[12 + 25] = VHU_IOTLB_MISS;
+		}
+		fd = efd();
+		CHECK_EQ(dec_be(&r, &fd, 1, &m), -EMSGSIZE);
+		CHECK(!fd_open(fd));
+	}
+	/* the declared size is right but the bytes are not all there */
+	fe_iotlb(&r, 0x1000, 0x1000, 0x7f0000000000ull, VHU_IOTLB_PERM_RO, VHU_IOTLB_UPDATE);
+	r.len -= 8;
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	be_iotlb(&r, 0x1000, VHU_IOTLB_PERM_RO, VHU_IOTLB_MISS);
+	r.len += 4;
+	CHECK_EQ(dec_be(&r, NULL, 0, &m), -EMSGSIZE);
+}
+
+/* "VHOST_USER_SET_BACKEND_REQ_FD": no payload, exactly one fd (the
+ * back-end channel); a wrong count is refused with every fd closed. */
+static void set_backend_req_fd_one_fd(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m;
+	int fd, fds[3];
+	uint32_t sz;
+
+	raw_hdr(&r, VHU_SET_BACKEND_REQ_FD, VHU_VERSION, 0);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), 0);
+	CHECK_EQ(sz, 0);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), 0);
+	CHECK_EQ(m.kind, VHU_P_NONE);
+	CHECK_EQ(m.nfds, 1);
+	CHECK_EQ(m.fds[0], fd);
+	CHECK(fd_open(fd));
+	vq_vhu_msg_close_fds(&m);
+	CHECK(!fd_open(fd));
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EBADF);
+	for (unsigned n = 2; n <= 3; n++) {
+		for (unsigned i = 0; i < n; i++)
+			fds[i] = efd();
+		CHECK_EQ(dec(&r, fds, n, &m), -EBADF);
+		for (unsigned i = 0; i < n; i++)
+			CHECK(!fd_open(fds[i]));
+	}
+	fd = -1;
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+	/* a payload: refused, the fd closed */
+	raw_hdr(&r, VHU_SET_BACKEND_REQ_FD, VHU_VERSION, 8);
+	CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), -EMSGSIZE);
+	raw_u64(&r, 0);
+	fd = efd();
+	CHECK_EQ(dec(&r, &fd, 1, &m), -EMSGSIZE);
+	CHECK(!fd_open(fd));
+}
+
 int main(void)
 {
 	RUN(hdr_get_features_ok);
@@ -689,5 +1029,11 @@ int main(void)
 	RUN(log_base_rules);
 	RUN(send_rarp_rules);
 	RUN(net_set_mtu_rules);
+	RUN(iotlb_msg_roundtrip);
+	RUN(iotlb_msg_type_per_channel);
+	RUN(iotlb_msg_permission_rules);
+	RUN(iotlb_update_range_rules);
+	RUN(iotlb_msg_payload_size);
+	RUN(set_backend_req_fd_one_fd);
 	return 0;
 }

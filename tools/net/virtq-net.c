@@ -124,6 +124,7 @@ struct daemon {
 	struct vq_net_frame frames[VQ_NET_BURST];
 	struct tapq taps[MAX_PAIRS];
 	bool tap_mq;                    /* IFF_MULTI_QUEUE */
+	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	int tap_vnet_len;               /* atomic: the TAP's virtio-net header size */
 	int64_t source_left;            /* atomic; with --count */
 	uint64_t rarp_sent;             /* atomic; announcements sent */
@@ -253,6 +254,12 @@ static int sink_loopback(void *arg, const struct iovec *iov, unsigned cnt,
 	if (n < 0)
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_RUNT);
 	r = vq_net_rx_deliver(rx->nq, out, (unsigned)n, len, NULL);
+	if (r == -EAGAIN) {
+		/* The receive ring waits for the IOTLB: so does this frame,
+		 * and its ring sleeps until the update kicks it. */
+		vq_dev_iotlb_wait_like(rx->d->rings[rx->index + 1].dev, rx->dev);
+		return -EAGAIN;
+	}
 	if (r < 0) {
 		ring_broken(rx);
 		/* Counted on the RX side as nothing; count the loss here. */
@@ -723,13 +730,15 @@ static void tap_close(struct daemon *d)
  * A TAP queue's reader owns its pair's receive ring while it runs: frames
  * read from the queue go to the guest.  With no guest buffers it enables
  * RX notifications and waits for the guest's kick (frames wait in the
- * TAP's queue meanwhile).
+ * TAP's queue meanwhile).  A frame read while the ring turned out to wait
+ * for an IOTLB entry is kept and delivered first after the kick.
  */
 static void *tap_main(void *arg)
 {
 	struct tapq *t = arg;
 	struct ring *rx = &t->d->rings[2 * t->pair];
 	bool want_kick = false;
+	ssize_t held = 0;       /* bytes of a frame kept in t->buf */
 
 	/* beside the worker that sends the pair's frames */
 	pin_like_worker(t->d, worker_of(t->d, 2 * t->pair));
@@ -766,7 +775,8 @@ static void *tap_main(void *arg)
 					ring_broken(rx);
 				break;
 			}
-			len = read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
+			len = held ? held : read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
+			held = 0;
 			hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
 			if (len <= 0)
 				break;
@@ -775,6 +785,10 @@ static void *tap_main(void *arg)
 			vq_net_hdr_decode(t->buf, hlen, &h);
 			iov = (struct iovec){ t->buf + hlen, (size_t)len - hlen };
 			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)iov.iov_len, &h);
+			if (r == -EAGAIN) {
+				held = len;     /* has_avail is false now */
+				continue;
+			}
 			if (r < 0) {
 				ring_broken(rx);
 				break;
@@ -1074,6 +1088,14 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
 		       now->tx_gso, now->rx_gso, d->mtu);
 		if (final) {
+			struct vq_vhu_iotlb_stats io;
+
+			vq_vhu_backend_iotlb_stats(d->b, &io);
+			printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
+			       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
+			       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
+			       io.misses, io.misses_unsent, io.updates, io.invalidations,
+			       io.refused, io.quiesce_timeouts);
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
 			for (i = 0; i < 2 * d->o.pairs; i++)
@@ -1368,6 +1390,7 @@ int main(int argc, char **argv)
 		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
 	};
 	r = vq_vhu_backend_new(&dev, &ctl.b);
+	d.b = ctl.b;
 	if (r < 0) {
 		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
 		return 1;
