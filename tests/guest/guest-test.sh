@@ -528,6 +528,19 @@ vsock_g2h() {
 		"guest_rc=$rc host_rc=$hrc guest_pass=$(count SEND result=PASS "$o")/$j host_pass=$(count RECV result=PASS "$LOG/host-recv.out")/$j bytes_each=$n"
 }
 
+# vsock behind a vIOMMU: seqpacket both ways (messages over several
+# buffers, both directions at once) with every address an IOVA.
+VSOCK_GUEST_OPTS=()
+vsock_iommu() {
+	VSOCK_GUEST_OPTS=(--iommu on)
+	vsock_seqpacket off
+	local o=$LOG/seq.out panic
+	check access-platform $([ "$(feature 33 "$o")" = 1 ] && echo 0 || echo 1) \
+		"VIRTIO_F_ACCESS_PLATFORM=$(feature 33 "$o")"
+	panic=$(grep -al "Kernel panic\|general protection\|BUG:" "$LOG"/*/console.log 2>/dev/null | tr '\n' ' ')
+	check guest-kernel-clean $([ -z "$panic" ] && echo 0 || echo 1) "${panic:-no oops in any console log}"
+}
+
 # SOCK_SEQPACKET (VIRTIO_VSOCK_F_SEQPACKET), both ways at once: guest
 # connections to CID 2 reach a host SOCK_SEQPACKET listener at UDS_P, and
 # host connections to UDS.seqpacket CONNECT to a guest seqpacket listener;
@@ -540,7 +553,7 @@ vsock_seqpacket() {
 	"$GVSOCK" msgecho -u "${UDS}_$port" -j $j > "$LOG/host-msgecho.out" 2>&1 &
 	local hp=$!
 	PIDS+=("$hp")
-	guest_bg seq --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 -- \
+	guest_bg seq --dev vsock --sock "$VSOCK" --packed "$packed" --timeout 110 "${VSOCK_GUEST_OPTS[@]}" -- \
 		"$FEATS; gvsock msgecho -p $gport -j $j & gvsock msgcall -c 2 -p $port -n $n -j $j -W 20; wait"
 	local hcrc=1
 	if wait_mark seq LISTEN 80; then
@@ -1393,6 +1406,7 @@ vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;
 vsock-seqpacket) vsock_seqpacket off ;;
 vsock-seqpacket-packed) vsock_seqpacket on ;;
+vsock-iommu) vsock_iommu ;;
 vsock-restart) vsock_restart ;;
 vsock-reset) vsock_reset ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;
