@@ -99,7 +99,7 @@ static int sink(void *arg, const struct iovec *iov, unsigned n, uint32_t len,
 	    (uint32_t)h->csum_start + h->csum_offset + 2 > len)
 		abort();
 	if (h->gso_type &&
-	    (!(h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) || !h->gso_size ||
+	    (!(h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) || h->gso_size < VQ_NET_MIN_GSO_SIZE ||
 	     ((h->gso_type & VIRTIO_NET_HDR_GSO_ECN) && !(f & VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN))) ||
 	     !((type == VIRTIO_NET_HDR_GSO_TCPV4 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4))) ||
 	       (type == VIRTIO_NET_HDR_GSO_TCPV6 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))))))

@@ -162,6 +162,10 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
  * largest TSO frame, an IPv6 payload of 65535 bytes behind its header and
  * an Ethernet header (5.1.6.3). */
 #define VQ_NET_MAX_FRAME 65589u
+/* The least MSS a transmitted segmentation frame may ask for: Linux's
+ * TCP_MIN_MSS.  Smaller ones are dropped as bad headers (no guest TCP
+ * stack sends them; vhost-net would pass them to the host to cut up). */
+#define VQ_NET_MIN_GSO_SIZE 88u
 /* Shortest frame accepted: an Ethernet header. */
 #define VQ_NET_MIN_FRAME 14u
 /* Chains popped per TX burst, and segments one TX chain may have. */

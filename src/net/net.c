@@ -251,7 +251,9 @@ static bool gso_allowed(uint8_t t, uint32_t mask, bool ecn)
  * Is this TX header (read with VIRTIO_NET_F_CSUM) one we can honour for a
  * frame of len bytes (5.1.6.2.1)?  No RX-only flag; a checksum place inside
  * the frame; a segmentation type only if negotiated, and then with
- * NEEDS_CSUM and an MSS.
+ * NEEDS_CSUM and an MSS no smaller than TCP's least (a guest asking for
+ * 1-byte segments would have the host kernel cut one 64 KiB frame into
+ * 65535: work it did not pay for).
  */
 static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h,
 		      uint32_t len)
@@ -264,7 +266,8 @@ static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h,
 	if (h->gso_type == VIRTIO_NET_HDR_GSO_NONE)
 		return true;
 	return gso_allowed(h->gso_type, q->tx_gso, q->tx_ecn) &&
-	       (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) && h->gso_size;
+	       (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	       h->gso_size >= VQ_NET_MIN_GSO_SIZE;
 }
 
 /*

@@ -371,6 +371,11 @@ static void tx_5_1_6_2_segmentation_offload_rules(uint64_t lf)
 		{ 1, VIRTIO_NET_HDR_GSO_UDP, 1472, 34, 6, 1514, { false, false } },  /* no HOST_UFO */
 		{ 0, VIRTIO_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { false, false } }, /* no NEEDS_CSUM */
 		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 0, 34, 16, 1514, { false, false } },    /* no MSS */
+		/* an MSS below TCP's least would have the host cut one
+		 * frame into thousands */
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 1, 34, 16, 1514, { false, false } },
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE - 1, 54, 16, 1514, { false, false } },
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE, 54, 16, 1514, { true, true } },
 		{ 1, 0x7f, 1448, 34, 16, 1514, { false, false } },                     /* unknown type */
 		{ 0, VIRTIO_NET_HDR_GSO_ECN, 0, 0, 0, 60, { false, false } },          /* ECN alone */
 		{ 1, 0, 0, 44, 16, 62, { true, true } },        /* checksum ends at the last byte */
