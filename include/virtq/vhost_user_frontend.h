@@ -39,6 +39,16 @@ struct vq_vhu_frontend_config {
 	unsigned timeout_ms;            /* reply timeout; 0: 5000 */
 	/* Protocol features not to negotiate even if offered (tests). */
 	uint64_t protocol_mask_out;
+	/* Non-zero: play a guest behind a vIOMMU with long-lived mappings
+	 * (as DPDK in a guest keeps them).  VIRTIO_F_ACCESS_PLATFORM is
+	 * negotiated (the back-end must offer it, with REPLY_ACK and
+	 * BACKEND_REQ), rings and buffers are given at I/O virtual addresses
+	 * (vq_vhu_frontend_alloc returns those), and guest memory is mapped
+	 * by IOTLB updates of this many bytes each (a power of two, 4096 or
+	 * more; at most 2048 of them) once the rings are set up.  A miss from
+	 * the back-end after that is counted and answered when
+	 * vq_vhu_frontend_iotlb_misses() is called. */
+	uint64_t iommu_page;
 	char *err;                      /* optional: why connect failed */
 	size_t errlen;
 };
@@ -79,19 +89,24 @@ struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i);
 
-/* After start: where ring i's three areas lie in guest memory, in struct
- * vq_ring_addr's order (descriptors, driver area, device area), so a caller
- * can check what the back-end wrote there against the dirty log.  0, or
+/* After start: where ring i's three areas lie in guest-physical memory, in
+ * struct vq_ring_addr's order (descriptors, driver area, device area), so a
+ * caller can check what the back-end wrote there against the dirty log.  0, or
  * -EINVAL for a ring that is not set up. */
 int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
 			     struct vq_gpa_range area[3]);
 
 /* Guest memory for buffers: len bytes, 64-byte aligned; the host pointer,
- * and the guest-physical address in *gpa.  NULL when memory is exhausted. */
+ * and in *gpa the address descriptors carry: guest-physical, or an I/O
+ * virtual address with iommu_page.  NULL when memory is exhausted. */
 void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
 			    uint64_t *gpa);
-/* A host pointer for guest-physical [gpa, gpa+len), or NULL. */
+/* A host pointer for [gpa, gpa+len) (an address alloc gave), or NULL. */
 void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len);
+/* With iommu_page: the IOTLB misses the back-end sent since the start
+ * (read from the back-end channel now, without blocking, and answered).
+ * 0 without. */
+uint64_t vq_vhu_frontend_iotlb_misses(struct vq_vhu_frontend *f);
 
 /*
  * Live-migration logging, switched as QEMU switches it while the rings run.

@@ -35,6 +35,9 @@
 
 /* Guest-physical address of guest memory's first byte. */
 #define GUEST_GPA 0x100000ull
+/* With iommu_page, its I/O virtual address: far from any GPA, so a
+ * back-end that took one for the other fails at once. */
+#define GUEST_IOVA 0x10000000000ull
 
 /* Protocol features the front-end knows how to use. */
 #define FRONTEND_PROTOCOL (VIRTQ_BIT(VHU_PROTOCOL_F_MQ) |                 \
@@ -49,7 +52,8 @@
 struct fqueue {
 	struct vq_drv *drv;
 	int kick_fd, call_fd;
-	uint64_t ring_gpa;
+	uint64_t ring_gpa;              /* guest-physical (for the log) */
+	uint64_t ring_dev;              /* as the device sees it */
 	uint64_t off[3];
 	struct vq_vhu_msg addr;         /* its SET_VRING_ADDR, to resend */
 };
@@ -64,6 +68,8 @@ struct vq_vhu_frontend {
 	int mem_fd;
 	uint8_t *mem;
 	uint64_t mem_size, brk;
+	int chan;                       /* back-end channel (our end), or -1 */
+	uint64_t misses;
 	struct fqueue *q;
 	char errmsg[256];
 };
@@ -221,6 +227,12 @@ static int alloc_guest(struct vq_vhu_frontend *f)
 	return 0;
 }
 
+/* Where guest memory starts for the device: descriptors and rings. */
+static uint64_t dev_base(const struct vq_vhu_frontend *f)
+{
+	return f->cfg.iommu_page ? GUEST_IOVA : GUEST_GPA;
+}
+
 void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
 			    uint64_t *gpa)
 {
@@ -229,16 +241,106 @@ void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
 	if (len == 0 || off > f->mem_size || len > f->mem_size - off)
 		return NULL;
 	f->brk = off + len;
-	*gpa = GUEST_GPA + off;
+	*gpa = dev_base(f) + off;
 	return f->mem + off;
 }
 
 void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len)
 {
-	if (gpa < GUEST_GPA || gpa - GUEST_GPA > f->mem_size ||
-	    len > f->mem_size - (gpa - GUEST_GPA))
+	uint64_t base = dev_base(f);
+
+	if (gpa < base || gpa - base > f->mem_size ||
+	    len > f->mem_size - (gpa - base))
 		return NULL;
-	return f->mem + (gpa - GUEST_GPA);
+	return f->mem + (gpa - base);
+}
+
+/* Give the back-end its channel (for IOTLB misses). */
+static int iommu_channel(struct vq_vhu_frontend *f)
+{
+	uint64_t page = f->cfg.iommu_page;
+	struct vq_vhu_msg m = { .request = VHU_SET_BACKEND_REQ_FD, .kind = VHU_P_NONE };
+	int sv[2], r;
+
+	if (page < 4096 || (page & (page - 1)) || f->mem_size % page ||
+	    f->mem_size / page > VQ_IOTLB_MAX_ENTRIES)
+		return ferr(f, -EINVAL,
+			    "IOMMU page of %llu bytes: a power of two >= 4096 dividing the %llu bytes of guest memory into at most %u",
+			    (unsigned long long)page, (unsigned long long)f->mem_size,
+			    VQ_IOTLB_MAX_ENTRIES);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return ferr(f, -errno, "back-end channel: socketpair failed");
+	r = call(f, &m, &sv[1], 1, NULL);
+	close(sv[1]);
+	f->chan = sv[0];
+	return r;
+}
+
+/* One IOTLB entry: the iommu_page holding off, read and write. */
+static int iommu_map(struct vq_vhu_frontend *f, uint64_t off)
+{
+	struct vq_vhu_msg m = { .request = VHU_IOTLB_MSG, .kind = VHU_P_IOTLB };
+
+	off &= ~(f->cfg.iommu_page - 1);
+	m.u.iotlb.iova = GUEST_IOVA + off;
+	m.u.iotlb.size = f->cfg.iommu_page;
+	m.u.iotlb.uaddr = (uintptr_t)f->mem + off;
+	m.u.iotlb.perm = VHU_IOTLB_PERM_RW;
+	m.u.iotlb.type = VHU_IOTLB_UPDATE;
+	return call(f, &m, NULL, 0, NULL);
+}
+
+/* Answer the misses waiting on the back-end channel (no waiting). */
+static int iommu_serve(struct vq_vhu_frontend *f)
+{
+	uint8_t buf[VHU_HDR_SIZE + 32];
+	struct vq_vhu_msg m;
+	char err[160];
+	ssize_t n;
+	int r;
+
+	while (f->chan >= 0 &&
+	       (n = recv(f->chan, buf, sizeof(buf), MSG_DONTWAIT | MSG_WAITALL)) > 0) {
+		if ((size_t)n != sizeof(buf) ||
+		    vq_vhu_decode_backend_request(buf, (size_t)n, NULL, 0, &m, err,
+						  sizeof(err)))
+			return ferr(f, -EPROTO, "back-end channel: a bad message");
+		f->misses++;
+		if (m.u.iotlb.type != VHU_IOTLB_MISS)
+			continue;       /* an access failure: nothing to give */
+		if (m.u.iotlb.iova < GUEST_IOVA ||
+		    m.u.iotlb.iova - GUEST_IOVA >= f->mem_size)
+			continue;       /* not ours to map: the queue stays stuck */
+		r = iommu_map(f, m.u.iotlb.iova - GUEST_IOVA);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* Map all of guest memory, iommu_page bytes per entry (after the rings
+ * exist: DPDK's vhost files an update under each ring it has, so one sent
+ * before them is lost), then answer what was asked meanwhile. */
+static int iommu_map_all(struct vq_vhu_frontend *f)
+{
+	int r;
+
+	for (uint64_t off = 0; off < f->mem_size; off += f->cfg.iommu_page) {
+		r = iommu_map(f, off);
+		if (r)
+			return r;
+	}
+	/* the rings asked before any entry existed: answered, not counted
+	 * (each was sent before the acks we waited for) */
+	r = iommu_serve(f);
+	f->misses = 0;
+	return r;
+}
+
+uint64_t vq_vhu_frontend_iotlb_misses(struct vq_vhu_frontend *f)
+{
+	iommu_serve(f);
+	return f->misses;
 }
 
 static int send_memory(struct vq_vhu_frontend *f)
@@ -287,7 +389,15 @@ static int negotiate(struct vq_vhu_frontend *f)
 		r = get_u64(f, VHU_GET_PROTOCOL_FEATURES, &pofs);
 		if (r)
 			return r;
-		pofs &= FRONTEND_PROTOCOL & ~f->cfg.protocol_mask_out;
+		pofs &= (FRONTEND_PROTOCOL |
+			 (f->cfg.iommu_page ? VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
+			~f->cfg.protocol_mask_out;
+		if (f->cfg.iommu_page &&
+		    (~pofs & (VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) |
+			      VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK))))
+			return ferr(f, -ENOTSUP,
+				    "IOMMU: the back-end does not offer REPLY_ACK and BACKEND_REQ (0x%llx)",
+				    (unsigned long long)pofs);
 		r = call_u64(f, VHU_SET_PROTOCOL_FEATURES, pofs);
 		if (r)
 			return r;
@@ -307,6 +417,14 @@ static int negotiate(struct vq_vhu_frontend *f)
 	/* logging is switched on later, as a migration does */
 	want = (f->cfg.features | VIRTQ_BIT(VIRTIO_F_VERSION_1)) &
 	       ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) & ~VIRTQ_BIT(VHU_F_LOG_ALL);
+	if (f->cfg.iommu_page) {
+		if (!(offered & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) || !f->protocol)
+			return ferr(f, -ENOTSUP,
+				    "IOMMU: the back-end does not offer VIRTIO_F_ACCESS_PLATFORM with protocol features");
+		want |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+	} else {
+		want &= ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+	}
 	f->features = (want & offered) |
 		      (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
 	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
@@ -323,12 +441,24 @@ static int negotiate(struct vq_vhu_frontend *f)
 		if (r)
 			return r;
 	}
-	return send_memory(f);
+	r = send_memory(f);
+	if (!r && f->cfg.iommu_page)
+		r = iommu_channel(f);
+	return r;
 }
 
+/* The guest-physical address of a pointer into guest memory. */
+static uint64_t gpa_of(const struct vq_vhu_frontend *f, const void *p)
+{
+	return GUEST_GPA + (uint64_t)((const uint8_t *)p - f->mem);
+}
+
+/* The ring's features: not vhost-user's bit 30, nor ACCESS_PLATFORM (the
+ * addresses we give are what the device sees; the ring does not care). */
 static uint64_t drv_features(uint64_t f)
 {
-	return f & ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES);
+	return f & ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) &
+	       ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 }
 
 static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
@@ -343,16 +473,17 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	int r;
 
 	size = vq_ring_layout(drv_features(f->features), num, q->off);
-	ring = vq_vhu_frontend_alloc(f, align_up(size, 4096) + 4096, &q->ring_gpa);
+	ring = vq_vhu_frontend_alloc(f, align_up(size, 4096) + 4096, &q->ring_dev);
 	if (!ring)
 		return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
 	/* page-align the ring inside its allocation */
 	{
-		uint64_t pad = align_up(q->ring_gpa, 4096) - q->ring_gpa;
+		uint64_t pad = align_up(q->ring_dev, 4096) - q->ring_dev;
 
-		q->ring_gpa += pad;
+		q->ring_dev += pad;
 		ring = (char *)ring + pad;
 	}
+	q->ring_gpa = gpa_of(f, ring);
 	if (idxmax) {
 		ind = vq_vhu_frontend_alloc(f, 16ull * idxmax * num, &ind_gpa);
 		if (!ind)
@@ -382,9 +513,16 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	if (r)
 		return r;
 	m.u.addr.index = i;
-	m.u.addr.desc = (uintptr_t)dc.ring.desc;
-	m.u.addr.avail = (uintptr_t)dc.ring.driver;
-	m.u.addr.used = (uintptr_t)dc.ring.device;
+	if (f->cfg.iommu_page) {
+		/* behind an IOMMU, ring addresses are IOVAs too */
+		m.u.addr.desc = q->ring_dev + q->off[0];
+		m.u.addr.avail = q->ring_dev + q->off[1];
+		m.u.addr.used = q->ring_dev + q->off[2];
+	} else {
+		m.u.addr.desc = (uintptr_t)dc.ring.desc;
+		m.u.addr.avail = (uintptr_t)dc.ring.driver;
+		m.u.addr.used = (uintptr_t)dc.ring.device;
+	}
 	m.u.addr.log = q->ring_gpa + q->off[2];
 	q->addr = m;
 	r = call(f, &m, NULL, 0, NULL);
@@ -401,6 +539,11 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
 
 	for (unsigned i = 0; i < f->cfg.nqueues; i++) {
 		r = setup_queue(f, i);
+		if (r)
+			return r;
+	}
+	if (f->cfg.iommu_page) {
+		r = iommu_map_all(f);
 		if (r)
 			return r;
 	}
@@ -448,6 +591,7 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 	f->cfg = *cfg;
 	f->sock = sock;
 	f->mem_fd = -1;
+	f->chan = -1;
 	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (cfg->nqueues == 0 || cfg->nqueues > VHU_MAX_QUEUES) {
@@ -613,6 +757,8 @@ void vq_vhu_frontend_free(struct vq_vhu_frontend *f)
 	log_free(f);
 	if (f->sock >= 0)
 		close(f->sock);
+	if (f->chan >= 0)
+		close(f->chan);
 	for (unsigned i = 0; f->q && i < f->cfg.nqueues; i++) {
 		vq_drv_free(f->q[i].drv);
 		if (f->q[i].kick_fd >= 0)

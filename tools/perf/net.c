@@ -59,6 +59,7 @@ struct net_opts {
 	bool hugetlb;
 	bool verify;
 	bool dirty_log;
+	uint64_t iommu_page;            /* --iommu: bytes per IOTLB entry */
 };
 
 #define RXBUF 2048u
@@ -80,6 +81,7 @@ struct net_run {
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
 	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
+	uint64_t iotlb_misses;          /* --iommu: asked by the backend */
 	struct perf_dlog_watch wring;   /* and the ring areas it writes */
 	uint64_t unlogged, ring_pages;
 	double elapsed;
@@ -123,6 +125,11 @@ static void net_usage(FILE *f)
 "                        lies in a page it marked before returning it; at\n"
 "                        the end, with the rings stopped, every used-ring\n"
 "                        page it changed must be marked too\n"
+"  --iommu PAGE          be a guest behind a vIOMMU: VIRTIO_F_ACCESS_PLATFORM,\n"
+"                        rings and buffers at I/O virtual addresses, all\n"
+"                        memory mapped up front in IOTLB entries of PAGE\n"
+"                        bytes (a power of two >= 4096); the backend's\n"
+"                        misses are counted (with --verify, any fails)\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
 "  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
 "                        'virtq-perf ab' can vary backend options)\n"
@@ -132,7 +139,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
 	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
-	N_JSON, N_HUGE, N_VERIFY, N_DLOG, N_BOPT, N_PEER, N_HELP,
+	N_JSON, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_BOPT, N_PEER, N_HELP,
 };
 
 static const struct option net_long[] = {
@@ -156,6 +163,7 @@ static const struct option net_long[] = {
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
 	{ "dirty-log", no_argument, NULL, N_DLOG },
+	{ "iommu", required_argument, NULL, N_IOMMU },
 	{ "backend-opt", required_argument, NULL, N_BOPT },
 	{ "help", no_argument, NULL, N_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -244,6 +252,11 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 		case N_HUGE: o->hugetlb = true; break;
 		case N_VERIFY: o->verify = true; break;
 		case N_DLOG: o->dirty_log = true; break;
+		case N_IOMMU:
+			if (!perf_parse_u64(optarg, &o->iommu_page) || o->iommu_page < 4096 ||
+			    (o->iommu_page & (o->iommu_page - 1)))
+				goto bad;
+			break;
 		case N_BOPT:
 			if (o->nbackend_opt == 16 || strchr(optarg, '\''))
 				goto bad;
@@ -266,6 +279,11 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 	}
 	if (!o->socket_path == !o->backend) {
 		fprintf(stderr, "virtq-perf net: give one of --socket-path and --backend\n");
+		return -1;
+	}
+	if (o->iommu_page && o->dirty_log) {
+		/* the log checks take buffer addresses for guest-physical ones */
+		fprintf(stderr, "virtq-perf net: --iommu and --dirty-log do not go together\n");
 		return -1;
 	}
 	if (!o->packed && (o->queue_size & (o->queue_size - 1))) {
@@ -390,6 +408,7 @@ static int net_setup(struct net_run *n)
 		.queue_size = (uint16_t)o->queue_size,
 		.mem_size = 0, .hugetlb = o->hugetlb,
 		.indirect_max = o->indirect ? 16 : 0,
+		.iommu_page = o->iommu_page,
 		.err = err, .errlen = sizeof(err),
 	};
 	uint64_t need;
@@ -760,12 +779,14 @@ static void net_report(struct net_run *n)
 		       "\"features\":\"0x%" PRIx64 "\",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
 		       ",\"seconds\":%.4f,\"ops_per_sec\":%.1f,\"mpps\":%.4f,\"gbps\":%.4f,"
 		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64
-		       ",\"dirty_log\":%s,\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
+		       ",\"dirty_log\":%s,\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64
+		       ",\"iommu_page\":%" PRIu64 ",\"iotlb_misses\":%" PRIu64,
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
 		       o->mrg ? "true" : "false", n->features,
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad,
-		       n->o.dirty_log ? "true" : "false", n->ring_pages, n->unlogged);
+		       n->o.dirty_log ? "true" : "false", n->ring_pages, n->unlogged,
+		       o->iommu_page, n->iotlb_misses);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);
@@ -786,6 +807,9 @@ static void net_report(struct net_run *n)
 			       l.p50, l.p90, l.p99, l.p999);
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
+		if (o->iommu_page)
+			printf("behind an IOMMU (%" PRIu64 "-byte entries): %" PRIu64
+			       " IOTLB misses\n", o->iommu_page, n->iotlb_misses);
 		if (o->dirty_log)
 			printf("dirty log on: %" PRIu64 " received buffers or used-ring pages "
 			       "unmarked (%" PRIu64 " ring pages changed)\n",
@@ -842,6 +866,8 @@ int perf_net_main(int argc, char **argv)
 			n.unlogged += (uint64_t)u;
 	}
 	perf_dlog_watch_free(&n.wring);
+	if (n.f)
+		n.iotlb_misses = vq_vhu_frontend_iotlb_misses(n.f);
 	vq_vhu_frontend_free(n.f);
 	perf_backend_stop(&n.be);
 	n.c2c_after = probe(&n.o);
@@ -853,5 +879,7 @@ int perf_net_main(int argc, char **argv)
 		return 1;
 	if (r == 0 && n.unlogged)
 		return 1;
+	if (r == 0 && n.o.verify && n.iotlb_misses)
+		return 1;       /* everything was mapped: the backend lost entries */
 	return r < 0 ? 1 : 0;
 }
