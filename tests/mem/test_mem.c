@@ -328,6 +328,27 @@ static void iotlb_replace_invalidate_reclaim(void)
 	vq_mem_free(m);
 }
 
+/* A region that leaves the map takes the entries into it along (a queue
+ * must never reach memory that is unmapped, or mapped anew for something
+ * else); entries elsewhere stay. */
+static void iotlb_region_removed_forgets_entries(void)
+{
+	struct misses ms = { 0 };
+	struct vq_mem *m = iotlb_map(&ms);
+	struct vq_mem_region other = { .gpa = 0x80000, .size = sizeof(a), .uaddr = 0x9000000, .hva = a };
+	struct iovec iov[2];
+
+	CHECK_EQ(vq_mem_add(m, &other), 0);
+	CHECK_EQ(update(m, 0x1000, 0x1000, 0x7001000, VQ_ACCESS_RW), 0);
+	CHECK_EQ(update(m, 0x2000, 0x1000, 0x9000000, VQ_ACCESS_RW), 0);
+	CHECK_EQ(vq_mem_remove(m, 0x40000, sizeof(big), NULL), 0);
+	CHECK_EQ(vq_mem_iotlb_count(m), 1);
+	CHECK_EQ(vq_mem_translate(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), -EAGAIN);
+	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
+	CHECK(iov[0].iov_base == a);
+	vq_mem_free(m);
+}
+
 int main(void)
 {
 	RUN(translate_crosses_regions);
@@ -340,5 +361,6 @@ int main(void)
 	RUN(iotlb_permission_checked);
 	RUN(iotlb_update_checked);
 	RUN(iotlb_replace_invalidate_reclaim);
+	RUN(iotlb_region_removed_forgets_entries);
 	return 0;
 }
