@@ -9,8 +9,8 @@
 #                          [--cpu N] --socket-path PATH
 #
 # --iommu: iommu-support=1 (translate through the vhost-user IOTLB).
-# "--fwd=X" and "--cpu=N" are accepted too (virtq-perf ab splits its
-# configurations at spaces, so each --backend-opt must be one word).
+# "--fwd=X" and "--cpu=N" are accepted too (one word each, for
+# virtq-perf net --backend-opt).
 # Forwarding runs on CPU --cpu (1); the main lcore is the other CPU.
 set -eu
 FWD=rxonly IOMMU= CPU=1 SOCK=

@@ -28,6 +28,14 @@ echo "$out" | grep -q '"label":"size=64"' || fail "ab label 64: $out"
 [ "$(echo "$out" | grep -o '"order":"AB"' | wc -l)" -eq 2 ] || fail "ab order: $out"
 [ "$(echo "$out" | grep -o '"order":"BA"' | wc -l)" -eq 2 ] || fail "ab order: $out"
 
+# a configuration is split as a shell would: a quoted value is one word
+out=$("$perf" ab --quiet --pairs 1 --json --a "--used-batch '1'" --b "--used-batch \"64\"" -- \
+	ring --ops 2000 --placement off) || fail "ab quoted: $out"
+echo "$out" | grep -q '"pairs":1' || echo "$out" | grep -q '"order":"AB"' || fail "ab quoted: $out"
+if "$perf" ab --quiet --pairs 1 --a "--used-batch '1" -- ring --ops 10 >/dev/null 2>&1; then
+	fail "ab: an open quote accepted"
+fi
+
 # usage errors are errors
 if "$perf" ring --layout bogus >/dev/null 2>&1; then fail "bad layout accepted"; fi
 if "$perf" ring --size 1,2 >/dev/null 2>&1; then fail "size list accepted by ring"; fi

@@ -44,17 +44,47 @@ static void argl_free(struct argl *l)
 	l->n = 0;
 }
 
-/* Split on blanks (the --a / --b strings). */
+/* Split the --a / --b strings on blanks, as a shell would with quotes:
+ * '...' and "..." keep their blanks ("--backend 'virtq-net --quiet sink'"
+ * is two words), with no escapes.  -EINVAL for a quote left open. */
 static int argl_split(struct argl *l, const char *s)
 {
-	char *d = strdup(s), *save = NULL, *t;
+	char *w = malloc(strlen(s) + 1);
+	size_t k = 0;
+	bool in_word = false;
+	char quote = 0;
 	int r = 0;
 
-	if (!d)
+	if (!w)
 		return -ENOMEM;
-	for (t = strtok_r(d, " \t\n", &save); t && !r; t = strtok_r(NULL, " \t\n", &save))
-		r = argl_push(l, t);
-	free(d);
+	for (; *s && !r; s++) {
+		if (quote) {
+			if (*s == quote)
+				quote = 0;
+			else
+				w[k++] = *s;
+		} else if (*s == '\'' || *s == '"') {
+			quote = *s;
+			in_word = true;
+		} else if (*s == ' ' || *s == '\t' || *s == '\n') {
+			if (in_word) {
+				w[k] = '\0';
+				r = argl_push(l, w);
+				k = 0;
+				in_word = false;
+			}
+		} else {
+			w[k++] = *s;
+			in_word = true;
+		}
+	}
+	if (!r && quote)
+		r = -EINVAL;
+	if (!r && in_word) {
+		w[k] = '\0';
+		r = argl_push(l, w);
+	}
+	free(w);
 	return r;
 }
 
@@ -375,8 +405,10 @@ int perf_ab_main(int argc, char **argv)
 	for (i = (unsigned)optind; i < (unsigned)argc; i++)
 		if (argl_push(&work, argv[i]) < 0)
 			goto out;
-	if (argl_split(&aa, run.a) < 0 || argl_split(&bb, run.b) < 0)
+	if (argl_split(&aa, run.a) < 0 || argl_split(&bb, run.b) < 0) {
+		fprintf(stderr, "virtq-perf ab: --a or --b: a quote left open, or too many words\n");
 		goto out;
+	}
 	argl_join(&work, 0, cmd, sizeof(cmd));
 	run.cmd = cmd;
 	r = expand_prepare(&work, &e);
