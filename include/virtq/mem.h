@@ -70,9 +70,14 @@ const struct vq_mem_region *vq_mem_region_at(const struct vq_mem *m, unsigned i)
  * would be needed) or -EAGAIN (an IOTLB miss: the miss handler was called;
  * try again after an update).
  */
+int vq_mem_translate_access(const struct vq_mem *m, uint64_t addr,
+			    uint64_t len, unsigned access, struct iovec *iov,
+			    unsigned max, unsigned *n);
+/* The same for an access that reads and writes (six arguments: they all
+ * travel in registers, which the ring's per-descriptor path without an
+ * IOTLB keeps to). */
 int vq_mem_translate(const struct vq_mem *m, uint64_t addr, uint64_t len,
-		     unsigned access, struct iovec *iov, unsigned max,
-		     unsigned *n);
+		     struct iovec *iov, unsigned max, unsigned *n);
 
 /* A contiguous host pointer for the guest-physical [gpa, gpa+len) when the
  * whole range lies in one region; NULL otherwise. */

@@ -160,23 +160,32 @@ static const struct vq_mem_region *find_gpa(const struct vq_mem *m, uint64_t gpa
 	return NULL;
 }
 
-static int translate_iova(const struct vq_mem *m, uint64_t addr, uint64_t len,
-			  unsigned access, struct iovec *iov, unsigned max,
-			  unsigned *n);
+/* Out of line: a map without an IOTLB runs the code it ran before. */
+static int __attribute__((noinline))
+translate_iova(const struct vq_mem *m, uint64_t addr, uint64_t len,
+	       unsigned access, struct iovec *iov, unsigned max, unsigned *n);
+
+int vq_mem_translate_access(const struct vq_mem *m, uint64_t addr,
+			    uint64_t len, unsigned access, struct iovec *iov,
+			    unsigned max, unsigned *n)
+{
+	if (m->iotlb)
+		return len ? translate_iova(m, addr, len, access, iov, max, n) : 0;
+	return vq_mem_translate(m, addr, len, iov, max, n);
+}
 
 int vq_mem_translate(const struct vq_mem *m, uint64_t addr, uint64_t len,
-		     unsigned access, struct iovec *iov, unsigned max,
-		     unsigned *n)
+		     struct iovec *iov, unsigned max, unsigned *n)
 {
 	unsigned k = *n;
 	uint64_t last;
 
+	if (unlikely(m->iotlb))
+		return len ? translate_iova(m, addr, len, VQ_ACCESS_RW, iov, max, n) : 0;
 	if (len == 0)
 		return 0;
 	if (!range_end(addr, len, &last))
 		return -EFAULT;
-	if (m->iotlb)
-		return translate_iova(m, addr, len, access, iov, max, n);
 	while (len) {
 		const struct vq_mem_region *r = find_gpa(m, addr);
 		uint64_t off, chunk;
@@ -225,7 +234,7 @@ int vq_mem_map_contig(const struct vq_mem *m, uint64_t addr, uint64_t len,
 	}
 	if (len == 0)
 		return -EFAULT;
-	r = vq_mem_translate(m, addr, len, access, &iov, 1, &n);
+	r = vq_mem_translate_access(m, addr, len, access, &iov, 1, &n);
 	if (r)
 		return r == -ENOBUFS ? -EFAULT : r;
 	*hva = iov.iov_base;
@@ -315,7 +324,7 @@ static const struct iotlb_ent *iotlb_find(const struct iotlb_snap *s,
  * rate (64 B, 256 entries).  Only an index, checked against the current
  * snapshot before use, so a replaced table can never make it wrong.
  */
-static __thread unsigned iotlb_last;
+static __thread unsigned iotlb_last __attribute__((tls_model("initial-exec")));
 
 static const struct iotlb_ent *iotlb_lookup(const struct iotlb_snap *s,
 					    uint64_t iova)
@@ -337,6 +346,10 @@ static int translate_iova(const struct vq_mem *m, uint64_t addr, uint64_t len,
 			  unsigned *n)
 {
 	const struct iotlb *t = m->iotlb;
+	uint64_t last;
+
+	if (!range_end(addr, len, &last))
+		return -EFAULT;
 	const struct iotlb_snap *s = __atomic_load_n(&t->cur, __ATOMIC_ACQUIRE);
 	const struct iotlb_ent *e = iotlb_lookup(s, addr);
 	unsigned k = *n, first = *n;

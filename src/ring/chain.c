@@ -17,19 +17,23 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 		return vq_dev_break(d, -EINVAL,
 				    "%s descriptor %u: readable after writable (head %u)",
 				    where, idx, c->id);
-	r = vq_mem_translate(d->cfg.mem, addr, len,
-			     writable ? VQ_ACCESS_WO : VQ_ACCESS_RO,
-			     c->iov, c->iov_max, &n);
-	if (unlikely(r == -EAGAIN))
-		return r;       /* an IOTLB miss: the chain waits, unpopped */
-	if (unlikely(r == -ENOBUFS))
-		return vq_dev_break(d, r,
-				    "%s descriptor %u: chain needs more than %u iovecs (head %u)",
-				    where, idx, c->iov_max, c->id);
-	if (unlikely(r < 0))
+	if (likely(!d->iotlb))
+		r = vq_mem_translate(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
+	else    /* VQ_ACCESS_RO + 1 is VQ_ACCESS_WO */
+		r = vq_mem_translate_access(d->cfg.mem, addr, len,
+					    VQ_ACCESS_RO + writable, c->iov,
+					    c->iov_max, &n);
+	if (unlikely(r < 0)) {
+		if (r == -EAGAIN)
+			return r;       /* an IOTLB miss: the chain waits, unpopped */
+		if (r == -ENOBUFS)
+			return vq_dev_break(d, r,
+					    "%s descriptor %u: chain needs more than %u iovecs (head %u)",
+					    where, idx, c->iov_max, c->id);
 		return vq_dev_break(d, -EFAULT,
 				    "%s descriptor %u: 0x%llx+%u is outside guest memory or not allowed by the IOTLB (head %u)",
 				    where, idx, (unsigned long long)addr, len, c->id);
+	}
 	if (writable) {
 		c->nin = n - c->nout;
 		c->in_len += len;

@@ -219,12 +219,15 @@ static int pop_leave(struct vq_dev *d, int r, uint32_t gen)
 	return 0;
 }
 
-static void held_drop(struct vq_dev *d, uint32_t n)
+/* After chains left the device's hands (filled or given back): called
+ * only with an IOTLB, so a queue without one runs what it ran before. */
+static int __attribute__((noinline)) held_drop(struct vq_dev *d, int r, uint32_t n)
 {
 	struct vq_dev_iotlb *t = d->iotlb;
 
-	if (unlikely(t))
+	if (!r)
 		held_set(t, t->held > n ? t->held - n : 0);
+	return r;
 }
 
 static int pop_burst_any(struct vq_dev *d, struct vq_chain *c, unsigned n)
@@ -242,28 +245,30 @@ static int pop_burst_any(struct vq_dev *d, struct vq_chain *c, unsigned n)
 	return i ? (int)i : r;
 }
 
+static int __attribute__((noinline)) pop_iotlb(struct vq_dev *d, struct vq_chain *c,
+						unsigned n, bool burst)
+{
+	uint32_t gen = pop_enter(d);
+
+	return pop_leave(d, burst ? pop_burst_any(d, c, n) : d->ops->pop(d, c), gen);
+}
+
 int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
 {
-	uint32_t gen;
-
 	if (unlikely(d->err))
 		return d->err;
-	if (likely(!d->iotlb))
-		return d->ops->pop(d, c);
-	gen = pop_enter(d);
-	return pop_leave(d, d->ops->pop(d, c), gen);
+	if (unlikely(d->iotlb))
+		return pop_iotlb(d, c, 1, false);
+	return d->ops->pop(d, c);
 }
 
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 {
-	uint32_t gen;
-
 	if (unlikely(d->err))
 		return d->err;
-	if (likely(!d->iotlb))
-		return pop_burst_any(d, c, n);
-	gen = pop_enter(d);
-	return pop_leave(d, pop_burst_any(d, c, n), gen);
+	if (unlikely(d->iotlb))
+		return pop_iotlb(d, c, n, true);
+	return pop_burst_any(d, c, n);
 }
 
 bool vq_dev_iotlb_waiting(struct vq_dev *d)
@@ -289,14 +294,11 @@ bool vq_dev_iotlb_quiescent(const struct vq_dev *d)
 
 int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
-	int r;
-
 	if (unlikely(d->err))
 		return d->err;
-	r = d->ops->unpop(d, c, n);
-	if (!r)
-		held_drop(d, n);
-	return r;
+	if (unlikely(d->iotlb))
+		return held_drop(d, d->ops->unpop(d, c, n), n);
+	return d->ops->unpop(d, c, n);
 }
 
 /* ---- migration logging: a copy of the layout's ops with four wrapped ---- */
@@ -395,16 +397,13 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
-	int r;
-
 	if (unlikely(d->err))
 		return d->err;
 	if (unlikely(len > c->in_len))
 		return -EINVAL;
-	r = d->ops->fill(d, c, len);
-	if (!r)
-		held_drop(d, 1);
-	return r;
+	if (unlikely(d->iotlb))
+		return held_drop(d, d->ops->fill(d, c, len), 1);
+	return d->ops->fill(d, c, len);
 }
 
 int vq_dev_flush(struct vq_dev *d)

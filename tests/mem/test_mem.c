@@ -25,13 +25,13 @@ static void translate_crosses_regions(void)
 	struct iovec iov[4];
 	unsigned n = 0;
 
-	CHECK_EQ(vq_mem_translate(m, 0x10ff0, 0x20, VQ_ACCESS_RW, iov, 4, &n), 0);
+	CHECK_EQ(vq_mem_translate(m, 0x10ff0, 0x20, iov, 4, &n), 0);
 	CHECK_EQ(n, 2);
 	CHECK(iov[0].iov_base == a + 0xff0 && iov[0].iov_len == 0x10);
 	CHECK(iov[1].iov_base == b && iov[1].iov_len == 0x10);
 	/* Not enough room for the second iovec. */
 	n = 3;
-	CHECK_EQ(vq_mem_translate(m, 0x10ff0, 0x20, VQ_ACCESS_RW, iov, 4, &n), -ENOBUFS);
+	CHECK_EQ(vq_mem_translate(m, 0x10ff0, 0x20, iov, 4, &n), -ENOBUFS);
 	CHECK_EQ(n, 3);
 	vq_mem_free(m);
 }
@@ -42,12 +42,12 @@ static void translate_rejects_outside_and_wrap(void)
 	struct iovec iov[4];
 	unsigned n = 0;
 
-	CHECK_EQ(vq_mem_translate(m, 0x11ff0, 0x20, VQ_ACCESS_RW, iov, 4, &n), -EFAULT); /* runs off the end */
-	CHECK_EQ(vq_mem_translate(m, 0xfff0, 0x20, VQ_ACCESS_RW, iov, 4, &n), -EFAULT);  /* starts before */
-	CHECK_EQ(vq_mem_translate(m, 0x10000, UINT64_MAX, VQ_ACCESS_RW, iov, 4, &n), -EFAULT); /* wraps */
-	CHECK_EQ(vq_mem_translate(m, UINT64_MAX - 1, 4, VQ_ACCESS_RW, iov, 4, &n), -EFAULT);
+	CHECK_EQ(vq_mem_translate(m, 0x11ff0, 0x20, iov, 4, &n), -EFAULT); /* runs off the end */
+	CHECK_EQ(vq_mem_translate(m, 0xfff0, 0x20, iov, 4, &n), -EFAULT);  /* starts before */
+	CHECK_EQ(vq_mem_translate(m, 0x10000, UINT64_MAX, iov, 4, &n), -EFAULT); /* wraps */
+	CHECK_EQ(vq_mem_translate(m, UINT64_MAX - 1, 4, iov, 4, &n), -EFAULT);
 	CHECK_EQ(n, 0);
-	CHECK_EQ(vq_mem_translate(m, 0x999999, 0, VQ_ACCESS_RW, iov, 4, &n), 0); /* empty: nothing */
+	CHECK_EQ(vq_mem_translate(m, 0x999999, 0, iov, 4, &n), 0); /* empty: nothing */
 	CHECK_EQ(n, 0);
 	vq_mem_free(m);
 }
@@ -182,21 +182,21 @@ static void iotlb_miss_then_translate(void)
 	unsigned n = 0;
 	uint32_t g0 = vq_mem_iotlb_generation(m);
 
-	CHECK_EQ(vq_mem_translate(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), -EAGAIN);
 	CHECK_EQ(n, 0);
 	CHECK_EQ(ms.n, 1);
 	CHECK_EQ(ms.iova, 0xfeed1ff0);
 	CHECK_EQ(ms.access, VQ_ACCESS_WO);
 	/* the guest-physical address means nothing now */
-	CHECK_EQ(vq_mem_translate(m, 0x40000, 0x10, VQ_ACCESS_RO, iov, 4, &n), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0x40000, 0x10, VQ_ACCESS_RO, iov, 4, &n), -EAGAIN);
 
 	CHECK_EQ(update(m, 0xfeed1000, 0x1000, 0x7001000, VQ_ACCESS_RW), 0);
 	CHECK(vq_mem_iotlb_generation(m) != g0);
 	/* half the buffer is mapped: still a miss, for the second page */
-	CHECK_EQ(vq_mem_translate(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), -EAGAIN);
 	CHECK_EQ(ms.iova, 0xfeed2000);
 	CHECK_EQ(update(m, 0xfeed2000, 0x1000, 0x7002000, VQ_ACCESS_RW), 0);
-	CHECK_EQ(vq_mem_translate(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0xfeed1ff0, 0x20, VQ_ACCESS_WO, iov, 4, &n), 0);
 	CHECK_EQ(n, 1);
 	CHECK(iov[0].iov_base == big + 0x1ff0);
 	CHECK_EQ(iov[0].iov_len, 0x20);
@@ -216,14 +216,14 @@ static void iotlb_scattered_pages(void)
 
 	CHECK_EQ(update(m, 0x1000, 0x1000, 0x7003000, VQ_ACCESS_RW), 0);
 	CHECK_EQ(update(m, 0x2000, 0x1000, 0x7000000, VQ_ACCESS_RW), 0);
-	CHECK_EQ(vq_mem_translate(m, 0x1800, 0x1000, VQ_ACCESS_RO, iov, 4, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1800, 0x1000, VQ_ACCESS_RO, iov, 4, &n), 0);
 	CHECK_EQ(n, 2);
 	CHECK(iov[0].iov_base == big + 0x3800 && iov[0].iov_len == 0x800);
 	CHECK(iov[1].iov_base == big && iov[1].iov_len == 0x800);
 	/* a next descriptor right after in host memory is its own iovec */
-	CHECK_EQ(vq_mem_translate(m, 0x2800, 0x10, VQ_ACCESS_RO, iov, 4, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2800, 0x10, VQ_ACCESS_RO, iov, 4, &n), 0);
 	CHECK_EQ(n, 3);
-	CHECK_EQ(vq_mem_translate(m, 0x1800, 0x1000, VQ_ACCESS_RO, iov, 1, &(unsigned){ 0 }), -ENOBUFS);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1800, 0x1000, VQ_ACCESS_RO, iov, 1, &(unsigned){ 0 }), -ENOBUFS);
 	/* rings and tables need one piece */
 	CHECK_EQ(vq_mem_map_contig(m, 0x1800, 0x1000, VQ_ACCESS_RO, &h), -EFAULT);
 	CHECK_EQ(vq_mem_map_contig(m, 0x2010, 0x100, VQ_ACCESS_RO, &h), 0);
@@ -244,11 +244,11 @@ static void iotlb_permission_checked(void)
 
 	CHECK_EQ(update(m, 0x1000, 0x1000, 0x7000000, VQ_ACCESS_RO), 0);
 	CHECK_EQ(update(m, 0x2000, 0x1000, 0x7001000, VQ_ACCESS_WO), 0);
-	CHECK_EQ(vq_mem_translate(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &n), 0);
-	CHECK_EQ(vq_mem_translate(m, 0x1000, 0x10, VQ_ACCESS_WO, iov, 2, &n), -EFAULT);
-	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_WO, iov, 2, &n), 0);
-	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EFAULT);
-	CHECK_EQ(vq_mem_translate(m, 0x1ff0, 0x20, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), -EFAULT);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1000, 0x10, VQ_ACCESS_WO, iov, 2, &n), -EFAULT);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2000, 0x10, VQ_ACCESS_WO, iov, 2, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EFAULT);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1ff0, 0x20, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), -EFAULT);
 	CHECK_EQ(ms.n, 0);
 	vq_mem_free(m);
 }
@@ -292,8 +292,8 @@ static void iotlb_replace_invalidate_reclaim(void)
 	CHECK_EQ(update(m, 0x1000, 0x2000, 0x7000000, VQ_ACCESS_RW), 0);
 	CHECK_EQ(update(m, 0x2000, 0x1000, 0x7003000, VQ_ACCESS_RW), 0);
 	CHECK_EQ(vq_mem_iotlb_count(m), 1);     /* the first was overlapped */
-	CHECK_EQ(vq_mem_translate(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EAGAIN);
-	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &n), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &n), 0);
 	CHECK(iov[0].iov_base == big + 0x3000);
 	CHECK_EQ(update(m, 0x8000, 0x1000, 0x7000000, VQ_ACCESS_RW), 0);
 	CHECK_EQ(update(m, 0x9000, 0x1000, 0x7001000, VQ_ACCESS_RW), 0);
@@ -304,11 +304,11 @@ static void iotlb_replace_invalidate_reclaim(void)
 	CHECK_EQ(vq_mem_iotlb_invalidate(m, 0x8fff, 2), 2);
 	CHECK(vq_mem_iotlb_generation(m) != g);
 	CHECK_EQ(vq_mem_iotlb_count(m), 1);
-	CHECK_EQ(vq_mem_translate(m, 0x9000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0x9000, 0x10, VQ_ACCESS_RO, iov, 2, &n), -EAGAIN);
 	CHECK_EQ(vq_mem_iotlb_retired(m), 5);
 	vq_mem_iotlb_reclaim(m);
 	CHECK_EQ(vq_mem_iotlb_retired(m), 0);
-	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
 	/* size 0: everything (QEMU's global invalidation) */
 	CHECK_EQ(vq_mem_iotlb_invalidate(m, 0, 0), 1);
 	CHECK_EQ(vq_mem_iotlb_count(m), 0);
@@ -324,7 +324,7 @@ static void iotlb_replace_invalidate_reclaim(void)
 	CHECK_EQ(vq_mem_iotlb_count(m), VQ_IOTLB_MAX_ENTRIES);
 	vq_mem_iotlb_disable(m);
 	CHECK(!vq_mem_iotlb_enabled(m));
-	CHECK_EQ(vq_mem_translate(m, 0x40000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x40000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
 	vq_mem_free(m);
 }
 
@@ -343,8 +343,8 @@ static void iotlb_region_removed_forgets_entries(void)
 	CHECK_EQ(update(m, 0x2000, 0x1000, 0x9000000, VQ_ACCESS_RW), 0);
 	CHECK_EQ(vq_mem_remove(m, 0x40000, sizeof(big), NULL), 0);
 	CHECK_EQ(vq_mem_iotlb_count(m), 1);
-	CHECK_EQ(vq_mem_translate(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), -EAGAIN);
-	CHECK_EQ(vq_mem_translate(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
+	CHECK_EQ(vq_mem_translate_access(m, 0x1000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), -EAGAIN);
+	CHECK_EQ(vq_mem_translate_access(m, 0x2000, 0x10, VQ_ACCESS_RO, iov, 2, &(unsigned){ 0 }), 0);
 	CHECK(iov[0].iov_base == a);
 	vq_mem_free(m);
 }
