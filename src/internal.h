@@ -14,7 +14,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
+
+struct vq_mem;
+/* vq_mem_translate for a map without an IOTLB (the ring's per-descriptor
+ * path, which knows which it has). */
+VQ_INTERNAL int vq_mem_translate_gpa(const struct vq_mem *m, uint64_t gpa,
+				     uint64_t len, struct iovec *iov,
+				     unsigned max, unsigned *n);
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

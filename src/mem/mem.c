@@ -171,17 +171,23 @@ int vq_mem_translate_access(const struct vq_mem *m, uint64_t addr,
 {
 	if (m->iotlb)
 		return len ? translate_iova(m, addr, len, access, iov, max, n) : 0;
-	return vq_mem_translate(m, addr, len, iov, max, n);
+	return vq_mem_translate_gpa(m, addr, len, iov, max, n);
 }
 
 int vq_mem_translate(const struct vq_mem *m, uint64_t addr, uint64_t len,
 		     struct iovec *iov, unsigned max, unsigned *n)
 {
+	if (unlikely(m->iotlb))
+		return len ? translate_iova(m, addr, len, VQ_ACCESS_RW, iov, max, n) : 0;
+	return vq_mem_translate_gpa(m, addr, len, iov, max, n);
+}
+
+int vq_mem_translate_gpa(const struct vq_mem *m, uint64_t addr, uint64_t len,
+			 struct iovec *iov, unsigned max, unsigned *n)
+{
 	unsigned k = *n;
 	uint64_t last;
 
-	if (unlikely(m->iotlb))
-		return len ? translate_iova(m, addr, len, VQ_ACCESS_RW, iov, max, n) : 0;
 	if (len == 0)
 		return 0;
 	if (!range_end(addr, len, &last))

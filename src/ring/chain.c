@@ -18,7 +18,7 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 				    "%s descriptor %u: readable after writable (head %u)",
 				    where, idx, c->id);
 	if (likely(!d->iotlb))
-		r = vq_mem_translate(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
+		r = vq_mem_translate_gpa(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
 	else    /* VQ_ACCESS_RO + 1 is VQ_ACCESS_WO */
 		r = vq_mem_translate_access(d->cfg.mem, addr, len,
 					    VQ_ACCESS_RO + writable, c->iov,

@@ -133,61 +133,25 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
  * from before is in use (vq_dev_iotlb_quiescent).  The pop's increment is
  * sequentially consistent against that thread's publication: either it
  * sees the pop, or the pop sees the new table.
+ *
+ * As with logging, such a queue runs a copy of its layout's ops with the
+ * calls that pop, give back, fill and look for work wrapped: a queue
+ * without an IOTLB runs exactly the code it ran before there was one.
  */
 struct vq_dev_iotlb {
+	struct vq_dev_ops ops;
+	const struct vq_dev_ops *inner; /* the layout's (or what wraps it) */
 	bool missed;            /* the last pop stopped at a miss */
 	bool stalled;           /* ... and the IOTLB has not changed since */
 	uint32_t stall_gen;
 	uint32_t held;          /* written by the queue's thread only */
 };
 
-int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
-{
-	int r;
-
-	*out = NULL;
-	if (!cfg->mem || !ring_features_ok(cfg->features) ||
-	    !vq_ring_num_valid(cfg->features, cfg->num) ||
-	    !ring_addr_ok(cfg->features, &cfg->ring))
-		return -EINVAL;
-	r = vq_has(cfg->features, VIRTIO_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
-							: vq_split_dev_new(cfg, out);
-	if (r || !vq_mem_iotlb_enabled(cfg->mem))
-		return r;
-	(*out)->iotlb = calloc(1, sizeof(struct vq_dev_iotlb));
-	if (!(*out)->iotlb) {
-		vq_dev_free(*out);
-		*out = NULL;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void vq_dev_free(struct vq_dev *d)
-{
-	if (!d)
-		return;
-	/* marks of buffers filled and never flushed are set, then the
-	 * layout's own ops are back */
-	vq_dev_set_log(d, NULL, NULL, 0);
-	free(d->iotlb);
-	d->ops->destroy(d);
-}
-
-void vq_dev_reset(struct vq_dev *d)
-{
-	d->err = 0;
-	d->errmsg[0] = '\0';
-	if (d->iotlb)
-		memset(d->iotlb, 0, sizeof(*d->iotlb));
-	d->ops->reset(d);
-}
-
 static bool stalled(struct vq_dev *d)
 {
 	struct vq_dev_iotlb *t = d->iotlb;
 
-	return unlikely(t) && t->stalled &&
+	return t->stalled &&
 	       (t->stalled = vq_mem_iotlb_generation(d->cfg.mem) == t->stall_gen);
 }
 
@@ -219,9 +183,8 @@ static int pop_leave(struct vq_dev *d, int r, uint32_t gen)
 	return 0;
 }
 
-/* After chains left the device's hands (filled or given back): called
- * only with an IOTLB, so a queue without one runs what it ran before. */
-static int __attribute__((noinline)) held_drop(struct vq_dev *d, int r, uint32_t n)
+/* After chains left the device's hands (filled or given back). */
+static int held_drop(struct vq_dev *d, int r, uint32_t n)
 {
 	struct vq_dev_iotlb *t = d->iotlb;
 
@@ -230,45 +193,70 @@ static int __attribute__((noinline)) held_drop(struct vq_dev *d, int r, uint32_t
 	return r;
 }
 
-static int pop_burst_any(struct vq_dev *d, struct vq_chain *c, unsigned n)
-{
-	unsigned i;
-	int r = 0;
-
-	if (d->ops->pop_burst)
-		return d->ops->pop_burst(d, c, n);
-	for (i = 0; i < n; i++) {
-		r = d->ops->pop(d, &c[i]);
-		if (r <= 0)
-			break;
-	}
-	return i ? (int)i : r;
-}
-
-static int __attribute__((noinline)) pop_iotlb(struct vq_dev *d, struct vq_chain *c,
-						unsigned n, bool burst)
+static int iotlb_pop(struct vq_dev *d, struct vq_chain *c)
 {
 	uint32_t gen = pop_enter(d);
 
-	return pop_leave(d, burst ? pop_burst_any(d, c, n) : d->ops->pop(d, c), gen);
+	return pop_leave(d, d->iotlb->inner->pop(d, c), gen);
 }
 
-int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
+static int iotlb_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 {
-	if (unlikely(d->err))
-		return d->err;
-	if (unlikely(d->iotlb))
-		return pop_iotlb(d, c, 1, false);
-	return d->ops->pop(d, c);
+	const struct vq_dev_ops *in = d->iotlb->inner;
+	uint32_t gen = pop_enter(d);
+	unsigned i;
+	int r = 0;
+
+	if (in->pop_burst)
+		return pop_leave(d, in->pop_burst(d, c, n), gen);
+	for (i = 0; i < n; i++) {
+		r = in->pop(d, &c[i]);
+		if (r <= 0)
+			break;
+	}
+	return pop_leave(d, i ? (int)i : r, gen);
 }
 
-int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+static int iotlb_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
-	if (unlikely(d->err))
-		return d->err;
-	if (unlikely(d->iotlb))
-		return pop_iotlb(d, c, n, true);
-	return pop_burst_any(d, c, n);
+	return held_drop(d, d->iotlb->inner->unpop(d, c, n), n);
+}
+
+static int iotlb_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
+{
+	return held_drop(d, d->iotlb->inner->fill(d, c, len), 1);
+}
+
+static bool iotlb_has_avail(struct vq_dev *d)
+{
+	return !stalled(d) && d->iotlb->inner->has_avail(d);
+}
+
+static int iotlb_enable_notify(struct vq_dev *d)
+{
+	int r = d->iotlb->inner->enable_notify(d);
+
+	/* what arrived is the chain still waiting for the IOTLB */
+	return r == 1 && stalled(d) ? 0 : r;
+}
+
+static int iotlb_wrap(struct vq_dev *d)
+{
+	struct vq_dev_iotlb *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->inner = d->ops;
+	t->ops = *d->ops;
+	t->ops.pop = iotlb_pop;
+	t->ops.pop_burst = iotlb_pop_burst;
+	t->ops.unpop = iotlb_unpop;
+	t->ops.fill = iotlb_fill;
+	t->ops.has_avail = iotlb_has_avail;
+	t->ops.enable_notify = iotlb_enable_notify;
+	d->iotlb = t;
+	d->ops = &t->ops;
+	return 0;
 }
 
 bool vq_dev_iotlb_waiting(struct vq_dev *d)
@@ -292,12 +280,80 @@ bool vq_dev_iotlb_quiescent(const struct vq_dev *d)
 	return !d->iotlb || __atomic_load_n(&d->iotlb->held, __ATOMIC_SEQ_CST) == 0;
 }
 
+int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
+{
+	int r;
+
+	*out = NULL;
+	if (!cfg->mem || !ring_features_ok(cfg->features) ||
+	    !vq_ring_num_valid(cfg->features, cfg->num) ||
+	    !ring_addr_ok(cfg->features, &cfg->ring))
+		return -EINVAL;
+	r = vq_has(cfg->features, VIRTIO_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
+							: vq_split_dev_new(cfg, out);
+	if (r || !vq_mem_iotlb_enabled(cfg->mem))
+		return r;
+	r = iotlb_wrap(*out);
+	if (r) {
+		vq_dev_free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+void vq_dev_free(struct vq_dev *d)
+{
+	void (*destroy)(struct vq_dev *);
+
+	if (!d)
+		return;
+	/* marks of buffers filled and never flushed are set, then the
+	 * layout's own ops are back */
+	vq_dev_set_log(d, NULL, NULL, 0);
+	destroy = d->ops->destroy;
+	free(d->iotlb);
+	destroy(d);
+}
+
+void vq_dev_reset(struct vq_dev *d)
+{
+	d->err = 0;
+	d->errmsg[0] = '\0';
+	if (d->iotlb) {
+		d->iotlb->missed = d->iotlb->stalled = false;
+		held_set(d->iotlb, 0);
+	}
+	d->ops->reset(d);
+}
+
+int vq_dev_pop(struct vq_dev *d, struct vq_chain *c)
+{
+	if (unlikely(d->err))
+		return d->err;
+	return d->ops->pop(d, c);
+}
+
+int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+{
+	unsigned i;
+
+	if (unlikely(d->err))
+		return d->err;
+	if (d->ops->pop_burst)
+		return d->ops->pop_burst(d, c, n);
+	for (i = 0; i < n; i++) {
+		int r = d->ops->pop(d, &c[i]);
+
+		if (r <= 0)
+			return i ? (int)i : r;
+	}
+	return (int)i;
+}
+
 int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
 	if (unlikely(d->err))
 		return d->err;
-	if (unlikely(d->iotlb))
-		return held_drop(d, d->ops->unpop(d, c, n), n);
 	return d->ops->unpop(d, c, n);
 }
 
@@ -401,8 +457,6 @@ int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 		return d->err;
 	if (unlikely(len > c->in_len))
 		return -EINVAL;
-	if (unlikely(d->iotlb))
-		return held_drop(d, d->ops->fill(d, c, len), 1);
 	return d->ops->fill(d, c, len);
 }
 
@@ -434,18 +488,14 @@ void vq_dev_disable_notify(struct vq_dev *d)
 
 int vq_dev_enable_notify(struct vq_dev *d)
 {
-	int r;
-
 	if (unlikely(d->err))
 		return d->err;
-	r = d->ops->enable_notify(d);
-	/* what arrived is the chain still waiting for the IOTLB */
-	return r == 1 && stalled(d) ? 0 : r;
+	return d->ops->enable_notify(d);
 }
 
 bool vq_dev_has_avail(struct vq_dev *d)
 {
-	return likely(!d->err) && !stalled(d) && d->ops->has_avail(d);
+	return likely(!d->err) && d->ops->has_avail(d);
 }
 
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)
