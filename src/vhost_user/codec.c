@@ -381,9 +381,11 @@ static int iotlb_ok(const struct vq_vhu_msg *m, unsigned a, unsigned b,
 		return 0;
 	if (perm == 0 || perm > VHU_IOTLB_PERM_RW)
 		return fail(err, errlen, -EINVAL, "IOTLB permission %u", perm);
+	/* a range may end on the last address (vhost's last = start + size - 1) */
 	if (t == VHU_IOTLB_UPDATE &&
-	    (m->u.iotlb.size == 0 || wraps(m->u.iotlb.iova, m->u.iotlb.size) ||
-	     wraps(m->u.iotlb.uaddr, m->u.iotlb.size)))
+	    (m->u.iotlb.size == 0 ||
+	     m->u.iotlb.iova + (m->u.iotlb.size - 1) < m->u.iotlb.iova ||
+	     m->u.iotlb.uaddr + (m->u.iotlb.size - 1) < m->u.iotlb.uaddr))
 		return fail(err, errlen, -EINVAL,
 			    "IOTLB update of 0x%llx bytes at IOVA 0x%llx -> 0x%llx",
 			    (unsigned long long)m->u.iotlb.size,

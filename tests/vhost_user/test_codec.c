@@ -908,6 +908,14 @@ static void iotlb_update_range_rules(void)
 	fe_iotlb(&r, 0x1000, 0x2000, UINT64_MAX - 0xfff, VHU_IOTLB_PERM_RO,
 		 VHU_IOTLB_UPDATE);
 	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
+	/* a range that ends on the last IOVA is fine (vhost: last = start +
+	 * size - 1); one byte more wraps */
+	fe_iotlb(&r, UINT64_MAX - 0xfff, 0x1000, 0x7f0000000000ull,
+		 VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	fe_iotlb(&r, UINT64_MAX - 0xfff, 0x1001, 0x7f0000000000ull,
+		 VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EINVAL);
 	/* a big range that fits */
 	fe_iotlb(&r, 0x100000000ull, 0x40000000ull, 0x7f0000000000ull,
 		 VHU_IOTLB_PERM_WO, VHU_IOTLB_UPDATE);
