@@ -1088,14 +1088,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
 		       now->tx_gso, now->rx_gso, d->mtu);
 		if (final) {
-			struct vq_vhu_iotlb_stats io;
-
-			vq_vhu_backend_iotlb_stats(d->b, &io);
-			printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
-			       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
-			       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
-			       io.misses, io.misses_unsent, io.updates, io.invalidations,
-			       io.refused, io.quiesce_timeouts);
+			vqd_json_iotlb(d->b);
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
 			for (i = 0; i < 2 * d->o.pairs; i++)

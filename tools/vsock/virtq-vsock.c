@@ -61,6 +61,7 @@ struct daemon {
 	struct vqd_opts com;            /* the options every daemon takes */
 	struct snap st_now, st_prev;    /* the statistics line's ends */
 	struct vq_vsock *vs;
+	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	struct ring q[NQ];
 	uint64_t kicks_old, calls_old;  /* from rings that stopped */
 	/* Per front-end connection: did its first start resume rings that
@@ -374,12 +375,15 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"bad_credit\":%" PRIu64 ",\"bad_rx_buf\":%" PRIu64
 		       ",\"no_listener\":%" PRIu64 ",\"conn_limit\":%" PRIu64
 		       ",\"bad_connect_line\":%" PRIu64 ",\"bad_seq\":%" PRIu64
-		       ",\"host_msg_too_big\":%" PRIu64 "}}\n",
+		       ",\"host_msg_too_big\":%" PRIu64 "}",
 		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
+		if (final)
+			vqd_json_iotlb(d->b);
+		printf("}\n");
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
 		if (bad_total(s) || s->no_listener || s->conn_limit || s->host_msg_too_big)
@@ -627,6 +631,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
 		goto out;
 	}
+	d.b = ctl.b;
 	if (vqd_open(&ctl, &vo) < 0)
 		goto out;
 	if (!d.com.quiet)
