@@ -46,9 +46,14 @@ struct vq_vhu_device_ops {
 	 * enabled.  Called again, after queue_stop, when its kick, call or
 	 * err fd changes.  Non-zero closes the connection. */
 	int (*queue_start)(void *opaque, const struct vq_vhu_queue *q);
-	/* The ring stops (GET_VRING_BASE, disable, memory change, reset,
-	 * disconnect): flush what was filled, stop touching it. */
-	void (*queue_stop)(void *opaque, unsigned index);
+	/* The ring stops: flush what was filled, stop touching it.  With
+	 * resumes, the front-end did not stop it (a memory table, ring
+	 * address, IOTLB or fd change): it starts again at its place when
+	 * the change is done, so the device may keep what serves it beside
+	 * the ring (a TAP queue, connections).  Without (GET_VRING_BASE,
+	 * disable, reset, disconnect) it is gone; a ring paused before gets
+	 * this call too, with resumes false, to let go of the rest. */
+	void (*queue_stop)(void *opaque, unsigned index, bool resumes);
 	/* Config space (VHOST_USER_PROTOCOL_F_CONFIG is offered only when
 	 * get_config is set): read len bytes at off (bounds checked). */
 	void (*get_config)(void *opaque, uint32_t off, void *buf, uint32_t len);

@@ -44,6 +44,7 @@ struct ring {
 	bool enabled;
 	struct vq_dev *vq;              /* non-NULL: started */
 	bool dev_running;               /* queue_start was called */
+	bool dev_paused;                /* queue_stop(resumes) since */
 	bool log_used;                  /* VHOST_VRING_F_LOG */
 	uint64_t log_gpa;               /* where used-ring writes are logged */
 	struct vq_gpa_range log_ring[2]; /* what the started ring logs */
@@ -244,14 +245,18 @@ static int ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 	return 0;
 }
 
-static void dev_stop(struct vq_vhu_backend *b, unsigned i)
+/* resumes: the ring pauses for a change of the library's own (memory,
+ * addresses, IOTLB, fds) and starts again at its place; a paused ring
+ * that then stops for good is told so. */
+static void dev_stop(struct vq_vhu_backend *b, unsigned i, bool resumes)
 {
 	struct ring *q = &b->rings[i];
 
-	if (q->dev_running) {
+	if (q->dev_running || (q->dev_paused && !resumes)) {
 		q->dev_running = false;
+		q->dev_paused = resumes;
 		if (b->dev.ops->queue_stop)
-			b->dev.ops->queue_stop(b->dev.opaque, i);
+			b->dev.ops->queue_stop(b->dev.opaque, i, resumes);
 	}
 }
 
@@ -272,19 +277,20 @@ static int dev_start(struct vq_vhu_backend *b, unsigned i)
 		return berr(b, r < 0 ? r : -EIO, "%s: queue %u failed to start (%d)",
 			    b->dev.name, i, r);
 	q->dev_running = true;
+	q->dev_paused = false;
 	return 0;
 }
 
 /* Stop a started ring and keep its position in base, so a restart (after a
- * memory or address change) resumes where it was. */
-static void ring_suspend(struct vq_vhu_backend *b, unsigned i)
+ * memory or address change, or SET_VRING_BASE) resumes where it was. */
+static void ring_suspend(struct vq_vhu_backend *b, unsigned i, bool resumes)
 {
 	struct ring *q = &b->rings[i];
 	struct vq_dev_state st;
 
+	dev_stop(b, i, resumes);
 	if (!q->vq)
 		return;
-	dev_stop(b, i);
 	/* a fill the device did not flush still wrote the ring */
 	if (logging(b))
 		for (unsigned k = 0; k < q->log_nring; k++)
@@ -420,7 +426,7 @@ static void ring_reset(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
 
-	dev_stop(b, i);
+	dev_stop(b, i, false);
 	vq_dev_free(q->vq);
 	close_fd(&q->kick_fd);
 	close_fd(&q->call_fd);
@@ -432,7 +438,7 @@ static void ring_reset(struct vq_vhu_backend *b, unsigned i)
 static void suspend_all(struct vq_vhu_backend *b)
 {
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
-		ring_suspend(b, i);
+		ring_suspend(b, i, true);
 }
 
 static int start_all(struct vq_vhu_backend *b)
@@ -776,7 +782,7 @@ static unsigned rings_unmapped(struct vq_vhu_backend *b, uint64_t iova, uint64_t
 		for (unsigned k = 0; k < 3; k++)
 			hit |= start[k] <= last && iova <= start[k] + (len[k] - 1);
 		if (hit) {
-			ring_suspend(b, i);
+			ring_suspend(b, i, true);
 			n++;
 		}
 	}
@@ -1062,7 +1068,7 @@ static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_FEATURES", i);
 	if (!q->has_num)
 		return berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_VRING_NUM", i);
-	ring_suspend(b, i);
+	ring_suspend(b, i, true);
 	q->desc_ua = m->u.addr.desc;
 	q->avail_ua = m->u.addr.avail;
 	q->used_ua = m->u.addr.used;
@@ -1113,7 +1119,7 @@ static int h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	struct ring *q = &b->rings[i];
 	struct vq_vhu_msg rep = { .kind = VHU_P_STATE };
 
-	ring_suspend(b, i);
+	ring_suspend(b, i, false);
 	/* stopped: a restart needs a new kick (spec, "Ring states") */
 	close_fd(&q->kick_fd);
 	q->has_kick = false;
@@ -1132,7 +1138,7 @@ static int h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 	m->nfds = 0;
 	/* the device must let go of the old fd before it is closed */
-	dev_stop(b, i);
+	dev_stop(b, i, true);
 	close_fd(slot);
 	*slot = fd;
 	/* A new call fd gets one signal: a completion whose call went to the
@@ -1152,7 +1158,7 @@ static int h_vring_enable(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 	q->enabled = m->u.state.num;
 	if (!q->enabled) {
-		dev_stop(b, i);
+		dev_stop(b, i, false);
 		return 0;
 	}
 	return ring_try_start(b, i);
@@ -1278,7 +1284,7 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		/* deprecated; the spec allows "disable all rings" */
 		for (unsigned i = 0; i < b->dev.nqueues; i++) {
 			b->rings[i].enabled = false;
-			dev_stop(b, i);
+			dev_stop(b, i, false);
 		}
 		return 0;
 	case VHU_GET_QUEUE_NUM:

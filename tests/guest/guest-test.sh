@@ -1291,8 +1291,12 @@ net_tap_restart() {
 # unread; four new host->guest TCP connections (each one hashed anew) must
 # all arrive whole.  Phase 3: back to two pairs, vCPU 1 sends on
 # transmitq1 again.  virtq-net's per-queue counts check where frames went.
+# With "iommu" the device sits behind a vIOMMU: two worker threads then take
+# IOTLB misses and see invalidations at once, and phase 2 stops rings while
+# the guest unmaps their buffers.
 net_tap_mq() {
-	local i p sum out rc n=2000 q
+	local i p sum out rc n=2000 q iommu=()
+	[ "${1:-}" = iommu ] && iommu=(--iommu on)
 	[ "$BACKEND" = virtq ] || cannot_run "tap mode is virtq-net's"
 	need_net_backend
 	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
@@ -1311,7 +1315,8 @@ net_tap_mq() {
 	sum=$(md5sum < "$LOG/blob" | cut -d' ' -f1)
 	local sum2
 	sum2=$(md5sum < "$LOG/blob2" | cut -d' ' -f1)
-	guest_bg mq --dev net --sock "$NSOCK" --queues 2 --smp 2 --mem 256 --timeout 100 -- '
+	guest_bg mq --dev net --sock "$NSOCK" --queues 2 --smp 2 --mem 256 --timeout 100 "${iommu[@]}" -- '
+		'"$FEATS"'
 		ip addr add 10.77.2.2/24 dev eth0
 		echo "QUEUES $(ls /sys/class/net/eth0/queues | tr "\n" " ")"
 		gnet channels eth0 | sed "s/^/PHASE1 /"
@@ -1371,6 +1376,14 @@ net_tap_mq() {
 		echo 0 || echo 1) "$(grep -a '^PHASE2' "$out"); virtq-net: $(grep -c 'TAP queue 1 detached' "$NET_OUT") detaches of queue 1"
 	check tcp-1-pair $([ "$(grep -c "^MD5_2 $sum2" "$out")" = 4 ] && echo 0 || echo 1) \
 		"4 new connections on 1 pair, whole: $(grep -c "^MD5_2 $sum2" "$out") of 4"
+	# A TAP queue leaves only when its receive ring stops for good: once
+	# at open, once when the guest drops to one pair, once at the end.  A
+	# pause (an IOTLB flush, an fd change) keeps it and the frames
+	# waiting in it: the kernel drops those on a detach.
+	local detached
+	detached=$(grep -c 'TAP queue 1 detached' "$NET_OUT")
+	check tap-queue-kept-on-pause $([ "$detached" -le 3 ] && echo 0 || echo 1) \
+		"queue 1 detached $detached times (at most 3); ring 2 stopped $(grep -c 'queue 2 stopped' "$NET_OUT") times, paused $(grep -c 'queue 2 paused' "$NET_OUT")"
 	check back-to-2-pairs $(grep -q '^PHASE3 CHANNELS combined=2 max=2' "$out" &&
 		[ "$(grep -c 'TAP queue 1 attached' "$NET_OUT")" -ge 2 ] && echo 0 || echo 1) \
 		"$(grep -a '^PHASE3' "$out"); virtq-net: $(grep -c 'TAP queue 1 attached' "$NET_OUT") attaches of queue 1"
@@ -1382,6 +1395,12 @@ net_tap_mq() {
 		[ "${rx0:-0}" -gt 0 ] && [ "${rx1:-0}" -gt 0 ] && echo 0 || echo 1) \
 		"packets by ring (rx0,tx0,rx1,tx1): ${q:-none}; want tx0 >= $n, tx1 >= $((2 * n)) (phases 1 and 3), rx0 and rx1 > 0"
 	check guest-rc $([ $rc = 0 ] && echo 0 || echo 1) "guest status $rc; drops $NET_DROP"
+	if [ ${#iommu[@]} -gt 0 ]; then
+		check access-platform $([ "$(feature 33 "$out")" = 1 ] && echo 0 || echo 1) \
+			"VIRTIO_F_ACCESS_PLATFORM=$(feature 33 "$out")"
+		iotlb_used "$NET_OUT"
+		guest_kernel_clean
+	fi
 }
 
 case "$CASE" in
@@ -1400,6 +1419,7 @@ net-restart-mq) net_restart off mq ;;
 net-reset) net_reset ;;
 net-tap) net_tap ;;
 net-tap-mq) net_tap_mq ;;
+net-iommu-mq) net_tap_mq iommu ;;
 net-tap-mtu) net_tap_mtu ;;
 net-tap-restart) net_tap_restart ;;
 net-tap-offload) net_tap_offload on ;;

@@ -31,6 +31,7 @@ struct echo {
 	} q[ECHO_NQ];
 	uint8_t config[8];
 	unsigned starts, stops, resets;
+	unsigned pauses;                /* queue_stop(resumes) */
 	unsigned rarps;                 /* SEND_RARP calls */
 	uint8_t rarp_mac[6];            /* the last one's MAC */
 	int rarp_err;                   /* what send_rarp answers */
@@ -51,13 +52,16 @@ static inline int echo_start(void *o, const struct vq_vhu_queue *q)
 	return 0;
 }
 
-static inline void echo_stop(void *o, unsigned i)
+static inline void echo_stop(void *o, unsigned i, bool resumes)
 {
 	struct echo *e = o;
 
 	e->q[i].on = false;
 	e->q[i].vq = NULL;
-	e->stops++;
+	if (resumes)
+		e->pauses++;
+	else
+		e->stops++;
 }
 
 static inline void echo_get_config(void *o, uint32_t off, void *buf, uint32_t len)

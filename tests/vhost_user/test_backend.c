@@ -533,7 +533,7 @@ static void ring_states_enabled_without_protocol_features(struct fx *x)
 	close(k);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	CHECK(!x->e.q[0].on);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void ring_states_disabled_until_enable(struct fx *x)
@@ -548,11 +548,12 @@ static void ring_states_disabled_until_enable(struct fx *x)
 	snd_state(s, VHU_SET_VRING_ENABLE, 0, 0);
 	ok(x);
 	CHECK(!x->e.q[0].on);
-	CHECK_EQ(x->e.stops, 1);
+	CHECK_EQ(x->e.stops, 1);        /* for good, not paused */
+	CHECK_EQ(x->e.pauses, 0);
 	close(s);
 	close(k);
 	CHECK_EQ(pump(x), -ECONNRESET);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 /* A new call fd is signalled once: a completion whose call went to the old
@@ -575,12 +576,15 @@ static void new_call_fd_signalled_once(struct fx *x)
 	CHECK_EQ(v, 1);
 	CHECK_EQ(read(c1, &v, 8), -1);  /* the old one: nothing more */
 	CHECK(x->e.q[0].on);
+	/* an fd change pauses the ring: the device may keep what serves it */
+	CHECK_EQ(x->e.pauses, 2);
+	CHECK_EQ(x->e.stops, 0);
 	close(s);
 	close(k);
 	close(c1);
 	close(c2);
 	CHECK_EQ(pump(x), -ECONNRESET);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void get_vring_base_split_stops_ring(struct fx *x)
@@ -607,6 +611,7 @@ static void get_vring_base_split_stops_ring(struct fx *x)
 	CHECK_EQ(rep.u.state.num, 9);
 	CHECK(!x->e.q[0].on);           /* stopped */
 	CHECK_EQ(x->e.stops, 1);
+	CHECK_EQ(x->e.pauses, 0);
 	/* a stopped ring restarts on a new kick fd */
 	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
 	ok(x);
@@ -615,7 +620,7 @@ static void get_vring_base_split_stops_ring(struct fx *x)
 	close(k);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	memset(x->g, 0, 0x4000);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void get_vring_base_packed_both_indices(struct fx *x)
@@ -642,7 +647,7 @@ static void get_vring_base_packed_both_indices(struct fx *x)
 	close(s);
 	close(k);
 	CHECK_EQ(pump(x), -ECONNRESET);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void reply_ack_success_and_failure(struct fx *x)
@@ -811,7 +816,7 @@ static void reset_device_forgets_state(struct fx *x)
 	close(s);
 	close(k);
 	CHECK_EQ(pump(x), -ECONNRESET);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void mem_slots_add_remove(struct fx *x)
@@ -1270,7 +1275,7 @@ static void migration_log(struct fx *x, bool pk)
 	CHECK_EQ(count_maps(), x->maps0);       /* the log was unmapped */
 	CHECK_EQ(count_fds(), x->fds0);
 	memset(x->g, 0, 0x50000);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 static void migration_log_split(struct fx *x) { migration_log(x, false); }
@@ -1322,7 +1327,7 @@ static void bad_log_smaller_than_guest_memory(struct fx *x)
 	close(lfd);
 	close(k);
 	expect_closed(x, s, -EINVAL);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 /* "the bit offset of the last byte of the ring must fall within the size
@@ -1340,7 +1345,7 @@ static void bad_used_log_address_past_log(struct fx *x)
 	close(lfd);
 	close(k);
 	expect_closed(x, s, -EINVAL);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 /* ---- IOMMU support: the IOTLB (vhost-user "IOMMU support") ---- */
@@ -1536,7 +1541,7 @@ static void iotlb_teardown(struct fx *x, struct iox *io)
 	CHECK_EQ(count_fds(), x->fds0);
 	CHECK_EQ(count_maps(), x->maps0);
 	memset(x->g, 0, 0x50000);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
 /* Post one chain (out bytes at IOVA rd, a writable buffer at IOVA wr) and
@@ -1905,6 +1910,42 @@ static void iotlb_invalidate_ring_area_stops_ring(struct fx *x)
 	map_page(x, io.s, RING_IOVA + 0x2000, 0x2000, VHU_IOTLB_PERM_WO);
 	echo_run_queue(&x->e, 0);
 	done(&io, 64);
+	/* the front-end did not stop it: a pause */
+	CHECK_EQ(x->e.pauses, 1);
+	CHECK_EQ(x->e.stops, 0);
+	iotlb_teardown(x, &io);
+}
+
+/* A ring the library paused (its areas invalidated, no update yet) and the
+ * front-end then stops (GET_VRING_BASE, "Ring states"): the device hears it
+ * is gone for good, once, and the base keeps the place the pause saved. */
+static void iotlb_paused_ring_then_stopped(struct fx *x)
+{
+	struct iox io;
+	struct vq_vhu_msg rep;
+	uint64_t a;
+	unsigned p;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	done(&io, 64);
+	CHECK_EQ(iotlb_invalidate(x, io.s, RING_IOVA, PG), 0);
+	CHECK(!x->e.q[0].on);
+	CHECK_EQ(x->e.pauses, 1);
+	CHECK_EQ(x->e.stops, 0);
+	while (next_miss(io.ch, &a, &p))
+		;
+	snd_state(io.s, VHU_GET_VRING_BASE, 0, 0);
+	ok(x);
+	rep = rcv(io.s, VHU_GET_VRING_BASE, false);
+	CHECK_EQ(rep.u.state.num, 1);   /* one chain taken before the pause */
+	CHECK_EQ(x->e.stops, 1);
+	snd_state(io.s, VHU_SET_VRING_ENABLE, 0, 0);
+	ok(x);
+	CHECK_EQ(x->e.stops, 1);        /* told once */
+	CHECK_EQ(x->e.pauses, 1);
 	iotlb_teardown(x, &io);
 }
 
@@ -1920,7 +1961,7 @@ static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 	snd_u64(s, VHU_SET_FEATURES, SPLIT | AP);
 	close(k);
 	expect_closed(x, s, -EBUSY);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 
 	iotlb_setup(x, &io, false);
 	iotlb_ring_start(x, &io);
@@ -1930,7 +1971,7 @@ static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 	close(io.ch);
 	expect_closed(x, io.s, -EBUSY);
 	memset(x->g, 0, 0x50000);
-	x->e.starts = x->e.stops = 0;
+	x->e.starts = x->e.stops = x->e.pauses = 0;
 
 	/* while no ring runs it may change (and the IOTLB goes with it) */
 	s = cli(x);
@@ -2043,6 +2084,7 @@ int main(void)
 	T(iotlb_access_platform_changed_while_running_closes);
 	T(iotlb_reset_device_forgets_access_platform);
 	T(iotlb_invalidate_ring_area_stops_ring);
+	T(iotlb_paused_ring_then_stopped);
 	T(listen_refuses_non_sockets);
 	T(client_mode_reconnects);
 	T(conventions_options);

@@ -109,6 +109,8 @@ struct tapq {
 	int stop_fd;            /* eventfd that wakes the reader */
 	int stop;               /* atomic */
 	uint8_t *buf;           /* the reader's frame */
+	ssize_t held;           /* bytes of a frame in buf not yet delivered
+				 * (kept while the reader is stopped) */
 	struct wstats pub;      /* its ring's counts, published atomically */
 };
 
@@ -731,14 +733,14 @@ static void tap_close(struct daemon *d)
  * read from the queue go to the guest.  With no guest buffers it enables
  * RX notifications and waits for the guest's kick (frames wait in the
  * TAP's queue meanwhile).  A frame read while the ring turned out to wait
- * for an IOTLB entry is kept and delivered first after the kick.
+ * for an IOTLB entry is kept and delivered first after the kick, or after
+ * the ring resumes.
  */
 static void *tap_main(void *arg)
 {
 	struct tapq *t = arg;
 	struct ring *rx = &t->d->rings[2 * t->pair];
 	bool want_kick = false;
-	ssize_t held = 0;       /* bytes of a frame kept in t->buf */
 
 	/* beside the worker that sends the pair's frames */
 	pin_like_worker(t->d, worker_of(t->d, 2 * t->pair));
@@ -775,8 +777,8 @@ static void *tap_main(void *arg)
 					ring_broken(rx);
 				break;
 			}
-			len = held ? held : read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
-			held = 0;
+			len = t->held ? t->held : read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
+			t->held = 0;
 			hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
 			if (len <= 0)
 				break;
@@ -786,7 +788,7 @@ static void *tap_main(void *arg)
 			iov = (struct iovec){ t->buf + hlen, (size_t)len - hlen };
 			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)iov.iov_len, &h);
 			if (r == -EAGAIN) {
-				held = len;     /* has_avail is false now */
+				t->held = len;  /* has_avail is false now */
 				continue;
 			}
 			if (r < 0) {
@@ -806,8 +808,12 @@ static void *tap_main(void *arg)
 	return NULL;
 }
 
-/* The pair's receive ring stops: its reader ends, its queue leaves. */
-static void tap_stop(struct tapq *t)
+/*
+ * The pair's receive ring stops: its reader ends.  For good (leave), the
+ * queue leaves too, and the kernel drops what waits in it; a ring that
+ * only pauses (resumes, below) keeps it, and the frame in hand.
+ */
+static void tap_stop(struct tapq *t, bool leave)
 {
 	if (t->running) {
 		__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
@@ -818,6 +824,12 @@ static void tap_stop(struct tapq *t)
 		/* the ring's counts go to its worker's base when it is
 		 * released (this thread, as the statistics line) */
 		wstats_publish(&t->pub, &(struct wstats){ 0 });
+	}
+	if (!leave)
+		return;
+	if (t->held) {
+		t->d->workers[worker_of(t->d, 2 * t->pair)].base.drops[VQ_NET_DROP_NO_RX_BUF]++;
+		t->held = 0;
 	}
 	tap_attach(t, false);
 }
@@ -874,7 +886,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	w = &d->workers[worker_of(d, q->index)];
 	worker_stop(w);
 	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
-		tap_stop(&d->taps[q->index / 2]);
+		tap_stop(&d->taps[q->index / 2], false);
 	ring_release(r, w);
 	nc = (struct vq_net_queue_config){
 		.dev = q->vq,
@@ -922,7 +934,10 @@ static void tx_drain(struct ring *r)
 		vq_evt_signal(r->call_fd);
 }
 
-static void dev_queue_stop(void *opaque, unsigned index)
+/* A ring that resumes keeps its TAP queue attached: detaching would drop
+ * the frames waiting there, and a guest behind a vIOMMU pauses its rings
+ * on every IOTLB flush. */
+static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
 {
 	struct daemon *d = opaque;
 	struct worker *w;
@@ -932,13 +947,14 @@ static void dev_queue_stop(void *opaque, unsigned index)
 	w = &d->workers[worker_of(d, index)];
 	worker_stop(w);
 	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(index))
-		tap_stop(&d->taps[index / 2]);
+		tap_stop(&d->taps[index / 2], !resumes);
 	tx_drain(&d->rings[index]);
 	ring_release(&d->rings[index], w);
 	if (worker_start(w) < 0)
 		fprintf(stderr, "virtq-net: cannot restart worker %u\n", w->id);
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-net: queue %u stopped\n", index);
+		fprintf(stderr, "virtq-net: queue %u %s\n", index,
+			resumes ? "paused" : "stopped");
 }
 
 static void dev_reset(void *opaque)
@@ -1403,7 +1419,7 @@ int main(int argc, char **argv)
 		worker_stop(&d.workers[i]);
 	for (i = 0; i < d.o.pairs; i++)
 		if (d.o.mode == M_TAP)
-			tap_stop(&d.taps[i]);
+			tap_stop(&d.taps[i], true);
 	for (i = 0; i < 2 * d.o.pairs; i++)
 		ring_release(&d.rings[i], &d.workers[worker_of(&d, i)]);
 	for (i = 0; i < d.o.threads; i++)

@@ -152,7 +152,7 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 	return 0;
 }
 
-static void dev_queue_stop(void *opaque, unsigned index)
+static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
 {
 	struct daemon *d = opaque;
 	struct ring *r;
@@ -160,7 +160,9 @@ static void dev_queue_stop(void *opaque, unsigned index)
 	if (index >= NQ || !d->q[index].running)
 		return;
 	r = &d->q[index];
-	/* Keep the connections: the same rings may resume (an fd change). */
+	/* Keep the connections either way: a ring that pauses resumes, and
+	 * one the front-end stopped may start again (QEMU stops and starts
+	 * them on a guest's suspend); a reset or disconnect ends them. */
 	vq_vsock_detach(d->vs);
 	d->kicks_old += r->kicks;
 	d->calls_old += r->calls;
