@@ -103,6 +103,11 @@ void *vq_vhu_frontend_alloc(struct vq_vhu_frontend *f, uint64_t len,
 			    uint64_t *gpa);
 /* A host pointer for [gpa, gpa+len) (an address alloc gave), or NULL. */
 void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len);
+/* The guest-physical address of an address alloc gave (the same address
+ * without iommu_page): what the dirty log marks.  Its host pointer, for a
+ * guest-physical range (vq_vhu_frontend_ring_gpa's), or NULL. */
+uint64_t vq_vhu_frontend_guest_phys(const struct vq_vhu_frontend *f, uint64_t addr);
+void *vq_vhu_frontend_phys_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len);
 /* With iommu_page: the IOTLB misses the back-end sent since the start
  * (read from the back-end channel now, without blocking, and answered).
  * 0 without. */

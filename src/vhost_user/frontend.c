@@ -255,6 +255,16 @@ void *vq_vhu_frontend_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len)
 	return f->mem + (gpa - base);
 }
 
+uint64_t vq_vhu_frontend_guest_phys(const struct vq_vhu_frontend *f, uint64_t addr)
+{
+	return addr - dev_base(f) + GUEST_GPA;
+}
+
+void *vq_vhu_frontend_phys_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t len)
+{
+	return vq_vhu_frontend_hva(f, gpa - GUEST_GPA + dev_base(f), len);
+}
+
 /* Give the back-end its channel (for IOTLB misses). */
 static int iommu_channel(struct vq_vhu_frontend *f)
 {
@@ -523,7 +533,9 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 		m.u.addr.avail = (uintptr_t)dc.ring.driver;
 		m.u.addr.used = (uintptr_t)dc.ring.device;
 	}
-	m.u.addr.log = q->ring_gpa + q->off[2];
+	/* QEMU gives the used ring's own address here, an IOVA behind an
+	 * IOMMU (vhost and DPDK's vhost then log through the IOTLB) */
+	m.u.addr.log = f->cfg.iommu_page ? m.u.addr.used : q->ring_gpa + q->off[2];
 	q->addr = m;
 	r = call(f, &m, NULL, 0, NULL);
 	if (!r)

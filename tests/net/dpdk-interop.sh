@@ -26,6 +26,7 @@
 #          (--iommu: VIRTIO_F_ACCESS_PLATFORM, IOVAs everywhere, all memory
 #          in 64 KiB IOTLB entries) and testpmd's vhost translates through
 #          its IOTLB (iommu-support=1); no entry may be asked for again
+#          iommu-dirty-log: iommu with migration logging on (--dirty-log)
 #
 # Exit 77 (skip) when dpdk-testpmd or hugepages are missing, unless
 # CI=true (then 1).
@@ -80,10 +81,15 @@ PERF_MEM=()
 VH_EXTRA=
 case $MEM in
 anon) ;;
-iommu)
+iommu | iommu-dirty-log)
 	case $CASE in vh-*) ;; *) echo "iommu: vh cases only (virtio-user has no IOTLB)"; exit 2 ;; esac
 	VH_EXTRA=,iommu-support=1
 	PERF_MEM=(--iommu 65536)
+	# and migration logging on: testpmd marks what it writes by
+	# guest-physical page, found through its IOTLB (the used ring's log
+	# address is an IOVA, as QEMU gives it); --verify fails the run on
+	# a buffer whose pages are not marked
+	[ "$MEM" = iommu-dirty-log ] && PERF_MEM+=(--dirty-log)
 	;;
 hugetlbfs)
 	# testpmd's 256 MiB and virtq-perf's guest memory, with room.

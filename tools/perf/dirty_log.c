@@ -122,10 +122,10 @@ int perf_dlog_watch_rings(struct perf_dlog_watch *w, struct vq_vhu_frontend *f,
 	for (unsigned i = 0; i < nrings && r == 0; i++) {
 		r = vq_vhu_frontend_ring_gpa(f, i, a);
 		if (r == 0)
-			r = perf_dlog_watch(w, vq_vhu_frontend_hva(f, a[2].gpa, a[2].len),
+			r = perf_dlog_watch(w, vq_vhu_frontend_phys_hva(f, a[2].gpa, a[2].len),
 					    a[2].gpa, a[2].len, false);
 		if (r == 0 && packed)
-			r = perf_dlog_watch(w, vq_vhu_frontend_hva(f, a[0].gpa, a[0].len),
+			r = perf_dlog_watch(w, vq_vhu_frontend_phys_hva(f, a[0].gpa, a[0].len),
 					    a[0].gpa, a[0].len, true);
 	}
 	return r;

@@ -77,7 +77,7 @@ struct net_run {
 	uint8_t txhdrs[42];             /* template of what tx writes per frame */
 	bool prefetchw;                 /* the CPU has PREFETCHW */
 	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
-	uint64_t rxgpa;
+	uint64_t rxaddr;                /* the receive buffers, as descriptors carry them */
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t pkts, bytes, bad;
 	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
@@ -281,11 +281,6 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 		fprintf(stderr, "virtq-perf net: give one of --socket-path and --backend\n");
 		return -1;
 	}
-	if (o->iommu_page && o->dirty_log) {
-		/* the log checks take buffer addresses for guest-physical ones */
-		fprintf(stderr, "virtq-perf net: --iommu and --dirty-log do not go together\n");
-		return -1;
-	}
 	if (!o->packed && (o->queue_size & (o->queue_size - 1))) {
 		fprintf(stderr, "virtq-perf net: a split ring's size is a power of two\n");
 		return -1;
@@ -394,7 +389,7 @@ static void tx_write(struct net_run *n, uint8_t *p)
 
 static int post_rx(struct net_run *n, unsigned i)
 {
-	struct vq_seg s = { n->rxgpa + (uint64_t)i * RXBUF, RXBUF };
+	struct vq_seg s = { n->rxaddr + (uint64_t)i * RXBUF, RXBUF };
 
 	return vq_drv_add(n->rxq, &s, 0, 1, (void *)(uintptr_t)(i + 1));
 }
@@ -450,7 +445,7 @@ static int net_setup(struct net_run *n)
 	n->tx_kick = vq_vhu_frontend_kick_fd(n->f, 1);
 	n->tx_call = vq_vhu_frontend_call_fd(n->f, 1);
 	n->txmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * n->txstride, &n->txgpa);
-	n->rxmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * RXBUF, &n->rxgpa);
+	n->rxmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * RXBUF, &n->rxaddr);
 	if (!n->rxq || !n->txq || !n->txmem || !n->rxmem) {
 		fprintf(stderr, "virtq-perf net: front-end set-up failed\n");
 		return -ENOMEM;
@@ -599,7 +594,8 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 	/* The backend marks before it publishes the buffer, so the bits
 	 * are there when we see it. */
 	if (n->dlog.log && n->o.verify &&
-	    !perf_dlog_marked(&n->dlog, n->rxgpa + (uint64_t)(b - 1) * RXBUF, len))
+	    !perf_dlog_marked(&n->dlog, vq_vhu_frontend_guest_phys(n->f,
+				n->rxaddr + (uint64_t)(b - 1) * RXBUF), len))
 		n->unlogged++;
 	if (*more) {
 		(*more)--;
@@ -627,7 +623,7 @@ static int repost_rx(struct net_run *n, void *const *tok, unsigned k)
 	int r;
 
 	for (i = 0; i < k; i++) {
-		seg[i].addr = n->rxgpa + (uint64_t)((uintptr_t)tok[i] - 1) * RXBUF;
+		seg[i].addr = n->rxaddr + (uint64_t)((uintptr_t)tok[i] - 1) * RXBUF;
 		seg[i].len = RXBUF;
 	}
 	r = vq_drv_add_burst(n->rxq, seg, tok, k, true);
