@@ -910,14 +910,9 @@ net_migrate() {
 # frames into the source backend's TAP device while RAM is copied: the
 # backend writes pages the guest will not touch again, so a page it fails to
 # mark reaches the destination stale, and the RAM check fails.
-# With "iommu" the guest sits behind a vIOMMU: every address the backends
-# see is an IOVA, yet the log is by guest physical address, so a backend
-# that logged IOVAs marks the wrong pages (or none inside the log).
 net_migrate_idle_rx() {
 	local qs qd mport i rc gnet=$VIRTQ_GUEST_CACHE/root/bin/gnet
 	local opts=(--dev net --packed "$1" --mrg on --mem 128 --timeout 100)
-	local iommu=${3:-}
-	[ -n "$iommu" ] && opts+=(--iommu on)
 	local cmd='ip link set eth0 down; echo MIGRATE_NOW; sleep 12; ip link set eth0 up; echo UP'
 	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
 	need_net_backend
@@ -991,10 +986,6 @@ net_migrate_idle_rx() {
 	check idle-buffers-written $([ "${src_tx:-0}" -gt 0 ] && echo 0 || echo 1) \
 		"frames the source backend put in the idle guest's receive buffers: ${src_tx:-0}"
 	check guest-runs-on $([ $rc = 0 ] && grep -q '^UP' "$LOG/dst.out" && echo 0 || echo 1) "guest_rc=$rc"
-	if [ -n "$iommu" ]; then
-		iotlb_used "$src_out" "$dst_out"
-		guest_kernel_clean
-	fi
 }
 
 # ---- announcements (QMP announce-self: what QEMU does after a migration) ----
@@ -1440,7 +1431,6 @@ net-announce-guest) net_announce guest ;;
 net-announce-rarp) net_announce rarp ;;
 net-migrate-idle-rx) net_migrate_idle_rx off ;;
 net-migrate-idle-rx-packed) net_migrate_idle_rx on rarp ;;
-net-migrate-iommu) net_migrate_idle_rx off "" iommu ;;
 vsock-g2h) vsock_g2h off ;;
 vsock-h2g) vsock_h2g off ;;
 vsock-packed) vsock_g2h on ;;
