@@ -43,16 +43,33 @@ static int count_fds(void)
 	return n;
 }
 
+/* What the library told the device of each queue: its contract is a
+ * start, then a stop (a pause first, maybe), never two starts in a row,
+ * and every queue stopped for good when the backend goes. */
+enum { Q_IDLE, Q_RUNNING, Q_PAUSED };
+static unsigned qstate[2];
+
 static int qstart(void *o, const struct vq_vhu_queue *q)
 {
 	struct iovec iov[8];
 	struct vq_chain c = { .iov = iov, .iov_max = 8 };
 
 	(void)o;
+	if (q->index >= 2 || qstate[q->index] == Q_RUNNING)
+		die("queue_start on a running queue");
+	qstate[q->index] = Q_RUNNING;
 	/* touch the ring the way a device would */
 	if (vq_dev_pop(q->vq, &c) == 1)
 		vq_dev_push(q->vq, &c, 0);
 	return 0;
+}
+
+static void qstop(void *o, unsigned i, bool resumes)
+{
+	(void)o;
+	if (i >= 2 || !(qstate[i] == Q_RUNNING || (qstate[i] == Q_PAUSED && !resumes)))
+		die("queue_stop out of turn");
+	qstate[i] = resumes ? Q_PAUSED : Q_IDLE;
 }
 
 static void get_config(void *o, uint32_t off, void *buf, uint32_t len)
@@ -85,7 +102,8 @@ static int set_mtu(void *o, uint16_t mtu)
 }
 
 static const struct vq_vhu_device_ops ops = {
-	.queue_start = qstart, .get_config = get_config, .set_config = set_config,
+	.queue_start = qstart, .queue_stop = qstop,
+	.get_config = get_config, .set_config = set_config,
 	.send_rarp = send_rarp, .set_mtu = set_mtu,
 };
 
@@ -160,6 +178,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r == 0 || vq_vhu_backend_connected(b))
 		die("connection still open after EOF");
 	vq_vhu_backend_free(b);
+	if (qstate[0] != Q_IDLE || qstate[1] != Q_IDLE)
+		die("a queue not stopped for good at the end");
 	close(sv[1]);
 	if (count_fds() != fds0)
 		die("fd leak");
