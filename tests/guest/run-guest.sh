@@ -124,7 +124,17 @@ if [ "$IOMMU" = on ]; then
 	APPEND="$APPEND intel_iommu=on"
 	DEVOPTS=",bus=rp0,disable-legacy=on,iommu_platform=on,ats=on$DEVOPTS"
 fi
-Q=("$QEMU" -M "$MACHINE" -accel "$ACCEL" -cpu "$CPU" -smp "$SMP" -m "${MEM}M"
+# maxcpus >= 2, even for one vCPU: QEMU 7.2's TCG translates a guest whose
+# maxcpus is 1 without its memory barriers and with its locked instructions
+# as plain ones ("-d op": no mb op), since no other vCPU could tell.  A
+# vhost-user back-end is another thread that can: the driver's "publish
+# avail idx; mb; read avail_event" then reorders against ours and a kick
+# (or, on the used side, an interrupt) is lost for good: the split-ring
+# guest cases stalled now and then.  (Later QEMU emits the barriers in
+# system mode whatever maxcpus is: "tcg: Always emit barriers in system
+# mode".)
+MAXCPUS=$((SMP > 2 ? SMP : 2))
+Q=("$QEMU" -M "$MACHINE" -accel "$ACCEL" -cpu "$CPU" -smp "$SMP,maxcpus=$MAXCPUS" -m "${MEM}M"
 	-object "$MEMOBJ" -numa node,memdev=mem
 	-nodefaults -no-user-config -display none -no-reboot
 	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
