@@ -55,6 +55,9 @@ struct vq_rt_counters {
 	uint64_t calls_sent;    /* device -> driver eventfd writes */
 	uint64_t calls_recv;
 	uint64_t wakeups;       /* times the thread slept and was woken */
+	uint64_t kicks_missed;  /* idle rings found with buffers after a quiet
+				 * period: kicks the driver owed and never sent
+				 * (or, rarely, one sent just then) */
 	uint64_t bp_hits;       /* busy-poll windows that found work */
 	uint64_t bp_misses;     /* windows that ended without it */
 };
@@ -170,12 +173,16 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
  * One round: give every active queue one turn; a queue that ran dry busy
  * polls (if configured), then enables notifications (re-processing if the
  * re-check finds buffers) and goes idle.  If every queue is idle, sleep in
- * epoll for up to timeout_ms (-1: until a kick or vq_rt_loop_stop).
+ * epoll for up to timeout_ms (-1: until a kick or vq_rt_loop_stop).  A
+ * sleep that times out reads the idle rings once: buffers found there were
+ * never kicked (counted in kicks_missed) and are processed.
  * Returns the chains processed, or -errno from a process callback or epoll.
  */
 int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms);
 
-/* Run rounds until vq_rt_loop_stop().  0 or -errno. */
+/* Run rounds until vq_rt_loop_stop(), sleeping at most VQ_RT_QUIET_MS at a
+ * time (so a missed kick costs at most that).  0 or -errno. */
+#define VQ_RT_QUIET_MS 1000
 int vq_rt_loop_run(struct vq_rt_loop *l);
 
 /* Ask vq_rt_loop_run to return; safe from any thread. */

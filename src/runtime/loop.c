@@ -293,6 +293,30 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 	return n;
 }
 
+/*
+ * A quiet period ended with no kick: look at the idle rings once.  Buffers
+ * there were published with notifications enabled and never kicked: a
+ * driver whose barrier did not order its index store before its read of
+ * our avail_event (QEMU's TCG drops a uniprocessor guest's barriers) went
+ * the other way round from ours (V4), and nothing else would ever wake the
+ * queue.  One ring read per idle queue per quiet period bounds such a loss
+ * to that period; kicks_missed counts them.
+ */
+static void wake_unkicked(struct vq_rt_loop *l)
+{
+	unsigned i;
+
+	for (i = 0; i < l->nq; i++) {
+		struct vq_rt_queue *q = l->q[i];
+
+		if (!q->active && q->ops->has_avail(q->ring)) {
+			q->active = true;
+			q->ops->disable_notify(q->ring);
+			q->cnt.kicks_missed++;
+		}
+	}
+}
+
 /* Collect kicks; a kick re-activates an idle queue. */
 static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
 {
@@ -302,6 +326,8 @@ static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
 	n = epoll_wait(l->epfd, ev, (int)VQ_ARRAY_SIZE(ev), timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
+	if (n == 0 && timeout_ms != 0)
+		wake_unkicked(l);
 	for (i = 0; i < n; i++) {
 		struct vq_rt_queue *q = ev[i].data.ptr;
 		int64_t k;
@@ -392,7 +418,7 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 int vq_rt_loop_run(struct vq_rt_loop *l)
 {
 	while (!vq_rt_loop_stopped(l)) {
-		int r = vq_rt_loop_run_once(l, -1);
+		int r = vq_rt_loop_run_once(l, VQ_RT_QUIET_MS);
 
 		if (r < 0)
 			return r;

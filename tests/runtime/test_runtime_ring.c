@@ -120,6 +120,76 @@ static void runtime_v4_device_enable_notify_recheck(void)
 	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
 }
 
+/*
+ * V4 broken by the driver: it publishes while notifications are enabled
+ * and owes a kick it never sends (a guest whose barrier does not order its
+ * index store before its avail_event read: QEMU 7.2's TCG with maxcpus=1).
+ * Nothing wakes the queue but the quiet-period look at idle rings.
+ */
+static int drain_process(struct vq_rt_queue *q, void *arg,
+			 const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring_pair *p = arg;
+	struct iovec iov[4];
+	struct vq_chain c = { .iov = iov, .iov_max = 4 };
+	int n = 0, r;
+
+	while ((r = vq_dev_pop(p->dev, &c)) == 1) {
+		CHECK_EQ(vq_dev_push(p->dev, &c, 0), 1);
+		n++;
+	}
+	return r < 0 ? r : n;
+}
+
+static void device_missed_kick(uint64_t features)
+{
+	struct ring_pair p;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	struct vq_seg seg;
+	int kick = vq_evt_new();
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
+					  .call_fd = -1, .process = drain_process,
+					  .arg = &p };
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* dry: goes idle */
+	CHECK(!vq_rt_queue_active(q));
+
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)1), 0);
+	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);       /* owed, not sent */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* no sleep, no look */
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* 20 ms of quiet */
+	CHECK(vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_missed, 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->wakeups, 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK(!vq_rt_queue_active(q));
+
+	/* A quiet period with nothing posted is not a missed kick. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_missed, 1);
+	vq_rt_loop_free(l);
+	pair_fini(&p);
+	close(kick);
+}
+
+static void runtime_v4_missed_kick_found_after_quiet_period(void)
+{
+	device_missed_kick(0);
+	device_missed_kick(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
 /* ---- driver side ---- */
 
 struct dstage {
@@ -276,6 +346,7 @@ static void runtime_driver_sleeps_and_wakes_on_call(void)
 int main(void)
 {
 	RUN(runtime_v4_device_enable_notify_recheck);
+	RUN(runtime_v4_missed_kick_found_after_quiet_period);
 	RUN(runtime_d4_driver_enable_cb_recheck);
 	RUN(runtime_driver_sleeps_and_wakes_on_call);
 	return 0;

@@ -70,6 +70,7 @@ struct ring {
 	struct vq_rt_queue *rtq;
 	uint64_t calls;                 /* RX calls we send ourselves */
 	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
+	uint64_t rt_missed;             /* kicks_missed, likewise */
 	uint64_t total_pkts;            /* from queues already freed */
 };
 
@@ -78,6 +79,7 @@ struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
 	uint64_t evicted;               /* TX frames whose lines were flushed */
+	uint64_t kicks_missed;          /* see vq_rt_counters */
 	uint64_t tx_gso, rx_gso;        /* segmentation offload frames */
 };
 
@@ -416,11 +418,13 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 		s->rx_gso += ns->gso;
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
+	s->kicks_missed += r->rt_missed;
 	if (r->rtq) {
 		struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
 
 		s->c.kicks += c->kicks_recv;
 		s->c.calls += c->calls_sent;
+		s->kicks_missed += c->kicks_missed;
 	}
 }
 
@@ -506,6 +510,7 @@ static void worker_stop(struct worker *w)
 		if (worker_of(d, i) != w->id || !r->rtq)
 			continue;
 		r->rt_kicks += vq_rt_queue_counters(r->rtq)->kicks_recv;
+		r->rt_missed += vq_rt_queue_counters(r->rtq)->kicks_missed;
 		r->rt_calls += vq_rt_queue_counters(r->rtq)->calls_sent;
 		r->rtq = NULL;
 	}
@@ -869,7 +874,7 @@ static void ring_release(struct ring *r, struct worker *w)
 	r->rtq = NULL;
 	r->running = false;
 	r->dev = NULL;
-	r->calls = r->rt_kicks = r->rt_calls = 0;
+	r->calls = r->rt_kicks = r->rt_calls = r->rt_missed = 0;
 }
 
 static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
@@ -1100,9 +1105,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			printf("%s\"%s\":%" PRIu64, i ? "," : "",
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
 		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64
-		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64 ",\"mtu\":%u",
+		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64 ",\"mtu\":%u"
+		       ",\"kicks_missed\":%" PRIu64,
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
-		       now->tx_gso, now->rx_gso, d->mtu);
+		       now->tx_gso, now->rx_gso, d->mtu, now->kicks_missed);
 		if (final) {
 			vqd_json_iotlb(d->b);
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
