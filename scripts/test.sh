@@ -56,6 +56,28 @@ run() {
 	passed=$((passed + p))
 	failed=$((failed + f))
 	[ "$f" -eq 0 ] || failed_names+=("$dir")
+	[ "$f" -eq 0 ] || failure_digest "$log" >> "$digest"
+}
+
+# The end of each failed test's output, printed again after the totals: a
+# CI report that keeps only the tail of the output still says why.
+digest=$(mktemp)
+trap 'rm -f "$digest"' EXIT
+failure_digest() {
+	[ -f "$1" ] || return 0
+	python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        t = json.loads(line)
+    except ValueError:
+        continue
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    out = ((t.get("stdout") or "") + (t.get("stderr") or "")).rstrip().splitlines()[-30:]
+    print(f"--- {t.get('name')}: {t.get('result')} (last {len(out)} lines)")
+    print("\n".join(out))
+PY
 }
 
 setup build gcc -Dwerror=true
@@ -94,6 +116,10 @@ if grep -q "option('fuzz'" meson_options.txt 2>/dev/null; then
 fi
 
 echo
+if [ -s "$digest" ]; then
+	echo "== the failed tests' last lines"
+	cat "$digest"
+fi
 [ ${#failed_names[@]} -eq 0 ] || echo "failures in: ${failed_names[*]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
