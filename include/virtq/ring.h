@@ -181,6 +181,15 @@ int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
  */
 bool vq_dev_should_signal(struct vq_dev *d);
 
+/*
+ * should_signal judged over every used buffer published since the last
+ * notification sent, not only those since the last look: a driver whose
+ * barrier failed may have moved used_event (or cleared the flag) before our
+ * look and we read the old value.  For a queue gone quiet; it may send a
+ * notification the driver does not need, never skip one it asked for.
+ */
+bool vq_dev_signal_owed(struct vq_dev *d);
+
 /* Ask the driver not to kick (a hint; the driver may kick anyway). */
 void vq_dev_disable_notify(struct vq_dev *d);
 

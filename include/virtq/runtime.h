@@ -58,6 +58,8 @@ struct vq_rt_counters {
 	uint64_t kicks_missed;  /* idle rings found with buffers after a quiet
 				 * period: kicks the driver owed and never sent
 				 * (or, rarely, one sent just then) */
+	uint64_t calls_late;    /* calls sent on that look: the driver asked for
+				 * one we did not see in time (vq_dev_signal_owed) */
 	uint64_t bp_hits;       /* busy-poll windows that found work */
 	uint64_t bp_misses;     /* windows that ended without it */
 };
@@ -141,6 +143,7 @@ struct vq_rt_ring_ops {
 	void (*disable_notify)(void *ring);
 	int  (*enable_notify)(void *ring);
 	bool (*should_signal)(void *ring);
+	bool (*signal_owed)(void *ring);        /* optional: vq_dev_signal_owed */
 };
 
 struct vq_rt_queue_config {
@@ -175,7 +178,8 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
  * re-check finds buffers) and goes idle.  If every queue is idle, sleep in
  * epoll for up to timeout_ms (-1: until a kick or vq_rt_loop_stop).  A
  * sleep that times out reads the idle rings once: buffers found there were
- * never kicked (counted in kicks_missed) and are processed.
+ * never kicked (counted in kicks_missed) and are processed, and a call the
+ * driver is owed is sent (calls_late).
  * Returns the chains processed, or -errno from a process callback or epoll.
  */
 int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms);

@@ -480,6 +480,11 @@ bool vq_dev_should_signal(struct vq_dev *d)
 	return d->ops->should_signal(d);
 }
 
+bool vq_dev_signal_owed(struct vq_dev *d)
+{
+	return d->ops->signal_owed ? d->ops->signal_owed(d) : d->ops->should_signal(d);
+}
+
 void vq_dev_disable_notify(struct vq_dev *d)
 {
 	if (likely(!d->err))

@@ -44,6 +44,9 @@ struct vq_dev_ops {
 	int  (*fill)(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
 	int  (*flush)(struct vq_dev *d);
 	bool (*should_signal)(struct vq_dev *d);
+	/* Optional: should_signal over everything published since the last
+	 * notification (NULL: should_signal already looks that far). */
+	bool (*signal_owed)(struct vq_dev *d);
 	void (*disable_notify)(struct vq_dev *d);
 	int  (*enable_notify)(struct vq_dev *d);
 	bool (*has_avail)(struct vq_dev *d);

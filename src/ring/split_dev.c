@@ -477,6 +477,26 @@ static bool sd_should_signal(struct vq_dev *d)
 	return true;
 }
 
+/* sd_should_signal with the window reaching back to the last signal sent
+ * (used_idx - unsignalled) instead of the last look (signalled_used). */
+static bool sd_signal_owed(struct vq_dev *d)
+{
+	struct split_dev *s = to_sd(d);
+	uint16_t event;
+
+	if (s->unsignalled == 0 || !s->event_idx)
+		return sd_should_signal(d);     /* the flag is read afresh anyway */
+	vq_mb();
+	event = vq_le16(vq_load_acquire(used_event_ptr(s)));
+	if (s->unsignalled <= UINT16_MAX &&
+	    !virtq_need_event(event, s->used_idx, (uint16_t)(s->used_idx - s->unsignalled)))
+		return false;
+	s->signalled_used = s->used_idx;
+	s->signalled_valid = true;
+	s->unsignalled = 0;
+	return true;
+}
+
 static void sd_set_used_flags(struct split_dev *s, uint16_t flags)
 {
 	if (s->used_flags_known && s->used_flags == flags)
@@ -552,6 +572,7 @@ static const struct vq_dev_ops split_dev_ops = {
 	.fill = sd_fill,
 	.flush = sd_flush,
 	.should_signal = sd_should_signal,
+	.signal_owed = sd_signal_owed,
 	.disable_notify = sd_disable_notify,
 	.enable_notify = sd_enable_notify,
 	.has_avail = sd_has_avail,
@@ -567,6 +588,7 @@ static const struct vq_dev_ops split_dev_in_order_ops = {
 	.fill = sd_fill_in_order,
 	.flush = sd_flush_in_order,
 	.should_signal = sd_should_signal,
+	.signal_owed = sd_signal_owed,
 	.disable_notify = sd_disable_notify,
 	.enable_notify = sd_enable_notify,
 	.has_avail = sd_has_avail,

@@ -50,6 +50,7 @@ void vq_rt_counters_add(struct vq_rt_counters *sum,
 	sum->calls_recv += c->calls_recv;
 	sum->wakeups += c->wakeups;
 	sum->kicks_missed += c->kicks_missed;
+	sum->calls_late += c->calls_late;
 	sum->bp_hits += c->bp_hits;
 	sum->bp_misses += c->bp_misses;
 }

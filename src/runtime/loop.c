@@ -59,11 +59,17 @@ static bool dev_should_signal(void *r)
 	return vq_dev_should_signal(r);
 }
 
+static bool dev_signal_owed(void *r)
+{
+	return vq_dev_signal_owed(r);
+}
+
 static const struct vq_rt_ring_ops dev_ops = {
 	.has_avail = dev_has_avail,
 	.disable_notify = dev_disable_notify,
 	.enable_notify = dev_enable_notify,
 	.should_signal = dev_should_signal,
+	.signal_owed = dev_signal_owed,
 };
 
 int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out)
@@ -299,22 +305,36 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
  * driver whose barrier did not order its index store before its read of
  * our avail_event (QEMU's TCG drops a uniprocessor guest's barriers) went
  * the other way round from ours (V4), and nothing else would ever wake the
- * queue.  One ring read per idle queue per quiet period bounds such a loss
- * to that period; kicks_missed counts them.
+ * queue.  The same race on the used side leaves the driver waiting for a
+ * call we judged unneeded: vq_dev_signal_owed judges again.  One look per
+ * idle queue per quiet period bounds either loss to that period.
  */
-static void wake_unkicked(struct vq_rt_loop *l)
+static int quiet_recheck(struct vq_rt_loop *l)
 {
 	unsigned i;
 
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (!q->active && q->ops->has_avail(q->ring)) {
+		if (q->active)
+			continue;
+		if (q->ops->signal_owed && q->ops->signal_owed(q->ring)) {
+			if (q->call_fd >= 0) {
+				int r = vq_evt_signal(q->call_fd);
+
+				if (r < 0)
+					return r;
+			}
+			q->cnt.calls_sent++;
+			q->cnt.calls_late++;
+		}
+		if (q->ops->has_avail(q->ring)) {
 			q->active = true;
 			q->ops->disable_notify(q->ring);
 			q->cnt.kicks_missed++;
 		}
 	}
+	return 0;
 }
 
 /* Collect kicks; a kick re-activates an idle queue. */
@@ -327,7 +347,7 @@ static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (n == 0 && timeout_ms != 0)
-		wake_unkicked(l);
+		return quiet_recheck(l);
 	for (i = 0; i < n; i++) {
 		struct vq_rt_queue *q = ev[i].data.ptr;
 		int64_t k;

@@ -158,7 +158,8 @@ wait_sock() {
 # ---- net backends: start MODE (sink|loopback|source), stop, kill ----
 # After net_stop: NET_RX / NET_TX are the frames the backend took from the
 # guest / gave to the guest; NET_DROP the frames it could not deliver;
-# NET_MISSED (virtq) the kicks the guest owed and never sent.
+# NET_MISSED / NET_LATE (virtq) the kicks the guest owed and never sent,
+# the calls it was owed and got late.
 NET_PID=
 NET_N=0
 NET_OPTS=()     # more virtq-net options for the next net_start
@@ -199,7 +200,7 @@ net_stop() {
 	for ((i = 0; i < 100; i++)); do kill -0 "$NET_PID" 2>/dev/null || break; sleep 0.1; done
 	kill -9 "$NET_PID" 2>/dev/null
 	wait "$NET_PID" 2>/dev/null
-	NET_PID= NET_MISSED=
+	NET_PID= NET_MISSED= NET_LATE=
 	case "$BACKEND" in
 	testpmd)
 		rm -rf "/var/run/dpdk/$NET_PREFIX"
@@ -211,7 +212,7 @@ net_stop() {
 			END { print rx + 0, tx + 0, drop + 0 }' "$NET_OUT")
 		;;
 	virtq)
-		read -r NET_RX NET_TX NET_DROP NET_MISSED < <(virtq_net_counters "$NET_OUT")
+		read -r NET_RX NET_TX NET_DROP NET_MISSED NET_LATE < <(virtq_net_counters "$NET_OUT")
 		;;
 	esac
 }
@@ -228,7 +229,7 @@ virtq_net_counters() {
 	local l
 	l=$(grep -a '"summary":true' "$1" | tail -1)
 	jnum() { echo "$l" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
-	echo "$(jnum tx_pkts) $(jnum rx_pkts) $(jnum no_rx_buf) $(jnum kicks_missed)"
+	echo "$(jnum tx_pkts) $(jnum rx_pkts) $(jnum no_rx_buf) $(jnum kicks_missed) $(jnum calls_late)"
 }
 
 need_net_backend() {
@@ -298,7 +299,7 @@ net_matrix() {
 	net_stop
 	o=$LOG/loopback.out
 	check loopback-echo $([ $rc = 0 ] && [ "$(count ECHO result=PASS "$o")" = 3 ] && echo 0 || echo 1) \
-		"guest_rc=$rc kicks_missed=${NET_MISSED:-?} $(grep -a '^ECHO ' "$o" | sed 's/.*sent=\([0-9]*\) ok=\([0-9]*\).*size=\([0-9]*\).*result=\(.*\)/[\3: \2\/\1 \4]/' | tr '\n' ' ')"
+		"guest_rc=$rc kicks_missed=${NET_MISSED:-?} calls_late=${NET_LATE:-?} $(grep -a '^ECHO ' "$o" | sed 's/.*sent=\([0-9]*\) ok=\([0-9]*\).*size=\([0-9]*\).*result=\(.*\)/[\3: \2\/\1 \4]/' | tr '\n' ' ')"
 
 	# source: the guest receives the backend's frames, none of them damaged;
 	# virtq-net sends SOURCE_COUNT frames: each one is delivered and received

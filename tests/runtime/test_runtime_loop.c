@@ -171,7 +171,8 @@ static bool fr_should_signal(void *r)
 }
 
 static const struct vq_rt_ring_ops fr_ops = {
-	fr_has_avail, fr_disable, fr_enable, fr_should_signal,
+	.has_avail = fr_has_avail, .disable_notify = fr_disable,
+	.enable_notify = fr_enable, .should_signal = fr_should_signal,
 };
 
 /* Process like a device: one chain at a time until dry or budget spent. */

@@ -182,6 +182,83 @@ static void device_missed_kick(uint64_t features)
 	close(kick);
 }
 
+/*
+ * The same race on the used side (2.7.10 used buffer notification): the
+ * device published B and read the driver's suppression before the driver's
+ * update of it (used_event := B's index, or the flag cleared) became
+ * visible; the driver's own re-check read the used index stale and it
+ * sleeps.  should_signal judged only what was new since its last look and
+ * said no; when the queue has gone quiet the loop judges again over
+ * everything unsignalled, and the call goes out, once.
+ */
+static void device_late_call(uint64_t features)
+{
+	struct ring_pair p;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_counters *c, dc = { 0 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	struct vq_seg seg;
+	void *tok;
+	uint32_t len;
+	int kick = vq_evt_new(), call = vq_evt_new();
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
+					  .call_fd = call, .process = drain_process,
+					  .arg = &p };
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	c = vq_rt_queue_counters(q);
+
+	/* A: used and called (callbacks were on). */
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)1), 0);
+	CHECK(vq_rt_drv_kick(p.drv, kick, &dc) >= 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(c->calls_sent, 1);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+
+	/* B, with callbacks off: used, not called. */
+	vq_drv_disable_cb(p.drv);
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)2), 0);
+	CHECK(vq_rt_drv_kick(p.drv, kick, &dc) >= 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);      /* the kick */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(c->calls_sent, 1);
+
+	/* The driver asks for B's call; its re-check says B is there, which
+	 * the driver with the failed barrier did not see: it sleeps. */
+	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
+	CHECK_EQ(vq_evt_drain(call), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
+	CHECK_EQ(c->calls_late, 1);
+	CHECK_EQ(c->calls_sent, 2);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(c->kicks_missed, 0);
+	CHECK(!vq_rt_queue_active(q));
+	/* Owed once: the next quiet period sends nothing. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);
+	CHECK_EQ(c->calls_late, 1);
+	CHECK_EQ(vq_evt_drain(call), 0);
+	vq_rt_loop_free(l);
+	pair_fini(&p);
+	close(kick);
+	close(call);
+}
+
+static void runtime_used_call_judged_again_after_quiet_period(void)
+{
+	device_late_call(0);
+	device_late_call(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
 static void runtime_v4_missed_kick_found_after_quiet_period(void)
 {
 	device_missed_kick(0);
@@ -347,6 +424,7 @@ int main(void)
 {
 	RUN(runtime_v4_device_enable_notify_recheck);
 	RUN(runtime_v4_missed_kick_found_after_quiet_period);
+	RUN(runtime_used_call_judged_again_after_quiet_period);
 	RUN(runtime_d4_driver_enable_cb_recheck);
 	RUN(runtime_driver_sleeps_and_wakes_on_call);
 	return 0;

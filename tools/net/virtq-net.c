@@ -70,7 +70,8 @@ struct ring {
 	struct vq_rt_queue *rtq;
 	uint64_t calls;                 /* RX calls we send ourselves */
 	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
-	uint64_t rt_missed;             /* kicks_missed, likewise */
+	uint64_t rt_missed, rt_late;    /* kicks_missed, calls_late, likewise */
+	uint64_t rx_late;               /* late RX calls we send ourselves */
 	uint64_t total_pkts;            /* from queues already freed */
 };
 
@@ -79,7 +80,7 @@ struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
 	uint64_t evicted;               /* TX frames whose lines were flushed */
-	uint64_t kicks_missed;          /* see vq_rt_counters */
+	uint64_t kicks_missed, calls_late;      /* see vq_rt_counters */
 	uint64_t tx_gso, rx_gso;        /* segmentation offload frames */
 };
 
@@ -188,9 +189,30 @@ static bool r_should_signal(void *p)
 	return vq_dev_should_signal(((struct ring *)p)->dev);
 }
 
+/* The loop's look at a quiet ring.  Loopback fills the pair's receive
+ * ring in this ring's turns, so that one went quiet too: look at it here. */
+static bool r_signal_owed(void *p)
+{
+	struct ring *rg = p;
+	struct daemon *d = rg->d;
+
+	if (d->o.mode == M_LOOPBACK && vq_net_is_tx_queue(rg->index)) {
+		struct ring *rx = &d->rings[rg->index - 1];
+
+		if (rx->running && vq_dev_signal_owed(rx->dev)) {
+			if (rx->call_fd >= 0)
+				vq_evt_signal(rx->call_fd);
+			rx->calls++;
+			rx->rx_late++;
+		}
+	}
+	return vq_dev_signal_owed(rg->dev);
+}
+
 static const struct vq_rt_ring_ops ring_ops = {
 	.has_avail = r_has_avail, .disable_notify = r_disable,
 	.enable_notify = r_enable, .should_signal = r_should_signal,
+	.signal_owed = r_signal_owed,
 };
 
 static void ring_broken(struct ring *r)
@@ -419,12 +441,14 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
 	s->kicks_missed += r->rt_missed;
+	s->calls_late += r->rt_late + r->rx_late;
 	if (r->rtq) {
 		struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
 
 		s->c.kicks += c->kicks_recv;
 		s->c.calls += c->calls_sent;
 		s->kicks_missed += c->kicks_missed;
+		s->calls_late += c->calls_late;
 	}
 }
 
@@ -511,6 +535,7 @@ static void worker_stop(struct worker *w)
 			continue;
 		r->rt_kicks += vq_rt_queue_counters(r->rtq)->kicks_recv;
 		r->rt_missed += vq_rt_queue_counters(r->rtq)->kicks_missed;
+		r->rt_late += vq_rt_queue_counters(r->rtq)->calls_late;
 		r->rt_calls += vq_rt_queue_counters(r->rtq)->calls_sent;
 		r->rtq = NULL;
 	}
@@ -874,7 +899,8 @@ static void ring_release(struct ring *r, struct worker *w)
 	r->rtq = NULL;
 	r->running = false;
 	r->dev = NULL;
-	r->calls = r->rt_kicks = r->rt_calls = r->rt_missed = 0;
+	r->calls = r->rt_kicks = r->rt_calls = r->rt_missed = r->rt_late = 0;
+	r->rx_late = 0;
 }
 
 static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
@@ -1106,9 +1132,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       vq_net_drop_name((enum vq_net_drop)i), now->drops[i]);
 		printf("},\"tx_evicted\":%" PRIu64 ",\"rarp_sent\":%" PRIu64
 		       ",\"tx_gso\":%" PRIu64 ",\"rx_gso\":%" PRIu64 ",\"mtu\":%u"
-		       ",\"kicks_missed\":%" PRIu64,
+		       ",\"kicks_missed\":%" PRIu64 ",\"calls_late\":%" PRIu64,
 		       now->evicted, __atomic_load_n(&d->rarp_sent, __ATOMIC_RELAXED),
-		       now->tx_gso, now->rx_gso, d->mtu, now->kicks_missed);
+		       now->tx_gso, now->rx_gso, d->mtu, now->kicks_missed,
+		       now->calls_late);
 		if (final) {
 			vqd_json_iotlb(d->b);
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
