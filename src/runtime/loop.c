@@ -185,10 +185,8 @@ bool vq_rt_loop_stopped(const struct vq_rt_loop *l)
 	return __atomic_load_n(&l->stop, __ATOMIC_ACQUIRE);
 }
 
-int vq_rt_queue_signal(struct vq_rt_queue *q)
+static int queue_call(struct vq_rt_queue *q)
 {
-	if (!q->ops->should_signal(q->ring))
-		return 0;
 	if (q->call_fd >= 0) {
 		int r = vq_evt_signal(q->call_fd);
 
@@ -197,6 +195,20 @@ int vq_rt_queue_signal(struct vq_rt_queue *q)
 	}
 	q->cnt.calls_sent++;
 	return 1;
+}
+
+int vq_rt_queue_signal(struct vq_rt_queue *q)
+{
+	if (!q->ops->should_signal(q->ring))
+		return 0;
+	return queue_call(q);
+}
+
+/* An idle queue has buffers: process it, with notifications off again. */
+static void queue_wake(struct vq_rt_queue *q)
+{
+	q->active = true;
+	q->ops->disable_notify(q->ring);
 }
 
 bool vq_rt_queue_active(const struct vq_rt_queue *q)
@@ -319,18 +331,14 @@ static int quiet_recheck(struct vq_rt_loop *l)
 		if (q->active)
 			continue;
 		if (q->ops->signal_owed && q->ops->signal_owed(q->ring)) {
-			if (q->call_fd >= 0) {
-				int r = vq_evt_signal(q->call_fd);
+			int r = queue_call(q);
 
-				if (r < 0)
-					return r;
-			}
-			q->cnt.calls_sent++;
+			if (r < 0)
+				return r;
 			q->cnt.calls_late++;
 		}
 		if (q->ops->has_avail(q->ring)) {
-			q->active = true;
-			q->ops->disable_notify(q->ring);
+			queue_wake(q);
 			q->cnt.kicks_missed++;
 		}
 	}
@@ -364,8 +372,7 @@ static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
 		 * brought none) leaves the queue idle: a syscall on both
 		 * sides orders the driver's publish before this read. */
 		if (!q->active && q->ops->has_avail(q->ring)) {
-			q->active = true;
-			q->ops->disable_notify(q->ring);
+			queue_wake(q);
 			if (timeout_ms != 0)
 				q->cnt.wakeups++;
 		}
@@ -388,10 +395,8 @@ static void wake_ready(struct vq_rt_loop *l)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (!q->active && q->ops->has_avail(q->ring)) {
-			q->active = true;
-			q->ops->disable_notify(q->ring);
-		}
+		if (!q->active && q->ops->has_avail(q->ring))
+			queue_wake(q);
 	}
 }
 
