@@ -5,8 +5,9 @@
 # guest (our vhost-user front-end and virtio-vsock driver) and the host
 # program (CONNECT on the daemon's UNIX socket, or a listener at
 # HOST_PATH_<port>).  Small transfers both ways, split and packed, the RX
-# batching settings, and a ping-pong; each must end "verified" (byte count
-# and checksum equal on both ends).
+# batching settings, and a ping-pong (once more from a driver that never
+# sends the kicks it owes); each must end "verified" (byte count and
+# checksum equal on both ends).
 #
 # Seqpacket (virtio 1.2 5.10.6.7, --type seqpacket): the same three roles
 # in messages, through the host's SOCK_SEQPACKET sockets (HOST_PATH_<port>
@@ -48,6 +49,10 @@ run rx_used_batch_1     --direction rx --bytes 2M --used-batch 1
 run rx_small_rcvbuf     --direction rx --bytes 2M --rcvbuf 16K --rcvlowat 4K
 run tx_no_event_idx     --direction tx --bytes 2M --event-idx off
 run latency             --latency --iters 200 --buf-size 64
+# A driver that never sends the kicks it owes (--drop-kicks 1; a guest whose
+# barrier failed): each round trip waits until the daemon looks at its
+# quiet rings (200 ms); without that look the first one never ends.
+run latency_drop_kicks  --latency --iters 10 --buf-size 64 --drop-kicks 1
 
 # seqpacket: as run, and the receiver counted exactly $2 messages
 msgs() {

@@ -248,6 +248,14 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
+/* An idle wait: the control timeout, bounded by the hooks' quiet period. */
+static int wait_ms(const struct vqd_ctl *c)
+{
+	int tmo = ctl_timeout(c), q = c->hooks ? c->hooks->quiet_ms : 0;
+
+	return q > 0 && (tmo < 0 || tmo > q) ? q : tmo;
+}
+
 /* Serve the vhost-user socket when it is readable, absent (reconnect) or
  * its timer is due.  true: --once says the daemon is done. */
 static bool ctl_serve(struct vqd_ctl *c, bool readable)
@@ -301,7 +309,7 @@ int vqd_run(struct vqd_ctl *c)
 		}
 		/* A negative fd (reconnecting) is ignored by poll. */
 		pf[0] = (struct pollfd){ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
-		r = poll(pf, n, idle ? ctl_timeout(c) : 0);
+		r = poll(pf, n, idle ? wait_ms(c) : 0);
 		if (r < 0 && errno != EINTR)
 			return 1;
 		if (vqd_stop)

@@ -122,6 +122,9 @@ struct vqd_hooks {
 	/* After the wait: the same fds with revents, poll's result, idle. */
 	void (*after)(void *arg, const struct pollfd *pf, unsigned n, int r,
 		      bool idle);
+	/* An idle wait lasts at most this long (0: no bound), so that after()
+	 * gets a quiet period's r == 0 to look at the rings once more. */
+	int quiet_ms;
 };
 
 struct vqd_ctl {

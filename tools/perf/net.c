@@ -60,6 +60,7 @@ struct net_opts {
 	bool verify;
 	bool dirty_log;
 	uint64_t iommu_page;            /* --iommu: bytes per IOTLB entry */
+	unsigned drop_kicks;            /* send no kick for every Nth owed */
 };
 
 #define RXBUF 2048u
@@ -79,6 +80,7 @@ struct net_run {
 	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
 	uint64_t rxaddr;                /* the receive buffers, as descriptors carry them */
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
+	uint64_t kicks_owed, kicks_dropped;     /* --drop-kicks */
 	uint64_t pkts, bytes, bad;
 	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
 	uint64_t iotlb_misses;          /* --iommu: asked by the backend */
@@ -130,6 +132,9 @@ static void net_usage(FILE *f)
 "                        memory mapped up front in IOTLB entries of PAGE\n"
 "                        bytes (a power of two >= 4096); the backend's\n"
 "                        misses are counted (with --verify, any fails)\n"
+"  --drop-kicks N        fault injection: send no kick for every Nth the\n"
+"                        ring asks for (a driver whose barrier failed):\n"
+"                        the backend must find those buffers on its own\n"
 "  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
 "  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
 "                        'virtq-perf ab' can vary backend options)\n"
@@ -140,6 +145,7 @@ enum {
 	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
 	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
 	N_JSON, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_BOPT, N_PEER, N_HELP,
+	N_DROPK,
 };
 
 static const struct option net_long[] = {
@@ -165,6 +171,7 @@ static const struct option net_long[] = {
 	{ "dirty-log", no_argument, NULL, N_DLOG },
 	{ "iommu", required_argument, NULL, N_IOMMU },
 	{ "backend-opt", required_argument, NULL, N_BOPT },
+	{ "drop-kicks", required_argument, NULL, N_DROPK },
 	{ "help", no_argument, NULL, N_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -251,6 +258,11 @@ static int net_parse(int argc, char **argv, struct net_opts *o)
 		case N_JSON: o->json = true; break;
 		case N_HUGE: o->hugetlb = true; break;
 		case N_VERIFY: o->verify = true; break;
+		case N_DROPK:
+			if (!perf_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX)
+				goto bad;
+			o->drop_kicks = (unsigned)v;
+			break;
 		case N_DLOG: o->dirty_log = true; break;
 		case N_IOMMU:
 			if (!perf_parse_u64(optarg, &o->iommu_page) || o->iommu_page < 4096 ||
@@ -394,6 +406,28 @@ static int post_rx(struct net_run *n, unsigned i)
 	return vq_drv_add(n->rxq, &s, 0, 1, (void *)(uintptr_t)(i + 1));
 }
 
+/* Publish and kick as the ring says; with --drop-kicks, every Nth kick it
+ * asks for is not sent. */
+static int net_kick(struct net_run *n, struct vq_drv *q, int fd,
+		    struct vq_rt_counters *c)
+{
+	int r;
+
+	if (!n->o.drop_kicks)
+		return vq_rt_drv_kick(q, fd, c);
+	r = vq_drv_kick_prepare(q);
+	if (r <= 0)
+		return r;
+	if (++n->kicks_owed % n->o.drop_kicks == 0) {
+		n->kicks_dropped++;
+		return 0;
+	}
+	if ((r = vq_evt_signal(fd)) < 0)
+		return r;
+	c->kicks_sent++;
+	return 1;
+}
+
 static int net_setup(struct net_run *n)
 {
 	struct net_opts *o = &n->o;
@@ -461,7 +495,7 @@ static int net_setup(struct net_run *n)
 		for (i = 0; i < o->queue_size; i++)
 			if ((r = post_rx(n, i)) < 0)
 				return r;
-		r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc);
+		r = net_kick(n, n->rxq, n->rx_kick, &n->rc);
 		if (r < 0)
 			return r;
 	}
@@ -537,7 +571,7 @@ static int run_tx(struct net_run *n, uint64_t t0)
 			added = (unsigned)r;
 			free_list_n -= added;
 		}
-		if (added && (r = vq_rt_drv_kick(n->txq, n->tx_kick, &n->tc)) < 0)
+		if (added && (r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
 			goto out;
 		r = vq_drv_get_burst(n->txq, tok, len, 256);
 		if (r < 0)
@@ -563,6 +597,10 @@ static int run_tx(struct net_run *n, uint64_t t0)
 		}
 		n->pkts += (unsigned)r;
 		n->bytes += (uint64_t)r * n->o.size;
+		/* --drop-kicks: all frames back, let the backend go to sleep,
+		 * so that the next post owes a kick (which is dropped). */
+		if (n->o.drop_kicks && free_list_n == n->o.queue_size)
+			usleep(2000);
 	}
 	r = 0;
 out:
@@ -663,7 +701,7 @@ static int run_rx(struct net_run *n, uint64_t t0)
 			}
 		}
 		if ((r = repost_rx(n, tok, (unsigned)r)) < 0 ||
-		    (r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
+		    (r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
 			goto err;
 	}
 	return 0;
@@ -697,7 +735,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		frame_fill(fr, n->o.size, seq);
 		if ((r = vq_drv_add(n->txq, &s, 1, 0, (void *)1)) < 0)
 			return r;
-		if ((r = vq_rt_drv_kick(n->txq, n->tx_kick, &n->tc)) < 0)
+		if ((r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
 			return r;
 		while (!back) {
 			uint32_t got = ~0u;
@@ -722,7 +760,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			n->bytes = sb;
 			if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
 				return r;
-			if ((r = vq_rt_drv_kick(n->rxq, n->rx_kick, &n->rc)) < 0)
+			if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
 				return r;
 			back = got == seq;
 		}
@@ -776,13 +814,14 @@ static void net_report(struct net_run *n)
 		       ",\"seconds\":%.4f,\"ops_per_sec\":%.1f,\"mpps\":%.4f,\"gbps\":%.4f,"
 		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64
 		       ",\"dirty_log\":%s,\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64
-		       ",\"iommu_page\":%" PRIu64 ",\"iotlb_misses\":%" PRIu64,
+		       ",\"iommu_page\":%" PRIu64 ",\"iotlb_misses\":%" PRIu64
+		       ",\"kicks_dropped\":%" PRIu64,
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
 		       o->mrg ? "true" : "false", n->features,
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad,
 		       n->o.dirty_log ? "true" : "false", n->ring_pages, n->unlogged,
-		       o->iommu_page, n->iotlb_misses);
+		       o->iommu_page, n->iotlb_misses, n->kicks_dropped);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);

@@ -80,6 +80,7 @@ struct vs_opts {
 	bool seqpacket;                  /* --type seqpacket: whole messages */
 	bool dirty_log;
 	bool placement;                 /* probe CPUs 0 and 1 around the run */
+	unsigned drop_kicks;            /* send no kick for every Nth owed */
 };
 
 /* ------------------------------------------------------------------ */
@@ -105,6 +106,7 @@ struct vs_run {
 	uint64_t nlat;
 	uint64_t guest_bytes, guest_csum;
 	uint64_t guest_kicks, guest_waits;
+	uint64_t kicks_owed, kicks_dropped;     /* --drop-kicks */
 	/* seqpacket: whole messages each end checked and counted */
 	uint64_t guest_msgs, host_msgs;
 	char guest_err[160];
@@ -145,6 +147,8 @@ static void vs_usage(FILE *f)
 "                        (the vCPUs' placement, for virtq-perf ab) (off)\n"
 "  --dirty-log           live-migration logging on first, as QEMU does; at the\n"
 "                        end every page the backend wrote must be marked\n"
+"  --drop-kicks N        fault injection: send no kick for every Nth the\n"
+"                        ring asks for (a driver whose barrier failed)\n"
 "  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
 "  --quiet\n");
 }
@@ -152,7 +156,7 @@ static void vs_usage(FILE *f)
 enum {
 	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_TYPE, V_DLOG, V_PLACE, V_JSON, V_QUIET, V_HELP,
+	V_CID, V_TYPE, V_DLOG, V_PLACE, V_JSON, V_QUIET, V_HELP, V_DROPK,
 };
 
 static const struct option vs_long[] = {
@@ -179,6 +183,7 @@ static const struct option vs_long[] = {
 	{ "placement", required_argument, NULL, V_PLACE },
 	{ "json", no_argument, NULL, V_JSON },
 	{ "quiet", no_argument, NULL, V_QUIET },
+	{ "drop-kicks", required_argument, NULL, V_DROPK },
 	{ "help", no_argument, NULL, V_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -295,6 +300,11 @@ static int vs_parse(int argc, char **argv, struct vs_opts *o)
 			break;
 		case V_JSON: o->json = true; break;
 		case V_QUIET: o->quiet = true; break;
+		case V_DROPK:
+			if (!perf_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX)
+				goto bad;
+			o->drop_kicks = (unsigned)v;
+			break;
 		case V_HELP:
 		case 'h':
 			vs_usage(stdout);
@@ -402,6 +412,10 @@ static void guest_kick(void *arg, unsigned q)
 {
 	struct vs_run *n = arg;
 
+	if (n->o.drop_kicks && ++n->kicks_owed % n->o.drop_kicks == 0) {
+		n->kicks_dropped++;
+		return;
+	}
 	vq_evt_signal(n->kick[q]);
 	n->guest_kicks++;
 }
@@ -1359,11 +1373,11 @@ int perf_vsock_main(int argc, char **argv)
 			       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
 			       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
 			       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
-			       ",\"guest_waits\":%" PRIu64,
+			       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
 			       type, dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
 			       secs, bps, n.o.latency ? 0 : bps * 8 / 1e9,
 			       ok ? "true" : "false", n.guest_csum, n.guest_kicks,
-			       n.guest_waits);
+			       n.guest_waits, n.kicks_dropped);
 			if (n.o.seqpacket)
 				printf(",\"messages\":%" PRIu64, n.guest_msgs);
 			if (n.o.seqpacket && !n.o.latency)
