@@ -189,6 +189,18 @@ static bool r_should_signal(void *p)
 	return vq_dev_should_signal(((struct ring *)p)->dev);
 }
 
+/* A receive ring we fill outside its own turn, quiet for a while: send the
+ * call the guest is owed, if any (vq_dev_signal_owed). */
+static void rx_call_owed(struct ring *rx)
+{
+	if (!vq_dev_signal_owed(rx->dev))
+		return;
+	if (rx->call_fd >= 0)
+		vq_evt_signal(rx->call_fd);
+	rx->calls++;
+	rx->rx_late++;
+}
+
 /* The loop's look at a quiet ring.  Loopback fills the pair's receive
  * ring in this ring's turns, so that one went quiet too: look at it here. */
 static bool r_signal_owed(void *p)
@@ -196,16 +208,9 @@ static bool r_signal_owed(void *p)
 	struct ring *rg = p;
 	struct daemon *d = rg->d;
 
-	if (d->o.mode == M_LOOPBACK && vq_net_is_tx_queue(rg->index)) {
-		struct ring *rx = &d->rings[rg->index - 1];
-
-		if (rx->running && vq_dev_signal_owed(rx->dev)) {
-			if (rx->call_fd >= 0)
-				vq_evt_signal(rx->call_fd);
-			rx->calls++;
-			rx->rx_late++;
-		}
-	}
+	if (d->o.mode == M_LOOPBACK && vq_net_is_tx_queue(rg->index) &&
+	    d->rings[rg->index - 1].running)
+		rx_call_owed(&d->rings[rg->index - 1]);
 	return vq_dev_signal_owed(rg->dev);
 }
 
@@ -761,8 +766,9 @@ static void tap_close(struct daemon *d)
 /*
  * A TAP queue's reader owns its pair's receive ring while it runs: frames
  * read from the queue go to the guest.  With no guest buffers it enables
- * RX notifications and waits for the guest's kick (frames wait in the
- * TAP's queue meanwhile).  A frame read while the ring turned out to wait
+ * RX notifications and waits for the guest's kick, or 500 ms for one the
+ * guest failed to send (frames wait in the TAP's queue meanwhile); 500 ms
+ * of quiet also sends a call the guest is owed (rx_call_owed).  A frame read while the ring turned out to wait
  * for an IOTLB entry is kept and delivered first after the kick, or after
  * the ring resumes.
  */
@@ -780,7 +786,9 @@ static void *tap_main(void *arg)
 			{ .fd = want_kick ? rx->kick_fd : t->fd, .events = POLLIN },
 		};
 
-		if (poll(pf, 2, 500) < 0 && errno != EINTR)
+		int pr = poll(pf, 2, 500);
+
+		if (pr < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
 			continue;
@@ -828,6 +836,8 @@ static void *tap_main(void *arg)
 		}
 		if (vq_net_rx_flush(rx->nq) >= 0)
 			ring_call(rx);
+		if (pr == 0)
+			rx_call_owed(rx);       /* quiet for 500 ms */
 		{
 			struct wstats s = { 0 };
 
