@@ -550,6 +550,10 @@ static int run_tx(struct net_run *n, uint64_t t0)
 
 		if (want > free_list_n)
 			want = free_list_n;
+		/* --drop-kicks: one burst at a time, so that each finds the
+		 * backend asleep and owes a kick (see below). */
+		if (n->o.drop_kicks && free_list_n < n->o.queue_size)
+			want = 0;
 		if (want > vq_drv_free_slots(n->txq))
 			want = vq_drv_free_slots(n->txq);
 		if (n->o.count && want > n->o.count - n->pkts - (n->o.queue_size - free_list_n))
@@ -597,8 +601,8 @@ static int run_tx(struct net_run *n, uint64_t t0)
 		}
 		n->pkts += (unsigned)r;
 		n->bytes += (uint64_t)r * n->o.size;
-		/* --drop-kicks: all frames back, let the backend go to sleep,
-		 * so that the next post owes a kick (which is dropped). */
+		/* --drop-kicks: the burst is back; let the backend go to
+		 * sleep, so that the next one owes a kick (which is dropped). */
 		if (n->o.drop_kicks && free_list_n == n->o.queue_size)
 			usleep(2000);
 	}
