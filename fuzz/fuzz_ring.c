@@ -495,10 +495,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 8:
-			switch (take(&r, 1) % 4) {
+			switch (take(&r, 1) % 5) {
 			case 0: vq_dev_disable_notify(d); break;
 			case 1: vq_dev_enable_notify(d); break;
 			case 2: (void)vq_dev_should_signal(d); break;
+			case 3:
+				/* a call owed is owed once: nothing was
+				 * published since, whatever the driver wrote */
+				if (vq_dev_signal_owed(d) &&
+				    (vq_dev_signal_owed(d) || vq_dev_should_signal(d)))
+					abort();
+				break;
 			default: (void)vq_dev_has_avail(d); break;
 			}
 			break;
