@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (guest_fd < 0) {
 		guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
-		if (guest_fd < 0 || ftruncate(guest_fd, 1 << 20) < 0)
+		/* every page present: a postcopy the input sets up (ADVISE,
+		 * LISTEN) then has no fault to wait on, which nobody here
+		 * would serve */
+		if (guest_fd < 0 || ftruncate(guest_fd, 1 << 20) < 0 ||
+		    fallocate(guest_fd, 0, 0, 1 << 20) < 0)
 			die("memfd");
 	}
 	fds0 = count_fds();

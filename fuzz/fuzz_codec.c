@@ -90,7 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("decoded message does not re-encode");
 	mkfds(fds2, m.nfds);
 	if (reply)
-		r = vq_vhu_decode_reply(buf, n, NULL, 0, expect, ack, &m2, NULL, 0);
+		r = vq_vhu_decode_reply(buf, n, fds2, m.nfds, expect, ack, &m2,
+					NULL, 0);
 	else
 		r = vq_vhu_decode_request(buf, n, fds2, m.nfds, 16, &m2, NULL, 0);
 	if (r)

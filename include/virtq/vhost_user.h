@@ -51,6 +51,9 @@ enum vq_vhu_request {
 	VHU_IOTLB_MSG = 22,
 	VHU_GET_CONFIG = 24,
 	VHU_SET_CONFIG = 25,
+	VHU_POSTCOPY_ADVISE = 28,       /* reply: the userfaultfd */
+	VHU_POSTCOPY_LISTEN = 29,
+	VHU_POSTCOPY_END = 30,
 	VHU_RESET_DEVICE = 34,
 	VHU_GET_MAX_MEM_SLOTS = 36,
 	VHU_ADD_MEM_REG = 37,
@@ -136,6 +139,11 @@ enum vq_vhu_payload {
 	VHU_P_LOG,              /* log description: size and offset */
 	VHU_P_EMPTY,            /* a reply without payload (SET_LOG_BASE's) */
 	VHU_P_IOTLB,            /* struct vhost_iotlb_msg (32 bytes) */
+	/* QEMU's "postcopy registered": a u64 (0 = success) sent after the
+	 * back-end answered a memory-table change made while postcopy
+	 * listens, under the request it last sent (SET_MEM_TABLE, ADD_ or
+	 * REM_MEM_REG, or 0 for none); no other request has this shape */
+	VHU_P_POSTCOPY_ACK,
 };
 
 struct vq_vhu_region {
@@ -202,6 +210,10 @@ const char *vq_vhu_request_name(uint32_t request);
 /* Does the request always get a reply (not counting REPLY_ACK)? */
 bool vq_vhu_request_has_reply(uint32_t request);
 
+/* Is the reply to this request, while postcopy listens, its own payload
+ * echoed with the back-end's addresses (SET_MEM_TABLE, ADD_MEM_REG)? */
+bool vq_vhu_request_postcopy_echo(uint32_t request);
+
 /*
  * Check a request header (the first VHU_HDR_SIZE bytes) before reading its
  * payload: version 1, no reply flag, no unknown flag bits, a request we know,
@@ -225,7 +237,9 @@ int vq_vhu_decode_request(const void *buf, size_t len, const int *fds,
 /*
  * Decode the reply to request `expect` (a front-end reading what a back-end
  * sent): reply flag set, same request, the payload the request's reply has
- * (or a u64 for a REPLY_ACK).  Replies carry no fds: any given are closed.
+ * (or a u64 for a REPLY_ACK; or, for a request with a postcopy echo and
+ * !ack, the request's own payload).  Only POSTCOPY_ADVISE's reply carries
+ * an fd (the userfaultfd), owned by msg; any other fds given are refused.
  * Same errors as vq_vhu_decode_request, plus -EPROTO for a reply to another
  * request.
  */

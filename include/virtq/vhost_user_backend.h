@@ -100,7 +100,8 @@ struct vq_vhu_device {
 	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \
 	 VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |                               \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ))
+	 VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) |                          \
+	 VIRTQ_BIT(VHU_PROTOCOL_F_PAGEFAULT))
 
 struct vq_vhu_backend;
 
@@ -167,6 +168,19 @@ struct vq_vhu_iotlb_stats {
 /* Safe from any thread. */
 void vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
 				struct vq_vhu_iotlb_stats *s);
+
+/* Postcopy migrations (PROTOCOL_F_PAGEFAULT, offered where the process
+ * may open a userfaultfd), over all connections so far. */
+struct vq_vhu_postcopy_stats {
+	uint64_t advises;               /* userfaultfds handed to the front-end */
+	uint64_t listens;               /* POSTCOPY_LISTENs */
+	uint64_t regions;               /* mappings registered with it */
+	uint64_t acks;                  /* "our addresses are known" acks */
+	uint64_t ends;                  /* POSTCOPY_ENDs */
+};
+/* Safe from any thread. */
+void vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
+				   struct vq_vhu_postcopy_stats *s);
 
 /* Milliseconds a half-received message may stall before the connection
  * is dropped (default 5000); applies from the next connection. */

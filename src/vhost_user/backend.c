@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +57,7 @@ struct ring {
 struct map {
 	void *addr;                     /* the mmap */
 	size_t len;
+	void *hva;                      /* where the region starts in it */
 	uint64_t gpa, size, uaddr, mmap_offset;
 	dev_t file_dev;                 /* the file mapped, to know it again */
 	ino_t file_ino;
@@ -105,6 +109,15 @@ struct vq_vhu_backend {
 	void *log_map;
 	size_t log_map_len;
 	struct backend_chan chan;
+	struct postcopy {
+		int ufd;                /* POSTCOPY_ADVISE..END, else -1 */
+		bool listening;         /* POSTCOPY_LISTEN..END */
+		/* a memory change was answered while listening: no ring may
+		 * touch guest memory before the front-end says it can serve
+		 * the faults (its VHU_P_POSTCOPY_ACK) */
+		bool ack_pending;
+		struct vq_vhu_postcopy_stats st;
+	} pc;
 	char errmsg[256];
 };
 
@@ -352,6 +365,8 @@ static int ring_try_start(struct vq_vhu_backend *b, unsigned i)
 	struct vq_dev_config cfg;
 	int r;
 
+	if (b->pc.ack_pending)
+		return 0;       /* started by the front-end's postcopy ack */
 	if (q->vq) {
 		r = dev_start(b, i);
 		return r;
@@ -532,11 +547,100 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 			   "overlaps another region");
 		goto out;
 	}
-	b->maps[b->nmaps++] = (struct map){ p, len, r->gpa, r->size, r->uaddr,
-					    r->mmap_offset, st.st_dev, st.st_ino, 1 };
+	b->maps[b->nmaps++] = (struct map){ p, len, mr.hva, r->gpa, r->size,
+					    r->uaddr, r->mmap_offset, st.st_dev,
+					    st.st_ino, 1 };
 out:
 	close(fd);
 	return ret;
+}
+
+/* ---- postcopy (PROTOCOL_F_PAGEFAULT) ----
+ *
+ * On a postcopy migration's destination the guest runs before its RAM has
+ * arrived.  We give the front-end a userfaultfd with our mappings
+ * registered on it: a queue thread that touches a page not yet there
+ * blocks in the kernel, the front-end reads the fault, fetches the page
+ * from the source, places it in the shared memory and wakes us.  The
+ * front-end serves the faults (QEMU's fault thread), so we need no thread
+ * of our own; we only keep our rings off guest memory until it has our
+ * addresses (the ack after a memory change).
+ */
+
+static int uffd_open(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Offered only where this process may open a userfaultfd that also
+ * catches the kernel's own accesses (a TAP write from guest memory):
+ * a user-mode-only one would make those fail with EFAULT instead. */
+static bool uffd_usable(void)
+{
+	int fd = uffd_open();
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static int uffd_register(struct vq_vhu_backend *b, const struct map *mp)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)mp->addr, .len = mp->len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+
+	if (ioctl(b->pc.ufd, UFFDIO_REGISTER, &reg) < 0)
+		return berr(b, -errno,
+			    "postcopy: region gpa 0x%llx cannot be registered with the userfaultfd (%s)",
+			    (unsigned long long)mp->gpa, strerror(errno));
+	__atomic_fetch_add(&b->pc.st.regions, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Unregistering wakes every thread blocked on a fault in the range: it
+ * then takes the page as it is.  Only at the end of postcopy (every page
+ * is there) or when the connection is gone (nobody will serve faults). */
+static void uffd_unregister_all(struct vq_vhu_backend *b)
+{
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		struct uffdio_range r = { .start = (uintptr_t)b->maps[i].addr,
+					  .len = b->maps[i].len };
+
+		ioctl(b->pc.ufd, UFFDIO_UNREGISTER, &r);
+	}
+}
+
+static void postcopy_end(struct vq_vhu_backend *b)
+{
+	if (b->pc.ufd >= 0 && b->pc.listening)
+		uffd_unregister_all(b);
+	close_fd(&b->pc.ufd);
+	b->pc.listening = false;
+	b->pc.ack_pending = false;
+}
+
+void vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
+				   struct vq_vhu_postcopy_stats *s)
+{
+	s->advises = __atomic_load_n(&b->pc.st.advises, __ATOMIC_RELAXED);
+	s->listens = __atomic_load_n(&b->pc.st.listens, __ATOMIC_RELAXED);
+	s->regions = __atomic_load_n(&b->pc.st.regions, __ATOMIC_RELAXED);
+	s->acks = __atomic_load_n(&b->pc.st.acks, __ATOMIC_RELAXED);
+	s->ends = __atomic_load_n(&b->pc.st.ends, __ATOMIC_RELAXED);
 }
 
 /* ---- the dirty log ---- */
@@ -693,6 +797,8 @@ static void kick_all(struct vq_vhu_backend *b)
 
 static void conn_reset_state(struct vq_vhu_backend *b)
 {
+	/* first: a queue thread blocked on a fault must wake to be joined */
+	postcopy_end(b);
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		ring_reset(b, i);
 	unmap_all(b);
@@ -732,18 +838,24 @@ static void set_conn(struct vq_vhu_backend *b, int fd)
 
 /* ---- handlers ---- */
 
-static int reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
-		 struct vq_vhu_msg *rep)
+static int reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
+		     struct vq_vhu_msg *rep, const int *fds, unsigned nfds)
 {
 	int r;
 
 	rep->request = req->request;
 	rep->flags = VHU_VERSION | VHU_FLAG_REPLY;
-	r = vhu_send(b->conn_fd, rep, NULL, 0);
+	r = vhu_send(b->conn_fd, rep, fds, nfds);
 	if (r)
 		return berr(b, r, "sending the reply to %s failed",
 			    vq_vhu_request_name(req->request));
 	return 0;
+}
+
+static int reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
+		 struct vq_vhu_msg *rep)
+{
+	return reply_fds(b, req, rep, NULL, 0);
 }
 
 static int reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
@@ -942,8 +1054,25 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return start_all(b);
 }
 
+/*
+ * A memory change while postcopy listens: the new mappings join the
+ * userfaultfd, the reply gives the front-end our address of each region
+ * (it must translate the faults we raise), and the rings wait for its ack.
+ */
+static int postcopy_mem_changed(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
+				struct vq_vhu_msg *echo)
+{
+	b->pc.ack_pending = true;
+	if (!echo)
+		return 0;
+	echo->kind = m->kind;
+	echo->u = m->u;
+	return reply(b, m, echo);
+}
+
 static int h_set_mem_table(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
+	struct vq_vhu_msg echo;
 	int r = 0;
 
 	suspend_all(b);
@@ -962,7 +1091,17 @@ static int h_set_mem_table(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		unmap_all(b);
 		return r;
 	}
-	return start_all(b);
+	if (!b->pc.listening)
+		return start_all(b);
+	memset(&echo, 0, sizeof(echo));
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		r = uffd_register(b, &b->maps[i]);
+		if (r)
+			return r;
+		/* the maps are in the table's order */
+		m->u.mem.regions[i].uaddr = (uintptr_t)b->maps[i].hva;
+	}
+	return postcopy_mem_changed(b, m, &echo);
 }
 
 /* The map of exactly this region (addresses, file and offset), if any. */
@@ -1006,12 +1145,25 @@ static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	if (mp) {
 		mp->refs++;
 		close(fd);
-		return 0;
+	} else {
+		suspend_all(b);         /* the map may be reallocated */
+		r = map_region(b, &m->u.region, fd);
+		if (r)
+			return r;
+		mp = &b->maps[b->nmaps - 1];
+		if (b->pc.listening) {
+			r = uffd_register(b, mp);
+			if (r)
+				return r;
+		}
 	}
-	suspend_all(b);         /* the map may be reallocated */
-	r = map_region(b, &m->u.region, fd);
-	if (r)
-		return r;
+	if (b->pc.listening) {
+		struct vq_vhu_msg echo;
+
+		memset(&echo, 0, sizeof(echo));
+		m->u.region.uaddr = (uintptr_t)mp->hva;
+		return postcopy_mem_changed(b, m, &echo);
+	}
 	return start_all(b);
 }
 
@@ -1029,16 +1181,98 @@ static int h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		if (mp->gpa != r->gpa || mp->size != r->size || mp->uaddr != r->uaddr)
 			continue;
 		if (--mp->refs)
-			return 0;
+			return b->pc.listening ? postcopy_mem_changed(b, m, NULL) : 0;
 		suspend_all(b);
 		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
 		munmap(mp->addr, mp->len);
 		b->maps[i] = b->maps[--b->nmaps];
+		if (b->pc.listening)
+			return postcopy_mem_changed(b, m, NULL);
 		return start_all(b);
 	}
 	return berr(b, -ENOENT, "REM_MEM_REG: no region gpa 0x%llx size 0x%llx ua 0x%llx",
 		    (unsigned long long)r->gpa, (unsigned long long)r->size,
 		    (unsigned long long)r->uaddr);
+}
+
+static int h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	struct vq_vhu_msg rep = { .kind = VHU_P_EMPTY };
+	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+
+	if (r)
+		return r;
+	/* QEMU advises once per vhost device of the connection (per queue
+	 * pair): a range registers with one userfaultfd only, so each gets
+	 * the same one */
+	if (b->pc.ufd < 0) {
+		int fd = uffd_open();
+
+		if (fd < 0) {
+			/* no fd in the reply fails the front-end's advise */
+			berr(b, fd, "POSTCOPY_ADVISE: no userfaultfd (%s)",
+			     strerror(-fd));
+			r = reply(b, m, &rep);
+			return r ? r : 1;
+		}
+		b->pc.ufd = fd;
+	}
+	r = reply_fds(b, m, &rep, &b->pc.ufd, 1);
+	if (!r)
+		__atomic_fetch_add(&b->pc.st.advises, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+static int h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+
+	if (r)
+		return r;
+	if (b->pc.ufd < 0)
+		return berr(b, -EPROTO, "POSTCOPY_LISTEN before POSTCOPY_ADVISE");
+	/* QEMU sends it before the destination's device has memory; a
+	 * region mapped already is registered all the same (again, for a
+	 * second vhost device: the same userfaultfd may) */
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		r = uffd_register(b, &b->maps[i]);
+		if (r)
+			return 1;       /* refused: the front-end fails the migration */
+	}
+	b->pc.listening = true;
+	__atomic_fetch_add(&b->pc.st.listens, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int h_postcopy_end(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	bool waited = b->pc.ack_pending;
+	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+
+	if (r)
+		return r;
+	/* every page is there now: registered or not makes no difference */
+	postcopy_end(b);
+	__atomic_fetch_add(&b->pc.st.ends, 1, __ATOMIC_RELAXED);
+	r = reply_u64(b, m, 0);
+	if (!r && waited)
+		r = start_all(b);
+	return r;
+}
+
+static int h_postcopy_ack(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	if (!b->pc.listening)
+		return berr(b, -EPROTO,
+			    "a postcopy acknowledgment (request %u, 8 bytes) while postcopy does not listen",
+			    m->request);
+	if (m->u.u64)
+		return berr(b, -EPROTO,
+			    "the front-end failed to take our postcopy addresses (%llu): it could not serve our faults",
+			    (unsigned long long)m->u.u64);
+	b->pc.ack_pending = false;
+	__atomic_fetch_add(&b->pc.st.acks, 1, __ATOMIC_RELAXED);
+	return start_all(b);
 }
 
 static int h_vring_num(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
@@ -1264,6 +1498,8 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	int r;
 
+	if (m->kind == VHU_P_POSTCOPY_ACK)
+		return h_postcopy_ack(b, m);
 	switch (m->request) {
 	case VHU_GET_FEATURES:
 		return reply_u64(b, m, b->offered);
@@ -1332,6 +1568,12 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		return h_set_backend_req_fd(b, m);
 	case VHU_IOTLB_MSG:
 		return h_iotlb_msg(b, m);
+	case VHU_POSTCOPY_ADVISE:
+		return h_postcopy_advise(b, m);
+	case VHU_POSTCOPY_LISTEN:
+		return h_postcopy_listen(b, m);
+	case VHU_POSTCOPY_END:
+		return h_postcopy_end(b, m);
 	case VHU_SET_STATUS:
 		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
 		if (!r)
@@ -1375,9 +1617,11 @@ static int handle_one(struct vq_vhu_backend *b)
 				  sizeof(err));
 	if (r)
 		return berr(b, r, "bad message: %s", err);
+	/* while postcopy listens, a memory change's reply is its echo */
 	ack = has_proto(b, VHU_PROTOCOL_F_REPLY_ACK) &&
 	      (m.flags & VHU_FLAG_NEED_REPLY) &&
-	      !vq_vhu_request_has_reply(m.request);
+	      !vq_vhu_request_has_reply(m.request) &&
+	      !(b->pc.listening && vq_vhu_request_postcopy_echo(m.request));
 	r = handle(b, &m);
 	vq_vhu_msg_close_fds(&m);       /* fds a handler did not take */
 	if (ack) {
@@ -1427,6 +1671,8 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_RARP);
 	if (!b->dev.ops->set_mtu)
 		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_MTU);
+	if (!uffd_usable())
+		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_PAGEFAULT);
 	b->listen_fd = b->conn_fd = -1;
 	b->recv_timeout_ms = 5000;
 	b->mem = vq_mem_new();
@@ -1440,6 +1686,7 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	for (unsigned i = 0; i < dev->nqueues; i++)
 		b->rings[i].kick_fd = b->rings[i].call_fd = b->rings[i].err_fd = -1;
 	b->chan.fd = -1;
+	b->pc.ufd = -1;
 	pthread_mutex_init(&b->chan.lock, NULL);
 	*out = b;
 	return 0;

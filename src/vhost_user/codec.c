@@ -30,15 +30,19 @@ struct req_desc {
 	enum vq_vhu_payload reply;      /* explicit reply payload, or NONE */
 	enum fd_rule fds;
 	bool vring;                     /* carries a vring index */
+	enum fd_rule reply_fds;         /* FD_NONE or FD_ONE */
+	bool postcopy_echo;             /* listening: the reply echoes req */
 };
 
-#define D(id, rq, rp, f, v) [VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v }
+#define DX(id, rq, rp, f, v, rf, pe) \
+	[VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v, rf, pe }
+#define D(id, rq, rp, f, v) DX(id, rq, rp, f, v, FD_NONE, false)
 static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(GET_FEATURES,          VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
 	D(SET_FEATURES,          VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(SET_OWNER,             VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
 	D(RESET_OWNER,           VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
-	D(SET_MEM_TABLE,         VHU_P_MEM,      VHU_P_NONE,   FD_REGIONS, false),
+	DX(SET_MEM_TABLE,        VHU_P_MEM,      VHU_P_NONE,   FD_REGIONS, false, FD_NONE, true),
 	/* with LOG_SHMFD, the only way we accept it; QEMU waits for a reply */
 	D(SET_LOG_BASE,          VHU_P_LOG,      VHU_P_EMPTY,  FD_ONE,     false),
 	D(SET_LOG_FD,            VHU_P_NONE,     VHU_P_NONE,   FD_ONE,     false),
@@ -62,9 +66,13 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 	D(IOTLB_MSG,             VHU_P_IOTLB,    VHU_P_NONE,   FD_NONE,    false),
 	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
 	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
+	/* the reply is empty and carries the back-end's userfaultfd */
+	DX(POSTCOPY_ADVISE,      VHU_P_NONE,     VHU_P_EMPTY,  FD_NONE,    false, FD_ONE, false),
+	D(POSTCOPY_LISTEN,       VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
+	D(POSTCOPY_END,          VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
 	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
 	D(GET_MAX_MEM_SLOTS,     VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	D(ADD_MEM_REG,           VHU_P_REGION,   VHU_P_NONE,   FD_ONE,     false),
+	DX(ADD_MEM_REG,          VHU_P_REGION,   VHU_P_NONE,   FD_ONE,     false, FD_NONE, true),
 	D(REM_MEM_REG,           VHU_P_REGION,   VHU_P_NONE,   FD_DISCARD, false),
 	D(SET_STATUS,            VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
 	D(GET_STATUS,            VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
@@ -72,9 +80,10 @@ static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
 
 static const struct req_desc backend_reqs[VHU_BACKEND_REQUEST_MAX + 1] = {
 	[VHU_BACKEND_IOTLB_MSG] = { "VHOST_USER_BACKEND_IOTLB_MSG", VHU_P_IOTLB,
-				    VHU_P_NONE, FD_NONE, false },
+				    VHU_P_NONE, FD_NONE, false, FD_NONE, false },
 };
 #undef D
+#undef DX
 
 #define REGION_WIRE 32u
 #define IOTLB_WIRE 32u
@@ -107,6 +116,13 @@ bool vq_vhu_request_has_reply(uint32_t request)
 	const struct req_desc *d = lookup(request);
 
 	return d && d->reply != VHU_P_NONE;
+}
+
+bool vq_vhu_request_postcopy_echo(uint32_t request)
+{
+	const struct req_desc *d = lookup(request);
+
+	return d && d->postcopy_echo;
 }
 
 static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
@@ -153,6 +169,8 @@ static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 		       (size - MEM_HDR_WIRE) % REGION_WIRE == 0;
 	case VHU_P_CONFIG:
 		return size >= VHU_CONFIG_HDR_SIZE && size <= VHU_PAYLOAD_MAX;
+	case VHU_P_POSTCOPY_ACK:
+		return size == 8;
 	}
 	return false;
 }
@@ -166,6 +184,19 @@ static void get_hdr(const void *buf, struct hdr *h)
 	memcpy(&h->request, buf, 4);
 	memcpy(&h->flags, (const char *)buf + 4, 4);
 	memcpy(&h->size, (const char *)buf + 8, 4);
+}
+
+/*
+ * QEMU's postcopy acknowledgment (VHU_P_POSTCOPY_ACK): a u64 request with
+ * no flag but the version, under 0 or a memory-table request.  Every one
+ * of those requests is longer (a table holds at least one region), so the
+ * shape names it; whether it is expected is the back-end's business.
+ */
+static bool postcopy_ack_shape(const struct hdr *h)
+{
+	return h->flags == VHU_VERSION && h->size == 8 &&
+	       (h->request == 0 || h->request == VHU_SET_MEM_TABLE ||
+		h->request == VHU_ADD_MEM_REG || h->request == VHU_REM_MEM_REG);
 }
 
 static int check_hdr(const struct hdr *h, bool reply, bool backend,
@@ -197,6 +228,10 @@ int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size)
 	int r;
 
 	get_hdr(hdr, &h);
+	if (postcopy_ack_shape(&h)) {
+		*payload_size = h.size;
+		return 0;
+	}
 	r = check_hdr(&h, false, false, &d, NULL, 0);
 	if (r)
 		return r;
@@ -277,6 +312,7 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 	case VHU_P_EMPTY:
 		return 0;
 	case VHU_P_U64:
+	case VHU_P_POSTCOPY_ACK:
 		m->u.u64 = rd64(p);
 		return 0;
 	case VHU_P_LOG:
@@ -492,6 +528,25 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 		goto out_close;
 	}
 	get_hdr(buf, &h);
+	if (!reply && !backend && postcopy_ack_shape(&h)) {
+		m->request = h.request;
+		m->flags = h.flags;
+		m->size = h.size;
+		m->kind = VHU_P_POSTCOPY_ACK;
+		if (len != VHU_HDR_SIZE + 8) {
+			r = fail(err, errlen, -EMSGSIZE,
+				 "postcopy acknowledgment of %zu bytes",
+				 len - VHU_HDR_SIZE);
+			goto out_close;
+		}
+		if (nfds) {
+			r = fail(err, errlen, -EBADF,
+				 "postcopy acknowledgment with %u fds", nfds);
+			goto out_close;
+		}
+		parse_payload(m, (const uint8_t *)buf + VHU_HDR_SIZE, NULL, 0);
+		return 0;
+	}
 	r = check_hdr(&h, reply, backend, &d, err, errlen);
 	if (r)
 		goto out_close;
@@ -503,7 +558,9 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	m->request = h.request;
 	m->flags = h.flags;
 	m->size = h.size;
-	if (reply)
+	if (reply && d->postcopy_echo && !ack)
+		m->kind = d->req;
+	else if (reply)
 		m->kind = d->reply != VHU_P_NONE ? d->reply :
 			  ack ? VHU_P_U64 : VHU_P_NONE;
 	else
@@ -542,7 +599,7 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 			goto out_close;
 		want = fds_expected(m, d->fds);
 	} else {
-		want = 0;
+		want = m->kind == d->reply && d->reply_fds == FD_ONE ? 1 : 0;
 	}
 	if (want < 0) {
 		close_all(fds, nfds);   /* spec: close it without using it */
@@ -619,9 +676,19 @@ static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
 	uint8_t *p = buf, *q;
 	uint32_t size;
 
-	if (!d)
+	if (m->kind == VHU_P_POSTCOPY_ACK) {
+		struct hdr h = { m->request, m->flags, 8 };
+
+		if (!postcopy_ack_shape(&h))
+			return -EINVAL;
+		kind = VHU_P_POSTCOPY_ACK;
+	} else if (!d) {
 		return -EINVAL;
-	kind = reply ? (d->reply != VHU_P_NONE ? d->reply : VHU_P_U64) : d->req;
+	} else {
+		kind = reply ? (d->reply != VHU_P_NONE ? d->reply : VHU_P_U64) : d->req;
+		if (reply && d->postcopy_echo && m->kind == d->req)
+			kind = d->req;
+	}
 	if (m->kind != kind && !(reply && kind == VHU_P_CONFIG && m->kind == VHU_P_NONE))
 		return -EINVAL;
 	switch (m->kind) {
@@ -635,6 +702,7 @@ static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
 	case VHU_P_U64:
 	case VHU_P_STATE:
 	case VHU_P_VRING_FD:
+	case VHU_P_POSTCOPY_ACK:
 		size = 8;
 		break;
 	case VHU_P_ADDR:
@@ -671,6 +739,7 @@ static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
 	case VHU_P_EMPTY:
 		break;
 	case VHU_P_U64:
+	case VHU_P_POSTCOPY_ACK:
 		wr64(q, m->u.u64);
 		break;
 	case VHU_P_LOG:

@@ -36,6 +36,9 @@ struct echo {
 	uint8_t rarp_mac[6];            /* the last one's MAC */
 	int rarp_err;                   /* what send_rarp answers */
 	unsigned mtu;                   /* the last NET_SET_MTU */
+	/* called by queue_stop, as a device joins its queue's thread */
+	void (*stop_hook)(struct echo *e, unsigned index);
+	void *hook_arg;
 };
 
 static inline int echo_start(void *o, const struct vq_vhu_queue *q)
@@ -58,6 +61,8 @@ static inline void echo_stop(void *o, unsigned i, bool resumes)
 
 	e->q[i].on = false;
 	e->q[i].vq = NULL;
+	if (e->stop_hook)
+		e->stop_hook(e, i);
 	if (resumes)
 		e->pauses++;
 	else

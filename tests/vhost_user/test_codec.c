@@ -444,7 +444,11 @@ static void roundtrip(struct vq_vhu_msg *in)
 	CHECK_EQ(out.size, (uint32_t)n - 12);
 	switch (in->kind) {
 	case VHU_P_U64:
+	case VHU_P_POSTCOPY_ACK:
 		CHECK_EQ(out.u.u64, in->u.u64);
+		break;
+	case VHU_P_REGION:
+		CHECK(!memcmp(&out.u.region, &in->u.region, sizeof(in->u.region)));
 		break;
 	case VHU_P_STATE:
 		CHECK_EQ(out.u.state.index, in->u.state.index);
@@ -1017,6 +1021,89 @@ static void set_backend_req_fd_one_fd(void)
 	CHECK(!fd_open(fd));
 }
 
+/*
+ * Postcopy (PAGEFAULT): ADVISE's reply is empty and carries the
+ * userfaultfd; END's is a u64; while listening, SET_MEM_TABLE's and
+ * ADD_MEM_REG's replies echo their payload; QEMU's ack is a u64 under 0 or
+ * a memory request, a shape no other request has.
+ */
+static void postcopy_rules(void)
+{
+	struct raw r;
+	struct vq_vhu_msg m, rep = { .request = VHU_POSTCOPY_ADVISE,
+				     .flags = VHU_VERSION | VHU_FLAG_REPLY,
+				     .kind = VHU_P_EMPTY };
+	uint32_t reqs[] = { 0, VHU_SET_MEM_TABLE, VHU_ADD_MEM_REG, VHU_REM_MEM_REG };
+	uint32_t sz;
+	int fd = efd();
+
+	CHECK(vq_vhu_request_has_reply(VHU_POSTCOPY_ADVISE));
+	CHECK(!vq_vhu_request_has_reply(VHU_POSTCOPY_LISTEN));
+	CHECK(vq_vhu_request_has_reply(VHU_POSTCOPY_END));
+	CHECK(vq_vhu_request_postcopy_echo(VHU_ADD_MEM_REG));
+	CHECK(vq_vhu_request_postcopy_echo(VHU_SET_MEM_TABLE));
+	CHECK(!vq_vhu_request_postcopy_echo(VHU_REM_MEM_REG));
+	/* the requests carry nothing */
+	raw_hdr(&r, VHU_POSTCOPY_ADVISE, VHU_VERSION, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	raw_hdr(&r, VHU_POSTCOPY_LISTEN, VHU_VERSION | VHU_FLAG_NEED_REPLY, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+	raw_hdr(&r, VHU_POSTCOPY_END, VHU_VERSION, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	/* ADVISE's reply: exactly one fd */
+	r.len = (size_t)vq_vhu_encode(&rep, r.b, sizeof(r.b));
+	CHECK_EQ(r.len, VHU_HDR_SIZE);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_POSTCOPY_ADVISE,
+				     false, &m, NULL, 0), -EBADF);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, &fd, 1, VHU_POSTCOPY_ADVISE,
+				     false, &m, NULL, 0), 0);
+	CHECK_EQ(m.nfds, 1);
+	CHECK_EQ(m.fds[0], fd);
+	vq_vhu_msg_close_fds(&m);
+	CHECK(!fd_open(fd));
+	/* the echo of ADD_MEM_REG: the region back, when no ack is expected */
+	raw_hdr(&r, VHU_ADD_MEM_REG, VHU_VERSION | VHU_FLAG_REPLY, 40);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0x1000);
+	raw_u64(&r, 0x2000);
+	raw_u64(&r, 0x7f1234560000ull);
+	raw_u64(&r, 0);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_ADD_MEM_REG, false,
+				     &m, NULL, 0), 0);
+	CHECK_EQ(m.kind, VHU_P_REGION);
+	CHECK_EQ(m.u.region.uaddr, 0x7f1234560000ull);
+	roundtrip(&m);
+	CHECK_EQ(vq_vhu_decode_reply(r.b, r.len, NULL, 0, VHU_ADD_MEM_REG, true,
+				     &m, NULL, 0), -EMSGSIZE);
+	/* the ack */
+	for (unsigned i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		raw_hdr(&r, reqs[i], VHU_VERSION, 8);
+		raw_u64(&r, 0);
+		CHECK_EQ(vq_vhu_check_request_hdr(r.b, &sz), 0);
+		CHECK_EQ(sz, 8);
+		CHECK_EQ(dec(&r, NULL, 0, &m), 0);
+		CHECK_EQ(m.kind, VHU_P_POSTCOPY_ACK);
+		CHECK_EQ(m.request, reqs[i]);
+		CHECK_EQ(m.u.u64, 0);
+		roundtrip(&m);
+		fd = efd();
+		CHECK_EQ(dec(&r, &fd, 1, &m), -EBADF);
+		CHECK(!fd_open(fd));
+		/* not with NEED_REPLY (nobody would read the ack), nor longer */
+		raw_hdr(&r, reqs[i], VHU_VERSION | VHU_FLAG_NEED_REPLY, 8);
+		raw_u64(&r, 0);
+		CHECK(dec(&r, NULL, 0, &m) != 0 || m.kind != VHU_P_POSTCOPY_ACK);
+	}
+	raw_hdr(&r, VHU_SET_OWNER, VHU_VERSION, 8);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EMSGSIZE);
+	raw_hdr(&r, 0, VHU_VERSION, 16);
+	raw_u64(&r, 0);
+	raw_u64(&r, 0);
+	CHECK_EQ(dec(&r, NULL, 0, &m), -EOPNOTSUPP);
+}
+
 int main(void)
 {
 	RUN(hdr_get_features_ok);
@@ -1043,5 +1130,6 @@ int main(void)
 	RUN(iotlb_update_range_rules);
 	RUN(iotlb_msg_payload_size);
 	RUN(set_backend_req_fd_one_fd);
+	RUN(postcopy_rules);
 	return 0;
 }

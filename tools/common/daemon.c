@@ -181,16 +181,21 @@ void vqd_line_start(bool json, const struct vqd_count *now,
 	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
 }
 
-void vqd_json_iotlb(struct vq_vhu_backend *b)
+void vqd_json_backend(struct vq_vhu_backend *b)
 {
 	struct vq_vhu_iotlb_stats io;
+	struct vq_vhu_postcopy_stats pc;
 
 	vq_vhu_backend_iotlb_stats(b, &io);
+	vq_vhu_backend_postcopy_stats(b, &pc);
 	printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
 	       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
 	       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
 	       io.misses, io.misses_unsent, io.updates, io.invalidations,
 	       io.refused, io.quiesce_timeouts);
+	printf(",\"postcopy\":{\"advises\":%" PRIu64 ",\"listens\":%" PRIu64
+	       ",\"regions\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"ends\":%" PRIu64 "}",
+	       pc.advises, pc.listens, pc.regions, pc.acks, pc.ends);
 }
 
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,

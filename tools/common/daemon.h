@@ -101,8 +101,9 @@ struct vqd_count {
  * adds its fields, then calls vqd_json_rates). */
 void vqd_line_start(bool json, const struct vqd_count *now,
 		    const struct vqd_count *prev, double dt, double t, bool final);
-/* JSON: ,"iotlb":{...}, the backend's IOTLB counters (for the summary). */
-void vqd_json_iotlb(struct vq_vhu_backend *b);
+/* JSON: ,"iotlb":{...},"postcopy":{...}, the backend's IOTLB and postcopy
+ * counters (for the summary). */
+void vqd_json_backend(struct vq_vhu_backend *b);
 /* JSON: the counters and rates; per_pkt adds kicks_per_pkt/calls_per_pkt
  * (a tool may put fields of its own between the two calls). */
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,

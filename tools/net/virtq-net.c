@@ -1147,7 +1147,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       now->tx_gso, now->rx_gso, d->mtu, now->kicks_missed,
 		       now->calls_late);
 		if (final) {
-			vqd_json_iotlb(d->b);
+			vqd_json_backend(d->b);
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
 			for (i = 0; i < 2 * d->o.pairs; i++)

@@ -387,7 +387,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
 		if (final)
-			vqd_json_iotlb(d->b);
+			vqd_json_backend(d->b);
 		printf("}\n");
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
