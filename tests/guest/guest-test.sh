@@ -18,6 +18,8 @@
 #        net-tap (virtq-net tap mode: ping and TCP between guest and host;
 #        needs root for the TAP device)
 #        net-migrate-mq (2 queue pairs in use: two vhost devices)
+#        net-migrate-postcopy (the same move in postcopy: the destination
+#        runs before its RAM has arrived)
 #        net-restart-mq (the same across a backend restart)
 #        net-tap-restart (a persistent multi-queue TAP made beforehand outlives
 #        a virtq-net restart under a running guest; needs root)
@@ -819,6 +821,47 @@ migrate_compare() {
 	QFD=$qfd_dst
 	qmp '{"execute":"cont"}'
 }
+# migrate_postcopy SRC_QMP DST_QMP PORT: the same move in postcopy: both
+# QEMUs get postcopy-ram, the destination will run as soon as it can
+# (cont while incoming), and the source switches to postcopy at once, its
+# background copy held to 8 MB/s, so the destination's guest and backend
+# run for seconds while most of the RAM is still on the source.  Checks it
+# completed through postcopy-active with pages requested on faults; then
+# quits the source and reports how long the guest's vCPU waited for pages.
+migrate_postcopy() {
+	local qfd_src qfd_dst status= seen= t0=$SECONDS req=
+	qmp_open "$2" || { check qmp 1 "no QMP on port $2"; return 1; }
+	qfd_dst=$QFD
+	qmp '{"execute":"migrate-set-capabilities","arguments":{"capabilities":[{"capability":"postcopy-ram","state":true},{"capability":"postcopy-blocktime","state":true}]}}' ||
+		note "the destination refused postcopy-ram: $(tail -1 "$LOG/qmp.log")"
+	qmp '{"execute":"cont"}'
+	qmp_open "$1" || { check qmp 1 "no QMP on port $1"; return 1; }
+	qfd_src=$QFD
+	qmp '{"execute":"migrate-set-capabilities","arguments":{"capabilities":[{"capability":"postcopy-ram","state":true}]}}' ||
+		note "the source refused postcopy-ram: $(tail -1 "$LOG/qmp.log")"
+	qmp '{"execute":"migrate-set-parameters","arguments":{"max-bandwidth":33554432,"max-postcopy-bandwidth":8388608}}'
+	qmp '{"execute":"migrate","arguments":{"uri":"tcp:127.0.0.1:'"$3"'"}}' ||
+		note "migrate refused: $(tail -1 "$LOG/qmp.log")"
+	qmp '{"execute":"migrate-start-postcopy"}' ||
+		note "migrate-start-postcopy refused: $(tail -1 "$LOG/qmp.log")"
+	while [ $((SECONDS - t0)) -lt 60 ]; do
+		qmp '{"execute":"query-migrate"}' || break
+		status=$(qmp_status)
+		[ "$status" = postcopy-active ] && seen=yes
+		case "$status" in completed|failed|cancelled) break ;; esac
+		sleep 0.1
+	done
+	req=$(tail -1 "$LOG/qmp.log" | sed -n 's/.*"postcopy-requests": *\([0-9]*\).*/\1/p')
+	check migrated-postcopy $([ "$status" = completed ] && [ -n "$seen" ] && echo 0 || echo 1) \
+		"status=${status:-none} postcopy-active seen=${seen:-no} after $((SECONDS - t0)) s $(grep -o '"error": *{[^}]*}' "$LOG/qmp.log" | tail -1)"
+	check pages-requested-on-faults $([ "${req:-0}" -gt 0 ] && echo 0 || echo 1) \
+		"postcopy-requests=${req:-none}"
+	qmp '{"execute":"quit"}'
+	# how long the guest's vCPU waited for pages (QEMU's own faults)
+	QFD=$qfd_dst
+	qmp '{"execute":"query-migrate"}' &&
+		note "destination: $(tail -1 "$LOG/qmp.log" | grep -o '"postcopy-[a-z-]*blocktime": *[^]},]*[]]*' | tr '\n' ' ')"
+}
 net_migrate() {
 	local packed=$1 mq=${2:-} qs qd mport pre=
 	local opts=(--dev net --packed "$packed" --mrg on --mem 128 --timeout 100)
@@ -839,6 +882,12 @@ net_migrate() {
 		gnet echo eth0 -n 60000 -s 0 -w 5000
 		echo "DURING_RC=$?"
 		gnet probe eth0 -t 20 && gnet echo eth0 -n 2000 -s 0'
+	# postcopy: the destination must outlive the copy (QEMU quitting
+	# would pause it) and runs traffic meanwhile; the guest's own faults
+	# stall its vCPU for seconds at a time (QEMU reports the blocktime),
+	# so an echo may come back after 5 s: it waits 30
+	[ "$mq" = postcopy ] && cmd=${cmd/-w 5000/-w 30000} &&
+		cmd+=' && gnet echo eth0 -n 20000 -s 0 && sleep 10'
 	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
 	need_net_backend
 	# the destination's backend first: its QEMU connects at startup
@@ -853,7 +902,12 @@ net_migrate() {
 	qs=$(qmp_port)
 	qd=$(qmp_port)
 	mport=$(qmp_port)
-	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" --sock "$sock_dst" --qmp-port "$qd" \
+	# postcopy: QEMU traces each fault it reads from the backend's
+	# userfaultfd (a note: here the backend finds the pages it touches
+	# already there; the unit test vhu_backend proves the fault path)
+	local trace=()
+	[ "$mq" = postcopy ] && trace=(--trace vhost_user_postcopy_fault_handler)
+	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" "${trace[@]}" --sock "$sock_dst" --qmp-port "$qd" \
 		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
 	local dst_guest=$!
 	PIDS+=("$dst_guest")
@@ -866,7 +920,11 @@ net_migrate() {
 	# virtq-net lets QEMU offer the guest announcement (bit 21)
 	check guest-announce $([ "$(feature 21 "$LOG/src/output.log")" = 1 ] && echo 0 || echo 1) \
 		"GUEST_ANNOUNCE=$(feature 21 "$LOG/src/output.log")"
-	migrate_compare "$qs" "$qd" "$mport"
+	if [ "$mq" = postcopy ]; then
+		migrate_postcopy "$qs" "$qd" "$mport"
+	else
+		migrate_compare "$qs" "$qd" "$mport"
+	fi
 	wait "$GPID" 2>/dev/null
 	wait "$dst_guest"
 	local rc=$?
@@ -898,6 +956,15 @@ net_migrate() {
 			grep -q 'queue 3 started' "$src_out" && grep -q 'queue 3 started' "$dst_out" &&
 			echo 0 || echo 1) \
 			"$(grep -a '^PAIRS' "$LOG/src/output.log"); packets by ring (rx0,tx0,rx1,tx1): source $qsrc, destination $qdst"
+	fi
+	if [ "$mq" = postcopy ]; then
+		# the destination's backend gave QEMU its userfaultfd, had its
+		# memory registered and answered, and saw postcopy end
+		local pc
+		pc=$(grep -a '"summary":true' "$dst_out" | tail -1 | grep -o '"postcopy":{[^}]*}')
+		check backend-postcopy $(echo "$pc" | grep -q '"advises":[1-9].*"listens":[1-9].*"regions":[1-9].*"acks":[1-9].*"ends":[1-9]' &&
+			echo 0 || echo 1) "destination backend ${pc:-(no summary)}"
+		note "faults QEMU read from the backend's userfaultfd: $(grep -ac 'vhost_user_postcopy_fault_handler ' "$LOG/dst/qemu.log")"
 	fi
 	check served-after-migration $([ $rc = 0 ] && [ "$(count PROBE result=PASS "$o")" = 1 ] &&
 		[ "$(count ECHO result=PASS "$o")" -ge 1 ] && [ "${src_rx:-0}" -ge 500 ] && [ "${dst_rx:-0}" -ge 2000 ] && echo 0 || echo 1) \
@@ -1429,6 +1496,7 @@ net-tap-no-offload) net_tap_offload off ;;
 net-migrate) net_migrate off ;;
 net-migrate-packed) net_migrate on ;;
 net-migrate-mq) net_migrate off mq ;;
+net-migrate-postcopy) net_migrate off postcopy ;;
 net-announce-guest) net_announce guest ;;
 net-announce-rarp) net_announce rarp ;;
 net-migrate-idle-rx) net_migrate_idle_rx off ;;

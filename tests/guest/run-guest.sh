@@ -27,6 +27,8 @@
 #                           hugetlbfs mount: huge pages, as VMs use them)
 #     --timeout SEC         bound for the whole run (default 90)
 #     --logdir DIR          console.log, output.log, qemu.log, cmdline (default: a temp dir)
+#     --trace PATTERN       enable QEMU trace events (repeatable; they go to
+#                           qemu.log)
 #     --print-cmd           print the QEMU command line, do not run it
 #
 # VIRTQ_GUEST_MAXCPUS overrides maxcpus (below: 1 brings back the guest
@@ -42,6 +44,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
 DEV=none SOCK= PACKED=off MRG=on QUEUES=1 SMP=1 RECONNECT= DEVOPTS= IOMMU=off QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
+TRACE=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--dev) DEV=$2; shift 2 ;;
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--mem-path) MEMPATH=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--logdir) LOGDIR=$2; shift 2 ;;
+	--trace) TRACE+=(-trace "$2"); shift 2 ;;
 	--print-cmd) PRINT=1; shift ;;
 	--) shift; break ;;
 	*) break ;;
@@ -147,6 +151,7 @@ Q=("$QEMU" -M "$MACHINE" -accel "$ACCEL" -cpu "$CPU" -smp "$SMP,maxcpus=$MAXCPUS
 	-device pcie-root-port,id=rp0,bus=pcie.0,chassis=1)
 [ -n "$QMP" ] && Q+=(-qmp "tcp:127.0.0.1:$QMP,server=on,wait=off")
 [ -n "$INCOMING" ] && Q+=(-incoming "$INCOMING" -S)
+Q+=("${TRACE[@]}")
 CHR="socket,id=chr0,path=$SOCK"
 [ -n "$RECONNECT" ] && CHR="$CHR,reconnect=$RECONNECT"
 case "$DEV" in
