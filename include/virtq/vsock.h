@@ -28,7 +28,12 @@
  * message (RW packets up to one with SEQ_EOM) is sent to the host socket
  * whole; a host message goes to the guest in packets as credit allows, the
  * last with SEQ_EOM.  A host message larger than the guest's buf_alloc can
- * never be received and resets the connection (host_msg_too_big).
+ * never be received and resets the connection (host_msg_too_big).  A host
+ * message the guest takes in pieces is held whole meanwhile (a seqpacket
+ * read takes a message or nothing); what all connections hold is bounded
+ * by msg_budget, so guests that never give credit cannot make the device
+ * hold 1 MiB per connection: a message past the budget stays in its
+ * socket until another is delivered (host_msg_deferred).
  *
  * Nothing here blocks and there is no loop: the caller polls vq_vsock_fd()
  * (readable when host sockets have news), kicks and calls, and runs the
@@ -120,6 +125,11 @@ struct vq_vsock_config {
 	uint32_t buf_alloc;             /* per-connection receive buffer; 0: 256 KiB */
 	uint32_t max_conns;             /* open + opening connections; 0: 1024 */
 	uint32_t used_batch;            /* RX used entries per flush; 0: 32, 1: each alone */
+	/* seqpacket: bytes of host messages held whole for guests whose
+	 * credit or buffers take them only in pieces, over all connections;
+	 * a message past it waits in its socket (unless none is held);
+	 * 0: 64 MiB */
+	uint64_t msg_budget;
 	/*
 	 * Guest connects to the host's port: return a connected, non-blocking
 	 * socket of the type (VIRTIO_VSOCK_TYPE_STREAM: SOCK_STREAM,
@@ -158,6 +168,8 @@ struct vq_vsock_stats {
 					 * unfinished, or too many waiting */
 	uint64_t host_msg_too_big;      /* seqpacket: a host message larger
 					 * than the guest can ever take */
+	uint64_t host_msg_deferred;     /* seqpacket: a host message left in
+					 * its socket, msg_budget spent */
 	uint64_t reset_events;          /* TRANSPORT_RESET events delivered */
 };
 
@@ -223,6 +235,8 @@ int vq_vsock_process_event(struct vq_vsock *v);
 bool vq_vsock_event_pending(const struct vq_vsock *v);
 
 unsigned vq_vsock_conn_count(const struct vq_vsock *v);
+/* Seqpacket: bytes of host messages held now (see msg_budget). */
+uint64_t vq_vsock_held_bytes(const struct vq_vsock *v);
 const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
 
 /*

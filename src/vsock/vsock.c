@@ -94,6 +94,7 @@ struct vs_conn {
 	/* seqpacket, host -> guest: the message being sent */
 	uint8_t *ibuf;
 	uint32_t ilen, ioff;
+	bool ibuf_wait;                 /* a message waits for msg_budget */
 	bool host_readable, host_writable, host_eof, host_wr_shut;
 	bool host_rdhup;                /* the host shut down its side */
 	uint32_t guest_shut;            /* SHUTDOWN flags the guest sent */
@@ -130,6 +131,8 @@ struct vq_vsock {
 	struct vs_conn *dead;           /* closed, freed by reap() */
 	bool reset_pending;
 	bool seqpacket;                 /* VIRTIO_VSOCK_F_SEQPACKET negotiated */
+	uint64_t ibuf_bytes;            /* held in every ibuf, <= msg_budget */
+	unsigned ibuf_waiters;          /* connections with ibuf_wait */
 	/* chain storage */
 	struct vq_chain txc[VS_TX_BURST];
 	struct vq_chain rxc;
@@ -255,6 +258,29 @@ static void conn_free(struct vs_conn *c)
 	free(c);
 }
 
+/* c's held message is gone: the connections whose messages waited for
+ * the budget read again (edge-triggered epoll would not tell them). */
+static void ibuf_release(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (c->ibuf) {
+		v->ibuf_bytes -= c->ilen;
+		free(c->ibuf);
+		c->ibuf = NULL;
+	}
+	if (c->ibuf_wait) {
+		c->ibuf_wait = false;
+		v->ibuf_waiters--;
+	}
+	for (struct vs_conn *w = v->all; w && v->ibuf_waiters; w = w->next) {
+		if (!w->ibuf_wait)
+			continue;
+		w->ibuf_wait = false;
+		v->ibuf_waiters--;
+		w->host_readable = true;
+		rx_add(v, w);
+	}
+}
+
 /* Forget c: close its host socket; the guest gets a RST if rst. */
 static void conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 {
@@ -271,6 +297,8 @@ static void conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 		v->nhandshake--;
 	}
 	rx_del(v, c);
+	if (c->ibuf || c->ibuf_wait)
+		ibuf_release(v, c);
 	if (c->fd >= 0)
 		close(c->fd);   /* also leaves the epoll set */
 	c->fd = -1;
@@ -571,6 +599,8 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 		v->cfg.max_conns = 1024;
 	if (!v->cfg.used_batch)
 		v->cfg.used_batch = 32;
+	if (!v->cfg.msg_budget)
+		v->cfg.msg_budget = 64ull << 20;
 	while (nb < v->cfg.max_conns && nb < (1u << 20))
 		nb <<= 1;
 	v->hmask = nb - 1;
@@ -731,6 +761,11 @@ int vq_vsock_host_attach(struct vq_vsock *v, int fd)
 unsigned vq_vsock_conn_count(const struct vq_vsock *v)
 {
 	return v->nconns;
+}
+
+uint64_t vq_vsock_held_bytes(const struct vq_vsock *v)
+{
+	return v->ibuf_bytes;
 }
 
 const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v)
@@ -1495,20 +1530,33 @@ static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
 			}
 			return rx_seq_put(v, c, (uint32_t)len, true);
 		}
+		if (v->ibuf_bytes && v->ibuf_bytes + (uint64_t)len > v->cfg.msg_budget) {
+			/* it waits in its socket (its sender feels that)
+			 * until a held message is delivered; alone, any
+			 * message may be held */
+			c->host_readable = false;
+			if (!c->ibuf_wait) {
+				c->ibuf_wait = true;
+				v->ibuf_waiters++;
+				v->st.host_msg_deferred++;
+			}
+			return 0;
+		}
 		c->ibuf = malloc(len ? (size_t)len : 1);
 		if (!c->ibuf) {
 			conn_close(v, c, true);
 			return 0;
 		}
+		v->ibuf_bytes += (uint64_t)len;
 		do
 			r = recv(c->fd, c->ibuf, (size_t)len, MSG_DONTWAIT);
 		while (r < 0 && errno == EINTR);
+		c->ilen = (uint32_t)len;
+		c->ioff = 0;
 		if (r != len) {
 			conn_close(v, c, true);
 			return 0;
 		}
-		c->ilen = (uint32_t)len;
-		c->ioff = 0;
 	}
 	k = c->ilen - c->ioff;
 	if (k > room)
@@ -1521,8 +1569,7 @@ static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
 	c->ioff += k;
 	if (c->ioff < c->ilen)
 		return rx_seq_put(v, c, k, false);
-	free(c->ibuf);
-	c->ibuf = NULL;
+	ibuf_release(v, c);
 	return rx_seq_put(v, c, k, true);
 }
 

@@ -301,6 +301,84 @@ static void hybrid_seqpacket_connect_refusals(void)
 	}
 }
 
+/* Host messages the guest takes only in pieces are held whole, but over
+ * all connections no more than msg_budget (one message past it at most):
+ * guests that give no credit cannot make the device hold a megabyte per
+ * connection.  The others wait in their sockets, and all arrive intact and
+ * in order once the guests read. */
+static void seqpacket_held_messages_bounded(void)
+{
+	enum { NC = 3, NM = 3, SZ = 200000, BUDGET = 256 * 1024 };
+	static const struct fx_opts o = { .guest_buf_alloc = 512 * 1024,
+					   .msg_budget = BUDGET };
+	struct vq_vsg_conn *c[NC];
+	unsigned sent[NC] = { 0 }, recvd[NC] = { 0 }, total = 0, i, round;
+	uint64_t held_max = 0;
+	struct fx f;
+	int hfd[NC];
+
+	fx_init(&f, &o);
+	for (i = 0; i < NC; i++) {
+		c[i] = seq_connect(&f, 20 + i);
+		hfd[i] = fx_host(&f, i);
+	}
+	/* the hosts send, the guests read nothing */
+	for (round = 0; round < 300; round++) {
+		for (i = 0; i < NC; i++) {
+			while (sent[i] < NM) {
+				ssize_t r;
+
+				fill(msg, SZ, i * 16 + sent[i]);
+				r = send(hfd[i], msg, SZ, MSG_DONTWAIT);
+				if (r < 0) {
+					CHECK(errno == EAGAIN || errno == ENOBUFS);
+					break;
+				}
+				CHECK_EQ(r, SZ);
+				sent[i]++;
+			}
+		}
+		fx_round(&f);
+		if (vq_vsock_held_bytes(f.dev) > held_max)
+			held_max = vq_vsock_held_bytes(f.dev);
+	}
+	CHECK(held_max > 0);
+	CHECK(held_max <= BUDGET);
+	CHECK(vq_vsock_stats(f.dev)->host_msg_deferred > 0);
+	/* the guests read: everything arrives */
+	for (round = 0; total < NC * NM; round++) {
+		CHECK(round < 100000);
+		for (i = 0; i < NC; i++) {
+			while (sent[i] < NM) {
+				ssize_t r;
+
+				fill(msg, SZ, i * 16 + sent[i]);
+				r = send(hfd[i], msg, SZ, MSG_DONTWAIT);
+				if (r < 0)
+					break;
+				sent[i]++;
+			}
+			for (;;) {
+				long r = vq_vsg_read_msg(c[i], got, sizeof(got));
+
+				if (r == -EAGAIN)
+					break;
+				CHECK_EQ(r, SZ);
+				CHECK(same(got, SZ, i * 16 + recvd[i]));
+				recvd[i]++;
+				total++;
+			}
+		}
+		fx_round(&f);
+		CHECK(vq_vsock_held_bytes(f.dev) <= BUDGET);
+	}
+	CHECK_EQ(vq_vsock_held_bytes(f.dev), 0);
+	for (i = 0; i < NC; i++)
+		CHECK_EQ(vq_vsg_state(c[i]), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
+	fx_fini(&f);
+}
+
 static void run_all(void)
 {
 	RUN(vsock_5_10_6_7_guest_messages_keep_bounds);
@@ -309,6 +387,7 @@ static void run_all(void)
 	RUN(seqpacket_host_message_too_big_resets);
 	RUN(seqpacket_guest_shutdown_mid_message);
 	RUN(seqpacket_backlog_bounded);
+	RUN(seqpacket_held_messages_bounded);
 	RUN(hybrid_seqpacket_connect_messages);
 	RUN(hybrid_seqpacket_connect_refusals);
 }

@@ -78,6 +78,7 @@ struct fx_opts {
 	uint32_t max_conns;
 	uint32_t used_batch;
 	uint32_t tx_pkt_max;
+	uint64_t msg_budget;
 	uint16_t num;
 	bool no_ev;
 	bool no_seqpacket;              /* do not negotiate SEQPACKET */
@@ -88,6 +89,7 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 	struct vq_vsock_config dc = {
 		.guest_cid = FX_CID, .buf_alloc = o->dev_buf_alloc,
 		.max_conns = o->max_conns, .used_batch = o->used_batch,
+		.msg_budget = o->msg_budget,
 		.host_connect = fx_host_connect, .notify = fx_notify, .arg = f,
 	};
 	struct vq_vsg_config gc = {
