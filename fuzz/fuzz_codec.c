@@ -44,8 +44,8 @@ static bool kept(const struct vq_vhu_msg *m, int fd)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct vq_vhu_msg m, m2;
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS + 2], fds2[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS + 2], fds2[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	bool reply, ack;
 	uint32_t expect = 0, psize;
@@ -55,12 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	nfds = data[0] % (VHU_MAX_FDS + 2);
+	nfds = data[0] % (VQ_VHU_MAX_FDS + 2);
 	reply = data[0] & 0x80;
 	ack = data[0] & 0x40;
 	data++;
 	size--;
-	if (size >= VHU_HDR_SIZE) {
+	if (size >= VQ_VHU_HDR_SIZE) {
 		memcpy(&expect, data, 4);
 		(void)vq_vhu_check_request_hdr(data, &psize);
 	}

@@ -53,7 +53,7 @@ static uint32_t rd32(const uint8_t *p)
 static void guest_packet(struct fx *f, uint8_t arg, const uint8_t *p, uint16_t len)
 {
 	static uint8_t pkt[VQ_VSOCK_HDR_SIZE + 70000];
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	uint32_t plen;
 
 	if ((arg & 0x80) || len < 16) {
@@ -156,8 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				vq_vsg_listen(f.g, 10 + ((arg >> 1) & 7));
 			else
 				vq_vsg_connect_type(f.g, 10 + ((arg >> 1) & 7),
-						    arg & 0x10 ? VIRTIO_VSOCK_TYPE_SEQPACKET :
-								 VIRTIO_VSOCK_TYPE_STREAM);
+						    arg & 0x10 ? VQ_VSOCK_TYPE_SEQPACKET :
+								 VQ_VSOCK_TYPE_STREAM);
 			break;
 		}
 		fx_round(&f);

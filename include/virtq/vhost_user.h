@@ -9,7 +9,7 @@
  * descriptors (payload kind and size, fds allowed, reply) before anything
  * acts on it.
  *
- * Names: functions are vq_vhu_*, constants VHU_* (the spec's VHOST_USER_*
+ * Names: functions are vq_vhu_*, constants VQ_VHU_* (the spec's VHOST_USER_*
  * without the prefix, so they cannot clash with other headers).
  * All numbers on the wire are in the machine's native byte order (spec).
  */
@@ -27,123 +27,123 @@ extern "C" {
 
 /* Front-end requests (the subset we implement; "Front-end message types"). */
 enum vq_vhu_request {
-	VHU_GET_FEATURES = 1,
-	VHU_SET_FEATURES = 2,
-	VHU_SET_OWNER = 3,
-	VHU_RESET_OWNER = 4,
-	VHU_SET_MEM_TABLE = 5,
-	VHU_SET_LOG_BASE = 6,
-	VHU_SET_LOG_FD = 7,
-	VHU_SET_VRING_NUM = 8,
-	VHU_SET_VRING_ADDR = 9,
-	VHU_SET_VRING_BASE = 10,
-	VHU_GET_VRING_BASE = 11,
-	VHU_SET_VRING_KICK = 12,
-	VHU_SET_VRING_CALL = 13,
-	VHU_SET_VRING_ERR = 14,
-	VHU_GET_PROTOCOL_FEATURES = 15,
-	VHU_SET_PROTOCOL_FEATURES = 16,
-	VHU_GET_QUEUE_NUM = 17,
-	VHU_SET_VRING_ENABLE = 18,
-	VHU_SEND_RARP = 19,
-	VHU_NET_SET_MTU = 20,
-	VHU_SET_BACKEND_REQ_FD = 21,    /* QEMU 7.2: SET_SLAVE_REQ_FD */
-	VHU_IOTLB_MSG = 22,
-	VHU_GET_CONFIG = 24,
-	VHU_SET_CONFIG = 25,
-	VHU_POSTCOPY_ADVISE = 28,       /* reply: the userfaultfd */
-	VHU_POSTCOPY_LISTEN = 29,
-	VHU_POSTCOPY_END = 30,
-	VHU_RESET_DEVICE = 34,
-	VHU_GET_MAX_MEM_SLOTS = 36,
-	VHU_ADD_MEM_REG = 37,
-	VHU_REM_MEM_REG = 38,
-	VHU_SET_STATUS = 39,
-	VHU_GET_STATUS = 40,
-	VHU_REQUEST_MAX = 40,
+	VQ_VHU_GET_FEATURES = 1,
+	VQ_VHU_SET_FEATURES = 2,
+	VQ_VHU_SET_OWNER = 3,
+	VQ_VHU_RESET_OWNER = 4,
+	VQ_VHU_SET_MEM_TABLE = 5,
+	VQ_VHU_SET_LOG_BASE = 6,
+	VQ_VHU_SET_LOG_FD = 7,
+	VQ_VHU_SET_VRING_NUM = 8,
+	VQ_VHU_SET_VRING_ADDR = 9,
+	VQ_VHU_SET_VRING_BASE = 10,
+	VQ_VHU_GET_VRING_BASE = 11,
+	VQ_VHU_SET_VRING_KICK = 12,
+	VQ_VHU_SET_VRING_CALL = 13,
+	VQ_VHU_SET_VRING_ERR = 14,
+	VQ_VHU_GET_PROTOCOL_FEATURES = 15,
+	VQ_VHU_SET_PROTOCOL_FEATURES = 16,
+	VQ_VHU_GET_QUEUE_NUM = 17,
+	VQ_VHU_SET_VRING_ENABLE = 18,
+	VQ_VHU_SEND_RARP = 19,
+	VQ_VHU_NET_SET_MTU = 20,
+	VQ_VHU_SET_BACKEND_REQ_FD = 21,    /* QEMU 7.2: SET_SLAVE_REQ_FD */
+	VQ_VHU_IOTLB_MSG = 22,
+	VQ_VHU_GET_CONFIG = 24,
+	VQ_VHU_SET_CONFIG = 25,
+	VQ_VHU_POSTCOPY_ADVISE = 28,       /* reply: the userfaultfd */
+	VQ_VHU_POSTCOPY_LISTEN = 29,
+	VQ_VHU_POSTCOPY_END = 30,
+	VQ_VHU_RESET_DEVICE = 34,
+	VQ_VHU_GET_MAX_MEM_SLOTS = 36,
+	VQ_VHU_ADD_MEM_REG = 37,
+	VQ_VHU_REM_MEM_REG = 38,
+	VQ_VHU_SET_STATUS = 39,
+	VQ_VHU_GET_STATUS = 40,
+	VQ_VHU_REQUEST_MAX = 40,
 };
 
 /* Back-end requests, sent on the back-end channel ("Back-end message
  * types"); a namespace of their own. */
 enum vq_vhu_backend_request {
-	VHU_BACKEND_IOTLB_MSG = 1,
-	VHU_BACKEND_REQUEST_MAX = 1,
+	VQ_VHU_BACKEND_IOTLB_MSG = 1,
+	VQ_VHU_BACKEND_REQUEST_MAX = 1,
 };
 
 /* struct vhost_iotlb_msg types and permissions ("IOMMU support"). */
-#define VHU_IOTLB_MISS        1u
-#define VHU_IOTLB_UPDATE      2u
-#define VHU_IOTLB_INVALIDATE  3u
-#define VHU_IOTLB_ACCESS_FAIL 4u
-#define VHU_IOTLB_PERM_RO     1u        /* VQ_ACCESS_RO */
-#define VHU_IOTLB_PERM_WO     2u
-#define VHU_IOTLB_PERM_RW     3u
+#define VQ_VHU_IOTLB_MISS        1u
+#define VQ_VHU_IOTLB_UPDATE      2u
+#define VQ_VHU_IOTLB_INVALIDATE  3u
+#define VQ_VHU_IOTLB_ACCESS_FAIL 4u
+#define VQ_VHU_IOTLB_PERM_RO     1u        /* VQ_ACCESS_RO */
+#define VQ_VHU_IOTLB_PERM_WO     2u
+#define VQ_VHU_IOTLB_PERM_RW     3u
 
 /* Header flags ("Header"). */
-#define VHU_VERSION           0x1u
-#define VHU_FLAG_VERSION_MASK 0x3u
-#define VHU_FLAG_REPLY        (1u << 2)
-#define VHU_FLAG_NEED_REPLY   (1u << 3)
+#define VQ_VHU_VERSION           0x1u
+#define VQ_VHU_FLAG_VERSION_MASK 0x3u
+#define VQ_VHU_FLAG_REPLY        (1u << 2)
+#define VQ_VHU_FLAG_NEED_REPLY   (1u << 3)
 
 /* The virtio feature bit vhost-user reuses for protocol features. */
-#define VHU_F_PROTOCOL_FEATURES 30
+#define VQ_VHU_F_PROTOCOL_FEATURES 30
 /* vhost's feature bit for "log every write to guest memory" (migration). */
-#define VHU_F_LOG_ALL 26
+#define VQ_VHU_F_LOG_ALL 26
 
 /* Protocol feature bits ("Protocol features"). */
-#define VHU_PROTOCOL_F_MQ                   0
-#define VHU_PROTOCOL_F_LOG_SHMFD            1
-#define VHU_PROTOCOL_F_RARP                 2
-#define VHU_PROTOCOL_F_REPLY_ACK            3
-#define VHU_PROTOCOL_F_MTU                  4
-#define VHU_PROTOCOL_F_BACKEND_REQ          5
-#define VHU_PROTOCOL_F_CROSS_ENDIAN         6
-#define VHU_PROTOCOL_F_CRYPTO_SESSION       7
-#define VHU_PROTOCOL_F_PAGEFAULT            8
-#define VHU_PROTOCOL_F_CONFIG               9
-#define VHU_PROTOCOL_F_BACKEND_SEND_FD      10
-#define VHU_PROTOCOL_F_HOST_NOTIFIER        11
-#define VHU_PROTOCOL_F_INFLIGHT_SHMFD       12
-#define VHU_PROTOCOL_F_RESET_DEVICE         13
-#define VHU_PROTOCOL_F_INBAND_NOTIFICATIONS 14
-#define VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS  15
-#define VHU_PROTOCOL_F_STATUS               16
+#define VQ_VHU_PROTOCOL_F_MQ                   0
+#define VQ_VHU_PROTOCOL_F_LOG_SHMFD            1
+#define VQ_VHU_PROTOCOL_F_RARP                 2
+#define VQ_VHU_PROTOCOL_F_REPLY_ACK            3
+#define VQ_VHU_PROTOCOL_F_MTU                  4
+#define VQ_VHU_PROTOCOL_F_BACKEND_REQ          5
+#define VQ_VHU_PROTOCOL_F_CROSS_ENDIAN         6
+#define VQ_VHU_PROTOCOL_F_CRYPTO_SESSION       7
+#define VQ_VHU_PROTOCOL_F_PAGEFAULT            8
+#define VQ_VHU_PROTOCOL_F_CONFIG               9
+#define VQ_VHU_PROTOCOL_F_BACKEND_SEND_FD      10
+#define VQ_VHU_PROTOCOL_F_HOST_NOTIFIER        11
+#define VQ_VHU_PROTOCOL_F_INFLIGHT_SHMFD       12
+#define VQ_VHU_PROTOCOL_F_RESET_DEVICE         13
+#define VQ_VHU_PROTOCOL_F_INBAND_NOTIFICATIONS 14
+#define VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS  15
+#define VQ_VHU_PROTOCOL_F_STATUS               16
 
 /* SET_VRING_KICK/CALL/ERR payload: bits 0-7 the vring index, bit 8 "no fd". */
-#define VHU_VRING_IDX_MASK 0xffu
-#define VHU_VRING_NOFD     (1u << 8)
+#define VQ_VHU_VRING_IDX_MASK 0xffu
+#define VQ_VHU_VRING_NOFD     (1u << 8)
 
 /* SET_VRING_ADDR flags: bit 0 asks for used-ring logging. */
-#define VHU_VRING_F_LOG 1u
+#define VQ_VHU_VRING_F_LOG 1u
 
-#define VHU_HDR_SIZE         12u
-#define VHU_MAX_FDS          8u        /* fds one message may carry */
-#define VHU_MEM_TABLE_MAX    8u        /* regions in SET_MEM_TABLE */
-#define VHU_CONFIG_HDR_SIZE  12u
-#define VHU_CONFIG_MAX       256u      /* config bytes in one message */
-#define VHU_PAYLOAD_MAX      (VHU_CONFIG_HDR_SIZE + VHU_CONFIG_MAX)
-#define VHU_MSG_MAX          (VHU_HDR_SIZE + VHU_PAYLOAD_MAX)
+#define VQ_VHU_HDR_SIZE         12u
+#define VQ_VHU_MAX_FDS          8u        /* fds one message may carry */
+#define VQ_VHU_MEM_TABLE_MAX    8u        /* regions in SET_MEM_TABLE */
+#define VQ_VHU_CONFIG_HDR_SIZE  12u
+#define VQ_VHU_CONFIG_MAX       256u      /* config bytes in one message */
+#define VQ_VHU_PAYLOAD_MAX      (VQ_VHU_CONFIG_HDR_SIZE + VQ_VHU_CONFIG_MAX)
+#define VQ_VHU_MSG_MAX          (VQ_VHU_HDR_SIZE + VQ_VHU_PAYLOAD_MAX)
 /* The most vrings a KICK/CALL/ERR payload can name. */
-#define VHU_MAX_QUEUES       256u
+#define VQ_VHU_MAX_QUEUES       256u
 
 /* Payload kinds ("Payload"). */
 enum vq_vhu_payload {
-	VHU_P_NONE,
-	VHU_P_U64,
-	VHU_P_STATE,            /* vring state description */
-	VHU_P_ADDR,             /* vring address description */
-	VHU_P_MEM,              /* multiple memory regions description */
-	VHU_P_REGION,           /* single memory region description */
-	VHU_P_CONFIG,           /* virtio device config space */
-	VHU_P_VRING_FD,         /* u64: vring index and "no fd" flag */
-	VHU_P_LOG,              /* log description: size and offset */
-	VHU_P_EMPTY,            /* a reply without payload (SET_LOG_BASE's) */
-	VHU_P_IOTLB,            /* struct vhost_iotlb_msg (32 bytes) */
+	VQ_VHU_P_NONE,
+	VQ_VHU_P_U64,
+	VQ_VHU_P_STATE,            /* vring state description */
+	VQ_VHU_P_ADDR,             /* vring address description */
+	VQ_VHU_P_MEM,              /* multiple memory regions description */
+	VQ_VHU_P_REGION,           /* single memory region description */
+	VQ_VHU_P_CONFIG,           /* virtio device config space */
+	VQ_VHU_P_VRING_FD,         /* u64: vring index and "no fd" flag */
+	VQ_VHU_P_LOG,              /* log description: size and offset */
+	VQ_VHU_P_EMPTY,            /* a reply without payload (SET_LOG_BASE's) */
+	VQ_VHU_P_IOTLB,            /* struct vhost_iotlb_msg (32 bytes) */
 	/* QEMU's "postcopy registered": a u64 (0 = success) sent after the
 	 * back-end answered a memory-table change made while postcopy
 	 * listens, under the request it last sent (SET_MEM_TABLE, ADD_ or
 	 * REM_MEM_REG, or 0 for none); no other request has this shape */
-	VHU_P_POSTCOPY_ACK,
+	VQ_VHU_P_POSTCOPY_ACK,
 };
 
 struct vq_vhu_region {
@@ -159,7 +159,7 @@ struct vq_vhu_msg {
 	uint32_t flags;
 	uint32_t size;                  /* payload bytes on the wire */
 	enum vq_vhu_payload kind;
-	int fds[VHU_MAX_FDS];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	union {
 		uint64_t u64;
@@ -177,14 +177,14 @@ struct vq_vhu_msg {
 		} addr;
 		struct {
 			uint32_t nregions;
-			struct vq_vhu_region regions[VHU_MEM_TABLE_MAX];
+			struct vq_vhu_region regions[VQ_VHU_MEM_TABLE_MAX];
 		} mem;
 		struct vq_vhu_region region;
 		struct {
 			uint32_t offset;
 			uint32_t size;
 			uint32_t flags;
-			uint8_t data[VHU_CONFIG_MAX];
+			uint8_t data[VQ_VHU_CONFIG_MAX];
 		} config;
 		struct {
 			uint32_t index;
@@ -198,8 +198,8 @@ struct vq_vhu_msg {
 			uint64_t iova;
 			uint64_t size;
 			uint64_t uaddr;
-			uint8_t perm;   /* VHU_IOTLB_PERM_* */
-			uint8_t type;   /* VHU_IOTLB_* */
+			uint8_t perm;   /* VQ_VHU_IOTLB_PERM_* */
+			uint8_t type;   /* VQ_VHU_IOTLB_* */
 		} iotlb;
 	} u;
 };
@@ -215,7 +215,7 @@ bool vq_vhu_request_has_reply(uint32_t request);
 bool vq_vhu_request_postcopy_echo(uint32_t request);
 
 /*
- * Check a request header (the first VHU_HDR_SIZE bytes) before reading its
+ * Check a request header (the first VQ_VHU_HDR_SIZE bytes) before reading its
  * payload: version 1, no reply flag, no unknown flag bits, a request we know,
  * a payload size the request allows.  *payload_size is set on success.
  * -EINVAL (bad header), -EOPNOTSUPP (unknown request), -EMSGSIZE (size).
@@ -248,9 +248,9 @@ int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
 			struct vq_vhu_msg *msg, char *err, size_t errlen);
 
 /*
- * Serialize msg (request or reply, by VHU_FLAG_REPLY) into buf: header and
+ * Serialize msg (request or reply, by VQ_VHU_FLAG_REPLY) into buf: header and
  * payload per the request's table entry; msg->size is ignored and computed.
- * A reply with kind VHU_P_U64 is a REPLY_ACK or a u64 reply.  Returns the
+ * A reply with kind VQ_VHU_P_U64 is a REPLY_ACK or a u64 reply.  Returns the
  * length, -ENOBUFS if cap is too small, -EINVAL for an inconsistent msg.
  */
 ssize_t vq_vhu_encode(const struct vq_vhu_msg *msg, void *buf, size_t cap);

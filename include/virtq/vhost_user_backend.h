@@ -84,7 +84,7 @@ struct vq_vhu_device {
 	 * bits of VQ_RING_FEATURES the device supports.  VERSION_1 is
 	 * required. */
 	uint64_t features;
-	unsigned nqueues;               /* 1..VHU_MAX_QUEUES */
+	unsigned nqueues;               /* 1..VQ_VHU_MAX_QUEUES */
 	uint32_t config_len;            /* bytes of config space */
 	const struct vq_vhu_device_ops *ops;
 	void *opaque;
@@ -92,16 +92,16 @@ struct vq_vhu_device {
 
 /* Protocol features the backend library implements. */
 #define VQ_VHU_BACKEND_PROTOCOL_FEATURES                                \
-	(VIRTQ_BIT(VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) | \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD) |                            \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |                                 \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |                                  \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |                               \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE) |                         \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |                               \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) |                          \
-	 VIRTQ_BIT(VHU_PROTOCOL_F_PAGEFAULT))
+	(VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) | \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD) |                            \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |                                 \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                                  \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |                               \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE) |                         \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |                               \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |                          \
+	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT))
 
 struct vq_vhu_backend;
 

@@ -31,7 +31,7 @@ struct vq_vhu_frontend_config {
 	/* Virtio features wanted (device bits and ring bits); VERSION_1 is
 	 * always asked for.  The result is wanted & offered. */
 	uint64_t features;
-	unsigned nqueues;               /* 1..VHU_MAX_QUEUES */
+	unsigned nqueues;               /* 1..VQ_VHU_MAX_QUEUES */
 	uint16_t queue_size;            /* valid for the negotiated layout */
 	uint64_t mem_size;              /* guest memory; 0: 16 MiB */
 	bool hugetlb;                   /* back guest memory with MFD_HUGETLB */

@@ -23,7 +23,7 @@
  * bytes reach the host socket: a slow host socket closes the guest's window,
  * nothing is buffered beyond it, and a guest that overruns it is reset.
  *
- * Seqpacket (VIRTIO_VSOCK_F_SEQPACKET negotiated, 5.10.6.7): the host socket
+ * Seqpacket (VQ_VSOCK_F_SEQPACKET negotiated, 5.10.6.7): the host socket
  * is a SOCK_SEQPACKET one and each message keeps its bounds.  A guest
  * message (RW packets up to one with SEQ_EOM) is sent to the host socket
  * whole; a host message goes to the guest in packets as credit allows, the
@@ -52,8 +52,8 @@ extern "C" {
 #endif
 
 /* Device feature bits (5.10.3). */
-#define VIRTIO_VSOCK_F_STREAM    0
-#define VIRTIO_VSOCK_F_SEQPACKET 1
+#define VQ_VSOCK_F_STREAM    0
+#define VQ_VSOCK_F_SEQPACKET 1
 
 /* Queues (5.10.2). */
 #define VQ_VSOCK_RXQ 0
@@ -63,31 +63,31 @@ extern "C" {
 /* Well-known CIDs (5.10.4). */
 #define VQ_VSOCK_CID_HOST 2u
 
-#define VIRTIO_VSOCK_TYPE_STREAM    1
-#define VIRTIO_VSOCK_TYPE_SEQPACKET 2
+#define VQ_VSOCK_TYPE_STREAM    1
+#define VQ_VSOCK_TYPE_SEQPACKET 2
 
 /* RW flags of a seqpacket connection (5.10.6.7): the packet ends a message,
  * and the message ends a record (MSG_EOR). */
-#define VIRTIO_VSOCK_SEQ_EOM (1u << 0)
-#define VIRTIO_VSOCK_SEQ_EOR (1u << 1)
+#define VQ_VSOCK_SEQ_EOM (1u << 0)
+#define VQ_VSOCK_SEQ_EOR (1u << 1)
 
-enum virtio_vsock_op {
-	VIRTIO_VSOCK_OP_INVALID = 0,
-	VIRTIO_VSOCK_OP_REQUEST = 1,
-	VIRTIO_VSOCK_OP_RESPONSE = 2,
-	VIRTIO_VSOCK_OP_RST = 3,
-	VIRTIO_VSOCK_OP_SHUTDOWN = 4,
-	VIRTIO_VSOCK_OP_RW = 5,
-	VIRTIO_VSOCK_OP_CREDIT_UPDATE = 6,
-	VIRTIO_VSOCK_OP_CREDIT_REQUEST = 7,
+enum vq_vsock_op {
+	VQ_VSOCK_OP_INVALID = 0,
+	VQ_VSOCK_OP_REQUEST = 1,
+	VQ_VSOCK_OP_RESPONSE = 2,
+	VQ_VSOCK_OP_RST = 3,
+	VQ_VSOCK_OP_SHUTDOWN = 4,
+	VQ_VSOCK_OP_RW = 5,
+	VQ_VSOCK_OP_CREDIT_UPDATE = 6,
+	VQ_VSOCK_OP_CREDIT_REQUEST = 7,
 };
 
 /* SHUTDOWN flags (5.10.6.5): the sender will receive / send no more. */
-#define VIRTIO_VSOCK_SHUTDOWN_RCV  1u
-#define VIRTIO_VSOCK_SHUTDOWN_SEND 2u
+#define VQ_VSOCK_SHUTDOWN_RCV  1u
+#define VQ_VSOCK_SHUTDOWN_SEND 2u
 
 /* The packet header (5.10.6), little-endian, 44 bytes. */
-struct virtio_vsock_hdr {
+struct vq_vsock_hdr {
 	uint64_t src_cid;
 	uint64_t dst_cid;
 	uint32_t src_port;
@@ -103,13 +103,13 @@ struct virtio_vsock_hdr {
 #define VQ_VSOCK_HDR_SIZE 44u
 
 /* Event queue (5.10.6.7). */
-#define VIRTIO_VSOCK_EVENT_TRANSPORT_RESET 0
-struct virtio_vsock_event {
+#define VQ_VSOCK_EVENT_TRANSPORT_RESET 0
+struct vq_vsock_event {
 	uint32_t id;
 };
 
 /* Config space (5.10.4). */
-struct virtio_vsock_config {
+struct vq_vsock_config_space {
 	uint64_t guest_cid;
 } __attribute__((packed));
 
@@ -132,7 +132,7 @@ struct vq_vsock_config {
 	uint64_t msg_budget;
 	/*
 	 * Guest connects to the host's port: return a connected, non-blocking
-	 * socket of the type (VIRTIO_VSOCK_TYPE_STREAM: SOCK_STREAM,
+	 * socket of the type (VQ_VSOCK_TYPE_STREAM: SOCK_STREAM,
 	 * _SEQPACKET: SOCK_SEQPACKET; the device owns it from then on) or
 	 * -errno, which the guest sees as a RST.
 	 */

@@ -65,9 +65,9 @@ struct map {
 };
 
 /* An IOTLB miss asked of the front-end and not yet answered: asked again
- * only after VHU_MISS_RETRY_NS (the queue retries on every kick). */
-#define VHU_MISSES 16u
-#define VHU_MISS_RETRY_NS 1000000000ull
+ * only after VQ_VHU_MISS_RETRY_NS (the queue retries on every kick). */
+#define VQ_VHU_MISSES 16u
+#define VQ_VHU_MISS_RETRY_NS 1000000000ull
 
 struct miss {
 	uint64_t page;          /* iova / 4096, +1 (0: free slot) */
@@ -80,7 +80,7 @@ struct miss {
 struct backend_chan {
 	pthread_mutex_t lock;
 	int fd;
-	struct miss misses[VHU_MISSES];
+	struct miss misses[VQ_VHU_MISSES];
 	unsigned next;          /* slot to reuse */
 	struct vq_vhu_iotlb_stats st;
 };
@@ -114,7 +114,7 @@ struct vq_vhu_backend {
 		bool listening;         /* POSTCOPY_LISTEN..END */
 		/* a memory change was answered while listening: no ring may
 		 * touch guest memory before the front-end says it can serve
-		 * the faults (its VHU_P_POSTCOPY_ACK) */
+		 * the faults (its VQ_VHU_P_POSTCOPY_ACK) */
 		bool ack_pending;
 		struct vq_vhu_postcopy_stats st;
 	} pc;
@@ -175,7 +175,7 @@ static bool packed(const struct vq_vhu_backend *b)
  * during a migration; rings log from the moment the log arrives. */
 static bool logging(const struct vq_vhu_backend *b)
 {
-	return (b->features & VIRTQ_BIT(VHU_F_LOG_ALL)) && b->log.bits;
+	return (b->features & VIRTQ_BIT(VQ_VHU_F_LOG_ALL)) && b->log.bits;
 }
 
 /* VIRTIO_F_ACCESS_PLATFORM negotiated: QEMU sends it only with a vIOMMU
@@ -667,7 +667,7 @@ static void chan_close(struct vq_vhu_backend *b)
 /*
  * A queue (on its own thread) or ring start met an IOVA with no entry: ask
  * the front-end with VHOST_USER_BACKEND_IOTLB_MSG, once per page and access
- * until an update answers or VHU_MISS_RETRY_NS passes.  The answer comes as
+ * until an update answers or VQ_VHU_MISS_RETRY_NS passes.  The answer comes as
  * an IOTLB_MSG update on the front-end channel (h_iotlb_msg), which kicks
  * the queues.  Blocking send, bounded by the socket's send timeout: a
  * front-end that does not read its channel stalls only the queue that
@@ -677,17 +677,17 @@ static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
 {
 	struct vq_vhu_backend *b = arg;
 	struct backend_chan *c = &b->chan;
-	struct vq_vhu_msg m = { .request = VHU_BACKEND_IOTLB_MSG,
-				.flags = VHU_VERSION, .kind = VHU_P_IOTLB };
-	uint8_t buf[VHU_MSG_MAX];
+	struct vq_vhu_msg m = { .request = VQ_VHU_BACKEND_IOTLB_MSG,
+				.flags = VQ_VHU_VERSION, .kind = VQ_VHU_P_IOTLB };
+	uint8_t buf[VQ_VHU_MSG_MAX];
 	uint64_t page = iova / 4096 + 1, now = now_ns();
 	ssize_t len, n = 0;
 	unsigned k;
 
 	pthread_mutex_lock(&c->lock);
-	for (k = 0; k < VHU_MISSES; k++)
+	for (k = 0; k < VQ_VHU_MISSES; k++)
 		if (c->misses[k].page == page && c->misses[k].access == access &&
-		    now - c->misses[k].asked_ns < VHU_MISS_RETRY_NS)
+		    now - c->misses[k].asked_ns < VQ_VHU_MISS_RETRY_NS)
 			goto out;
 	if (c->fd < 0) {
 		c->st.misses_unsent++;
@@ -695,7 +695,7 @@ static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
 	}
 	m.u.iotlb.iova = iova;
 	m.u.iotlb.perm = (uint8_t)access;
-	m.u.iotlb.type = VHU_IOTLB_MISS;
+	m.u.iotlb.type = VQ_VHU_IOTLB_MISS;
 	len = vq_vhu_encode_backend_request(&m, buf, sizeof(buf));
 	while (len > 0 && n < len) {
 		ssize_t w = send(c->fd, buf + n, (size_t)(len - n), MSG_NOSIGNAL);
@@ -712,7 +712,7 @@ static void iotlb_miss(void *arg, uint64_t iova, unsigned access)
 	}
 	c->st.misses++;
 	c->misses[c->next] = (struct miss){ page, access, now };
-	c->next = (c->next + 1) % VHU_MISSES;
+	c->next = (c->next + 1) % VQ_VHU_MISSES;
 out:
 	pthread_mutex_unlock(&c->lock);
 }
@@ -739,7 +739,7 @@ static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t si
 	uint64_t first = iova / 4096 + 1, last = (iova + (size - 1)) / 4096 + 1;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned k = 0; k < VHU_MISSES; k++)
+	for (unsigned k = 0; k < VQ_VHU_MISSES; k++)
 		if (c->misses[k].page >= first && c->misses[k].page <= last)
 			c->misses[k].page = 0;
 	pthread_mutex_unlock(&c->lock);
@@ -748,7 +748,7 @@ static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t si
 /* How long an invalidation waits for a queue still holding chains it
  * translated before (a device that keeps a chain across turns, or a
  * stuck one): then it is reported done anyway, and counted. */
-#define VHU_QUIESCE_NS 100000000ull
+#define VQ_VHU_QUIESCE_NS 100000000ull
 
 /*
  * Wait until every started queue has been seen holding no chain translated
@@ -759,8 +759,8 @@ static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t si
  */
 static bool iotlb_quiesce(struct vq_vhu_backend *b)
 {
-	uint64_t deadline = now_ns() + VHU_QUIESCE_NS;
-	bool seen[VHU_MAX_QUEUES] = { false };
+	uint64_t deadline = now_ns() + VQ_VHU_QUIESCE_NS;
+	bool seen[VQ_VHU_MAX_QUEUES] = { false };
 
 	for (;;) {
 		bool all = true;
@@ -791,7 +791,7 @@ static void kick_all(struct vq_vhu_backend *b)
 
 /* Replaced tables kept before a quiesce frees them (each at most
  * VQ_IOTLB_MAX_ENTRIES entries). */
-#define VHU_IOTLB_RETIRED_MAX 32u
+#define VQ_VHU_IOTLB_RETIRED_MAX 32u
 
 /* ---- connection ---- */
 
@@ -844,7 +844,7 @@ static int reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 	int r;
 
 	rep->request = req->request;
-	rep->flags = VHU_VERSION | VHU_FLAG_REPLY;
+	rep->flags = VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY;
 	r = vhu_send(b->conn_fd, rep, fds, nfds);
 	if (r)
 		return berr(b, r, "sending the reply to %s failed",
@@ -861,7 +861,7 @@ static int reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 static int reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 		     uint64_t v)
 {
-	struct vq_vhu_msg rep = { .kind = VHU_P_U64, .u.u64 = v };
+	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_U64, .u.u64 = v };
 
 	return reply(b, req, &rep);
 }
@@ -905,7 +905,7 @@ static int h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct timeval tv = { .tv_sec = 1 };
 	int fd = m->fds[0];
-	int r = need_proto(b, m, VHU_PROTOCOL_F_BACKEND_REQ, "BACKEND_REQ");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_BACKEND_REQ, "BACKEND_REQ");
 
 	m->nfds = 0;
 	if (r) {
@@ -930,7 +930,7 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	if (!iommu(b))
 		return berr(b, -EPROTO,
 			    "IOTLB_MSG without VIRTIO_F_ACCESS_PLATFORM negotiated");
-	if (m->u.iotlb.type == VHU_IOTLB_INVALIDATE) {
+	if (m->u.iotlb.type == VQ_VHU_IOTLB_INVALIDATE) {
 		iotlb_count(b, &b->chan.st.invalidations);
 		r = vq_mem_iotlb_invalidate(b->mem, iova, size);
 		if (r < 0) {
@@ -947,7 +947,7 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		if (!iotlb_quiesce(b)) {
 			iotlb_count(b, &b->chan.st.quiesce_timeouts);
 			fprintf(stderr, "%s: IOTLB invalidation: a queue still holds buffers after %llu ms\n",
-				b->dev.name, VHU_QUIESCE_NS / 1000000ull);
+				b->dev.name, VQ_VHU_QUIESCE_NS / 1000000ull);
 		}
 		return start_all(b);    /* a stopped ring asks for its areas again */
 	}
@@ -969,7 +969,7 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		iotlb_count(b, &b->chan.st.refused);
 		return 1;
 	}
-	if (vq_mem_iotlb_retired(b->mem) > VHU_IOTLB_RETIRED_MAX)
+	if (vq_mem_iotlb_retired(b->mem) > VQ_VHU_IOTLB_RETIRED_MAX)
 		iotlb_quiesce(b);
 	misses_answered(b, iova, size);
 	kick_all(b);
@@ -979,7 +979,7 @@ static int h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	struct vq_vhu_msg rep = { .kind = VHU_P_EMPTY };
+	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_EMPTY };
 	uint64_t size = m->u.log.size, off = m->u.log.offset;
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), delta = off % pg;
 	int fd = m->fds[0], r;
@@ -987,7 +987,7 @@ static int h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	void *p;
 
 	m->nfds = 0;
-	r = need_proto(b, m, VHU_PROTOCOL_F_LOG_SHMFD, "LOG_SHMFD");
+	r = need_proto(b, m, VQ_VHU_PROTOCOL_F_LOG_SHMFD, "LOG_SHMFD");
 	if (!r && fstat(fd, &st) < 0)
 		r = berr(b, -errno, "SET_LOG_BASE: cannot stat the log fd");
 	if (!r && (off > (uint64_t)st.st_size || size > (uint64_t)st.st_size - off))
@@ -1043,12 +1043,12 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	}
 	/* Migration starts or ends while the rings run: restart them with
 	 * the log or without it. */
-	if ((f ^ b->features) & VIRTQ_BIT(VHU_F_LOG_ALL))
+	if ((f ^ b->features) & VIRTQ_BIT(VQ_VHU_F_LOG_ALL))
 		suspend_all(b);
 	b->features = f;
 	b->features_set = true;
 	/* spec, "Ring states": without protocol features rings are enabled */
-	if (!(f & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)))
+	if (!(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
 		for (unsigned i = 0; i < b->dev.nqueues; i++)
 			b->rings[i].enabled = true;
 	return start_all(b);
@@ -1129,7 +1129,7 @@ static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	struct map *mp;
 
 	m->nfds = 0;
-	r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS, "CONFIGURE_MEM_SLOTS");
+	r = need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS, "CONFIGURE_MEM_SLOTS");
 	if (r) {
 		close(fd);
 		return r;
@@ -1170,7 +1170,7 @@ static int h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 static int h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	const struct vq_vhu_region *r = &m->u.region;
-	int ret = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
+	int ret = need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
 			     "CONFIGURE_MEM_SLOTS");
 
 	if (ret)
@@ -1197,8 +1197,8 @@ static int h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	struct vq_vhu_msg rep = { .kind = VHU_P_EMPTY };
-	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_EMPTY };
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
 
 	if (r)
 		return r;
@@ -1225,7 +1225,7 @@ static int h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
 
 	if (r)
 		return r;
@@ -1247,7 +1247,7 @@ static int h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 static int h_postcopy_end(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	bool waited = b->pc.ack_pending;
-	int r = need_proto(b, m, VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
 
 	if (r)
 		return r;
@@ -1306,7 +1306,7 @@ static int h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	q->desc_ua = m->u.addr.desc;
 	q->avail_ua = m->u.addr.avail;
 	q->used_ua = m->u.addr.used;
-	q->log_used = m->u.addr.flags & VHU_VRING_F_LOG;
+	q->log_used = m->u.addr.flags & VQ_VHU_VRING_F_LOG;
 	q->log_gpa = m->u.addr.log;
 	q->has_addr = true;
 	/* Validate now, so the error names this message. */
@@ -1351,7 +1351,7 @@ static int h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.state.index;
 	struct ring *q = &b->rings[i];
-	struct vq_vhu_msg rep = { .kind = VHU_P_STATE };
+	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_STATE };
 
 	ring_suspend(b, i, false);
 	/* stopped: a restart needs a new kick (spec, "Ring states") */
@@ -1367,8 +1367,8 @@ static int h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	unsigned i = m->u.vring_fd.index;
 	struct ring *q = &b->rings[i];
 	int fd = m->u.vring_fd.nofd ? -1 : m->fds[0];
-	int *slot = m->request == VHU_SET_VRING_KICK ? &q->kick_fd :
-		    m->request == VHU_SET_VRING_CALL ? &q->call_fd : &q->err_fd;
+	int *slot = m->request == VQ_VHU_SET_VRING_KICK ? &q->kick_fd :
+		    m->request == VQ_VHU_SET_VRING_CALL ? &q->call_fd : &q->err_fd;
 
 	m->nfds = 0;
 	/* the device must let go of the old fd before it is closed */
@@ -1378,9 +1378,9 @@ static int h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	/* A new call fd gets one signal: a completion whose call went to the
 	 * old fd, or was never sent by a back-end that died (reconnect),
 	 * still reaches the driver; a spurious one finds nothing used. */
-	if (m->request == VHU_SET_VRING_CALL && fd >= 0)
+	if (m->request == VQ_VHU_SET_VRING_CALL && fd >= 0)
 		vq_evt_signal(fd);
-	if (m->request == VHU_SET_VRING_KICK)
+	if (m->request == VQ_VHU_SET_VRING_KICK)
 		q->has_kick = true;
 	return ring_try_start(b, i);
 }
@@ -1400,15 +1400,15 @@ static int h_vring_enable(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_get_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	struct vq_vhu_msg rep = { .kind = VHU_P_CONFIG };
+	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_CONFIG };
 	uint32_t off = m->u.config.offset, len = m->u.config.size;
-	int r = need_proto(b, m, VHU_PROTOCOL_F_CONFIG, "CONFIG");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 
 	if (r)
 		return r;
 	if (off > b->dev.config_len || len > b->dev.config_len - off) {
 		/* an empty payload reports the error (spec) */
-		rep.kind = VHU_P_NONE;
+		rep.kind = VQ_VHU_P_NONE;
 		return reply(b, m, &rep);
 	}
 	rep.u.config = m->u.config;
@@ -1420,7 +1420,7 @@ static int h_get_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 static int h_set_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	uint32_t off = m->u.config.offset, len = m->u.config.size;
-	int r = need_proto(b, m, VHU_PROTOCOL_F_CONFIG, "CONFIG");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 
 	if (r)
 		return r;
@@ -1440,7 +1440,7 @@ static int h_set_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = need_proto(b, m, VHU_PROTOCOL_F_RESET_DEVICE, "RESET_DEVICE");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_RESET_DEVICE, "RESET_DEVICE");
 
 	if (r)
 		return r;
@@ -1458,7 +1458,7 @@ static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = need_proto(b, m, VHU_PROTOCOL_F_RARP, "RARP");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_RARP, "RARP");
 	uint8_t mac[6];
 
 	if (r)
@@ -1478,7 +1478,7 @@ static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
  * 65535); an MTU the device cannot carry fails the REPLY_ACK. */
 static int h_net_set_mtu(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = need_proto(b, m, VHU_PROTOCOL_F_MTU, "NET_MTU");
+	int r = need_proto(b, m, VQ_VHU_PROTOCOL_F_MTU, "NET_MTU");
 
 	if (r)
 		return r;
@@ -1498,89 +1498,89 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	int r;
 
-	if (m->kind == VHU_P_POSTCOPY_ACK)
+	if (m->kind == VQ_VHU_P_POSTCOPY_ACK)
 		return h_postcopy_ack(b, m);
 	switch (m->request) {
-	case VHU_GET_FEATURES:
+	case VQ_VHU_GET_FEATURES:
 		return reply_u64(b, m, b->offered);
-	case VHU_SET_FEATURES:
+	case VQ_VHU_SET_FEATURES:
 		return h_set_features(b, m);
-	case VHU_GET_PROTOCOL_FEATURES:
+	case VQ_VHU_GET_PROTOCOL_FEATURES:
 		return reply_u64(b, m, b->proto_offered);
-	case VHU_SET_PROTOCOL_FEATURES:
+	case VQ_VHU_SET_PROTOCOL_FEATURES:
 		if (m->u.u64 & ~b->proto_offered)
 			return berr(b, -EINVAL,
 				    "SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
 				    (unsigned long long)(m->u.u64 & ~b->proto_offered));
 		b->protocol = m->u.u64;
 		return 0;
-	case VHU_SET_OWNER:
+	case VQ_VHU_SET_OWNER:
 		return 0;
-	case VHU_RESET_OWNER:
+	case VQ_VHU_RESET_OWNER:
 		/* deprecated; the spec allows "disable all rings" */
 		for (unsigned i = 0; i < b->dev.nqueues; i++) {
 			b->rings[i].enabled = false;
 			dev_stop(b, i, false);
 		}
 		return 0;
-	case VHU_GET_QUEUE_NUM:
+	case VQ_VHU_GET_QUEUE_NUM:
 		return reply_u64(b, m, b->dev.nqueues);
-	case VHU_SET_MEM_TABLE:
+	case VQ_VHU_SET_MEM_TABLE:
 		return h_set_mem_table(b, m);
-	case VHU_SET_LOG_BASE:
+	case VQ_VHU_SET_LOG_BASE:
 		return h_set_log_base(b, m);
-	case VHU_SET_LOG_FD:
+	case VQ_VHU_SET_LOG_FD:
 		/* optional (spec): we never signal the log, so it goes unused */
 		return 0;
-	case VHU_GET_MAX_MEM_SLOTS:
-		r = need_proto(b, m, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
+	case VQ_VHU_GET_MAX_MEM_SLOTS:
+		r = need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
 			       "CONFIGURE_MEM_SLOTS");
 		return r ? r : reply_u64(b, m, VQ_MEM_MAX_REGIONS);
-	case VHU_ADD_MEM_REG:
+	case VQ_VHU_ADD_MEM_REG:
 		return h_add_mem_reg(b, m);
-	case VHU_REM_MEM_REG:
+	case VQ_VHU_REM_MEM_REG:
 		return h_rem_mem_reg(b, m);
-	case VHU_SET_VRING_NUM:
+	case VQ_VHU_SET_VRING_NUM:
 		return h_vring_num(b, m);
-	case VHU_SET_VRING_ADDR:
+	case VQ_VHU_SET_VRING_ADDR:
 		return h_vring_addr(b, m);
-	case VHU_SET_VRING_BASE:
+	case VQ_VHU_SET_VRING_BASE:
 		return h_vring_base(b, m);
-	case VHU_GET_VRING_BASE:
+	case VQ_VHU_GET_VRING_BASE:
 		return h_get_vring_base(b, m);
-	case VHU_SET_VRING_KICK:
-	case VHU_SET_VRING_CALL:
-	case VHU_SET_VRING_ERR:
+	case VQ_VHU_SET_VRING_KICK:
+	case VQ_VHU_SET_VRING_CALL:
+	case VQ_VHU_SET_VRING_ERR:
 		return h_vring_fd(b, m);
-	case VHU_SET_VRING_ENABLE:
+	case VQ_VHU_SET_VRING_ENABLE:
 		return h_vring_enable(b, m);
-	case VHU_GET_CONFIG:
+	case VQ_VHU_GET_CONFIG:
 		return h_get_config(b, m);
-	case VHU_SET_CONFIG:
+	case VQ_VHU_SET_CONFIG:
 		return h_set_config(b, m);
-	case VHU_RESET_DEVICE:
+	case VQ_VHU_RESET_DEVICE:
 		return h_reset_device(b, m);
-	case VHU_SEND_RARP:
+	case VQ_VHU_SEND_RARP:
 		return h_send_rarp(b, m);
-	case VHU_NET_SET_MTU:
+	case VQ_VHU_NET_SET_MTU:
 		return h_net_set_mtu(b, m);
-	case VHU_SET_BACKEND_REQ_FD:
+	case VQ_VHU_SET_BACKEND_REQ_FD:
 		return h_set_backend_req_fd(b, m);
-	case VHU_IOTLB_MSG:
+	case VQ_VHU_IOTLB_MSG:
 		return h_iotlb_msg(b, m);
-	case VHU_POSTCOPY_ADVISE:
+	case VQ_VHU_POSTCOPY_ADVISE:
 		return h_postcopy_advise(b, m);
-	case VHU_POSTCOPY_LISTEN:
+	case VQ_VHU_POSTCOPY_LISTEN:
 		return h_postcopy_listen(b, m);
-	case VHU_POSTCOPY_END:
+	case VQ_VHU_POSTCOPY_END:
 		return h_postcopy_end(b, m);
-	case VHU_SET_STATUS:
-		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
+	case VQ_VHU_SET_STATUS:
+		r = need_proto(b, m, VQ_VHU_PROTOCOL_F_STATUS, "STATUS");
 		if (!r)
 			b->status = (uint8_t)m->u.u64;
 		return r;
-	case VHU_GET_STATUS:
-		r = need_proto(b, m, VHU_PROTOCOL_F_STATUS, "STATUS");
+	case VQ_VHU_GET_STATUS:
+		r = need_proto(b, m, VQ_VHU_PROTOCOL_F_STATUS, "STATUS");
 		return r ? r : reply_u64(b, m, b->status);
 	}
 	return berr(b, -EOPNOTSUPP, "request %u not handled", m->request);
@@ -1588,8 +1588,8 @@ static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 static int handle_one(struct vq_vhu_backend *b)
 {
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
@@ -1602,7 +1602,7 @@ static int handle_one(struct vq_vhu_backend *b)
 		return 0;
 	if (r == -ECONNRESET)
 		return -ECONNRESET;     /* orderly close: not an error message */
-	if (r < 0 && len == VHU_HDR_SIZE) {
+	if (r < 0 && len == VQ_VHU_HDR_SIZE) {
 		/* the header was refused: let the codec say why */
 		vq_vhu_decode_request(buf, len, NULL, 0, b->dev.nqueues, &m,
 				      err, sizeof(err));
@@ -1618,8 +1618,8 @@ static int handle_one(struct vq_vhu_backend *b)
 	if (r)
 		return berr(b, r, "bad message: %s", err);
 	/* while postcopy listens, a memory change's reply is its echo */
-	ack = has_proto(b, VHU_PROTOCOL_F_REPLY_ACK) &&
-	      (m.flags & VHU_FLAG_NEED_REPLY) &&
+	ack = has_proto(b, VQ_VHU_PROTOCOL_F_REPLY_ACK) &&
+	      (m.flags & VQ_VHU_FLAG_NEED_REPLY) &&
 	      !vq_vhu_request_has_reply(m.request) &&
 	      !(b->pc.listening && vq_vhu_request_postcopy_echo(m.request));
 	r = handle(b, &m);
@@ -1645,7 +1645,7 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	uint64_t dev_mask = (VIRTQ_BIT(24) - 1) | ~(VIRTQ_BIT(50) - 1);
 
 	*out = NULL;
-	if (!dev || dev->nqueues == 0 || dev->nqueues > VHU_MAX_QUEUES ||
+	if (!dev || dev->nqueues == 0 || dev->nqueues > VQ_VHU_MAX_QUEUES ||
 	    !(dev->features & VIRTQ_BIT(VIRTIO_F_VERSION_1)) ||
 	    (dev->features & ~(dev_mask | VQ_RING_FEATURES)))
 		return -EINVAL;
@@ -1659,20 +1659,20 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		b->dev.name = "vhost-user device";
 	/* The ring layer logs every write a device makes through a chain, so
 	 * every device can migrate. */
-	b->offered = dev->features | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) |
-		     VIRTQ_BIT(VHU_F_LOG_ALL);
+	b->offered = dev->features | VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) |
+		     VIRTQ_BIT(VQ_VHU_F_LOG_ALL);
 	/* The same goes for the IOTLB (every chain is translated by the ring
 	 * layer): a guest behind a vIOMMU can use any device. */
 	b->offered |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
 	if (!b->dev.ops->get_config)
-		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
+		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
 	if (!b->dev.ops->send_rarp)
-		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_RARP);
+		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP);
 	if (!b->dev.ops->set_mtu)
-		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_MTU);
+		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU);
 	if (!uffd_usable())
-		b->proto_offered &= ~VIRTQ_BIT(VHU_PROTOCOL_F_PAGEFAULT);
+		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT);
 	b->listen_fd = b->conn_fd = -1;
 	b->recv_timeout_ms = 5000;
 	b->mem = vq_mem_new();

@@ -35,52 +35,52 @@ struct req_desc {
 };
 
 #define DX(id, rq, rp, f, v, rf, pe) \
-	[VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v, rf, pe }
+	[VQ_VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v, rf, pe }
 #define D(id, rq, rp, f, v) DX(id, rq, rp, f, v, FD_NONE, false)
-static const struct req_desc reqs[VHU_REQUEST_MAX + 1] = {
-	D(GET_FEATURES,          VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	D(SET_FEATURES,          VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
-	D(SET_OWNER,             VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
-	D(RESET_OWNER,           VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
-	DX(SET_MEM_TABLE,        VHU_P_MEM,      VHU_P_NONE,   FD_REGIONS, false, FD_NONE, true),
+static const struct req_desc reqs[VQ_VHU_REQUEST_MAX + 1] = {
+	D(GET_FEATURES,          VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
+	D(SET_FEATURES,          VQ_VHU_P_U64,      VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(SET_OWNER,             VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(RESET_OWNER,           VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_NONE,    false),
+	DX(SET_MEM_TABLE,        VQ_VHU_P_MEM,      VQ_VHU_P_NONE,   FD_REGIONS, false, FD_NONE, true),
 	/* with LOG_SHMFD, the only way we accept it; QEMU waits for a reply */
-	D(SET_LOG_BASE,          VHU_P_LOG,      VHU_P_EMPTY,  FD_ONE,     false),
-	D(SET_LOG_FD,            VHU_P_NONE,     VHU_P_NONE,   FD_ONE,     false),
-	D(SET_VRING_NUM,         VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
-	D(SET_VRING_ADDR,        VHU_P_ADDR,     VHU_P_NONE,   FD_NONE,    true),
-	D(SET_VRING_BASE,        VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
-	D(GET_VRING_BASE,        VHU_P_STATE,    VHU_P_STATE,  FD_NONE,    true),
-	D(SET_VRING_KICK,        VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
-	D(SET_VRING_CALL,        VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
-	D(SET_VRING_ERR,         VHU_P_VRING_FD, VHU_P_NONE,   FD_VRING,   true),
-	D(GET_PROTOCOL_FEATURES, VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	D(SET_PROTOCOL_FEATURES, VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
-	D(GET_QUEUE_NUM,         VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	D(SET_VRING_ENABLE,      VHU_P_STATE,    VHU_P_NONE,   FD_NONE,    true),
+	D(SET_LOG_BASE,          VQ_VHU_P_LOG,      VQ_VHU_P_EMPTY,  FD_ONE,     false),
+	D(SET_LOG_FD,            VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_ONE,     false),
+	D(SET_VRING_NUM,         VQ_VHU_P_STATE,    VQ_VHU_P_NONE,   FD_NONE,    true),
+	D(SET_VRING_ADDR,        VQ_VHU_P_ADDR,     VQ_VHU_P_NONE,   FD_NONE,    true),
+	D(SET_VRING_BASE,        VQ_VHU_P_STATE,    VQ_VHU_P_NONE,   FD_NONE,    true),
+	D(GET_VRING_BASE,        VQ_VHU_P_STATE,    VQ_VHU_P_STATE,  FD_NONE,    true),
+	D(SET_VRING_KICK,        VQ_VHU_P_VRING_FD, VQ_VHU_P_NONE,   FD_VRING,   true),
+	D(SET_VRING_CALL,        VQ_VHU_P_VRING_FD, VQ_VHU_P_NONE,   FD_VRING,   true),
+	D(SET_VRING_ERR,         VQ_VHU_P_VRING_FD, VQ_VHU_P_NONE,   FD_VRING,   true),
+	D(GET_PROTOCOL_FEATURES, VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
+	D(SET_PROTOCOL_FEATURES, VQ_VHU_P_U64,      VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(GET_QUEUE_NUM,         VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
+	D(SET_VRING_ENABLE,      VQ_VHU_P_STATE,    VQ_VHU_P_NONE,   FD_NONE,    true),
 	/* the guest's MAC in the u64's first six bytes */
-	D(SEND_RARP,             VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	D(SEND_RARP,             VQ_VHU_P_U64,      VQ_VHU_P_NONE,   FD_NONE,    false),
 	/* the MTU QEMU's host_mtu gives the guest, as a u64 */
-	D(NET_SET_MTU,           VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
+	D(NET_SET_MTU,           VQ_VHU_P_U64,      VQ_VHU_P_NONE,   FD_NONE,    false),
 	/* the back-end channel: a socket the back-end writes its requests to */
-	D(SET_BACKEND_REQ_FD,    VHU_P_NONE,     VHU_P_NONE,   FD_ONE,     false),
-	D(IOTLB_MSG,             VHU_P_IOTLB,    VHU_P_NONE,   FD_NONE,    false),
-	D(GET_CONFIG,            VHU_P_CONFIG,   VHU_P_CONFIG, FD_NONE,    false),
-	D(SET_CONFIG,            VHU_P_CONFIG,   VHU_P_NONE,   FD_NONE,    false),
+	D(SET_BACKEND_REQ_FD,    VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_ONE,     false),
+	D(IOTLB_MSG,             VQ_VHU_P_IOTLB,    VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(GET_CONFIG,            VQ_VHU_P_CONFIG,   VQ_VHU_P_CONFIG, FD_NONE,    false),
+	D(SET_CONFIG,            VQ_VHU_P_CONFIG,   VQ_VHU_P_NONE,   FD_NONE,    false),
 	/* the reply is empty and carries the back-end's userfaultfd */
-	DX(POSTCOPY_ADVISE,      VHU_P_NONE,     VHU_P_EMPTY,  FD_NONE,    false, FD_ONE, false),
-	D(POSTCOPY_LISTEN,       VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
-	D(POSTCOPY_END,          VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	D(RESET_DEVICE,          VHU_P_NONE,     VHU_P_NONE,   FD_NONE,    false),
-	D(GET_MAX_MEM_SLOTS,     VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
-	DX(ADD_MEM_REG,          VHU_P_REGION,   VHU_P_NONE,   FD_ONE,     false, FD_NONE, true),
-	D(REM_MEM_REG,           VHU_P_REGION,   VHU_P_NONE,   FD_DISCARD, false),
-	D(SET_STATUS,            VHU_P_U64,      VHU_P_NONE,   FD_NONE,    false),
-	D(GET_STATUS,            VHU_P_NONE,     VHU_P_U64,    FD_NONE,    false),
+	DX(POSTCOPY_ADVISE,      VQ_VHU_P_NONE,     VQ_VHU_P_EMPTY,  FD_NONE,    false, FD_ONE, false),
+	D(POSTCOPY_LISTEN,       VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(POSTCOPY_END,          VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
+	D(RESET_DEVICE,          VQ_VHU_P_NONE,     VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(GET_MAX_MEM_SLOTS,     VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
+	DX(ADD_MEM_REG,          VQ_VHU_P_REGION,   VQ_VHU_P_NONE,   FD_ONE,     false, FD_NONE, true),
+	D(REM_MEM_REG,           VQ_VHU_P_REGION,   VQ_VHU_P_NONE,   FD_DISCARD, false),
+	D(SET_STATUS,            VQ_VHU_P_U64,      VQ_VHU_P_NONE,   FD_NONE,    false),
+	D(GET_STATUS,            VQ_VHU_P_NONE,     VQ_VHU_P_U64,    FD_NONE,    false),
 };
 
-static const struct req_desc backend_reqs[VHU_BACKEND_REQUEST_MAX + 1] = {
-	[VHU_BACKEND_IOTLB_MSG] = { "VHOST_USER_BACKEND_IOTLB_MSG", VHU_P_IOTLB,
-				    VHU_P_NONE, FD_NONE, false, FD_NONE, false },
+static const struct req_desc backend_reqs[VQ_VHU_BACKEND_REQUEST_MAX + 1] = {
+	[VQ_VHU_BACKEND_IOTLB_MSG] = { "VHOST_USER_BACKEND_IOTLB_MSG", VQ_VHU_P_IOTLB,
+				    VQ_VHU_P_NONE, FD_NONE, false, FD_NONE, false },
 };
 #undef D
 #undef DX
@@ -92,9 +92,9 @@ static const struct req_desc backend_reqs[VHU_BACKEND_REQUEST_MAX + 1] = {
 static const struct req_desc *lookup_in(bool backend, uint32_t request)
 {
 	if (backend)
-		return request <= VHU_BACKEND_REQUEST_MAX &&
+		return request <= VQ_VHU_BACKEND_REQUEST_MAX &&
 		       backend_reqs[request].name ? &backend_reqs[request] : NULL;
-	if (request > VHU_REQUEST_MAX || !reqs[request].name)
+	if (request > VQ_VHU_REQUEST_MAX || !reqs[request].name)
 		return NULL;
 	return &reqs[request];
 }
@@ -115,7 +115,7 @@ bool vq_vhu_request_has_reply(uint32_t request)
 {
 	const struct req_desc *d = lookup(request);
 
-	return d && d->reply != VHU_P_NONE;
+	return d && d->reply != VQ_VHU_P_NONE;
 }
 
 bool vq_vhu_request_postcopy_echo(uint32_t request)
@@ -144,32 +144,32 @@ static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 {
 	switch (kind) {
-	case VHU_P_NONE:
+	case VQ_VHU_P_NONE:
 		return size == 0;
-	case VHU_P_U64:
-	case VHU_P_STATE:
-	case VHU_P_VRING_FD:
+	case VQ_VHU_P_U64:
+	case VQ_VHU_P_STATE:
+	case VQ_VHU_P_VRING_FD:
 		return size == 8;
-	case VHU_P_ADDR:
+	case VQ_VHU_P_ADDR:
 		return size == 40;
-	case VHU_P_IOTLB:
+	case VQ_VHU_P_IOTLB:
 		return size == IOTLB_WIRE;
-	case VHU_P_LOG:
+	case VQ_VHU_P_LOG:
 		return size == 16;
-	case VHU_P_EMPTY:
+	case VQ_VHU_P_EMPTY:
 		/* as DPDK's vhost sends it; QEMU reads any payload (libvhost-user
 		 * sends a u64), but we never ask for a log, and a decoded
 		 * message re-encodes to the same bytes */
 		return size == 0;
-	case VHU_P_REGION:
+	case VQ_VHU_P_REGION:
 		return size == 8 + REGION_WIRE;
-	case VHU_P_MEM:
+	case VQ_VHU_P_MEM:
 		return size >= MEM_HDR_WIRE + REGION_WIRE &&
-		       size <= MEM_HDR_WIRE + REGION_WIRE * VHU_MEM_TABLE_MAX &&
+		       size <= MEM_HDR_WIRE + REGION_WIRE * VQ_VHU_MEM_TABLE_MAX &&
 		       (size - MEM_HDR_WIRE) % REGION_WIRE == 0;
-	case VHU_P_CONFIG:
-		return size >= VHU_CONFIG_HDR_SIZE && size <= VHU_PAYLOAD_MAX;
-	case VHU_P_POSTCOPY_ACK:
+	case VQ_VHU_P_CONFIG:
+		return size >= VQ_VHU_CONFIG_HDR_SIZE && size <= VQ_VHU_PAYLOAD_MAX;
+	case VQ_VHU_P_POSTCOPY_ACK:
 		return size == 8;
 	}
 	return false;
@@ -187,16 +187,16 @@ static void get_hdr(const void *buf, struct hdr *h)
 }
 
 /*
- * QEMU's postcopy acknowledgment (VHU_P_POSTCOPY_ACK): a u64 request with
+ * QEMU's postcopy acknowledgment (VQ_VHU_P_POSTCOPY_ACK): a u64 request with
  * no flag but the version, under 0 or a memory-table request.  Every one
  * of those requests is longer (a table holds at least one region), so the
  * shape names it; whether it is expected is the back-end's business.
  */
 static bool postcopy_ack_shape(const struct hdr *h)
 {
-	return h->flags == VHU_VERSION && h->size == 8 &&
-	       (h->request == 0 || h->request == VHU_SET_MEM_TABLE ||
-		h->request == VHU_ADD_MEM_REG || h->request == VHU_REM_MEM_REG);
+	return h->flags == VQ_VHU_VERSION && h->size == 8 &&
+	       (h->request == 0 || h->request == VQ_VHU_SET_MEM_TABLE ||
+		h->request == VQ_VHU_ADD_MEM_REG || h->request == VQ_VHU_REM_MEM_REG);
 }
 
 static int check_hdr(const struct hdr *h, bool reply, bool backend,
@@ -204,13 +204,13 @@ static int check_hdr(const struct hdr *h, bool reply, bool backend,
 {
 	const struct req_desc *d = lookup_in(backend, h->request);
 
-	if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
+	if ((h->flags & VQ_VHU_FLAG_VERSION_MASK) != VQ_VHU_VERSION)
 		return fail(err, errlen, -EINVAL, "bad version %u in flags 0x%x",
-			    h->flags & VHU_FLAG_VERSION_MASK, h->flags);
-	if (h->flags & ~(VHU_FLAG_VERSION_MASK | VHU_FLAG_REPLY | VHU_FLAG_NEED_REPLY))
+			    h->flags & VQ_VHU_FLAG_VERSION_MASK, h->flags);
+	if (h->flags & ~(VQ_VHU_FLAG_VERSION_MASK | VQ_VHU_FLAG_REPLY | VQ_VHU_FLAG_NEED_REPLY))
 		return fail(err, errlen, -EINVAL, "unknown flag bits 0x%x",
 			    h->flags);
-	if (!!(h->flags & VHU_FLAG_REPLY) != reply)
+	if (!!(h->flags & VQ_VHU_FLAG_REPLY) != reply)
 		return fail(err, errlen, -EINVAL, reply ?
 			    "reply flag missing in a reply" :
 			    "reply flag set in a request");
@@ -308,14 +308,14 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 	uint32_t n;
 
 	switch (m->kind) {
-	case VHU_P_NONE:
-	case VHU_P_EMPTY:
+	case VQ_VHU_P_NONE:
+	case VQ_VHU_P_EMPTY:
 		return 0;
-	case VHU_P_U64:
-	case VHU_P_POSTCOPY_ACK:
+	case VQ_VHU_P_U64:
+	case VQ_VHU_P_POSTCOPY_ACK:
 		m->u.u64 = rd64(p);
 		return 0;
-	case VHU_P_LOG:
+	case VQ_VHU_P_LOG:
 		m->u.log.size = rd64(p);
 		m->u.log.offset = rd64(p + 8);
 		if (m->u.log.size == 0 || wraps(m->u.log.offset, m->u.log.size))
@@ -324,29 +324,29 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 				    (unsigned long long)m->u.log.size,
 				    (unsigned long long)m->u.log.offset);
 		return 0;
-	case VHU_P_VRING_FD: {
+	case VQ_VHU_P_VRING_FD: {
 		uint64_t v = rd64(p);
 
-		if (v & ~(uint64_t)(VHU_VRING_IDX_MASK | VHU_VRING_NOFD))
+		if (v & ~(uint64_t)(VQ_VHU_VRING_IDX_MASK | VQ_VHU_VRING_NOFD))
 			return fail(err, errlen, -EINVAL,
 				    "reserved bits set in vring fd payload 0x%llx",
 				    (unsigned long long)v);
-		m->u.vring_fd.index = v & VHU_VRING_IDX_MASK;
-		m->u.vring_fd.nofd = v & VHU_VRING_NOFD;
+		m->u.vring_fd.index = v & VQ_VHU_VRING_IDX_MASK;
+		m->u.vring_fd.nofd = v & VQ_VHU_VRING_NOFD;
 		return 0;
 	}
-	case VHU_P_STATE:
+	case VQ_VHU_P_STATE:
 		m->u.state.index = rd32(p);
 		m->u.state.num = rd32(p + 4);
 		return 0;
-	case VHU_P_IOTLB:
+	case VQ_VHU_P_IOTLB:
 		m->u.iotlb.iova = rd64(p);
 		m->u.iotlb.size = rd64(p + 8);
 		m->u.iotlb.uaddr = rd64(p + 16);
 		m->u.iotlb.perm = p[24];
 		m->u.iotlb.type = p[25];
 		return 0;
-	case VHU_P_ADDR:
+	case VQ_VHU_P_ADDR:
 		m->u.addr.index = rd32(p);
 		m->u.addr.flags = rd32(p + 4);
 		m->u.addr.desc = rd64(p + 8);
@@ -354,16 +354,16 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		m->u.addr.avail = rd64(p + 24);
 		m->u.addr.log = rd64(p + 32);
 		return 0;
-	case VHU_P_REGION:
+	case VQ_VHU_P_REGION:
 		/* 64-bit padding first */
 		get_region(p + 8, &m->u.region);
 		return region_ok(&m->u.region, 0, err, errlen);
-	case VHU_P_MEM:
+	case VQ_VHU_P_MEM:
 		n = rd32(p);
-		if (n == 0 || n > VHU_MEM_TABLE_MAX)
+		if (n == 0 || n > VQ_VHU_MEM_TABLE_MAX)
 			return fail(err, errlen, -EINVAL,
 				    "memory table with %u regions (1..%u)", n,
-				    VHU_MEM_TABLE_MAX);
+				    VQ_VHU_MEM_TABLE_MAX);
 		if (m->size != MEM_HDR_WIRE + n * REGION_WIRE)
 			return fail(err, errlen, -EMSGSIZE,
 				    "memory table of %u regions in %u bytes", n,
@@ -387,18 +387,18 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 			}
 		}
 		return 0;
-	case VHU_P_CONFIG:
+	case VQ_VHU_P_CONFIG:
 		m->u.config.offset = rd32(p);
 		m->u.config.size = rd32(p + 4);
 		m->u.config.flags = rd32(p + 8);
-		if (m->u.config.size > VHU_CONFIG_MAX ||
-		    m->size != VHU_CONFIG_HDR_SIZE + m->u.config.size)
+		if (m->u.config.size > VQ_VHU_CONFIG_MAX ||
+		    m->size != VQ_VHU_CONFIG_HDR_SIZE + m->u.config.size)
 			return fail(err, errlen, -EMSGSIZE,
 				    "config of %u bytes in a %u-byte payload",
 				    m->u.config.size, m->size);
 		if (m->u.config.offset + m->u.config.size < m->u.config.offset)
 			return fail(err, errlen, -EINVAL, "config offset wraps");
-		memcpy(m->u.config.data, p + VHU_CONFIG_HDR_SIZE, m->u.config.size);
+		memcpy(m->u.config.data, p + VQ_VHU_CONFIG_HDR_SIZE, m->u.config.size);
 		return 0;
 	}
 	return -EINVAL;
@@ -413,12 +413,12 @@ static int iotlb_ok(const struct vq_vhu_msg *m, unsigned a, unsigned b,
 
 	if (t != a && t != b)
 		return fail(err, errlen, -EINVAL, "IOTLB message type %u on this channel", t);
-	if (t == VHU_IOTLB_INVALIDATE)
+	if (t == VQ_VHU_IOTLB_INVALIDATE)
 		return 0;
-	if (perm == 0 || perm > VHU_IOTLB_PERM_RW)
+	if (perm == 0 || perm > VQ_VHU_IOTLB_PERM_RW)
 		return fail(err, errlen, -EINVAL, "IOTLB permission %u", perm);
 	/* a range may end on the last address (vhost's last = start + size - 1) */
-	if (t == VHU_IOTLB_UPDATE &&
+	if (t == VQ_VHU_IOTLB_UPDATE &&
 	    (m->u.iotlb.size == 0 ||
 	     m->u.iotlb.iova + (m->u.iotlb.size - 1) < m->u.iotlb.iova ||
 	     m->u.iotlb.uaddr + (m->u.iotlb.size - 1) < m->u.iotlb.uaddr))
@@ -437,9 +437,9 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	uint32_t idx = 0;
 
 	if (d->vring) {
-		if (m->kind == VHU_P_VRING_FD)
+		if (m->kind == VQ_VHU_P_VRING_FD)
 			idx = m->u.vring_fd.index;
-		else if (m->kind == VHU_P_ADDR)
+		else if (m->kind == VQ_VHU_P_ADDR)
 			idx = m->u.addr.index;
 		else
 			idx = m->u.state.index;
@@ -449,7 +449,7 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 				    d->name, idx, nqueues);
 	}
 	switch (m->request) {
-	case VHU_SET_VRING_NUM:
+	case VQ_VHU_SET_VRING_NUM:
 		if (m->u.state.num == 0 || m->u.state.num > VIRTQ_MAX_QUEUE_SIZE)
 			return fail(err, errlen, -EINVAL,
 				    "queue size %u not in 1..%u", m->u.state.num,
@@ -458,32 +458,32 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	/* GET_VRING_BASE num is reserved ("must be set to 0"), but DPDK's
 	 * virtio-user sends the ring size there: it carries nothing, so it is
 	 * ignored rather than refused. */
-	case VHU_SET_VRING_ENABLE:
+	case VQ_VHU_SET_VRING_ENABLE:
 		if (m->u.state.num > 1)
 			return fail(err, errlen, -EINVAL,
 				    "SET_VRING_ENABLE num %u is not 0 or 1",
 				    m->u.state.num);
 		break;
-	case VHU_SET_VRING_ADDR:
-		if (m->u.addr.flags & ~VHU_VRING_F_LOG)
+	case VQ_VHU_SET_VRING_ADDR:
+		if (m->u.addr.flags & ~VQ_VHU_VRING_F_LOG)
 			return fail(err, errlen, -EINVAL,
 				    "unknown vring address flags 0x%x",
 				    m->u.addr.flags);
 		break;
-	case VHU_SET_STATUS:
+	case VQ_VHU_SET_STATUS:
 		if (m->u.u64 > 0xff)
 			return fail(err, errlen, -EINVAL,
 				    "device status 0x%llx does not fit 8 bits",
 				    (unsigned long long)m->u.u64);
 		break;
-	case VHU_GET_CONFIG:
-	case VHU_SET_CONFIG:
+	case VQ_VHU_GET_CONFIG:
+	case VQ_VHU_SET_CONFIG:
 		if (m->u.config.flags > 1)
 			return fail(err, errlen, -EINVAL,
 				    "unknown config flags 0x%x", m->u.config.flags);
 		break;
-	case VHU_IOTLB_MSG:
-		return iotlb_ok(m, VHU_IOTLB_UPDATE, VHU_IOTLB_INVALIDATE, err, errlen);
+	case VQ_VHU_IOTLB_MSG:
+		return iotlb_ok(m, VQ_VHU_IOTLB_UPDATE, VQ_VHU_IOTLB_INVALIDATE, err, errlen);
 	}
 	return 0;
 }
@@ -517,12 +517,12 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	memset(m, 0, sizeof(*m));
 	if (err && errlen)
 		err[0] = '\0';
-	if (nfds > VHU_MAX_FDS) {
+	if (nfds > VQ_VHU_MAX_FDS) {
 		r = fail(err, errlen, -EBADF, "%u fds, at most %u", nfds,
-			 VHU_MAX_FDS);
+			 VQ_VHU_MAX_FDS);
 		goto out_close;
 	}
-	if (len < VHU_HDR_SIZE) {
+	if (len < VQ_VHU_HDR_SIZE) {
 		r = fail(err, errlen, -EMSGSIZE, "truncated header (%zu bytes)",
 			 len);
 		goto out_close;
@@ -532,11 +532,11 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 		m->request = h.request;
 		m->flags = h.flags;
 		m->size = h.size;
-		m->kind = VHU_P_POSTCOPY_ACK;
-		if (len != VHU_HDR_SIZE + 8) {
+		m->kind = VQ_VHU_P_POSTCOPY_ACK;
+		if (len != VQ_VHU_HDR_SIZE + 8) {
 			r = fail(err, errlen, -EMSGSIZE,
 				 "postcopy acknowledgment of %zu bytes",
-				 len - VHU_HDR_SIZE);
+				 len - VQ_VHU_HDR_SIZE);
 			goto out_close;
 		}
 		if (nfds) {
@@ -544,7 +544,7 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 				 "postcopy acknowledgment with %u fds", nfds);
 			goto out_close;
 		}
-		parse_payload(m, (const uint8_t *)buf + VHU_HDR_SIZE, NULL, 0);
+		parse_payload(m, (const uint8_t *)buf + VQ_VHU_HDR_SIZE, NULL, 0);
 		return 0;
 	}
 	r = check_hdr(&h, reply, backend, &d, err, errlen);
@@ -561,16 +561,16 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	if (reply && d->postcopy_echo && !ack)
 		m->kind = d->req;
 	else if (reply)
-		m->kind = d->reply != VHU_P_NONE ? d->reply :
-			  ack ? VHU_P_U64 : VHU_P_NONE;
+		m->kind = d->reply != VQ_VHU_P_NONE ? d->reply :
+			  ack ? VQ_VHU_P_U64 : VQ_VHU_P_NONE;
 	else
 		m->kind = d->req;
-	if (reply && m->kind == VHU_P_NONE) {
+	if (reply && m->kind == VQ_VHU_P_NONE) {
 		r = fail(err, errlen, -EPROTO, "%s has no reply", d->name);
 		goto out_close;
 	}
 	/* An empty GET_CONFIG reply is the back-end's error report (spec). */
-	if (reply && m->kind == VHU_P_CONFIG && h.size == 0) {
+	if (reply && m->kind == VQ_VHU_P_CONFIG && h.size == 0) {
 		r = fail(err, errlen, -EIO, "back-end refused GET_CONFIG");
 		goto out_close;
 	}
@@ -579,17 +579,17 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 			 d->name, h.size);
 		goto out_close;
 	}
-	if (len != VHU_HDR_SIZE + (size_t)h.size) {
+	if (len != VQ_VHU_HDR_SIZE + (size_t)h.size) {
 		r = fail(err, errlen, -EMSGSIZE,
 			 "%s: %zu bytes for a %u-byte payload", d->name,
-			 len - VHU_HDR_SIZE, h.size);
+			 len - VQ_VHU_HDR_SIZE, h.size);
 		goto out_close;
 	}
-	r = parse_payload(m, (const uint8_t *)buf + VHU_HDR_SIZE, err, errlen);
+	r = parse_payload(m, (const uint8_t *)buf + VQ_VHU_HDR_SIZE, err, errlen);
 	if (r)
 		goto out_close;
 	if (backend) {
-		r = iotlb_ok(m, VHU_IOTLB_MISS, VHU_IOTLB_ACCESS_FAIL, err, errlen);
+		r = iotlb_ok(m, VQ_VHU_IOTLB_MISS, VQ_VHU_IOTLB_ACCESS_FAIL, err, errlen);
 		if (r)
 			goto out_close;
 		want = fds_expected(m, d->fds);
@@ -671,90 +671,90 @@ static void put_region(uint8_t *p, const struct vq_vhu_region *r)
 static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
 		      void *buf, size_t cap)
 {
-	bool reply = m->flags & VHU_FLAG_REPLY;
+	bool reply = m->flags & VQ_VHU_FLAG_REPLY;
 	enum vq_vhu_payload kind;
 	uint8_t *p = buf, *q;
 	uint32_t size;
 
-	if (m->kind == VHU_P_POSTCOPY_ACK) {
+	if (m->kind == VQ_VHU_P_POSTCOPY_ACK) {
 		struct hdr h = { m->request, m->flags, 8 };
 
 		if (!postcopy_ack_shape(&h))
 			return -EINVAL;
-		kind = VHU_P_POSTCOPY_ACK;
+		kind = VQ_VHU_P_POSTCOPY_ACK;
 	} else if (!d) {
 		return -EINVAL;
 	} else {
-		kind = reply ? (d->reply != VHU_P_NONE ? d->reply : VHU_P_U64) : d->req;
+		kind = reply ? (d->reply != VQ_VHU_P_NONE ? d->reply : VQ_VHU_P_U64) : d->req;
 		if (reply && d->postcopy_echo && m->kind == d->req)
 			kind = d->req;
 	}
-	if (m->kind != kind && !(reply && kind == VHU_P_CONFIG && m->kind == VHU_P_NONE))
+	if (m->kind != kind && !(reply && kind == VQ_VHU_P_CONFIG && m->kind == VQ_VHU_P_NONE))
 		return -EINVAL;
 	switch (m->kind) {
-	case VHU_P_NONE:
-	case VHU_P_EMPTY:
+	case VQ_VHU_P_NONE:
+	case VQ_VHU_P_EMPTY:
 		size = 0;
 		break;
-	case VHU_P_LOG:
+	case VQ_VHU_P_LOG:
 		size = 16;
 		break;
-	case VHU_P_U64:
-	case VHU_P_STATE:
-	case VHU_P_VRING_FD:
-	case VHU_P_POSTCOPY_ACK:
+	case VQ_VHU_P_U64:
+	case VQ_VHU_P_STATE:
+	case VQ_VHU_P_VRING_FD:
+	case VQ_VHU_P_POSTCOPY_ACK:
 		size = 8;
 		break;
-	case VHU_P_ADDR:
+	case VQ_VHU_P_ADDR:
 		size = 40;
 		break;
-	case VHU_P_IOTLB:
+	case VQ_VHU_P_IOTLB:
 		size = IOTLB_WIRE;
 		break;
-	case VHU_P_REGION:
+	case VQ_VHU_P_REGION:
 		size = 8 + REGION_WIRE;
 		break;
-	case VHU_P_MEM:
-		if (m->u.mem.nregions == 0 || m->u.mem.nregions > VHU_MEM_TABLE_MAX)
+	case VQ_VHU_P_MEM:
+		if (m->u.mem.nregions == 0 || m->u.mem.nregions > VQ_VHU_MEM_TABLE_MAX)
 			return -EINVAL;
 		size = MEM_HDR_WIRE + REGION_WIRE * m->u.mem.nregions;
 		break;
-	case VHU_P_CONFIG:
-		if (m->u.config.size > VHU_CONFIG_MAX)
+	case VQ_VHU_P_CONFIG:
+		if (m->u.config.size > VQ_VHU_CONFIG_MAX)
 			return -EINVAL;
-		size = VHU_CONFIG_HDR_SIZE + m->u.config.size;
+		size = VQ_VHU_CONFIG_HDR_SIZE + m->u.config.size;
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (cap < VHU_HDR_SIZE + (size_t)size)
+	if (cap < VQ_VHU_HDR_SIZE + (size_t)size)
 		return -ENOBUFS;
-	memset(p, 0, VHU_HDR_SIZE + size);
+	memset(p, 0, VQ_VHU_HDR_SIZE + size);
 	wr32(p, m->request);
 	wr32(p + 4, m->flags);
 	wr32(p + 8, size);
-	q = p + VHU_HDR_SIZE;
+	q = p + VQ_VHU_HDR_SIZE;
 	switch (m->kind) {
-	case VHU_P_NONE:
-	case VHU_P_EMPTY:
+	case VQ_VHU_P_NONE:
+	case VQ_VHU_P_EMPTY:
 		break;
-	case VHU_P_U64:
-	case VHU_P_POSTCOPY_ACK:
+	case VQ_VHU_P_U64:
+	case VQ_VHU_P_POSTCOPY_ACK:
 		wr64(q, m->u.u64);
 		break;
-	case VHU_P_LOG:
+	case VQ_VHU_P_LOG:
 		wr64(q, m->u.log.size);
 		wr64(q + 8, m->u.log.offset);
 		break;
-	case VHU_P_VRING_FD:
-		wr64(q, (m->u.vring_fd.index & VHU_VRING_IDX_MASK) |
-			(m->u.vring_fd.nofd ? VHU_VRING_NOFD : 0));
+	case VQ_VHU_P_VRING_FD:
+		wr64(q, (m->u.vring_fd.index & VQ_VHU_VRING_IDX_MASK) |
+			(m->u.vring_fd.nofd ? VQ_VHU_VRING_NOFD : 0));
 		break;
-	case VHU_P_STATE:
+	case VQ_VHU_P_STATE:
 		wr32(q, m->u.state.index);
 		wr32(q + 4, m->u.state.num);
 		break;
-	case VHU_P_ADDR:
+	case VQ_VHU_P_ADDR:
 		wr32(q, m->u.addr.index);
 		wr32(q + 4, m->u.addr.flags);
 		wr64(q + 8, m->u.addr.desc);
@@ -762,30 +762,30 @@ static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
 		wr64(q + 24, m->u.addr.avail);
 		wr64(q + 32, m->u.addr.log);
 		break;
-	case VHU_P_IOTLB:
+	case VQ_VHU_P_IOTLB:
 		wr64(q, m->u.iotlb.iova);
 		wr64(q + 8, m->u.iotlb.size);
 		wr64(q + 16, m->u.iotlb.uaddr);
 		q[24] = m->u.iotlb.perm;
 		q[25] = m->u.iotlb.type;
 		break;
-	case VHU_P_REGION:
+	case VQ_VHU_P_REGION:
 		put_region(q + 8, &m->u.region);
 		break;
-	case VHU_P_MEM:
+	case VQ_VHU_P_MEM:
 		wr32(q, m->u.mem.nregions);
 		for (uint32_t i = 0; i < m->u.mem.nregions; i++)
 			put_region(q + MEM_HDR_WIRE + i * REGION_WIRE,
 				   &m->u.mem.regions[i]);
 		break;
-	case VHU_P_CONFIG:
+	case VQ_VHU_P_CONFIG:
 		wr32(q, m->u.config.offset);
 		wr32(q + 4, m->u.config.size);
 		wr32(q + 8, m->u.config.flags);
-		memcpy(q + VHU_CONFIG_HDR_SIZE, m->u.config.data, m->u.config.size);
+		memcpy(q + VQ_VHU_CONFIG_HDR_SIZE, m->u.config.data, m->u.config.size);
 		break;
 	}
-	return VHU_HDR_SIZE + size;
+	return VQ_VHU_HDR_SIZE + size;
 }
 
 ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
@@ -796,7 +796,7 @@ ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
 ssize_t vq_vhu_encode_backend_request(const struct vq_vhu_msg *m, void *buf,
 				      size_t cap)
 {
-	if (m->flags & VHU_FLAG_REPLY)
+	if (m->flags & VQ_VHU_FLAG_REPLY)
 		return -EINVAL;
 	return encode(lookup_in(true, m->request), m, buf, cap);
 }

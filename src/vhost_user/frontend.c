@@ -40,14 +40,14 @@
 #define GUEST_IOVA 0x10000000000ull
 
 /* Protocol features the front-end knows how to use. */
-#define FRONTEND_PROTOCOL (VIRTQ_BIT(VHU_PROTOCOL_F_MQ) |                 \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK) |          \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG) |             \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_STATUS) |             \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |               \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |                \
-			   VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD))
+#define FRONTEND_PROTOCOL (VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MQ) |                 \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) |          \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |             \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |             \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |               \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                \
+			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD))
 
 struct fqueue {
 	struct vq_drv *drv;
@@ -98,8 +98,8 @@ static bool proto(const struct vq_vhu_frontend *f, unsigned bit)
 static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
 		      struct vq_vhu_msg *rep)
 {
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	size_t len;
 	char err[160];
@@ -127,11 +127,11 @@ static int call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
 		const int *fds, unsigned nfds, struct vq_vhu_msg *rep)
 {
 	bool has_reply = vq_vhu_request_has_reply(m->request);
-	bool ack = !has_reply && proto(f, VHU_PROTOCOL_F_REPLY_ACK);
+	bool ack = !has_reply && proto(f, VQ_VHU_PROTOCOL_F_REPLY_ACK);
 	struct vq_vhu_msg tmp;
 	int r;
 
-	m->flags = VHU_VERSION | (ack ? VHU_FLAG_NEED_REPLY : 0);
+	m->flags = VQ_VHU_VERSION | (ack ? VQ_VHU_FLAG_NEED_REPLY : 0);
 	r = vhu_send(f->sock, m, fds, nfds);
 	if (r)
 		return ferr(f, r, "%s: send failed (%s)",
@@ -152,21 +152,21 @@ static int call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
 
 static int call_none(struct vq_vhu_frontend *f, uint32_t req)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_NONE };
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_NONE };
 
 	return call(f, &m, NULL, 0, NULL);
 }
 
 static int call_u64(struct vq_vhu_frontend *f, uint32_t req, uint64_t v)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_U64, .u.u64 = v };
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_U64, .u.u64 = v };
 
 	return call(f, &m, NULL, 0, NULL);
 }
 
 static int get_u64(struct vq_vhu_frontend *f, uint32_t req, uint64_t *v)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_NONE }, rep;
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_NONE }, rep;
 	int r = call(f, &m, NULL, 0, &rep);
 
 	if (!r)
@@ -177,7 +177,7 @@ static int get_u64(struct vq_vhu_frontend *f, uint32_t req, uint64_t *v)
 static int call_state(struct vq_vhu_frontend *f, uint32_t req, uint32_t idx,
 		      uint32_t num)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_STATE };
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_STATE };
 
 	m.u.state.index = idx;
 	m.u.state.num = num;
@@ -187,7 +187,7 @@ static int call_state(struct vq_vhu_frontend *f, uint32_t req, uint32_t idx,
 static int call_vring_fd(struct vq_vhu_frontend *f, uint32_t req, uint32_t idx,
 			 int fd)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_VRING_FD };
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_VRING_FD };
 
 	m.u.vring_fd.index = idx;
 	m.u.vring_fd.nofd = fd < 0;
@@ -269,7 +269,7 @@ void *vq_vhu_frontend_phys_hva(struct vq_vhu_frontend *f, uint64_t gpa, uint64_t
 static int iommu_channel(struct vq_vhu_frontend *f)
 {
 	uint64_t page = f->cfg.iommu_page;
-	struct vq_vhu_msg m = { .request = VHU_SET_BACKEND_REQ_FD, .kind = VHU_P_NONE };
+	struct vq_vhu_msg m = { .request = VQ_VHU_SET_BACKEND_REQ_FD, .kind = VQ_VHU_P_NONE };
 	int sv[2], r;
 
 	if (page < 4096 || (page & (page - 1)) || f->mem_size % page ||
@@ -289,21 +289,21 @@ static int iommu_channel(struct vq_vhu_frontend *f)
 /* One IOTLB entry: the iommu_page holding off, read and write. */
 static int iommu_map(struct vq_vhu_frontend *f, uint64_t off)
 {
-	struct vq_vhu_msg m = { .request = VHU_IOTLB_MSG, .kind = VHU_P_IOTLB };
+	struct vq_vhu_msg m = { .request = VQ_VHU_IOTLB_MSG, .kind = VQ_VHU_P_IOTLB };
 
 	off &= ~(f->cfg.iommu_page - 1);
 	m.u.iotlb.iova = GUEST_IOVA + off;
 	m.u.iotlb.size = f->cfg.iommu_page;
 	m.u.iotlb.uaddr = (uintptr_t)f->mem + off;
-	m.u.iotlb.perm = VHU_IOTLB_PERM_RW;
-	m.u.iotlb.type = VHU_IOTLB_UPDATE;
+	m.u.iotlb.perm = VQ_VHU_IOTLB_PERM_RW;
+	m.u.iotlb.type = VQ_VHU_IOTLB_UPDATE;
 	return call(f, &m, NULL, 0, NULL);
 }
 
 /* Answer the misses waiting on the back-end channel (no waiting). */
 static int iommu_serve(struct vq_vhu_frontend *f)
 {
-	uint8_t buf[VHU_HDR_SIZE + 32];
+	uint8_t buf[VQ_VHU_HDR_SIZE + 32];
 	struct vq_vhu_msg m;
 	char err[160];
 	ssize_t n;
@@ -316,7 +316,7 @@ static int iommu_serve(struct vq_vhu_frontend *f)
 						  sizeof(err)))
 			return ferr(f, -EPROTO, "back-end channel: a bad message");
 		f->misses++;
-		if (m.u.iotlb.type != VHU_IOTLB_MISS)
+		if (m.u.iotlb.type != VQ_VHU_IOTLB_MISS)
 			continue;       /* an access failure: nothing to give */
 		if (m.u.iotlb.iova < GUEST_IOVA ||
 		    m.u.iotlb.iova - GUEST_IOVA >= f->mem_size)
@@ -359,20 +359,20 @@ static int send_memory(struct vq_vhu_frontend *f)
 				     .uaddr = (uintptr_t)f->mem, .mmap_offset = 0 };
 	struct vq_vhu_msg m = { 0 };
 
-	if (proto(f, VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)) {
+	if (proto(f, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)) {
 		uint64_t slots;
-		int r = get_u64(f, VHU_GET_MAX_MEM_SLOTS, &slots);
+		int r = get_u64(f, VQ_VHU_GET_MAX_MEM_SLOTS, &slots);
 
 		if (r)
 			return r;
 		if (slots < 1)
 			return ferr(f, -ENOSPC, "the back-end has no memory slots");
-		m.request = VHU_ADD_MEM_REG;
-		m.kind = VHU_P_REGION;
+		m.request = VQ_VHU_ADD_MEM_REG;
+		m.kind = VQ_VHU_P_REGION;
 		m.u.region = reg;
 	} else {
-		m.request = VHU_SET_MEM_TABLE;
-		m.kind = VHU_P_MEM;
+		m.request = VQ_VHU_SET_MEM_TABLE;
+		m.kind = VQ_VHU_P_MEM;
 		m.u.mem.nregions = 1;
 		m.u.mem.regions[0] = reg;
 	}
@@ -384,10 +384,10 @@ static int negotiate(struct vq_vhu_frontend *f)
 	uint64_t offered, want, pofs = 0;
 	int r;
 
-	r = call_none(f, VHU_SET_OWNER);
+	r = call_none(f, VQ_VHU_SET_OWNER);
 	if (r)
 		return r;
-	r = get_u64(f, VHU_GET_FEATURES, &offered);
+	r = get_u64(f, VQ_VHU_GET_FEATURES, &offered);
 	if (r)
 		return r;
 	f->offered = offered;
@@ -395,29 +395,29 @@ static int negotiate(struct vq_vhu_frontend *f)
 		return ferr(f, -ENOTSUP,
 			    "the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
 			    (unsigned long long)offered);
-	if (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)) {
-		r = get_u64(f, VHU_GET_PROTOCOL_FEATURES, &pofs);
+	if (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)) {
+		r = get_u64(f, VQ_VHU_GET_PROTOCOL_FEATURES, &pofs);
 		if (r)
 			return r;
 		pofs &= (FRONTEND_PROTOCOL |
-			 (f->cfg.iommu_page ? VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
+			 (f->cfg.iommu_page ? VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
 			~f->cfg.protocol_mask_out;
 		if (f->cfg.iommu_page &&
-		    (~pofs & (VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ) |
-			      VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK))))
+		    (~pofs & (VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |
+			      VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK))))
 			return ferr(f, -ENOTSUP,
 				    "IOMMU: the back-end does not offer REPLY_ACK and BACKEND_REQ (0x%llx)",
 				    (unsigned long long)pofs);
-		r = call_u64(f, VHU_SET_PROTOCOL_FEATURES, pofs);
+		r = call_u64(f, VQ_VHU_SET_PROTOCOL_FEATURES, pofs);
 		if (r)
 			return r;
 		/* acks apply from the next message on */
 		f->protocol = pofs;
 	}
-	if (proto(f, VHU_PROTOCOL_F_MQ)) {
+	if (proto(f, VQ_VHU_PROTOCOL_F_MQ)) {
 		uint64_t nq;
 
-		r = get_u64(f, VHU_GET_QUEUE_NUM, &nq);
+		r = get_u64(f, VQ_VHU_GET_QUEUE_NUM, &nq);
 		if (r)
 			return r;
 		if (nq < f->cfg.nqueues)
@@ -426,7 +426,7 @@ static int negotiate(struct vq_vhu_frontend *f)
 	}
 	/* logging is switched on later, as a migration does */
 	want = (f->cfg.features | VIRTQ_BIT(VIRTIO_F_VERSION_1)) &
-	       ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) & ~VIRTQ_BIT(VHU_F_LOG_ALL);
+	       ~VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) & ~VIRTQ_BIT(VQ_VHU_F_LOG_ALL);
 	if (f->cfg.iommu_page) {
 		if (!(offered & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) || !f->protocol)
 			return ferr(f, -ENOTSUP,
@@ -436,17 +436,17 @@ static int negotiate(struct vq_vhu_frontend *f)
 		want &= ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 	}
 	f->features = (want & offered) |
-		      (offered & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
+		      (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
 	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
 		return ferr(f, -EINVAL, "queue size %u is not valid for the %s layout",
 			    f->cfg.queue_size,
 			    f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ?
 			    "packed" : "split");
-	r = call_u64(f, VHU_SET_FEATURES, f->features);
+	r = call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 	if (r)
 		return r;
-	if (proto(f, VHU_PROTOCOL_F_STATUS)) {
-		r = call_u64(f, VHU_SET_STATUS,
+	if (proto(f, VQ_VHU_PROTOCOL_F_STATUS)) {
+		r = call_u64(f, VQ_VHU_SET_STATUS,
 			     ST_ACKNOWLEDGE | ST_DRIVER | ST_FEATURES_OK);
 		if (r)
 			return r;
@@ -467,7 +467,7 @@ static uint64_t gpa_of(const struct vq_vhu_frontend *f, const void *p)
  * addresses we give are what the device sees; the ring does not care). */
 static uint64_t drv_features(uint64_t f)
 {
-	return f & ~VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES) &
+	return f & ~VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) &
 	       ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 }
 
@@ -478,7 +478,7 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	uint16_t num = f->cfg.queue_size;
 	bool pk = f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
 	struct vq_drv_config dc = { 0 };
-	struct vq_vhu_msg m = { .request = VHU_SET_VRING_ADDR, .kind = VHU_P_ADDR };
+	struct vq_vhu_msg m = { .request = VQ_VHU_SET_VRING_ADDR, .kind = VQ_VHU_P_ADDR };
 	void *ring, *ind = NULL;
 	int r;
 
@@ -515,11 +515,11 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	q->call_fd = vq_evt_new();
 	if (q->kick_fd < 0 || q->call_fd < 0)
 		return ferr(f, -EMFILE, "ring %u: eventfd failed", i);
-	r = call_vring_fd(f, VHU_SET_VRING_CALL, i, q->call_fd);
+	r = call_vring_fd(f, VQ_VHU_SET_VRING_CALL, i, q->call_fd);
 	if (!r)
-		r = call_state(f, VHU_SET_VRING_NUM, i, num);
+		r = call_state(f, VQ_VHU_SET_VRING_NUM, i, num);
 	if (!r)
-		r = call_state(f, VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
+		r = call_state(f, VQ_VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
 	if (r)
 		return r;
 	m.u.addr.index = i;
@@ -539,9 +539,9 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	q->addr = m;
 	r = call(f, &m, NULL, 0, NULL);
 	if (!r)
-		r = call_vring_fd(f, VHU_SET_VRING_KICK, i, q->kick_fd);
-	if (!r && (f->features & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)))
-		r = call_state(f, VHU_SET_VRING_ENABLE, i, 1);
+		r = call_vring_fd(f, VQ_VHU_SET_VRING_KICK, i, q->kick_fd);
+	if (!r && (f->features & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
+		r = call_state(f, VQ_VHU_SET_VRING_ENABLE, i, 1);
 	return r;
 }
 
@@ -560,8 +560,8 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
 			return r;
 	}
 	f->started = true;
-	if (proto(f, VHU_PROTOCOL_F_STATUS))
-		return call_u64(f, VHU_SET_STATUS, ST_ACKNOWLEDGE | ST_DRIVER |
+	if (proto(f, VQ_VHU_PROTOCOL_F_STATUS))
+		return call_u64(f, VQ_VHU_SET_STATUS, ST_ACKNOWLEDGE | ST_DRIVER |
 				ST_FEATURES_OK | ST_DRIVER_OK);
 	return 0;
 }
@@ -569,7 +569,7 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
 int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 			       uint32_t *base)
 {
-	struct vq_vhu_msg m = { .request = VHU_GET_VRING_BASE, .kind = VHU_P_STATE };
+	struct vq_vhu_msg m = { .request = VQ_VHU_GET_VRING_BASE, .kind = VQ_VHU_P_STATE };
 	struct vq_vhu_msg rep;
 	int r;
 
@@ -606,9 +606,9 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 	f->chan = -1;
 	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (cfg->nqueues == 0 || cfg->nqueues > VHU_MAX_QUEUES) {
+	if (cfg->nqueues == 0 || cfg->nqueues > VQ_VHU_MAX_QUEUES) {
 		r = ferr(f, -EINVAL, "queue count %u not in 1..%u", cfg->nqueues,
-			 VHU_MAX_QUEUES);
+			 VQ_VHU_MAX_QUEUES);
 		goto fail;
 	}
 	f->q = calloc(cfg->nqueues, sizeof(*f->q));
@@ -672,7 +672,7 @@ static int resend_addrs(struct vq_vhu_frontend *f, bool log)
 		struct vq_vhu_msg m = f->q[i].addr;
 		int r;
 
-		m.u.addr.flags = log ? VHU_VRING_F_LOG : 0;
+		m.u.addr.flags = log ? VQ_VHU_VRING_F_LOG : 0;
 		r = call(f, &m, NULL, 0, NULL);
 		if (r)
 			return r;
@@ -691,20 +691,20 @@ static void log_free(struct vq_vhu_frontend *f)
 int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 {
 	uint64_t pages = (GUEST_GPA + f->mem_size + VQ_LOG_PAGE - 1) / VQ_LOG_PAGE;
-	struct vq_vhu_msg m = { .request = VHU_SET_LOG_BASE, .kind = VHU_P_LOG };
+	struct vq_vhu_msg m = { .request = VQ_VHU_SET_LOG_BASE, .kind = VQ_VHU_P_LOG };
 	int fd, r;
 	void *p;
 
 	if (!on) {
 		if (!f->log)
 			return 0;
-		r = call_u64(f, VHU_SET_FEATURES, f->features);
+		r = call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 		if (!r)
 			r = resend_addrs(f, false);
 		log_free(f);
 		return r;
 	}
-	if (!(f->offered & VIRTQ_BIT(VHU_F_LOG_ALL)) || !proto(f, VHU_PROTOCOL_F_LOG_SHMFD))
+	if (!(f->offered & VIRTQ_BIT(VQ_VHU_F_LOG_ALL)) || !proto(f, VQ_VHU_PROTOCOL_F_LOG_SHMFD))
 		return ferr(f, -EOPNOTSUPP,
 			    "the back-end does not offer VHOST_F_LOG_ALL with LOG_SHMFD");
 	if (f->log)
@@ -729,7 +729,7 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 	r = call(f, &m, &fd, 1, NULL);
 	close(fd);
 	if (!r)
-		r = call_u64(f, VHU_SET_FEATURES, f->features | VIRTQ_BIT(VHU_F_LOG_ALL));
+		r = call_u64(f, VQ_VHU_SET_FEATURES, f->features | VIRTQ_BIT(VQ_VHU_F_LOG_ALL));
 	if (!r)
 		r = resend_addrs(f, true);
 	if (r)
@@ -741,18 +741,18 @@ int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 {
 	uint64_t v = 0;
 
-	if (!proto(f, VHU_PROTOCOL_F_RARP))
+	if (!proto(f, VQ_VHU_PROTOCOL_F_RARP))
 		return ferr(f, -ENOTSUP, "SEND_RARP: PROTOCOL_F_RARP not negotiated");
 	for (unsigned i = 0; i < 6; i++)
 		v |= (uint64_t)mac[i] << (8 * i);
-	return call_u64(f, VHU_SEND_RARP, v);
+	return call_u64(f, VQ_VHU_SEND_RARP, v);
 }
 
 int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu)
 {
-	if (!proto(f, VHU_PROTOCOL_F_MTU))
+	if (!proto(f, VQ_VHU_PROTOCOL_F_MTU))
 		return ferr(f, -ENOTSUP, "NET_SET_MTU: PROTOCOL_F_MTU not negotiated");
-	return call_u64(f, VHU_NET_SET_MTU, mtu);
+	return call_u64(f, VQ_VHU_NET_SET_MTU, mtu);
 }
 
 const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *size)
@@ -836,13 +836,13 @@ int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i)
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 			       void *buf, uint32_t len)
 {
-	struct vq_vhu_msg m = { .request = VHU_GET_CONFIG, .kind = VHU_P_CONFIG };
+	struct vq_vhu_msg m = { .request = VQ_VHU_GET_CONFIG, .kind = VQ_VHU_P_CONFIG };
 	struct vq_vhu_msg rep;
 	int r;
 
-	if (!proto(f, VHU_PROTOCOL_F_CONFIG))
+	if (!proto(f, VQ_VHU_PROTOCOL_F_CONFIG))
 		return ferr(f, -ENOTSUP, "GET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
-	if (len > VHU_CONFIG_MAX)
+	if (len > VQ_VHU_CONFIG_MAX)
 		return -EINVAL;
 	m.u.config.offset = off;
 	m.u.config.size = len;
@@ -860,11 +860,11 @@ int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,
 			       const void *buf, uint32_t len)
 {
-	struct vq_vhu_msg m = { .request = VHU_SET_CONFIG, .kind = VHU_P_CONFIG };
+	struct vq_vhu_msg m = { .request = VQ_VHU_SET_CONFIG, .kind = VQ_VHU_P_CONFIG };
 
-	if (!proto(f, VHU_PROTOCOL_F_CONFIG))
+	if (!proto(f, VQ_VHU_PROTOCOL_F_CONFIG))
 		return ferr(f, -ENOTSUP, "SET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
-	if (len > VHU_CONFIG_MAX)
+	if (len > VQ_VHU_CONFIG_MAX)
 		return -EINVAL;
 	m.u.config.offset = off;
 	m.u.config.size = len;

@@ -69,9 +69,9 @@ fail:
 int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
 	     unsigned nfds)
 {
-	uint8_t buf[VHU_MSG_MAX];
+	uint8_t buf[VQ_VHU_MSG_MAX];
 	union {
-		char b[CMSG_SPACE(sizeof(int) * VHU_MAX_FDS)];
+		char b[CMSG_SPACE(sizeof(int) * VQ_VHU_MAX_FDS)];
 		struct cmsghdr align;
 	} ctl;
 	struct msghdr mh = { 0 };
@@ -80,7 +80,7 @@ int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
 
 	if (len < 0)
 		return (int)len;
-	if (nfds > VHU_MAX_FDS)
+	if (nfds > VQ_VHU_MAX_FDS)
 		return -EINVAL;
 	while (done < len) {
 		ssize_t n;
@@ -132,7 +132,7 @@ static int take_fds(struct msghdr *mh, int *fds, unsigned *nfds)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*nfds < VHU_MAX_FDS) {
+			if (*nfds < VQ_VHU_MAX_FDS) {
 				fds[(*nfds)++] = fd;
 			} else {
 				close(fd);
@@ -152,7 +152,7 @@ static int recv_exact(int sock, uint8_t *p, size_t len, bool nowait,
 
 	while (done < len) {
 		union {
-			char b[CMSG_SPACE(sizeof(int) * VHU_MAX_FDS)];
+			char b[CMSG_SPACE(sizeof(int) * VQ_VHU_MAX_FDS)];
 			struct cmsghdr align;
 		} ctl;
 		struct msghdr mh = { 0 };
@@ -198,26 +198,26 @@ int vhu_recv(int sock, bool request, bool nowait, uint8_t *buf, size_t *len,
 
 	*nfds = 0;
 	*len = 0;
-	r = recv_exact(sock, buf, VHU_HDR_SIZE, nowait, fds, nfds, true);
+	r = recv_exact(sock, buf, VQ_VHU_HDR_SIZE, nowait, fds, nfds, true);
 	if (r)
 		goto err;
 	if (request) {
 		r = vq_vhu_check_request_hdr(buf, &size);
 		if (r) {
-			*len = VHU_HDR_SIZE;
+			*len = VQ_VHU_HDR_SIZE;
 			goto err;
 		}
 	} else {
 		memcpy(&size, buf + 8, 4);
-		if (size > VHU_PAYLOAD_MAX) {
+		if (size > VQ_VHU_PAYLOAD_MAX) {
 			r = -EMSGSIZE;
 			goto err;
 		}
 	}
-	r = recv_exact(sock, buf + VHU_HDR_SIZE, size, false, fds, nfds, false);
+	r = recv_exact(sock, buf + VQ_VHU_HDR_SIZE, size, false, fds, nfds, false);
 	if (r)
 		goto err;
-	*len = VHU_HDR_SIZE + size;
+	*len = VQ_VHU_HDR_SIZE + size;
 	return (int)*len;
 err:
 	close_fds(fds, nfds);

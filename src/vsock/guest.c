@@ -182,7 +182,7 @@ static int post_rx(struct vq_vsg *g, unsigned i)
 static int post_ev(struct vq_vsg *g, unsigned i)
 {
 	struct vq_seg s = { g->cfg.ev_area.gpa + (uint64_t)i * VSG_EV_SIZE,
-			    sizeof(struct virtio_vsock_event) };
+			    sizeof(struct vq_vsock_event) };
 
 	g->dirty[VQ_VSOCK_EVQ] = true;
 	return vq_drv_add(g->cfg.ev, &s, 0, 1, tok(i));
@@ -206,7 +206,7 @@ int vq_vsg_start(struct vq_vsg *g)
 	return flush_all(g);
 }
 
-void vq_vsg_hdr(struct vq_vsg *g, struct virtio_vsock_hdr *h,
+void vq_vsg_hdr(struct vq_vsg *g, struct vq_vsock_hdr *h,
 		uint32_t src_port, uint32_t dst_port, uint16_t op, uint32_t len)
 {
 	memset(h, 0, sizeof(*h));
@@ -215,7 +215,7 @@ void vq_vsg_hdr(struct vq_vsg *g, struct virtio_vsock_hdr *h,
 	h->src_port = vq_le32(src_port);
 	h->dst_port = vq_le32(dst_port);
 	h->len = vq_le32(len);
-	h->type = vq_le16(VIRTIO_VSOCK_TYPE_STREAM);
+	h->type = vq_le16(VQ_VSOCK_TYPE_STREAM);
 	h->op = vq_le16(op);
 	h->buf_alloc = vq_le32(g->cfg.buf_alloc);
 }
@@ -268,7 +268,7 @@ int vq_vsg_send_bytes(struct vq_vsg *g, const void *buf, uint32_t n)
 static int conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags,
 		     const void *payload, uint32_t len)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	int r;
 
 	vq_vsg_hdr(c->g, &h, c->lport, c->pport, op, len);
@@ -279,7 +279,7 @@ static int conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags,
 	if (r == 0) {
 		c->adv_fwd_cnt = c->fwd_cnt;
 		c->pend &= ~PEND_CREDIT;
-		if (op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
+		if (op == VQ_VSOCK_OP_CREDIT_UPDATE)
 			c->g->st.credit_updates_sent++;
 	}
 	return r;
@@ -304,9 +304,9 @@ static struct vq_vsg_conn *conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
 		return NULL;
 	c->type = type;
 	c->rbuf = malloc(g->cfg.buf_alloc);
-	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (type == VQ_VSOCK_TYPE_SEQPACKET)
 		c->msg_end = malloc(VSG_MSGS * sizeof(*c->msg_end));
-	if (!c->rbuf || (type == VIRTIO_VSOCK_TYPE_SEQPACKET && !c->msg_end)) {
+	if (!c->rbuf || (type == VQ_VSOCK_TYPE_SEQPACKET && !c->msg_end)) {
 		free(c->rbuf);
 		free(c->msg_end);
 		free(c);
@@ -350,13 +350,13 @@ static void send_pending(struct vq_vsg *g)
 	for (c = g->conns; c; c = n) {
 		n = c->next;
 		if ((c->pend & PEND_RESPONSE) &&
-		    conn_send(c, VIRTIO_VSOCK_OP_RESPONSE, 0, NULL, 0) == 0)
+		    conn_send(c, VQ_VSOCK_OP_RESPONSE, 0, NULL, 0) == 0)
 			c->pend &= ~PEND_RESPONSE;
 		if ((c->pend & PEND_CREDIT) &&
-		    conn_send(c, VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0) == 0)
+		    conn_send(c, VQ_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0) == 0)
 			c->pend &= ~PEND_CREDIT;
 		if ((c->pend & PEND_RST) &&
-		    conn_send(c, VIRTIO_VSOCK_OP_RST, 0, NULL, 0) == 0) {
+		    conn_send(c, VQ_VSOCK_OP_RST, 0, NULL, 0) == 0) {
 			c->pend &= ~PEND_RST;
 			if (c->released)
 				conn_unlink(g, c);
@@ -372,7 +372,7 @@ static void close_rst(struct vq_vsg_conn *c)
 
 static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	struct vq_vsg_conn *c;
 	uint32_t len, lport, pport;
 	uint16_t op, type;
@@ -395,12 +395,12 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 	g->st.rx_pkts++;
 	type = vq_le16(h.type);
 	c = conn_find(g, lport, pport);
-	if ((type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
+	if ((type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET) ||
 	    (c && c->type != type)) {
 		orphan(g, lport, op);
 		return;
 	}
-	if (!c && op == VIRTIO_VSOCK_OP_REQUEST) {
+	if (!c && op == VQ_VSOCK_OP_REQUEST) {
 		for (i = 0; i < g->nlisten; i++)
 			if (g->listen[i] == lport)
 				break;
@@ -414,11 +414,11 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 		}
 	}
 	if (!c) {
-		struct virtio_vsock_hdr r;
+		struct vq_vsock_hdr r;
 
 		orphan(g, lport, op);
-		if (op != VIRTIO_VSOCK_OP_RST) {
-			vq_vsg_hdr(g, &r, lport, pport, VIRTIO_VSOCK_OP_RST, 0);
+		if (op != VQ_VSOCK_OP_RST) {
+			vq_vsg_hdr(g, &r, lport, pport, VQ_VSOCK_OP_RST, 0);
 			send_parts(g, &r, sizeof(r), NULL, 0);
 		}
 		return;
@@ -426,27 +426,27 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 	c->peer_buf_alloc = vq_le32(h.buf_alloc);
 	c->peer_fwd_cnt = vq_le32(h.fwd_cnt);
 	switch (op) {
-	case VIRTIO_VSOCK_OP_RESPONSE:
+	case VQ_VSOCK_OP_RESPONSE:
 		if (c->state == VSG_CONNECTING)
 			c->state = VSG_ESTABLISHED;
 		else
 			g->st.bad++;
 		break;
-	case VIRTIO_VSOCK_OP_RST:
+	case VQ_VSOCK_OP_RST:
 		g->st.rst_recv++;
 		c->state = VSG_CLOSED;
-		c->peer_shut = VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND;
+		c->peer_shut = VQ_VSOCK_SHUTDOWN_RCV | VQ_VSOCK_SHUTDOWN_SEND;
 		c->pend = 0;
 		if (c->released)
 			conn_unlink(g, c);
 		break;
-	case VIRTIO_VSOCK_OP_SHUTDOWN:
+	case VQ_VSOCK_OP_SHUTDOWN:
 		c->peer_shut |= vq_le32(h.flags) & 3u;
 		/* Linux: both halves closed and nothing left to read -> RST. */
 		if (c->peer_shut == 3u && c->rlen == 0 && c->state != VSG_CLOSED)
 			close_rst(c);
 		break;
-	case VIRTIO_VSOCK_OP_RW:
+	case VQ_VSOCK_OP_RW:
 		if (c->state != VSG_ESTABLISHED || len > c->g->cfg.buf_alloc - c->rlen) {
 			/* Beyond the credit we gave: the device broke a rule. */
 			g->st.bad++;
@@ -462,8 +462,8 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 			c->rlen += len;
 			c->rx_cnt += len;
 		}
-		if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET &&
-		    (vq_le32(h.flags) & VIRTIO_VSOCK_SEQ_EOM)) {
+		if (c->type == VQ_VSOCK_TYPE_SEQPACKET &&
+		    (vq_le32(h.flags) & VQ_VSOCK_SEQ_EOM)) {
 			if (c->nmsg == VSG_MSGS) {
 				g->st.bad++;
 				break;
@@ -471,9 +471,9 @@ static void rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 			c->msg_end[(c->msg_head + c->nmsg++) % VSG_MSGS] = c->rx_cnt;
 		}
 		break;
-	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+	case VQ_VSOCK_OP_CREDIT_UPDATE:
 		break;
-	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+	case VQ_VSOCK_OP_CREDIT_REQUEST:
 		c->pend |= PEND_CREDIT;
 		break;
 	default:
@@ -533,7 +533,7 @@ int vq_vsg_poll(struct vq_vsg *g)
 		while ((n = vq_drv_get_burst(g->cfg.ev, tokens, lens, 32)) > 0) {
 			for (i = 0; i < n; i++) {
 				unsigned s = untok(tokens[i]);
-				struct virtio_vsock_event e;
+				struct vq_vsock_event e;
 				struct vq_vsg_conn *c;
 
 				if (s >= g->nev)
@@ -541,7 +541,7 @@ int vq_vsg_poll(struct vq_vsg *g)
 				memcpy(&e, g->cfg.ev_area.hva + (uint64_t)s * VSG_EV_SIZE,
 				       sizeof(e));
 				if (lens[i] >= sizeof(e) &&
-				    vq_le32(e.id) == VIRTIO_VSOCK_EVENT_TRANSPORT_RESET) {
+				    vq_le32(e.id) == VQ_VSOCK_EVENT_TRANSPORT_RESET) {
 					/* Linux resets every socket. */
 					g->st.resets++;
 					for (c = g->conns; c; c = c->next) {
@@ -565,7 +565,7 @@ int vq_vsg_poll(struct vq_vsg *g)
 
 struct vq_vsg_conn *vq_vsg_connect(struct vq_vsg *g, uint32_t port)
 {
-	return vq_vsg_connect_type(g, port, VIRTIO_VSOCK_TYPE_STREAM);
+	return vq_vsg_connect_type(g, port, VQ_VSOCK_TYPE_STREAM);
 }
 
 struct vq_vsg_conn *vq_vsg_connect_type(struct vq_vsg *g, uint32_t port, uint16_t type)
@@ -575,7 +575,7 @@ struct vq_vsg_conn *vq_vsg_connect_type(struct vq_vsg *g, uint32_t port, uint16_
 	if (!c)
 		return NULL;
 	c->state = VSG_CONNECTING;
-	if (conn_send(c, VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0) < 0) {
+	if (conn_send(c, VQ_VSOCK_OP_REQUEST, 0, NULL, 0) < 0) {
 		conn_unlink(g, c);
 		return NULL;
 	}
@@ -621,8 +621,8 @@ long vq_vsg_write(struct vq_vsg_conn *c, const void *buf, uint32_t len)
 	const uint8_t *p = buf;
 	uint32_t done = 0;
 
-	if (c->state == VSG_CLOSED || (c->local_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) ||
-	    (c->peer_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
+	if (c->state == VSG_CLOSED || (c->local_shut & VQ_VSOCK_SHUTDOWN_SEND) ||
+	    (c->peer_shut & VQ_VSOCK_SHUTDOWN_RCV))
 		return -EPIPE;
 	if (c->state != VSG_ESTABLISHED)
 		return 0;
@@ -633,7 +633,7 @@ long vq_vsg_write(struct vq_vsg_conn *c, const void *buf, uint32_t len)
 			k = cr;
 		if (k > c->g->cfg.tx_pkt_max)
 			k = c->g->cfg.tx_pkt_max;
-		if (!k || conn_send(c, VIRTIO_VSOCK_OP_RW, 0, p + done, k) < 0)
+		if (!k || conn_send(c, VQ_VSOCK_OP_RW, 0, p + done, k) < 0)
 			break;
 		c->tx_cnt += k;
 		done += k;
@@ -647,10 +647,10 @@ long vq_vsg_write_msg(struct vq_vsg_conn *c, const void *buf, uint32_t len)
 	struct vq_vsg *g = c->g;
 	uint32_t max = g->cfg.tx_pkt_max, done = 0, nfrag;
 
-	if (c->state == VSG_CLOSED || (c->local_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) ||
-	    (c->peer_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
+	if (c->state == VSG_CLOSED || (c->local_shut & VQ_VSOCK_SHUTDOWN_SEND) ||
+	    (c->peer_shut & VQ_VSOCK_SHUTDOWN_RCV))
 		return -EPIPE;
-	if (c->type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (c->type != VQ_VSOCK_TYPE_SEQPACKET)
 		return -EINVAL;
 	/* All or nothing, as a Linux sender blocks until the message fits. */
 	nfrag = len ? (len + max - 1) / max : 1;
@@ -661,8 +661,8 @@ long vq_vsg_write_msg(struct vq_vsg_conn *c, const void *buf, uint32_t len)
 	do {
 		uint32_t k = len - done < max ? len - done : max;
 
-		if (conn_send(c, VIRTIO_VSOCK_OP_RW,
-			      done + k == len ? VIRTIO_VSOCK_SEQ_EOM : 0,
+		if (conn_send(c, VQ_VSOCK_OP_RW,
+			      done + k == len ? VQ_VSOCK_SEQ_EOM : 0,
 			      (const uint8_t *)buf + done, k) < 0)
 			return -EIO;            /* slots were counted */
 		c->tx_cnt += k;
@@ -711,7 +711,7 @@ uint32_t vq_vsg_read(struct vq_vsg_conn *c, void *buf, uint32_t len)
 	step = cap / 4 < 65536 ? cap / 4 : 65536;
 	if (c->state == VSG_ESTABLISHED && seen_free < cap / 2 &&
 	    (unadv >= step || c->rlen == 0)) {
-		if (conn_send(c, VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0) < 0)
+		if (conn_send(c, VQ_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0) < 0)
 			c->pend |= PEND_CREDIT;
 		flush_q(g, VQ_VSOCK_TXQ);
 	}
@@ -730,7 +730,7 @@ uint32_t vq_vsg_readable(const struct vq_vsg_conn *c)
 
 bool vq_vsg_eof(const struct vq_vsg_conn *c)
 {
-	return c->rlen == 0 && ((c->peer_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) ||
+	return c->rlen == 0 && ((c->peer_shut & VQ_VSOCK_SHUTDOWN_SEND) ||
 				c->state == VSG_CLOSED);
 }
 
@@ -746,7 +746,7 @@ int vq_vsg_shutdown(struct vq_vsg_conn *c, uint32_t flags)
 	if (c->state == VSG_CLOSED)
 		return -EPIPE;
 	c->local_shut |= flags & 3u;
-	r = conn_send(c, VIRTIO_VSOCK_OP_SHUTDOWN, flags & 3u, NULL, 0);
+	r = conn_send(c, VQ_VSOCK_OP_SHUTDOWN, flags & 3u, NULL, 0);
 	flush_q(c->g, VQ_VSOCK_TXQ);
 	return r;
 }

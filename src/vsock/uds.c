@@ -28,9 +28,9 @@ int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type)
 	r = vq_unix_addr(&a, path);
 	if (r < 0)
 		return r;
-	if (type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET)
 		return -EINVAL;
-	fd = socket(AF_UNIX, (type == VIRTIO_VSOCK_TYPE_STREAM ? SOCK_STREAM : SOCK_SEQPACKET) |
+	fd = socket(AF_UNIX, (type == VQ_VSOCK_TYPE_STREAM ? SOCK_STREAM : SOCK_SEQPACKET) |
 		    SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -59,8 +59,8 @@ int vq_vsock_uds_listen(const char *path, uint16_t type)
 			return -EEXIST;
 		unlink(path);
 	}
-	if (type != VIRTIO_VSOCK_TYPE_STREAM && type != VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET)
 		return -EINVAL;
-	return vq_unix_listen(path, 0, 128, type == VIRTIO_VSOCK_TYPE_STREAM ?
+	return vq_unix_listen(path, 0, 128, type == VQ_VSOCK_TYPE_STREAM ?
 					    SOCK_STREAM : SOCK_SEQPACKET);
 }

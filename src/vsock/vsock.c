@@ -71,7 +71,7 @@ struct vs_conn {
 	enum vs_kind kind;              /* first: epoll data points here */
 	enum vs_state state;
 	int fd;
-	uint16_t type;                  /* VIRTIO_VSOCK_TYPE_* */
+	uint16_t type;                  /* VQ_VSOCK_TYPE_* */
 	uint32_t lport, pport;          /* host side, guest side */
 	struct vs_conn *hnext;          /* hash chain */
 	struct vs_conn *prev, *next;    /* every connection */
@@ -130,7 +130,7 @@ struct vq_vsock {
 	uint32_t next_port;
 	struct vs_conn *dead;           /* closed, freed by reap() */
 	bool reset_pending;
-	bool seqpacket;                 /* VIRTIO_VSOCK_F_SEQPACKET negotiated */
+	bool seqpacket;                 /* VQ_VSOCK_F_SEQPACKET negotiated */
 	uint64_t ibuf_bytes;            /* held in every ibuf, <= msg_budget */
 	unsigned ibuf_waiters;          /* connections with ibuf_wait */
 	/* chain storage */
@@ -225,7 +225,7 @@ static uint32_t peer_credit(const struct vs_conn *c)
 static bool data_ready(const struct vs_conn *c)
 {
 	return c->state == VS_ESTABLISHED && (c->host_readable || c->ibuf) &&
-	       !c->host_eof && !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) &&
+	       !c->host_eof && !(c->guest_shut & VQ_VSOCK_SHUTDOWN_RCV) &&
 	       peer_credit(c) > 0;
 }
 
@@ -335,7 +335,7 @@ static struct vs_conn *conn_new(struct vq_vsock *v, int fd, enum vs_state st)
 	c->kind = VS_EP_CONN;
 	c->state = st;
 	c->fd = fd;
-	c->type = VIRTIO_VSOCK_TYPE_STREAM;
+	c->type = VQ_VSOCK_TYPE_STREAM;
 	c->buf_alloc = v->cfg.buf_alloc;
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = c;
@@ -511,11 +511,11 @@ static int obuf_drain(struct vq_vsock *v, struct vs_conn *c)
 {
 	uint32_t cap = obuf_cap(c);
 
-	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+	if (c->type == VQ_VSOCK_TYPE_SEQPACKET) {
 		if (obuf_drain_msgs(v, c) < 0)
 			return -1;
 	}
-	while (c->type == VIRTIO_VSOCK_TYPE_STREAM && c->olen && c->host_writable) {
+	while (c->type == VQ_VSOCK_TYPE_STREAM && c->olen && c->host_writable) {
 		struct iovec io[2];
 		unsigned n = obuf_head_iov(c, c->olen, io);
 		ssize_t r = sock_writev(c->fd, io, n);
@@ -554,7 +554,7 @@ static int obuf_drain(struct vq_vsock *v, struct vs_conn *c)
 static void conn_check_done(struct vq_vsock *v, struct vs_conn *c)
 {
 	if (c->dead || c->state != VS_ESTABLISHED ||
-	    !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND))
+	    !(c->guest_shut & VQ_VSOCK_SHUTDOWN_SEND))
 		return;
 	if (c->msg_open && !c->mq_len) {
 		/* The guest stopped sending inside a message: its start can
@@ -569,7 +569,7 @@ static void conn_check_done(struct vq_vsock *v, struct vs_conn *c)
 		shutdown(c->fd, SHUT_WR);
 		c->host_wr_shut = true;
 	}
-	if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) || c->host_eof) {
+	if ((c->guest_shut & VQ_VSOCK_SHUTDOWN_RCV) || c->host_eof) {
 		/* Anything still owed (a SHUTDOWN) is moot after RST. */
 		conn_close(v, c, true);
 	}
@@ -657,7 +657,7 @@ int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 	v->rx = rx;
 	v->tx = tx;
 	v->ev = ev;
-	v->seqpacket = vq_dev_features(rx) & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET);
+	v->seqpacket = vq_dev_features(rx) & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET);
 	v->rx_spare = false;
 	v->rx_staged = 0;
 	return 0;
@@ -710,8 +710,8 @@ static uint16_t sock_vsock_type(int fd)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &l) < 0)
 		return 0;
-	return t == SOCK_STREAM ? VIRTIO_VSOCK_TYPE_STREAM :
-	       t == SOCK_SEQPACKET ? VIRTIO_VSOCK_TYPE_SEQPACKET : 0;
+	return t == SOCK_STREAM ? VQ_VSOCK_TYPE_STREAM :
+	       t == SOCK_SEQPACKET ? VQ_VSOCK_TYPE_SEQPACKET : 0;
 }
 
 int vq_vsock_set_listener(struct vq_vsock *v, int fd)
@@ -722,7 +722,7 @@ int vq_vsock_set_listener(struct vq_vsock *v, int fd)
 
 	if (!type)
 		return -EINVAL;
-	l = &v->lst[type == VIRTIO_VSOCK_TYPE_SEQPACKET];
+	l = &v->lst[type == VQ_VSOCK_TYPE_SEQPACKET];
 	if (l->fd >= 0)
 		return -EBUSY;
 	ev.data.ptr = l;
@@ -752,7 +752,7 @@ int vq_vsock_host_attach(struct vq_vsock *v, int fd)
 		return -ENOMEM;
 	}
 	c->type = type;
-	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (type == VQ_VSOCK_TYPE_SEQPACKET)
 		seq_fit_window(c);
 	v->nhandshake++;
 	return 0;
@@ -837,7 +837,7 @@ static int handshake_done(struct vq_vsock *v, struct vs_conn *c)
 		return -1;
 	}
 	if (!v->rx || v->nconns >= v->cfg.max_conns ||
-	    (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !v->seqpacket) ||
+	    (c->type == VQ_VSOCK_TYPE_SEQPACKET && !v->seqpacket) ||
 	    !(lport = alloc_port(v, port))) {
 		/* No guest to talk to, one without seqpacket, or too many
 		 * connections. */
@@ -936,7 +936,7 @@ static void conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
 		c->host_writable = true;
 	if (c->state == VS_HANDSHAKE) {
 		if (c->host_readable)
-			(c->type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+			(c->type == VQ_VSOCK_TYPE_SEQPACKET ?
 			 handshake_read_msg : handshake_read)(v, c);
 		return;
 	}
@@ -972,7 +972,7 @@ int vq_vsock_process_host(struct vq_vsock *v)
 /* ---- TX: packets from the guest ---- */
 
 static void update_peer_credit(struct vq_vsock *v, struct vs_conn *c,
-			       const struct virtio_vsock_hdr *h)
+			       const struct vq_vsock_hdr *h)
 {
 	c->peer_buf_alloc = vq_le32(h->buf_alloc);
 	c->peer_fwd_cnt = vq_le32(h->fwd_cnt);
@@ -986,7 +986,7 @@ static void update_peer_credit(struct vq_vsock *v, struct vs_conn *c,
 static bool rw_allowed(struct vq_vsock *v, struct vs_conn *c, uint32_t len)
 {
 	if (c->state != VS_ESTABLISHED ||
-	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND)) {
+	    (c->guest_shut & VQ_VSOCK_SHUTDOWN_SEND)) {
 		v->st.bad_op++;
 		conn_close(v, c, true);
 		return false;
@@ -1046,7 +1046,7 @@ static int seq_queue(struct vq_vsock *v, struct vs_conn *c,
 static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
 		      const struct vq_chain *ch, uint32_t len, uint32_t flags)
 {
-	bool eom = flags & VIRTIO_VSOCK_SEQ_EOM;
+	bool eom = flags & VQ_VSOCK_SEQ_EOM;
 	unsigned n;
 
 	if (!rw_allowed(v, c, len))
@@ -1087,7 +1087,7 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 	unsigned n;
 	size_t done = 0;
 
-	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+	if (c->type == VQ_VSOCK_TYPE_SEQPACKET) {
 		tx_seq_rw(v, c, ch, len, flags);
 		return;
 	}
@@ -1155,7 +1155,7 @@ static void seq_fit_window(struct vs_conn *c)
 		c->buf_alloc = (uint32_t)got - 4096;
 }
 
-static void tx_request(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
+static void tx_request(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 		       uint32_t lport, uint32_t pport, uint16_t type)
 {
 	struct vs_conn *c;
@@ -1182,7 +1182,7 @@ static void tx_request(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
 		return;
 	}
 	c->type = type;
-	if (type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+	if (type == VQ_VSOCK_TYPE_SEQPACKET)
 		seq_fit_window(c);
 	c->lport = lport;
 	c->pport = pport;
@@ -1197,7 +1197,7 @@ static void tx_request(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
 
 static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	struct vs_conn *c;
 	uint32_t len, lport, pport, flags;
 	uint16_t type, op;
@@ -1228,25 +1228,25 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			conn_close(v, c, true);
 		return;
 	}
-	if ((type != VIRTIO_VSOCK_TYPE_STREAM &&
-	     !(type == VIRTIO_VSOCK_TYPE_SEQPACKET && v->seqpacket)) ||
+	if ((type != VQ_VSOCK_TYPE_STREAM &&
+	     !(type == VQ_VSOCK_TYPE_SEQPACKET && v->seqpacket)) ||
 	    (c && c->type != type)) {
 		/* 5.10.6: an unknown type gets RST; so does a packet whose
 		 * type is not its connection's (which goes on). */
 		v->st.bad_type++;
-		if (op != VIRTIO_VSOCK_OP_RST) {
+		if (op != VQ_VSOCK_OP_RST) {
 			reply_rst(v, lport, pport, type);
 			v->st.rst_sent++;
 		}
 		return;
 	}
-	if (op == VIRTIO_VSOCK_OP_RST) {
+	if (op == VQ_VSOCK_OP_RST) {
 		v->st.rst_recv++;
 		if (c)
 			conn_close(v, c, false);
 		return;
 	}
-	if (op == VIRTIO_VSOCK_OP_REQUEST) {
+	if (op == VQ_VSOCK_OP_REQUEST) {
 		if (c) {
 			/* A second REQUEST for a live pair: reset both. */
 			v->st.bad_op++;
@@ -1258,7 +1258,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 	}
 	if (!c) {
 		/* Nothing open on these ports (5.10.6.6: reply with RST). */
-		if (op < VIRTIO_VSOCK_OP_REQUEST || op > VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+		if (op < VQ_VSOCK_OP_REQUEST || op > VQ_VSOCK_OP_CREDIT_REQUEST)
 			v->st.bad_op++;
 		reply_rst(v, lport, pport, type);
 		v->st.rst_sent++;
@@ -1266,7 +1266,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 	}
 	update_peer_credit(v, c, &h);
 	switch (op) {
-	case VIRTIO_VSOCK_OP_RESPONSE:
+	case VQ_VSOCK_OP_RESPONSE:
 		if (c->state != VS_CONNECTING) {
 			v->st.bad_op++;
 			conn_close(v, c, true);
@@ -1281,7 +1281,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 			struct iovec io = { ok, (size_t)k };
 
 			/* seqpacket: the line is a message of its own */
-			if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+			if (c->type == VQ_VSOCK_TYPE_SEQPACKET) {
 				if (seq_queue(v, c, &io, 1, (uint32_t)k, true) < 0)
 					return;
 			} else if (obuf_put_iov(c, &io, 1, (size_t)k) < 0) {
@@ -1295,18 +1295,18 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 		if (has_rx_work(c))
 			rx_add(v, c);
 		return;
-	case VIRTIO_VSOCK_OP_SHUTDOWN:
-		c->guest_shut |= flags & (VIRTIO_VSOCK_SHUTDOWN_RCV |
-					  VIRTIO_VSOCK_SHUTDOWN_SEND);
+	case VQ_VSOCK_OP_SHUTDOWN:
+		c->guest_shut |= flags & (VQ_VSOCK_SHUTDOWN_RCV |
+					  VQ_VSOCK_SHUTDOWN_SEND);
 		if (c->state == VS_ESTABLISHED)
 			conn_check_done(v, c);
 		return;
-	case VIRTIO_VSOCK_OP_RW:
+	case VQ_VSOCK_OP_RW:
 		tx_rw(v, c, ch, len, flags);
 		return;
-	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+	case VQ_VSOCK_OP_CREDIT_UPDATE:
 		return;                 /* the credit was taken above */
-	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+	case VQ_VSOCK_OP_CREDIT_REQUEST:
 		v->st.credit_requests_recv++;
 		c->pend |= P_CREDIT_UPDATE;
 		rx_add(v, c);
@@ -1363,7 +1363,7 @@ static int process_tx(struct vq_vsock *v, unsigned budget)
 
 /* ---- RX: packets to the guest ---- */
 
-static void hdr_init(struct vq_vsock *v, struct virtio_vsock_hdr *h,
+static void hdr_init(struct vq_vsock *v, struct vq_vsock_hdr *h,
 		     uint32_t lport, uint32_t pport, uint16_t type, uint16_t op)
 {
 	memset(h, 0, sizeof(*h));
@@ -1375,7 +1375,7 @@ static void hdr_init(struct vq_vsock *v, struct virtio_vsock_hdr *h,
 	h->op = vq_le16(op);
 }
 
-static void hdr_credit(struct vs_conn *c, struct virtio_vsock_hdr *h)
+static void hdr_credit(struct vs_conn *c, struct vq_vsock_hdr *h)
 {
 	h->buf_alloc = vq_le32(c->buf_alloc);
 	h->fwd_cnt = vq_le32(c->fwd_cnt);
@@ -1436,7 +1436,7 @@ static int rx_get(struct vq_vsock *v)
 	}
 }
 
-static int rx_put_hdr(struct vq_vsock *v, const struct virtio_vsock_hdr *h,
+static int rx_put_hdr(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 		      uint32_t payload)
 {
 	vq_iov_from_buf(v->rxc.iov, v->rxc.nin, 0, h, sizeof(*h));
@@ -1458,7 +1458,7 @@ static bool host_hung_up(int fd)
 static void mark_host_eof(struct vq_vsock *v, struct vs_conn *c)
 {
 	c->host_eof = true;
-	c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND;
+	c->shut_flags |= VQ_VSOCK_SHUTDOWN_SEND;
 	c->pend |= P_SHUTDOWN;
 	conn_check_done(v, c);
 }
@@ -1467,12 +1467,12 @@ static void mark_host_eof(struct vq_vsock *v, struct vs_conn *c)
  * eom.  1, or -EIO. */
 static int rx_seq_put(struct vq_vsock *v, struct vs_conn *c, uint32_t k, bool eom)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 
-	hdr_init(v, &h, c->lport, c->pport, c->type, VIRTIO_VSOCK_OP_RW);
+	hdr_init(v, &h, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
 	hdr_credit(c, &h);
 	h.len = vq_le32(k);
-	h.flags = vq_le32(eom ? VIRTIO_VSOCK_SEQ_EOM : 0);
+	h.flags = vq_le32(eom ? VQ_VSOCK_SEQ_EOM : 0);
 	c->tx_cnt += k;
 	return rx_put_hdr(v, &h, k) < 0 ? -EIO : 1;
 }
@@ -1579,16 +1579,16 @@ static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
  */
 static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	uint16_t op = 0;
 
 	if (c->pend & P_REQUEST) {
 		c->pend &= ~P_REQUEST;
-		op = VIRTIO_VSOCK_OP_REQUEST;
+		op = VQ_VSOCK_OP_REQUEST;
 	} else if (c->pend & P_RESPONSE) {
 		c->pend &= ~P_RESPONSE;
-		op = VIRTIO_VSOCK_OP_RESPONSE;
-	} else if (data_ready(c) && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		op = VQ_VSOCK_OP_RESPONSE;
+	} else if (data_ready(c) && c->type == VQ_VSOCK_TYPE_SEQPACKET) {
 		int r = rx_seq(v, c);
 
 		if (r)
@@ -1616,7 +1616,7 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 			r = readv(c->fd, v->slice, (int)n);
 		while (r < 0 && errno == EINTR);
 		if (r > 0) {
-			hdr_init(v, &h, c->lport, c->pport, c->type, VIRTIO_VSOCK_OP_RW);
+			hdr_init(v, &h, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
 			hdr_credit(c, &h);
 			h.len = vq_le32((uint32_t)r);
 			c->tx_cnt += (uint32_t)r;
@@ -1642,18 +1642,18 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 	}
 ctrl:
 	if (!op && (c->pend & P_CREDIT_UPDATE))
-		op = VIRTIO_VSOCK_OP_CREDIT_UPDATE;
+		op = VQ_VSOCK_OP_CREDIT_UPDATE;
 	else if (!op && (c->pend & P_SHUTDOWN)) {
 		c->pend &= ~P_SHUTDOWN;
-		op = VIRTIO_VSOCK_OP_SHUTDOWN;
+		op = VQ_VSOCK_OP_SHUTDOWN;
 	}
 	if (!op)
 		return 0;
 	hdr_init(v, &h, c->lport, c->pport, c->type, op);
 	hdr_credit(c, &h);
-	if (op == VIRTIO_VSOCK_OP_SHUTDOWN)
+	if (op == VQ_VSOCK_OP_SHUTDOWN)
 		h.flags = vq_le32(c->shut_flags);
-	if (op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
+	if (op == VQ_VSOCK_OP_CREDIT_UPDATE)
 		v->st.credit_updates_sent++;
 	return rx_put_hdr(v, &h, 0) < 0 ? -EIO : 1;
 }
@@ -1680,11 +1680,11 @@ static int process_rx(struct vq_vsock *v, unsigned budget)
 		if (r <= 0)
 			break;
 		if (v->reply_len) {
-			struct virtio_vsock_hdr h;
+			struct vq_vsock_hdr h;
 			struct vs_reply *rp = &v->replies[v->reply_head];
 
 			hdr_init(v, &h, rp->lport, rp->pport, rp->type,
-				 VIRTIO_VSOCK_OP_RST);
+				 VQ_VSOCK_OP_RST);
 			v->reply_head = (v->reply_head + 1) % v->reply_cap;
 			v->reply_len--;
 			r = rx_put_hdr(v, &h, 0);
@@ -1770,8 +1770,8 @@ int vq_vsock_process_event(struct vq_vsock *v)
 	if (!v->ev || !v->reset_pending)
 		return 0;
 	for (;;) {
-		struct virtio_vsock_event e = {
-			.id = vq_le32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET),
+		struct vq_vsock_event e = {
+			.id = vq_le32(VQ_VSOCK_EVENT_TRANSPORT_RESET),
 		};
 
 		r = vq_dev_pop(v->ev, &c);

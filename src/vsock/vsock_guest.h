@@ -68,12 +68,12 @@ VQ_INTERNAL int vq_vsg_reap_tx(struct vq_vsg *g);
 /* Send exactly n bytes as one TX chain (hostile tests).  0, -ENOSPC. */
 VQ_INTERNAL int vq_vsg_send_bytes(struct vq_vsg *g, const void *buf, uint32_t n);
 /* A header filled in for this guest (host order in, LE out). */
-VQ_INTERNAL void vq_vsg_hdr(struct vq_vsg *g, struct virtio_vsock_hdr *h,
+VQ_INTERNAL void vq_vsg_hdr(struct vq_vsg *g, struct vq_vsock_hdr *h,
 			    uint32_t src_port, uint32_t dst_port, uint16_t op,
 			    uint32_t len);
 
 VQ_INTERNAL struct vq_vsg_conn *vq_vsg_connect(struct vq_vsg *g, uint32_t port);
-/* A connection of the type (VIRTIO_VSOCK_TYPE_*). */
+/* A connection of the type (VQ_VSOCK_TYPE_*). */
 VQ_INTERNAL struct vq_vsg_conn *vq_vsg_connect_type(struct vq_vsg *g, uint32_t port,
 						    uint16_t type);
 VQ_INTERNAL int vq_vsg_listen(struct vq_vsg *g, uint32_t port);

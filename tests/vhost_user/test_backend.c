@@ -58,41 +58,41 @@ static int cli(struct fx *x)
 static void snd(int s, uint32_t req, uint32_t flags, enum vq_vhu_payload kind,
 		const void *payload, const int *fds, unsigned nfds)
 {
-	struct vq_vhu_msg m = { .request = req, .flags = VHU_VERSION | flags,
+	struct vq_vhu_msg m = { .request = req, .flags = VQ_VHU_VERSION | flags,
 				.kind = kind };
 
 	if (payload)
-		memcpy(&m.u, payload, kind == VHU_P_MEM ? sizeof(m.u.mem) :
-		       kind == VHU_P_REGION ? sizeof(m.u.region) :
-		       kind == VHU_P_ADDR ? sizeof(m.u.addr) :
-		       kind == VHU_P_STATE ? sizeof(m.u.state) :
-		       kind == VHU_P_VRING_FD ? sizeof(m.u.vring_fd) :
-		       kind == VHU_P_LOG ? sizeof(m.u.log) : sizeof(m.u.u64));
+		memcpy(&m.u, payload, kind == VQ_VHU_P_MEM ? sizeof(m.u.mem) :
+		       kind == VQ_VHU_P_REGION ? sizeof(m.u.region) :
+		       kind == VQ_VHU_P_ADDR ? sizeof(m.u.addr) :
+		       kind == VQ_VHU_P_STATE ? sizeof(m.u.state) :
+		       kind == VQ_VHU_P_VRING_FD ? sizeof(m.u.vring_fd) :
+		       kind == VQ_VHU_P_LOG ? sizeof(m.u.log) : sizeof(m.u.u64));
 	CHECK_EQ(vhu_send(s, &m, fds, nfds), 0);
 }
 
 static void snd_u64(int s, uint32_t req, uint64_t v)
 {
-	snd(s, req, 0, VHU_P_U64, &v, NULL, 0);
+	snd(s, req, 0, VQ_VHU_P_U64, &v, NULL, 0);
 }
 
 static void snd_state(int s, uint32_t req, uint32_t idx, uint32_t num)
 {
 	uint32_t st[2] = { idx, num };
 
-	snd(s, req, 0, VHU_P_STATE, st, NULL, 0);
+	snd(s, req, 0, VQ_VHU_P_STATE, st, NULL, 0);
 }
 
 static void snd_none(int s, uint32_t req)
 {
-	snd(s, req, 0, VHU_P_NONE, NULL, NULL, 0);
+	snd(s, req, 0, VQ_VHU_P_NONE, NULL, NULL, 0);
 }
 
 static void snd_vring_fd(int s, uint32_t req, uint32_t idx, int fd)
 {
 	struct { uint32_t index; bool nofd; } v = { idx, fd < 0 };
 
-	snd(s, req, 0, VHU_P_VRING_FD, &v, &fd, fd < 0 ? 0 : 1);
+	snd(s, req, 0, VQ_VHU_P_VRING_FD, &v, &fd, fd < 0 ? 0 : 1);
 }
 
 static void snd_addr_log(int s, uint32_t idx, uint64_t desc, uint64_t avail,
@@ -101,7 +101,7 @@ static void snd_addr_log(int s, uint32_t idx, uint64_t desc, uint64_t avail,
 	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } a =
 		{ idx, flags, desc, used, avail, log };
 
-	snd(s, VHU_SET_VRING_ADDR, 0, VHU_P_ADDR, &a, NULL, 0);
+	snd(s, VQ_VHU_SET_VRING_ADDR, 0, VQ_VHU_P_ADDR, &a, NULL, 0);
 }
 
 static void snd_addr(int s, uint32_t idx, uint64_t desc, uint64_t avail,
@@ -114,23 +114,23 @@ static void snd_log_base(int s, int fd, uint64_t size, uint64_t offset)
 {
 	uint64_t v[2] = { size, offset };
 
-	snd(s, VHU_SET_LOG_BASE, 0, VHU_P_LOG, v, &fd, 1);
+	snd(s, VQ_VHU_SET_LOG_BASE, 0, VQ_VHU_P_LOG, v, &fd, 1);
 }
 
 static void snd_mem(int s, unsigned n, const struct vq_vhu_region *r,
 		    const int *fds)
 {
-	struct { uint32_t n; struct vq_vhu_region r[VHU_MEM_TABLE_MAX]; } m;
+	struct { uint32_t n; struct vq_vhu_region r[VQ_VHU_MEM_TABLE_MAX]; } m;
 
 	memset(&m, 0, sizeof(m));
 	m.n = n;
 	memcpy(m.r, r, n * sizeof(*r));
-	snd(s, VHU_SET_MEM_TABLE, 0, VHU_P_MEM, &m, fds, n);
+	snd(s, VQ_VHU_SET_MEM_TABLE, 0, VQ_VHU_P_MEM, &m, fds, n);
 }
 
 static void snd_region(int s, uint32_t req, const struct vq_vhu_region *r, int fd)
 {
-	snd(s, req, 0, VHU_P_REGION, r, &fd, fd < 0 ? 0 : 1);
+	snd(s, req, 0, VQ_VHU_P_REGION, r, &fd, fd < 0 ? 0 : 1);
 }
 
 /* Handle one pending message. */
@@ -146,8 +146,8 @@ static void ok(struct fx *x)
 
 static struct vq_vhu_msg rcv(int s, uint32_t req, bool ack)
 {
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
@@ -181,7 +181,7 @@ static void fx_init(struct fx *x)
 	CHECK(x->g != MAP_FAILED);
 	/* warm up (lazy allocations), then take the baseline */
 	s = cli(x);
-	CHECK(get_u64(x, s, VHU_GET_FEATURES) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(get_u64(x, s, VQ_VHU_GET_FEATURES) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
 	close(s);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	x->fds0 = count_fds();
@@ -211,7 +211,7 @@ static void closed_with(struct fx *x, int s, int r, int err)
 	for (unsigned i = 0; i < ECHO_NQ; i++)
 		CHECK(!x->e.q[i].on);
 	s2 = cli(x);
-	CHECK_EQ(get_u64(x, s2, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	CHECK_EQ(get_u64(x, s2, VQ_VHU_GET_QUEUE_NUM), ECHO_NQ);
 	close(s2);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	CHECK_EQ(count_fds(), x->fds0);
@@ -236,11 +236,11 @@ static void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
 {
 	struct vq_vhu_region r = whole(x);
 
-	snd_u64(s, VHU_SET_FEATURES, features);
+	snd_u64(s, VQ_VHU_SET_FEATURES, features);
 	ok(x);
 	snd_mem(s, 1, &r, &x->gfd);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_NUM, 0, num);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, num);
 	ok(x);
 }
 
@@ -258,7 +258,7 @@ static void bad_truncated_header_frontend_gone(struct fx *x)
 static void bad_truncated_payload_frontend_stalls(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[4] = { VHU_SET_FEATURES, VHU_VERSION, 8, 1 };
+	uint32_t h[4] = { VQ_VHU_SET_FEATURES, VQ_VHU_VERSION, 8, 1 };
 
 	CHECK_EQ(write(s, h, 16), 16);  /* 4 of 8 payload bytes, then silence */
 	expect_closed(x, s, -ETIMEDOUT);
@@ -267,7 +267,7 @@ static void bad_truncated_payload_frontend_stalls(struct fx *x)
 static void bad_oversized_message(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[3] = { VHU_SET_FEATURES, VHU_VERSION, 4096 };
+	uint32_t h[3] = { VQ_VHU_SET_FEATURES, VQ_VHU_VERSION, 4096 };
 
 	CHECK_EQ(write(s, h, 12), 12);
 	expect_closed(x, s, -EMSGSIZE);
@@ -277,7 +277,7 @@ static void bad_wrong_fd_count_kick_without_fd(struct fx *x)
 {
 	int s = cli(x);
 	/* vring 0, "no fd" flag clear, and no fd sent */
-	uint32_t m[5] = { VHU_SET_VRING_KICK, VHU_VERSION, 8, 0, 0 };
+	uint32_t m[5] = { VQ_VHU_SET_VRING_KICK, VQ_VHU_VERSION, 8, 0, 0 };
 
 	CHECK_EQ(write(s, m, 20), 20);
 	expect_closed(x, s, -EBADF);
@@ -287,7 +287,7 @@ static void bad_wrong_fd_count_fd_on_set_owner(struct fx *x)
 {
 	int s = cli(x), fd = eventfd(0, EFD_CLOEXEC);
 
-	snd(s, VHU_SET_OWNER, 0, VHU_P_NONE, NULL, &fd, 1);
+	snd(s, VQ_VHU_SET_OWNER, 0, VQ_VHU_P_NONE, NULL, &fd, 1);
 	close(fd);
 	expect_closed(x, s, -EBADF);
 }
@@ -296,7 +296,7 @@ static void bad_wrong_fd_count_mem_table(struct fx *x)
 {
 	int s = cli(x);
 	struct vq_vhu_region r[2] = { whole(x), { GSIZE, 4096, UA + GSIZE, 0 } };
-	uint32_t h[3] = { VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 64 };
+	uint32_t h[3] = { VQ_VHU_SET_MEM_TABLE, VQ_VHU_VERSION, 8 + 64 };
 	uint8_t p[8 + 64] = { 2 };
 
 	memcpy(p + 8, r, sizeof(r));
@@ -324,7 +324,7 @@ static void bad_wrong_fd_count_mem_table(struct fx *x)
 static void bad_unknown_request(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[3] = { 23 /* SET_VRING_ENDIAN: not implemented */, VHU_VERSION, 0 };
+	uint32_t h[3] = { 23 /* SET_VRING_ENDIAN: not implemented */, VQ_VHU_VERSION, 0 };
 
 	CHECK_EQ(write(s, h, 12), 12);
 	expect_closed(x, s, -EOPNOTSUPP);
@@ -334,9 +334,9 @@ static void bad_ring_addr_before_mem_table(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	expect_closed(x, s, -EPROTO);
@@ -346,7 +346,7 @@ static void bad_vring_index_past_queue_count(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_state(s, VHU_SET_VRING_NUM, ECHO_NQ, 64);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, ECHO_NQ, 64);
 	expect_closed(x, s, -ERANGE);
 }
 
@@ -367,13 +367,13 @@ static void bad_add_mem_reg_overlaps_existing(struct fx *x)
 	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
 	struct vq_vhu_region b = { 0x20000, 0x10000, UA + 0x8000, 0x20000 };
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
-	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0 + 1);
-	snd_region(s, VHU_ADD_MEM_REG, &b, x->gfd);   /* user range overlaps */
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &b, x->gfd);   /* user range overlaps */
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -434,9 +434,9 @@ static void bad_split_queue_size_not_power_of_two(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_NUM, 0, 100);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 100);
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -444,16 +444,16 @@ static void bad_queue_size_over_32768(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED));
 	ok(x);
-	snd_state(s, VHU_SET_VRING_NUM, 0, 32769);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 32769);
 	expect_closed(x, s, -EINVAL);
 }
 
 static void bad_frontend_gone_mid_message(struct fx *x)
 {
 	int s = cli(x);
-	uint32_t h[3] = { VHU_SET_MEM_TABLE, VHU_VERSION, 8 + 32 };
+	uint32_t h[3] = { VQ_VHU_SET_MEM_TABLE, VQ_VHU_VERSION, 8 + 32 };
 	uint8_t p[10] = { 1 };
 	struct msghdr mh = { 0 };
 	struct iovec iov[2] = { { h, 12 }, { p, sizeof(p) } };
@@ -479,7 +479,7 @@ static void bad_features_not_offered(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(38) /* NOTIFICATION_DATA */);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(38) /* NOTIFICATION_DATA */);
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -487,7 +487,7 @@ static void bad_features_without_version_1(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	snd_u64(s, VQ_VHU_SET_FEATURES, VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -495,9 +495,9 @@ static void bad_split_base_reserved_bits(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_BASE, 0, 0x10005);
+	snd_state(s, VQ_VHU_SET_VRING_BASE, 0, 0x10005);
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -505,7 +505,7 @@ static void bad_request_needs_protocol_feature(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_none(s, VHU_GET_MAX_MEM_SLOTS);
+	snd_none(s, VQ_VHU_GET_MAX_MEM_SLOTS);
 	expect_closed(x, s, -EPROTO);
 }
 
@@ -518,7 +518,7 @@ static void split_ring(struct fx *x, int s, uint64_t features, int kick)
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	ok(x);
 	if (kick >= 0) {
-		snd_vring_fd(s, VHU_SET_VRING_KICK, 0, kick);
+		snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
 		ok(x);
 	}
 }
@@ -543,12 +543,12 @@ static void ring_states_disabled_until_enable(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
 
-	split_ring(x, s, SPLIT | VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES), k);
+	split_ring(x, s, SPLIT | VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES), k);
 	CHECK_EQ(x->e.starts, 0);       /* rings start disabled */
-	snd_state(s, VHU_SET_VRING_ENABLE, 0, 1);
+	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
 	ok(x);
 	CHECK_EQ(x->e.starts, 1);
-	snd_state(s, VHU_SET_VRING_ENABLE, 0, 0);
+	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 0);
 	ok(x);
 	CHECK(!x->e.q[0].on);
 	CHECK_EQ(x->e.stops, 1);        /* for good, not paused */
@@ -569,11 +569,11 @@ static void new_call_fd_signalled_once(struct fx *x)
 	uint64_t v;
 
 	split_ring(x, s, SPLIT, k);
-	snd_vring_fd(s, VHU_SET_VRING_CALL, 0, c1);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_CALL, 0, c1);
 	ok(x);
 	CHECK_EQ(read(c1, &v, 8), 8);
 	CHECK_EQ(v, 1);
-	snd_vring_fd(s, VHU_SET_VRING_CALL, 0, c2);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_CALL, 0, c2);
 	ok(x);
 	CHECK_EQ(read(c2, &v, 8), 8);
 	CHECK_EQ(v, 1);
@@ -597,26 +597,26 @@ static void get_vring_base_split_stops_ring(struct fx *x)
 	struct vq_vhu_msg rep;
 
 	setup_to_num(x, s, SPLIT, 64);
-	snd_state(s, VHU_SET_VRING_BASE, 0, 9);
+	snd_state(s, VQ_VHU_SET_VRING_BASE, 0, 9);
 	ok(x);
 	u->idx = 7;     /* split: the used index comes from memory */
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	ok(x);
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).avail_idx, 9);
 	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).used_idx, 7);
-	snd_state(s, VHU_GET_VRING_BASE, 0, 0);
+	snd_state(s, VQ_VHU_GET_VRING_BASE, 0, 0);
 	ok(x);
-	rep = rcv(s, VHU_GET_VRING_BASE, false);
+	rep = rcv(s, VQ_VHU_GET_VRING_BASE, false);
 	CHECK_EQ(rep.u.state.index, 0);
 	CHECK_EQ(rep.u.state.num, 9);
 	CHECK(!x->e.q[0].on);           /* stopped */
 	CHECK_EQ(x->e.stops, 1);
 	CHECK_EQ(x->e.pauses, 0);
 	/* a stopped ring restarts on a new kick fd */
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	close(s);
@@ -633,18 +633,18 @@ static void get_vring_base_packed_both_indices(struct fx *x)
 
 	setup_to_num(x, s, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED), 48);
 	/* avail position 5 wrap 0, used position 3 wrap 1 */
-	snd_state(s, VHU_SET_VRING_BASE, 0, 5 | (3u | 0x8000u) << 16);
+	snd_state(s, VQ_VHU_SET_VRING_BASE, 0, 5 | (3u | 0x8000u) << 16);
 	ok(x);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x1004);
 	ok(x);
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).avail_idx, 5);
 	CHECK_EQ(vq_dev_get_state(x->e.q[0].vq).used_idx, 0x8003);
-	snd_state(s, VHU_GET_VRING_BASE, 0, 0);
+	snd_state(s, VQ_VHU_GET_VRING_BASE, 0, 0);
 	ok(x);
-	rep = rcv(s, VHU_GET_VRING_BASE, false);
+	rep = rcv(s, VQ_VHU_GET_VRING_BASE, false);
 	CHECK_EQ(rep.u.state.num, 5 | (3u | 0x8000u) << 16);
 	CHECK(!x->e.q[0].on);
 	close(s);
@@ -660,15 +660,15 @@ static void reply_ack_success_and_failure(struct fx *x)
 		{ 0, 0, UA, UA + 0x2000, UA + 0x1000, 0 };
 	int r;
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
-	snd(s, VHU_SET_OWNER, VHU_FLAG_NEED_REPLY, VHU_P_NONE, NULL, NULL, 0);
+	snd(s, VQ_VHU_SET_OWNER, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_NONE, NULL, NULL, 0);
 	ok(x);
-	CHECK_EQ(rcv(s, VHU_SET_OWNER, true).u.u64, 0);
+	CHECK_EQ(rcv(s, VQ_VHU_SET_OWNER, true).u.u64, 0);
 	/* a refused request is acked non-zero, then the connection closes */
-	snd(s, VHU_SET_VRING_ADDR, VHU_FLAG_NEED_REPLY, VHU_P_ADDR, &a, NULL, 0);
+	snd(s, VQ_VHU_SET_VRING_ADDR, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_ADDR, &a, NULL, 0);
 	r = pump(x);
-	CHECK(rcv(s, VHU_SET_VRING_ADDR, true).u.u64 != 0);
+	CHECK(rcv(s, VQ_VHU_SET_VRING_ADDR, true).u.u64 != 0);
 	closed_with(x, s, r, -EPROTO);
 }
 
@@ -692,28 +692,28 @@ static void send_rarp_mac_and_ack(struct fx *x)
 	for (unsigned i = 0; i < 6; i++)
 		v |= (uint64_t)mac[i] << (8 * i);
 	s = cli(x);
-	CHECK(get_u64(x, s, VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VHU_PROTOCOL_F_RARP));
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_RARP) |
-		VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
-	snd(s, VHU_SEND_RARP, VHU_FLAG_NEED_REPLY, VHU_P_U64, &v, NULL, 0);
+	snd(s, VQ_VHU_SEND_RARP, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_U64, &v, NULL, 0);
 	ok(x);
-	CHECK_EQ(rcv(s, VHU_SEND_RARP, true).u.u64, 0);
+	CHECK_EQ(rcv(s, VQ_VHU_SEND_RARP, true).u.u64, 0);
 	CHECK_EQ(x->e.rarps, 1);
 	CHECK(!memcmp(x->e.rarp_mac, mac, 6));
 	x->e.rarp_err = -ENETDOWN;
-	snd(s, VHU_SEND_RARP, VHU_FLAG_NEED_REPLY, VHU_P_U64, &v, NULL, 0);
+	snd(s, VQ_VHU_SEND_RARP, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_U64, &v, NULL, 0);
 	ok(x);
-	CHECK(rcv(s, VHU_SEND_RARP, true).u.u64 != 0);
+	CHECK(rcv(s, VQ_VHU_SEND_RARP, true).u.u64 != 0);
 	x->e.rarp_err = 0;
 	CHECK(vq_vhu_backend_connected(x->e.b));
-	CHECK_EQ(get_u64(x, s, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	CHECK_EQ(get_u64(x, s, VQ_VHU_GET_QUEUE_NUM), ECHO_NQ);
 	close(s);
 	CHECK_EQ(pump(x), -ECONNRESET);
 
 	/* not negotiated: a protocol violation */
 	s = cli(x);
-	snd_u64(s, VHU_SEND_RARP, v);
+	snd_u64(s, VQ_VHU_SEND_RARP, v);
 	r = pump(x);
 	CHECK_EQ(x->e.rarps, 2);
 	closed_with(x, s, r, -EPROTO);
@@ -724,10 +724,10 @@ static void send_rarp_mac_and_ack(struct fx *x)
 	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
 	s = cli_connect(path);
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	snd_none(s, VHU_GET_PROTOCOL_FEATURES);
+	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	CHECK(!(rcv(s, VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
-		VIRTQ_BIT(VHU_PROTOCOL_F_RARP)));
+	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP)));
 	close(s);
 	vq_vhu_backend_free(b);
 	CHECK_EQ(count_fds(), x->fds0);
@@ -752,15 +752,15 @@ static void net_set_mtu_range_and_ack(struct fx *x)
 	int s, r;
 
 	s = cli(x);
-	CHECK(get_u64(x, s, VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VHU_PROTOCOL_F_MTU));
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_MTU) |
-		VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK));
+	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
 	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		x->e.mtu = 0;
-		snd(s, VHU_NET_SET_MTU, VHU_FLAG_NEED_REPLY, VHU_P_U64, &c[i].mtu, NULL, 0);
+		snd(s, VQ_VHU_NET_SET_MTU, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_U64, &c[i].mtu, NULL, 0);
 		ok(x);
-		CHECK_EQ(rcv(s, VHU_NET_SET_MTU, true).u.u64 == 0, c[i].ok);
+		CHECK_EQ(rcv(s, VQ_VHU_NET_SET_MTU, true).u.u64 == 0, c[i].ok);
 		CHECK_EQ(x->e.mtu, c[i].ok ? c[i].mtu : 0);
 	}
 	CHECK(vq_vhu_backend_connected(x->e.b));
@@ -769,7 +769,7 @@ static void net_set_mtu_range_and_ack(struct fx *x)
 
 	/* not negotiated: a protocol violation */
 	s = cli(x);
-	snd_u64(s, VHU_NET_SET_MTU, 1500);
+	snd_u64(s, VQ_VHU_NET_SET_MTU, 1500);
 	r = pump(x);
 	closed_with(x, s, r, -EPROTO);
 
@@ -779,10 +779,10 @@ static void net_set_mtu_range_and_ack(struct fx *x)
 	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
 	s = cli_connect(path);
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	snd_none(s, VHU_GET_PROTOCOL_FEATURES);
+	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	CHECK(!(rcv(s, VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
-		VIRTQ_BIT(VHU_PROTOCOL_F_MTU)));
+	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU)));
 	close(s);
 	vq_vhu_backend_free(b);
 	CHECK_EQ(count_fds(), x->fds0);
@@ -792,11 +792,11 @@ static void status_set_get(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_STATUS));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS));
 	ok(x);
-	snd_u64(s, VHU_SET_STATUS, 0xb);
+	snd_u64(s, VQ_VHU_SET_STATUS, 0xb);
 	ok(x);
-	CHECK_EQ(get_u64(x, s, VHU_GET_STATUS), 0xb);
+	CHECK_EQ(get_u64(x, s, VQ_VHU_GET_STATUS), 0xb);
 	close(s);
 	CHECK_EQ(pump(x), -ECONNRESET);
 }
@@ -806,11 +806,11 @@ static void reset_device_forgets_state(struct fx *x)
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
 	unsigned resets = x->e.resets;
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
 	ok(x);
 	split_ring(x, s, SPLIT, k);
 	CHECK(x->e.q[0].on);
-	snd_none(s, VHU_RESET_DEVICE);
+	snd_none(s, VQ_VHU_RESET_DEVICE);
 	ok(x);
 	CHECK(!x->e.q[0].on);
 	CHECK_EQ(vq_vhu_backend_features(x->e.b), 0);
@@ -828,21 +828,21 @@ static void mem_slots_add_remove(struct fx *x)
 	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
 	struct vq_vhu_region b = { 0x100000, 0x10000, UA + 0x100000, 0x10000 };
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
-	CHECK_EQ(get_u64(x, s, VHU_GET_MAX_MEM_SLOTS), VQ_MEM_MAX_REGIONS);
-	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	CHECK_EQ(get_u64(x, s, VQ_VHU_GET_MAX_MEM_SLOTS), VQ_MEM_MAX_REGIONS);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
-	snd_region(s, VHU_ADD_MEM_REG, &b, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &b, x->gfd);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0 + 2);
 	/* REM_MEM_REG: an fd is tolerated and closed unused (spec) */
-	snd_region(s, VHU_REM_MEM_REG, &a, x->gfd);
+	snd_region(s, VQ_VHU_REM_MEM_REG, &a, x->gfd);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0 + 1);
 	CHECK_EQ(count_fds(), x->fds0 + 2);     /* only the connection, both ends */
-	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	snd_region(s, VQ_VHU_REM_MEM_REG, &a, -1);
 	expect_closed(x, s, -ENOENT);
 }
 
@@ -859,24 +859,24 @@ static void mem_slots_same_region_twice(struct fx *x)
 	struct vq_vhu_region a = { 0, 0x10000, UA, 0 };
 	struct vq_vhu_region moved = { 0, 0x10000, UA, 0x10000 };
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
+		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
-	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
-	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0 + 1);
 	CHECK_EQ(count_fds(), x->fds0 + 2);     /* the second fd was closed */
-	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	snd_region(s, VQ_VHU_REM_MEM_REG, &a, -1);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0 + 1);   /* one reference left */
-	snd_region(s, VHU_REM_MEM_REG, &a, -1);
+	snd_region(s, VQ_VHU_REM_MEM_REG, &a, -1);
 	ok(x);
 	CHECK_EQ(count_maps(), x->maps0);
-	snd_region(s, VHU_ADD_MEM_REG, &a, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
-	snd_region(s, VHU_ADD_MEM_REG, &moved, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &moved, x->gfd);
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -1032,18 +1032,18 @@ static void frontend_bad_replies(struct fx *x)
 {
 	char err[256];
 	int fds0 = count_fds(), maps0 = count_maps(), efd;
-	uint32_t rep[5] = { VHU_GET_FEATURES, VHU_VERSION | VHU_FLAG_REPLY, 8, 0, 1 };
+	uint32_t rep[5] = { VQ_VHU_GET_FEATURES, VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY, 8, 0, 1 };
 
 	(void)x;
 	/* GET_FEATURES reply without the reply flag */
-	rep[1] = VHU_VERSION;
+	rep[1] = VQ_VHU_VERSION;
 	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -EINVAL);
 	/* a reply to another request */
-	rep[0] = VHU_GET_PROTOCOL_FEATURES;
-	rep[1] = VHU_VERSION | VHU_FLAG_REPLY;
+	rep[0] = VQ_VHU_GET_PROTOCOL_FEATURES;
+	rep[1] = VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY;
 	CHECK_EQ(fe_bad(rep, 20, -1, false, err, sizeof(err)), -EPROTO);
 	/* truncated, then the back-end is gone */
-	rep[0] = VHU_GET_FEATURES;
+	rep[0] = VQ_VHU_GET_FEATURES;
 	CHECK_EQ(fe_bad(rep, 14, -1, true, err, sizeof(err)), -EPIPE);
 	/* oversized */
 	rep[2] = 4096;
@@ -1111,9 +1111,9 @@ static void serve_ends_on_sigterm(struct fx *x)
 
 /* ---- migration: the dirty log (vhost-user "Migration") ---- */
 
-#define LOG_SHMFD VIRTQ_BIT(VHU_PROTOCOL_F_LOG_SHMFD)
-#define LOG_ALL VIRTQ_BIT(VHU_F_LOG_ALL)
-#define PROTO VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES)
+#define LOG_SHMFD VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD)
+#define LOG_ALL VIRTQ_BIT(VQ_VHU_F_LOG_ALL)
+#define PROTO VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)
 /* GSIZE is 256 pages: a log of 32 bytes covers it exactly */
 #define LOG_BYTES (GSIZE / VQ_LOG_PAGE / 8)
 
@@ -1165,19 +1165,19 @@ static void log_ring(struct fx *x, int s, uint64_t f, int kick, uint32_t flags,
 {
 	struct vq_vhu_region r = whole(x);
 
-	snd_u64(s, VHU_SET_FEATURES, f);
+	snd_u64(s, VQ_VHU_SET_FEATURES, f);
 	ok(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
 	ok(x);
 	snd_mem(s, 1, &r, &x->gfd);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
 	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, flags, log_addr);
 	ok(x);
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, kick);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
 	ok(x);
-	snd_state(s, VHU_SET_VRING_ENABLE, 0, 1);
+	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
 	ok(x);
 	CHECK(x->e.q[0].on);
 }
@@ -1196,19 +1196,19 @@ static void migration_log(struct fx *x, bool pk)
 	struct vq_drv *d;
 
 	CHECK(log != MAP_FAILED);
-	CHECK(get_u64(x, s, VHU_GET_FEATURES) & LOG_ALL);
-	log_ring(x, s, rf | PROTO, k, VHU_VRING_F_LOG, 0x2000);
+	CHECK(get_u64(x, s, VQ_VHU_GET_FEATURES) & LOG_ALL);
+	log_ring(x, s, rf | PROTO, k, VQ_VHU_VRING_F_LOG, 0x2000);
 	CHECK_EQ(vq_drv_new(&dc, &d), 0);
 	echo_one(x, d, 0x10000, 64, 0x20800, 64);
 	CHECK(!memcmp(x->g + 0x20800, x->g + 0x10000, 64));
 
 	snd_log_base(s, lfd, LOG_BYTES, 0);
 	ok(x);
-	CHECK_EQ(rcv(s, VHU_SET_LOG_BASE, false).size, 0);
+	CHECK_EQ(rcv(s, VQ_VHU_SET_LOG_BASE, false).size, 0);
 	echo_one(x, d, 0x10000, 64, 0x20800, 64);
 	CHECK_EQ(dirty_pages(log), 0);  /* a log, but LOG_ALL not yet set */
 
-	snd_u64(s, VHU_SET_FEATURES, rf | PROTO | LOG_ALL);
+	snd_u64(s, VQ_VHU_SET_FEATURES, rf | PROTO | LOG_ALL);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	echo_one(x, d, 0x10000, 64, 0x20800, 64);
@@ -1249,7 +1249,7 @@ static void migration_log(struct fx *x, bool pk)
 		CHECK(log2 != MAP_FAILED);
 		snd_log_base(s, lfd2, 2 * LOG_BYTES, 0);
 		ok(x);
-		CHECK_EQ(rcv(s, VHU_SET_LOG_BASE, false).size, 0);
+		CHECK_EQ(rcv(s, VQ_VHU_SET_LOG_BASE, false).size, 0);
 		CHECK_EQ(count_maps(), maps + 1);       /* ours, not the old one */
 		memset(log, 0, LOG_BYTES);
 		echo_one(x, d, 0x10000, 64, 0x20800, 64);
@@ -1262,7 +1262,7 @@ static void migration_log(struct fx *x, bool pk)
 	}
 
 	/* migration over: LOG_ALL cleared, nothing more is logged */
-	snd_u64(s, VHU_SET_FEATURES, rf | PROTO);
+	snd_u64(s, VQ_VHU_SET_FEATURES, rf | PROTO);
 	ok(x);
 	memset(log, 0, LOG_BYTES);
 	echo_one(x, d, 0x10000, 64, 0x20800, 64);
@@ -1288,7 +1288,7 @@ static void bad_log_base_without_log_shmfd(struct fx *x)
 {
 	int s = cli(x), lfd = log_memfd(4096);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | PROTO);
 	ok(x);
 	snd_log_base(s, lfd, LOG_BYTES, 0);
 	close(lfd);
@@ -1299,9 +1299,9 @@ static void bad_log_base_past_end_of_file(struct fx *x)
 {
 	int s = cli(x), lfd = log_memfd(4096);
 
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | PROTO);
 	ok(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
 	ok(x);
 	snd_log_base(s, lfd, 4096, 8);
 	close(lfd);
@@ -1313,7 +1313,7 @@ static void bad_log_base_without_fd(struct fx *x)
 	int s = cli(x);
 	uint64_t v[2] = { LOG_BYTES, 0 };
 
-	snd(s, VHU_SET_LOG_BASE, 0, VHU_P_LOG, v, NULL, 0);
+	snd(s, VQ_VHU_SET_LOG_BASE, 0, VQ_VHU_P_LOG, v, NULL, 0);
 	expect_closed(x, s, -EBADF);
 }
 
@@ -1322,11 +1322,11 @@ static void bad_log_smaller_than_guest_memory(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
 
-	log_ring(x, s, SPLIT | PROTO, k, VHU_VRING_F_LOG, 0x2000);
+	log_ring(x, s, SPLIT | PROTO, k, VQ_VHU_VRING_F_LOG, 0x2000);
 	snd_log_base(s, lfd, LOG_BYTES / 2, 0);
 	ok(x);
-	rcv(s, VHU_SET_LOG_BASE, false);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO | LOG_ALL);
+	rcv(s, VQ_VHU_SET_LOG_BASE, false);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | PROTO | LOG_ALL);
 	close(lfd);
 	close(k);
 	expect_closed(x, s, -EINVAL);
@@ -1339,11 +1339,11 @@ static void bad_used_log_address_past_log(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
 
-	log_ring(x, s, SPLIT | PROTO | LOG_ALL, k, VHU_VRING_F_LOG, 0x2000);
+	log_ring(x, s, SPLIT | PROTO | LOG_ALL, k, VQ_VHU_VRING_F_LOG, 0x2000);
 	snd_log_base(s, lfd, LOG_BYTES, 0);
 	ok(x);
-	rcv(s, VHU_SET_LOG_BASE, false);
-	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, VHU_VRING_F_LOG,
+	rcv(s, VQ_VHU_SET_LOG_BASE, false);
+	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, VQ_VHU_VRING_F_LOG,
 		     GSIZE - 0x100);
 	close(lfd);
 	close(k);
@@ -1355,8 +1355,8 @@ static void bad_used_log_address_past_log(struct fx *x)
 
 #define AP VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)
 #define PACKED VIRTQ_BIT(VIRTIO_F_RING_PACKED)
-#define P_BACKEND_REQ VIRTQ_BIT(VHU_PROTOCOL_F_BACKEND_REQ)
-#define P_REPLY_ACK VIRTQ_BIT(VHU_PROTOCOL_F_REPLY_ACK)
+#define P_BACKEND_REQ VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ)
+#define P_REPLY_ACK VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK)
 /* The rings' IOVAs: their guest address + RING_IOVA.  Buffers live at
  * DATA_IOVA + x, mapped page by page to scattered guest pages. */
 #define RING_IOVA 0x100000000ull
@@ -1366,8 +1366,8 @@ static void bad_used_log_address_past_log(struct fx *x)
 static void snd_iotlb(int s, uint32_t flags, uint64_t iova, uint64_t size,
 		      uint64_t ua, uint8_t perm, uint8_t type)
 {
-	struct vq_vhu_msg m = { .request = VHU_IOTLB_MSG,
-				.flags = VHU_VERSION | flags, .kind = VHU_P_IOTLB };
+	struct vq_vhu_msg m = { .request = VQ_VHU_IOTLB_MSG,
+				.flags = VQ_VHU_VERSION | flags, .kind = VQ_VHU_P_IOTLB };
 
 	m.u.iotlb.iova = iova;
 	m.u.iotlb.size = size;
@@ -1382,10 +1382,10 @@ static void snd_iotlb(int s, uint32_t flags, uint64_t iova, uint64_t size,
 static uint64_t iotlb_update(struct fx *x, int s, uint64_t iova, uint64_t size,
 			     uint64_t gpa, uint8_t perm)
 {
-	snd_iotlb(s, VHU_FLAG_NEED_REPLY, iova, size, UA + gpa, perm,
-		  VHU_IOTLB_UPDATE);
+	snd_iotlb(s, VQ_VHU_FLAG_NEED_REPLY, iova, size, UA + gpa, perm,
+		  VQ_VHU_IOTLB_UPDATE);
 	ok(x);
-	return rcv(s, VHU_IOTLB_MSG, true).u.u64;
+	return rcv(s, VQ_VHU_IOTLB_MSG, true).u.u64;
 }
 
 static void map_page(struct fx *x, int s, uint64_t iova, uint64_t gpa,
@@ -1397,17 +1397,17 @@ static void map_page(struct fx *x, int s, uint64_t iova, uint64_t gpa,
 static uint64_t iotlb_invalidate(struct fx *x, int s, uint64_t iova,
 				 uint64_t size)
 {
-	snd_iotlb(s, VHU_FLAG_NEED_REPLY, iova, size, 0, 0, VHU_IOTLB_INVALIDATE);
+	snd_iotlb(s, VQ_VHU_FLAG_NEED_REPLY, iova, size, 0, 0, VQ_VHU_IOTLB_INVALIDATE);
 	ok(x);
-	return rcv(s, VHU_IOTLB_MSG, true).u.u64;
+	return rcv(s, VQ_VHU_IOTLB_MSG, true).u.u64;
 }
 
 /* The next message on the back-end channel, which must be an IOTLB miss:
  * 1 with its address and access, or 0 when nothing is pending. */
 static int next_miss(int ch, uint64_t *iova, unsigned *perm)
 {
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
@@ -1417,8 +1417,8 @@ static int next_miss(int ch, uint64_t *iova, unsigned *perm)
 		return 0;
 	CHECK(r > 0);
 	CHECK_EQ(vq_vhu_decode_backend_request(buf, len, fds, nfds, &m, NULL, 0), 0);
-	CHECK_EQ(m.request, VHU_BACKEND_IOTLB_MSG);
-	CHECK_EQ(m.u.iotlb.type, VHU_IOTLB_MISS);
+	CHECK_EQ(m.request, VQ_VHU_BACKEND_IOTLB_MSG);
+	CHECK_EQ(m.u.iotlb.type, VQ_VHU_IOTLB_MISS);
 	*iova = m.u.iotlb.iova;
 	*perm = m.u.iotlb.perm;
 	fprintf(stderr, "   miss 0x%llx access %u\n", (unsigned long long)*iova, *perm);
@@ -1470,20 +1470,20 @@ static void iotlb_setup(struct fx *x, struct iox *io, bool pk)
 	memset(io, 0, sizeof(*io));
 	io->pk = pk;
 	io->s = cli(x);
-	CHECK(get_u64(x, io->s, VHU_GET_FEATURES) & AP);
-	CHECK(get_u64(x, io->s, VHU_GET_PROTOCOL_FEATURES) & P_BACKEND_REQ);
-	snd_u64(io->s, VHU_SET_FEATURES, SPLIT | AP | PROTO | (pk ? PACKED : 0));
+	CHECK(get_u64(x, io->s, VQ_VHU_GET_FEATURES) & AP);
+	CHECK(get_u64(x, io->s, VQ_VHU_GET_PROTOCOL_FEATURES) & P_BACKEND_REQ);
+	snd_u64(io->s, VQ_VHU_SET_FEATURES, SPLIT | AP | PROTO | (pk ? PACKED : 0));
 	ok(x);
-	snd_u64(io->s, VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK | P_BACKEND_REQ);
+	snd_u64(io->s, VQ_VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK | P_BACKEND_REQ);
 	ok(x);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	snd(io->s, VHU_SET_BACKEND_REQ_FD, 0, VHU_P_NONE, NULL, &sv[1], 1);
+	snd(io->s, VQ_VHU_SET_BACKEND_REQ_FD, 0, VQ_VHU_P_NONE, NULL, &sv[1], 1);
 	ok(x);
 	close(sv[1]);
 	io->ch = sv[0];
 	snd_mem(io->s, 1, &r, &x->gfd);
 	ok(x);
-	snd_state(io->s, VHU_SET_VRING_NUM, 0, 64);
+	snd_state(io->s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
 }
 
@@ -1523,9 +1523,9 @@ static void iotlb_ring_start(struct fx *x, struct iox *io)
 	snd_addr(io->s, 0, RING_IOVA, RING_IOVA + 0x1000, RING_IOVA + 0x2000);
 	ok(x);
 	expect_no_miss(io->ch);         /* no kick yet: nothing to start */
-	snd_vring_fd(io->s, VHU_SET_VRING_KICK, 0, io->k);
+	snd_vring_fd(io->s, VQ_VHU_SET_VRING_KICK, 0, io->k);
 	ok(x);
-	snd_state(io->s, VHU_SET_VRING_ENABLE, 0, 1);
+	snd_state(io->s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
 	ok(x);
 	iotlb_ring_areas_answered(x, io);
 	CHECK_EQ(x->e.starts, starts + 1);
@@ -1633,19 +1633,19 @@ static void iotlb_ring_and_buffers_through_iova(struct fx *x, bool pk)
 	post(x, &io, DATA_IOVA + 0x800, 0x1000, DATA_IOVA + 0x10800, 0x1000);
 	expect_miss(io.ch, DATA_IOVA + 0x800, VQ_ACCESS_RO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RO);
 	answered(x, &io);
 	expect_miss(io.ch, DATA_IOVA + 0x1000, VQ_ACCESS_RO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x1000, 0x11000, VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, DATA_IOVA + 0x1000, 0x11000, VQ_VHU_IOTLB_PERM_RO);
 	answered(x, &io);
 	expect_miss(io.ch, DATA_IOVA + 0x10800, VQ_ACCESS_WO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x31000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, DATA_IOVA + 0x10000, 0x31000, VQ_VHU_IOTLB_PERM_WO);
 	answered(x, &io);
 	expect_miss(io.ch, DATA_IOVA + 0x11000, VQ_ACCESS_WO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x11000, 0x20000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, DATA_IOVA + 0x11000, 0x20000, VQ_VHU_IOTLB_PERM_WO);
 	answered(x, &io);
 	expect_no_miss(io.ch);
 	done(&io, 0x1000);
@@ -1705,12 +1705,12 @@ static void iotlb_permission_refused_breaks_queue(struct fx *x)
 	int r;
 
 	iotlb_setup(x, &io, false);
-	snd_vring_fd(io.s, VHU_SET_VRING_ERR, 0, e);
+	snd_vring_fd(io.s, VQ_VHU_SET_VRING_ERR, 0, e);
 	ok(x);
 	iotlb_ring_start(x, &io);
 	fill_src(x, 0x10000, 64, 3);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x20000, VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA + 0x10000, 0x20000, VQ_VHU_IOTLB_PERM_RO);
 	CHECK(kicked(io.k));
 	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x10000, 64);
 	CHECK(x->e.q[0].dead);
@@ -1721,7 +1721,7 @@ static void iotlb_permission_refused_breaks_queue(struct fx *x)
 	CHECK_EQ(vq_drv_get(io.d, &tok, &len), 0);
 	CHECK_EQ(x->g[0x20000], 0);
 	CHECK(vq_vhu_backend_connected(x->e.b));
-	CHECK_EQ(get_u64(x, io.s, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	CHECK_EQ(get_u64(x, io.s, VQ_VHU_GET_QUEUE_NUM), ECHO_NQ);
 	close(e);
 	iotlb_teardown(x, &io);
 
@@ -1730,10 +1730,10 @@ static void iotlb_permission_refused_breaks_queue(struct fx *x)
 	io.k = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	snd_addr(io.s, 0, RING_IOVA, RING_IOVA + 0x1000, RING_IOVA + 0x2000);
 	ok(x);
-	map_page(x, io.s, RING_IOVA, 0, VHU_IOTLB_PERM_RO);
-	map_page(x, io.s, RING_IOVA + 0x1000, 0x1000, VHU_IOTLB_PERM_RO);
-	map_page(x, io.s, RING_IOVA + 0x2000, 0x2000, VHU_IOTLB_PERM_RO);
-	snd_vring_fd(io.s, VHU_SET_VRING_KICK, 0, io.k);
+	map_page(x, io.s, RING_IOVA, 0, VQ_VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, RING_IOVA + 0x1000, 0x1000, VQ_VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, RING_IOVA + 0x2000, 0x2000, VQ_VHU_IOTLB_PERM_RO);
+	snd_vring_fd(io.s, VQ_VHU_SET_VRING_KICK, 0, io.k);
 	r = pump(x);
 	close(io.k);
 	close(io.ch);
@@ -1749,22 +1749,22 @@ static void iotlb_update_refused_connection_stays(struct fx *x)
 
 	iotlb_setup(x, &io, false);
 	/* past the end, straddling the end, below the start */
-	CHECK(iotlb_update(x, io.s, DATA_IOVA, PG, GSIZE, VHU_IOTLB_PERM_RW) != 0);
+	CHECK(iotlb_update(x, io.s, DATA_IOVA, PG, GSIZE, VQ_VHU_IOTLB_PERM_RW) != 0);
 	CHECK(iotlb_update(x, io.s, DATA_IOVA, 2 * PG, GSIZE - PG,
-			   VHU_IOTLB_PERM_RW) != 0);
-	snd_iotlb(io.s, VHU_FLAG_NEED_REPLY, DATA_IOVA, PG, UA - PG,
-		  VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+			   VQ_VHU_IOTLB_PERM_RW) != 0);
+	snd_iotlb(io.s, VQ_VHU_FLAG_NEED_REPLY, DATA_IOVA, PG, UA - PG,
+		  VQ_VHU_IOTLB_PERM_RW, VQ_VHU_IOTLB_UPDATE);
 	ok(x);
-	CHECK(rcv(io.s, VHU_IOTLB_MSG, true).u.u64 != 0);
+	CHECK(rcv(io.s, VQ_VHU_IOTLB_MSG, true).u.u64 != 0);
 	/* without NEED_REPLY: refused quietly, still connected */
-	snd_iotlb(io.s, 0, DATA_IOVA, PG, UA + GSIZE, VHU_IOTLB_PERM_RW,
-		  VHU_IOTLB_UPDATE);
+	snd_iotlb(io.s, 0, DATA_IOVA, PG, UA + GSIZE, VQ_VHU_IOTLB_PERM_RW,
+		  VQ_VHU_IOTLB_UPDATE);
 	ok(x);
 	CHECK(vq_vhu_backend_connected(x->e.b));
-	CHECK_EQ(get_u64(x, io.s, VHU_GET_QUEUE_NUM), ECHO_NQ);
+	CHECK_EQ(get_u64(x, io.s, VQ_VHU_GET_QUEUE_NUM), ECHO_NQ);
 	/* the same IOVA with a good address is taken, and serves a buffer */
 	iotlb_ring_start(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
 	fill_src(x, 0x10000, 128, 5);
 	post(x, &io, DATA_IOVA, 128, DATA_IOVA + 0x800, 128);
 	expect_no_miss(io.ch);
@@ -1782,35 +1782,35 @@ static void iotlb_msg_without_access_platform_closes(struct fx *x)
 	struct vq_vhu_region reg = whole(x);
 
 	/* before any SET_FEATURES */
-	snd_iotlb(s, 0, 0, PG, UA, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	snd_iotlb(s, 0, 0, PG, UA, VQ_VHU_IOTLB_PERM_RW, VQ_VHU_IOTLB_UPDATE);
 	expect_closed(x, s, -EPROTO);
 	/* negotiated without it: an update, an invalidation (with REPLY_ACK:
 	 * the ack fails, then the connection closes) */
 	s = cli(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
 	snd_mem(s, 1, &reg, &x->gfd);
 	ok(x);
-	snd_iotlb(s, 0, 0, PG, UA, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	snd_iotlb(s, 0, 0, PG, UA, VQ_VHU_IOTLB_PERM_RW, VQ_VHU_IOTLB_UPDATE);
 	expect_closed(x, s, -EPROTO);
 	s = cli(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | PROTO);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | PROTO);
 	ok(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK | P_BACKEND_REQ);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK | P_BACKEND_REQ);
 	ok(x);
-	snd_iotlb(s, VHU_FLAG_NEED_REPLY, 0, 0, 0, 0, VHU_IOTLB_INVALIDATE);
+	snd_iotlb(s, VQ_VHU_FLAG_NEED_REPLY, 0, 0, 0, 0, VQ_VHU_IOTLB_INVALIDATE);
 	r = pump(x);
-	CHECK(rcv(s, VHU_IOTLB_MSG, true).u.u64 != 0);
+	CHECK(rcv(s, VQ_VHU_IOTLB_MSG, true).u.u64 != 0);
 	closed_with(x, s, r, -EPROTO);
 
 	/* SET_BACKEND_REQ_FD without PROTOCOL_F_BACKEND_REQ: the fd is closed */
 	s = cli(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | AP | PROTO);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | AP | PROTO);
 	ok(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK);
 	ok(x);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	snd(s, VHU_SET_BACKEND_REQ_FD, 0, VHU_P_NONE, NULL, &sv[1], 1);
+	snd(s, VQ_VHU_SET_BACKEND_REQ_FD, 0, VQ_VHU_P_NONE, NULL, &sv[1], 1);
 	close(sv[1]);
 	r = pump(x);
 	close(sv[0]);
@@ -1818,7 +1818,7 @@ static void iotlb_msg_without_access_platform_closes(struct fx *x)
 	/* nor without protocol features at all */
 	s = cli(x);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	snd(s, VHU_SET_BACKEND_REQ_FD, 0, VHU_P_NONE, NULL, &sv[1], 1);
+	snd(s, VQ_VHU_SET_BACKEND_REQ_FD, 0, VQ_VHU_P_NONE, NULL, &sv[1], 1);
 	close(sv[1]);
 	r = pump(x);
 	close(sv[0]);
@@ -1835,8 +1835,8 @@ static void iotlb_invalidate_then_miss_again(struct fx *x)
 	iotlb_setup(x, &io, false);
 	iotlb_ring_start(x, &io);
 	/* updates ahead of any miss are taken too: nothing is asked */
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RO);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x20000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, DATA_IOVA + 0x10000, 0x20000, VQ_VHU_IOTLB_PERM_WO);
 	fill_src(x, 0x10000, 256, 9);
 	post(x, &io, DATA_IOVA, 256, DATA_IOVA + 0x10000, 256);
 	expect_no_miss(io.ch);
@@ -1853,7 +1853,7 @@ static void iotlb_invalidate_then_miss_again(struct fx *x)
 	waiting(x, &io);
 	CHECK_EQ(x->g[0x20000], 0);
 	/* now at another page */
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x30000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, DATA_IOVA + 0x10000, 0x30000, VQ_VHU_IOTLB_PERM_WO);
 	answered(x, &io);
 	expect_no_miss(io.ch);
 	done(&io, 256);
@@ -1871,11 +1871,11 @@ static void iotlb_invalidate_then_miss_again(struct fx *x)
 	post(x, &io, DATA_IOVA, 256, DATA_IOVA + 0x10000, 256);
 	expect_miss(io.ch, DATA_IOVA, VQ_ACCESS_RO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RO);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RO);
 	answered(x, &io);
 	expect_miss(io.ch, DATA_IOVA + 0x10000, VQ_ACCESS_WO);
 	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x30000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, DATA_IOVA + 0x10000, 0x30000, VQ_VHU_IOTLB_PERM_WO);
 	answered(x, &io);
 	done(&io, 256);
 	CHECK(vq_vhu_backend_connected(x->e.b));
@@ -1897,7 +1897,7 @@ static void iotlb_invalidate_ring_area_stops_ring(struct fx *x)
 
 	iotlb_setup(x, &io, false);
 	iotlb_ring_start(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
 	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
 	done(&io, 64);
 	before = *used_idx;
@@ -1910,7 +1910,7 @@ static void iotlb_invalidate_ring_area_stops_ring(struct fx *x)
 		CHECK_EQ(p, VQ_ACCESS_WO);
 	}
 	CHECK_EQ(n, 1);
-	map_page(x, io.s, RING_IOVA + 0x2000, 0x2000, VHU_IOTLB_PERM_WO);
+	map_page(x, io.s, RING_IOVA + 0x2000, 0x2000, VQ_VHU_IOTLB_PERM_WO);
 	echo_run_queue(&x->e, 0);
 	done(&io, 64);
 	/* the front-end did not stop it: a pause */
@@ -1931,7 +1931,7 @@ static void iotlb_paused_ring_then_stopped(struct fx *x)
 
 	iotlb_setup(x, &io, false);
 	iotlb_ring_start(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
 	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
 	done(&io, 64);
 	CHECK_EQ(iotlb_invalidate(x, io.s, RING_IOVA, PG), 0);
@@ -1940,12 +1940,12 @@ static void iotlb_paused_ring_then_stopped(struct fx *x)
 	CHECK_EQ(x->e.stops, 0);
 	while (next_miss(io.ch, &a, &p))
 		;
-	snd_state(io.s, VHU_GET_VRING_BASE, 0, 0);
+	snd_state(io.s, VQ_VHU_GET_VRING_BASE, 0, 0);
 	ok(x);
-	rep = rcv(io.s, VHU_GET_VRING_BASE, false);
+	rep = rcv(io.s, VQ_VHU_GET_VRING_BASE, false);
 	CHECK_EQ(rep.u.state.num, 1);   /* one chain taken before the pause */
 	CHECK_EQ(x->e.stops, 1);
-	snd_state(io.s, VHU_SET_VRING_ENABLE, 0, 0);
+	snd_state(io.s, VQ_VHU_SET_VRING_ENABLE, 0, 0);
 	ok(x);
 	CHECK_EQ(x->e.stops, 1);        /* told once */
 	CHECK_EQ(x->e.pauses, 1);
@@ -1961,14 +1961,14 @@ static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 
 	split_ring(x, s, SPLIT, k);
 	CHECK(x->e.q[0].on);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | AP);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | AP);
 	close(k);
 	expect_closed(x, s, -EBUSY);
 	x->e.starts = x->e.stops = x->e.pauses = 0;
 
 	iotlb_setup(x, &io, false);
 	iotlb_ring_start(x, &io);
-	snd_u64(io.s, VHU_SET_FEATURES, SPLIT | PROTO);
+	snd_u64(io.s, VQ_VHU_SET_FEATURES, SPLIT | PROTO);
 	vq_drv_free(io.d);
 	close(io.k);
 	close(io.ch);
@@ -1978,11 +1978,11 @@ static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 
 	/* while no ring runs it may change (and the IOTLB goes with it) */
 	s = cli(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT | AP);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | AP);
 	ok(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
-	snd_iotlb(s, 0, 0, PG, UA, VHU_IOTLB_PERM_RW, VHU_IOTLB_UPDATE);
+	snd_iotlb(s, 0, 0, PG, UA, VQ_VHU_IOTLB_PERM_RW, VQ_VHU_IOTLB_UPDATE);
 	expect_closed(x, s, -EPROTO);
 }
 
@@ -2000,16 +2000,16 @@ static void iotlb_reset_device_forgets_access_platform(struct fx *x)
 	int k = eventfd(0, EFD_CLOEXEC);
 
 	iotlb_setup(x, &io, false);
-	snd_u64(io.s, VHU_SET_PROTOCOL_FEATURES,
-		P_REPLY_ACK | P_BACKEND_REQ | VIRTQ_BIT(VHU_PROTOCOL_F_RESET_DEVICE));
+	snd_u64(io.s, VQ_VHU_SET_PROTOCOL_FEATURES,
+		P_REPLY_ACK | P_BACKEND_REQ | VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
 	ok(x);
 	iotlb_ring_start(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
 	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
 	done(&io, 64);
 	vq_drv_free(io.d);
 	io.d = NULL;
-	snd_none(io.s, VHU_RESET_DEVICE);
+	snd_none(io.s, VQ_VHU_RESET_DEVICE);
 	ok(x);
 	CHECK(!x->e.q[0].on);
 	memset(x->g, 0, 0x50000);
@@ -2032,24 +2032,24 @@ static void iotlb_reset_device_forgets_access_platform(struct fx *x)
 
 /* ---- postcopy (vhost-user.rst: PAGEFAULT, POSTCOPY_ADVISE/LISTEN/END) ---- */
 
-#define P_PAGEFAULT VIRTQ_BIT(VHU_PROTOCOL_F_PAGEFAULT)
-#define P_SLOTS VIRTQ_BIT(VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)
+#define P_PAGEFAULT VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT)
+#define P_SLOTS VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)
 
 /* POSTCOPY_ADVISE's reply: empty, carrying a userfaultfd. */
 static int pc_advise(struct fx *x, int s)
 {
-	uint8_t buf[VHU_MSG_MAX];
-	int fds[VHU_MAX_FDS];
+	uint8_t buf[VQ_VHU_MSG_MAX];
+	int fds[VQ_VHU_MAX_FDS];
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
 	char path[64], link[64];
 	ssize_t n;
 
-	snd_none(s, VHU_POSTCOPY_ADVISE);
+	snd_none(s, VQ_VHU_POSTCOPY_ADVISE);
 	ok(x);
 	CHECK(vhu_recv(s, false, false, buf, &len, fds, &nfds) > 0);
-	CHECK_EQ(vq_vhu_decode_reply(buf, len, fds, nfds, VHU_POSTCOPY_ADVISE,
+	CHECK_EQ(vq_vhu_decode_reply(buf, len, fds, nfds, VQ_VHU_POSTCOPY_ADVISE,
 				     false, &m, NULL, 0), 0);
 	CHECK_EQ(m.size, 0);
 	CHECK_EQ(m.nfds, 1);
@@ -2063,15 +2063,15 @@ static int pc_advise(struct fx *x, int s)
 
 static void pc_listen(struct fx *x, int s)
 {
-	snd(s, VHU_POSTCOPY_LISTEN, VHU_FLAG_NEED_REPLY, VHU_P_NONE, NULL, NULL, 0);
+	snd(s, VQ_VHU_POSTCOPY_LISTEN, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_NONE, NULL, NULL, 0);
 	ok(x);
-	CHECK_EQ(rcv(s, VHU_POSTCOPY_LISTEN, true).u.u64, 0);
+	CHECK_EQ(rcv(s, VQ_VHU_POSTCOPY_LISTEN, true).u.u64, 0);
 }
 
 /* QEMU's ack that it has our addresses. */
 static void pc_ack(int s, uint32_t req, uint64_t v)
 {
-	snd(s, req, 0, VHU_P_POSTCOPY_ACK, &v, NULL, 0);
+	snd(s, req, 0, VQ_VHU_P_POSTCOPY_ACK, &v, NULL, 0);
 }
 
 /* Guest memory that has not arrived: no page in the memfd. */
@@ -2163,34 +2163,34 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 	uint8_t *hva, v = 0;
 
 	vq_vhu_backend_postcopy_stats(x->e.b, &st0);
-	CHECK(get_u64(x, s, VHU_GET_PROTOCOL_FEATURES) & P_PAGEFAULT);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS | P_REPLY_ACK);
+	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & P_PAGEFAULT);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS | P_REPLY_ACK);
 	ok(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
 	pc_punch(x);
 	ufd = pc_advise(x, s);
 	pc_listen(x, s);
 	/* the echo: the same region, our address (no REPLY_ACK besides) */
-	snd(s, VHU_ADD_MEM_REG, VHU_FLAG_NEED_REPLY, VHU_P_REGION, &r, &x->gfd, 1);
+	snd(s, VQ_VHU_ADD_MEM_REG, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_REGION, &r, &x->gfd, 1);
 	ok(x);
-	m = rcv(s, VHU_ADD_MEM_REG, false);
-	CHECK_EQ(m.kind, VHU_P_REGION);
+	m = rcv(s, VQ_VHU_ADD_MEM_REG, false);
+	CHECK_EQ(m.kind, VQ_VHU_P_REGION);
 	CHECK_EQ(m.u.region.gpa, r.gpa);
 	CHECK_EQ(m.u.region.size, r.size);
 	CHECK_EQ(m.u.region.mmap_offset, r.mmap_offset);
 	hva = (uint8_t *)(uintptr_t)m.u.region.uaddr;
 	CHECK(hva != x->g && m.u.region.uaddr != UA);
 	/* QEMU 7.2 adds the same region again from its second vhost device */
-	snd_region(s, VHU_ADD_MEM_REG, &r, x->gfd);
+	snd_region(s, VQ_VHU_ADD_MEM_REG, &r, x->gfd);
 	ok(x);
-	CHECK_EQ((uint8_t *)(uintptr_t)rcv(s, VHU_ADD_MEM_REG, false).u.region.uaddr, hva);
+	CHECK_EQ((uint8_t *)(uintptr_t)rcv(s, VQ_VHU_ADD_MEM_REG, false).u.region.uaddr, hva);
 	/* a ring set up now waits for the ack */
-	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	ok(x);
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
 	ok(x);
 	CHECK(!x->e.q[0].on);
 	/* the ring's pages arrive (starting a split ring reads used->idx) */
@@ -2199,7 +2199,7 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 
 		CHECK_EQ(pwrite(x->gfd, z, sizeof(z), (off_t)a), (ssize_t)sizeof(z));
 	}
-	pc_ack(s, VHU_ADD_MEM_REG, 0);
+	pc_ack(s, VQ_VHU_ADD_MEM_REG, 0);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	/* a buffer page the guest wrote on the source, not here yet */
@@ -2214,9 +2214,9 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 	CHECK_EQ(st.regions - st0.regions, 1);
 	CHECK_EQ(st.acks - st0.acks, 1);
 	/* END: a u64 0; nothing is registered any more */
-	snd(s, VHU_POSTCOPY_END, VHU_FLAG_NEED_REPLY, VHU_P_NONE, NULL, NULL, 0);
+	snd(s, VQ_VHU_POSTCOPY_END, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_NONE, NULL, NULL, 0);
 	ok(x);
-	CHECK_EQ(rcv(s, VHU_POSTCOPY_END, false).u.u64, 0);
+	CHECK_EQ(rcv(s, VQ_VHU_POSTCOPY_END, false).u.u64, 0);
 	pc_reader_start(&rd, hva + 0x20000);
 	CHECK_EQ(pc_reader_join(&rd, &v), 1);
 	CHECK_EQ(v, 0);
@@ -2254,9 +2254,9 @@ static void postcopy_set_mem_table_then_frontend_gone(struct fx *x)
 	struct pc_reader rd;
 	uint8_t *hva;
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_REPLY_ACK);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_REPLY_ACK);
 	ok(x);
-	snd_u64(s, VHU_SET_FEATURES, SPLIT);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
 	ok(x);
 	pc_punch(x);
 	ufd = pc_advise(x, s);
@@ -2273,15 +2273,15 @@ static void postcopy_set_mem_table_then_frontend_gone(struct fx *x)
 	pc_listen(x, s);
 	snd_mem(s, 2, r, fds);
 	ok(x);
-	m = rcv(s, VHU_SET_MEM_TABLE, false);
-	CHECK_EQ(m.kind, VHU_P_MEM);
+	m = rcv(s, VQ_VHU_SET_MEM_TABLE, false);
+	CHECK_EQ(m.kind, VQ_VHU_P_MEM);
 	CHECK_EQ(m.u.mem.nregions, 2);
 	for (unsigned i = 0; i < 2; i++) {
 		CHECK_EQ(m.u.mem.regions[i].gpa, r[i].gpa);
 		CHECK(m.u.mem.regions[i].uaddr != r[i].uaddr);
 	}
 	hva = (uint8_t *)(uintptr_t)m.u.mem.regions[1].uaddr;
-	pc_ack(s, VHU_SET_MEM_TABLE, 0);
+	pc_ack(s, VQ_VHU_SET_MEM_TABLE, 0);
 	ok(x);
 	/* a ring whose stop joins the thread (as a device joins its queue's):
 	 * its pages have arrived */
@@ -2290,11 +2290,11 @@ static void postcopy_set_mem_table_then_frontend_gone(struct fx *x)
 
 		CHECK_EQ(pwrite(x->gfd, z, sizeof(z), (off_t)a), (ssize_t)sizeof(z));
 	}
-	snd_state(s, VHU_SET_VRING_NUM, 0, 64);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	ok(x);
-	snd_vring_fd(s, VHU_SET_VRING_KICK, 0, k);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
 	ok(x);
 	CHECK(x->e.q[0].on);
 	pc_reader_start(&rd, hva + 0x1000);
@@ -2321,23 +2321,23 @@ static void bad_postcopy_out_of_order(struct fx *x)
 {
 	int s = cli(x), ufd;
 
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS);
 	ok(x);
-	snd_none(s, VHU_POSTCOPY_LISTEN);
+	snd_none(s, VQ_VHU_POSTCOPY_LISTEN);
 	expect_closed(x, s, -EPROTO);
 
 	s = cli(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_SLOTS);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_SLOTS);
 	ok(x);
-	snd_none(s, VHU_POSTCOPY_ADVISE);
+	snd_none(s, VQ_VHU_POSTCOPY_ADVISE);
 	expect_closed(x, s, -EPROTO);
 
 	s = cli(x);
-	pc_ack(s, VHU_REM_MEM_REG, 0);
+	pc_ack(s, VQ_VHU_REM_MEM_REG, 0);
 	expect_closed(x, s, -EPROTO);
 
 	s = cli(x);
-	snd_u64(s, VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS | P_REPLY_ACK);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS | P_REPLY_ACK);
 	ok(x);
 	ufd = pc_advise(x, s);
 	close(ufd);

@@ -75,10 +75,10 @@ static int vu_connect(void)
 
 static void send_msg(int fd, struct vq_vhu_msg *m)
 {
-	uint8_t buf[VHU_MSG_MAX];
+	uint8_t buf[VQ_VHU_MSG_MAX];
 	ssize_t n;
 
-	m->flags = VHU_VERSION;
+	m->flags = VQ_VHU_VERSION;
 	n = vq_vhu_encode(m, buf, sizeof(buf));
 	CHECK(n > 0);
 	CHECK_EQ(write(fd, buf, (size_t)n), n);
@@ -86,22 +86,22 @@ static void send_msg(int fd, struct vq_vhu_msg *m)
 
 static void recv_reply(int fd, uint32_t req, struct vq_vhu_msg *m)
 {
-	uint8_t buf[VHU_MSG_MAX];
+	uint8_t buf[VQ_VHU_MSG_MAX];
 	uint32_t size;
 	char err[128];
 
-	CHECK_EQ(read(fd, buf, VHU_HDR_SIZE), VHU_HDR_SIZE);
+	CHECK_EQ(read(fd, buf, VQ_VHU_HDR_SIZE), VQ_VHU_HDR_SIZE);
 	memcpy(&size, buf + 8, 4);
-	CHECK(size <= VHU_PAYLOAD_MAX);
+	CHECK(size <= VQ_VHU_PAYLOAD_MAX);
 	if (size)
-		CHECK_EQ(read(fd, buf + VHU_HDR_SIZE, size), (ssize_t)size);
-	CHECK_EQ(vq_vhu_decode_reply(buf, VHU_HDR_SIZE + size, NULL, 0, req, false,
+		CHECK_EQ(read(fd, buf + VQ_VHU_HDR_SIZE, size), (ssize_t)size);
+	CHECK_EQ(vq_vhu_decode_reply(buf, VQ_VHU_HDR_SIZE + size, NULL, 0, req, false,
 				     m, err, sizeof(err)), 0);
 }
 
 static uint64_t get_u64(int fd, uint32_t req)
 {
-	struct vq_vhu_msg m = { .request = req, .kind = VHU_P_NONE };
+	struct vq_vhu_msg m = { .request = req, .kind = VQ_VHU_P_NONE };
 
 	send_msg(fd, &m);
 	recv_reply(fd, req, &m);
@@ -115,26 +115,26 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	uint64_t f, pf, cid;
 	struct vq_vhu_msg m;
 
-	f = get_u64(fd, VHU_GET_FEATURES);
+	f = get_u64(fd, VQ_VHU_GET_FEATURES);
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(f & VIRTQ_BIT(VHU_F_PROTOCOL_FEATURES));
+	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	CHECK(f & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET));
-	pf = get_u64(fd, VHU_GET_PROTOCOL_FEATURES);
-	CHECK(pf & VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG));
+	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
+	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
+	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
 	memset(&m, 0, sizeof(m));
-	m.request = VHU_SET_PROTOCOL_FEATURES;
-	m.kind = VHU_P_U64;
-	m.u.u64 = VIRTQ_BIT(VHU_PROTOCOL_F_CONFIG);
+	m.request = VQ_VHU_SET_PROTOCOL_FEATURES;
+	m.kind = VQ_VHU_P_U64;
+	m.u.u64 = VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
 	send_msg(fd, &m);
 	memset(&m, 0, sizeof(m));
-	m.request = VHU_GET_CONFIG;
-	m.kind = VHU_P_CONFIG;
+	m.request = VQ_VHU_GET_CONFIG;
+	m.kind = VQ_VHU_P_CONFIG;
 	m.u.config.offset = 0;
 	m.u.config.size = 8;
 	send_msg(fd, &m);
-	recv_reply(fd, VHU_GET_CONFIG, &m);
+	recv_reply(fd, VQ_VHU_GET_CONFIG, &m);
 	CHECK_EQ(m.u.config.size, 8);
 	memcpy(&cid, m.u.config.data, 8);
 	CHECK_EQ(vq_le64(cid), 545);
@@ -166,11 +166,11 @@ static void vhost_user_vsock_refuses_unoffered_packed(void)
 	struct vq_vhu_msg m;
 	char b;
 
-	f = get_u64(fd, VHU_GET_FEATURES);
+	f = get_u64(fd, VQ_VHU_GET_FEATURES);
 	CHECK(!(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED)));
 	memset(&m, 0, sizeof(m));
-	m.request = VHU_SET_FEATURES;
-	m.kind = VHU_P_U64;
+	m.request = VQ_VHU_SET_FEATURES;
+	m.kind = VQ_VHU_P_U64;
 	m.u.u64 = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 		  VIRTQ_BIT(VIRTIO_F_RING_PACKED);
 	send_msg(fd, &m);
@@ -178,23 +178,23 @@ static void vhost_user_vsock_refuses_unoffered_packed(void)
 	close(fd);
 	/* ... and the next front-end is served */
 	fd = vu_connect();
-	f = get_u64(fd, VHU_GET_FEATURES);
+	f = get_u64(fd, VQ_VHU_GET_FEATURES);
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
 	close(fd);
 	stop(pid);
 	CHECK(log_has("not offered"));
 }
 
-/* 5.10.3: --no-seqpacket stops offering VIRTIO_VSOCK_F_SEQPACKET (streams
+/* 5.10.3: --no-seqpacket stops offering VQ_VSOCK_F_SEQPACKET (streams
  * stay implied). */
 static void vhost_user_vsock_no_seqpacket_option(void)
 {
 	pid_t pid = spawn("--no-seqpacket");
 	int fd = vu_connect();
-	uint64_t f = get_u64(fd, VHU_GET_FEATURES);
+	uint64_t f = get_u64(fd, VQ_VHU_GET_FEATURES);
 
 	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(!(f & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET)));
+	CHECK(!(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 	close(fd);
 	stop(pid);
 }

@@ -43,7 +43,7 @@ static void hostile_hdr_len_exceeds_chain(void)
 	struct fx f;
 	struct vq_vsg_conn *c, *v;
 	uint8_t pkt[44 + 10];
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	char b[8];
 
 	fx_init(&f, &dflt);
@@ -52,7 +52,7 @@ static void hostile_hdr_len_exceeds_chain(void)
 	v = vq_vsg_connect(f.g, 2);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_state(v), VSG_ESTABLISHED);
-	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VIRTIO_VSOCK_OP_RW, 1000);
+	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VQ_VSOCK_OP_RW, 1000);
 	memcpy(pkt, &h, sizeof(h));
 	memset(pkt + 44, 'x', 10);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
@@ -70,11 +70,11 @@ static void hostile_hdr_len_over_max_packet(void)
 	struct fx f;
 	struct vq_vsg_conn *c;
 	static uint8_t pkt[44 + 70000];
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 
 	fx_init(&f, &(struct fx_opts){ .tx_pkt_max = 65536 });
 	c = healthy(&f);
-	vq_vsg_hdr(f.g, &h, 4242, 1, VIRTIO_VSOCK_OP_RW, 70000);
+	vq_vsg_hdr(f.g, &h, 4242, 1, VQ_VSOCK_OP_RW, 70000);
 	memcpy(pkt, &h, sizeof(h));
 	/* the guest's TX slots are 64 KiB: send in a slot that fits by
 	 * lying about the payload only */
@@ -105,7 +105,7 @@ static void hostile_unknown_op_and_type(void)
 	static const struct fx_opts no_seq = { .no_seqpacket = true };
 	struct fx f;
 	struct vq_vsg_conn *c, *v;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 
 	fx_init(&f, &no_seq);
 	c = healthy(&f);
@@ -119,19 +119,19 @@ static void hostile_unknown_op_and_type(void)
 	vq_vsg_hdr(f.g, &h, 7001, 2, 0, 0);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	/* seqpacket (not negotiated) and a made-up type: RST */
-	vq_vsg_hdr(f.g, &h, 7002, 1, VIRTIO_VSOCK_OP_REQUEST, 0);
-	h.type = vq_le16(VIRTIO_VSOCK_TYPE_SEQPACKET);
+	vq_vsg_hdr(f.g, &h, 7002, 1, VQ_VSOCK_OP_REQUEST, 0);
+	h.type = vq_le16(VQ_VSOCK_TYPE_SEQPACKET);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
-	vq_vsg_hdr(f.g, &h, 7003, 1, VIRTIO_VSOCK_OP_REQUEST, 0);
+	vq_vsg_hdr(f.g, &h, 7003, 1, VQ_VSOCK_OP_REQUEST, 0);
 	h.type = vq_le16(77);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 2);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_type, 2);
 	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
-	CHECK_EQ(vq_vsg_orphan_op(f.g, 7001), VIRTIO_VSOCK_OP_RST);
-	CHECK_EQ(vq_vsg_orphan_op(f.g, 7002), VIRTIO_VSOCK_OP_RST);
-	CHECK_EQ(vq_vsg_orphan_op(f.g, 7003), VIRTIO_VSOCK_OP_RST);
+	CHECK_EQ(vq_vsg_orphan_op(f.g, 7001), VQ_VSOCK_OP_RST);
+	CHECK_EQ(vq_vsg_orphan_op(f.g, 7002), VQ_VSOCK_OP_RST);
+	CHECK_EQ(vq_vsg_orphan_op(f.g, 7003), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 1);
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
@@ -142,14 +142,14 @@ static void hostile_wrong_cids_dropped(void)
 {
 	struct fx f;
 	struct vq_vsg_conn *c;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 
 	fx_init(&f, &dflt);
 	c = healthy(&f);
-	vq_vsg_hdr(f.g, &h, 7000, 1, VIRTIO_VSOCK_OP_REQUEST, 0);
+	vq_vsg_hdr(f.g, &h, 7000, 1, VQ_VSOCK_OP_REQUEST, 0);
 	h.src_cid = vq_le64(FX_CID + 1);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
-	vq_vsg_hdr(f.g, &h, 7000, 1, VIRTIO_VSOCK_OP_REQUEST, 0);
+	vq_vsg_hdr(f.g, &h, 7000, 1, VQ_VSOCK_OP_REQUEST, 0);
 	h.dst_cid = vq_le64(FX_CID);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	fx_settle(&f);
@@ -166,7 +166,7 @@ static void hostile_credit_overrun_resets(void)
 	static uint8_t pkt[44 + 60000];
 	struct fx f;
 	struct vq_vsg_conn *c, *v;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	char b[16];
 	int i;
 
@@ -177,7 +177,7 @@ static void hostile_credit_overrun_resets(void)
 	fx_settle(&f);
 	/* Fill the host socket so nothing drains, then overrun the window. */
 	for (i = 0; i < 100; i++) {
-		vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VIRTIO_VSOCK_OP_RW, 60000);
+		vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VQ_VSOCK_OP_RW, 60000);
 		memcpy(pkt, &h, sizeof(h));
 		CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 		fx_round(&f);
@@ -198,22 +198,22 @@ static void hostile_rw_in_wrong_state(void)
 {
 	struct fx f;
 	struct vq_vsg_conn *c, *v;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	uint8_t pkt[44 + 4];
 
 	fx_init(&f, &dflt);
 	c = healthy(&f);
-	vq_vsg_hdr(f.g, &h, 7100, 1, VIRTIO_VSOCK_OP_RW, 4);
+	vq_vsg_hdr(f.g, &h, 7100, 1, VQ_VSOCK_OP_RW, 4);
 	memcpy(pkt, &h, sizeof(h));
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_orphan_op(f.g, 7100), VIRTIO_VSOCK_OP_RST);
+	CHECK_EQ(vq_vsg_orphan_op(f.g, 7100), VQ_VSOCK_OP_RST);
 	fx_listen(&f, 2);
 	v = vq_vsg_connect(f.g, 2);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_shutdown(v, VIRTIO_VSOCK_SHUTDOWN_SEND), 0);
+	CHECK_EQ(vq_vsg_shutdown(v, VQ_VSOCK_SHUTDOWN_SEND), 0);
 	fx_settle(&f);
-	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VIRTIO_VSOCK_OP_RW, 4);
+	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VQ_VSOCK_OP_RW, 4);
 	memcpy(pkt, &h, sizeof(h));
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
@@ -231,7 +231,7 @@ static void hostile_request_flood_bounded(void)
 	struct fx_opts o = { .max_conns = 8, .num = 256, .rx_buf_size = 1u << 20 };
 	struct fx f;
 	struct vq_vsg_conn *c;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	unsigned i, sent = 0;
 
 	fx_init(&f, &o);
@@ -239,7 +239,7 @@ static void hostile_request_flood_bounded(void)
 	fx_listen(&f, 3);
 	/* The guest reaps TX but never reposts RX (it has 24 RX buffers). */
 	for (i = 0; i < 2000 && !vq_vsock_tx_blocked(f.dev); i++) {
-		vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VIRTIO_VSOCK_OP_REQUEST, 0);
+		vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VQ_VSOCK_OP_REQUEST, 0);
 		if (vq_vsg_send_bytes(f.g, &h, sizeof(h)) == 0)
 			sent++;
 		CHECK(vq_vsock_process_tx(f.dev, 256) >= 0);
@@ -249,7 +249,7 @@ static void hostile_request_flood_bounded(void)
 	CHECK(vq_vsock_tx_blocked(f.dev));
 	CHECK(sent < 2000);
 	/* Blocked: TX chains wait in the ring, untouched. */
-	vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VIRTIO_VSOCK_OP_REQUEST, 0);
+	vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VQ_VSOCK_OP_REQUEST, 0);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	sent++;
 	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 0);
@@ -257,7 +257,7 @@ static void hostile_request_flood_bounded(void)
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 8);
 	/* The guest reads its RX again: everything gets through. */
 	for (i = 0; i < 100000 && sent < 2000; i++) {
-		vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VIRTIO_VSOCK_OP_REQUEST, 0);
+		vq_vsg_hdr(f.g, &h, 20000 + sent, 3, VQ_VSOCK_OP_REQUEST, 0);
 		if (vq_vsg_send_bytes(f.g, &h, sizeof(h)) == 0)
 			sent++;
 		fx_round(&f);
@@ -279,7 +279,7 @@ static void hostile_request_flood_bounded(void)
 		 vq_vsock_stats(f.dev)->no_listener);
 	CHECK_EQ(vq_vsock_stats(f.dev)->conns_closed,
 		 vq_vsock_stats(f.dev)->conns_opened - 1);
-	CHECK_EQ(vq_vsg_orphan_op(f.g, 20000 + 1999), VIRTIO_VSOCK_OP_RST);
+	CHECK_EQ(vq_vsg_orphan_op(f.g, 20000 + 1999), VQ_VSOCK_OP_RST);
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -295,7 +295,7 @@ static void hostile_rx_buffer_too_small(void)
 	struct fx dummy = { 0 };
 	uint64_t small, big, out;
 	struct vq_seg s[2];
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	void *t;
 	uint32_t len;
 
@@ -321,8 +321,8 @@ static void hostile_rx_buffer_too_small(void)
 	h.dst_cid = vq_le64(2);
 	h.src_port = vq_le32(5);
 	h.dst_port = vq_le32(6);
-	h.type = vq_le16(VIRTIO_VSOCK_TYPE_STREAM);
-	h.op = vq_le16(VIRTIO_VSOCK_OP_REQUEST);
+	h.type = vq_le16(VQ_VSOCK_TYPE_STREAM);
+	h.op = vq_le16(VQ_VSOCK_OP_REQUEST);
 	memcpy(pair_hva(&tx, out), &h, sizeof(h));
 	s[0] = (struct vq_seg){ out, 44 };
 	CHECK_EQ(vq_drv_add(tx.drv, s, 1, 0, (void *)9), 0);
@@ -339,7 +339,7 @@ static void hostile_rx_buffer_too_small(void)
 	CHECK_EQ((uintptr_t)t, 3);
 	CHECK_EQ(len, 44);
 	memcpy(&h, pair_hva(&rx, big), sizeof(h));
-	CHECK_EQ(vq_le16(h.op), VIRTIO_VSOCK_OP_RST);
+	CHECK_EQ(vq_le16(h.op), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_le32(h.dst_port), 5);
 	CHECK_EQ(vq_le32(h.src_port), 6);
 	CHECK_EQ(vq_le64(h.dst_cid), FX_CID);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Seqpacket connections (virtio 1.2 5.10.6.7, VIRTIO_VSOCK_F_SEQPACKET):
+ * Seqpacket connections (virtio 1.2 5.10.6.7, VQ_VSOCK_F_SEQPACKET):
  * message bounds kept both ways between our guest driver and a host
  * SOCK_SEQPACKET socket, through fragmentation, a slow host and the
  * guest's credit; and the limits: a host message the guest could never
@@ -11,7 +11,7 @@
 
 static const struct fx_opts dflt = { 0 };
 
-#define SEQ VIRTIO_VSOCK_TYPE_SEQPACKET
+#define SEQ VQ_VSOCK_TYPE_SEQPACKET
 
 static uint8_t msg[300000], got[300000];
 
@@ -188,21 +188,21 @@ static void seqpacket_guest_shutdown_mid_message(void)
 {
 	struct fx f;
 	struct vq_vsg_conn *c;
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 	uint8_t pkt[44 + 10];
 	int hfd;
 
 	fx_init(&f, &dflt);
 	c = seq_connect(&f, 14);
 	hfd = fx_host(&f, 0);
-	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(c), 14, VIRTIO_VSOCK_OP_RW, 10);
+	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(c), 14, VQ_VSOCK_OP_RW, 10);
 	h.type = vq_le16(SEQ);          /* no SEQ_EOM */
 	memcpy(pkt, &h, sizeof(h));
 	memset(pkt + 44, 'p', 10);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
 	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
-	CHECK_EQ(vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV), 0);
+	CHECK_EQ(vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_SEND | VQ_VSOCK_SHUTDOWN_RCV), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 1);
 	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), 0);  /* EOF */

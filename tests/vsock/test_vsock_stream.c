@@ -22,19 +22,19 @@ static void wait_state(struct fx *f, struct vq_vsg_conn *c)
 
 static void vsock_5_10_6_header_is_44_bytes_le(void)
 {
-	struct virtio_vsock_hdr h;
+	struct vq_vsock_hdr h;
 
 	CHECK_EQ(sizeof(h), 44);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, dst_cid), 8);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, src_port), 16);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, dst_port), 20);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, len), 24);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, type), 28);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, op), 30);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, flags), 32);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, buf_alloc), 36);
-	CHECK_EQ(offsetof(struct virtio_vsock_hdr, fwd_cnt), 40);
-	CHECK_EQ(sizeof(struct virtio_vsock_config), 8);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, dst_cid), 8);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, src_port), 16);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, dst_port), 20);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, len), 24);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, type), 28);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, op), 30);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, flags), 32);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, buf_alloc), 36);
+	CHECK_EQ(offsetof(struct vq_vsock_hdr, fwd_cnt), 40);
+	CHECK_EQ(sizeof(struct vq_vsock_config_space), 8);
 }
 
 static void hybrid_connect_line_parse(void)
@@ -340,7 +340,7 @@ static void vsock_5_10_6_5_half_close_both_directions(void)
 	wait_state(&f, c);
 	hfd = fx_host(&f, 0);
 	CHECK_EQ(vq_vsg_write(c, "question", 8), 8);
-	CHECK_EQ(vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND), 0);
+	CHECK_EQ(vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_SEND), 0);
 	fx_settle(&f);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 8);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 0);           /* EOF */
@@ -349,7 +349,7 @@ static void vsock_5_10_6_5_half_close_both_directions(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_read(c, b, sizeof(b)), 6);
 	CHECK(memcmp(b, "answer", 6) == 0);
-	CHECK_EQ(vq_vsg_peer_shutdown(c) & VIRTIO_VSOCK_SHUTDOWN_SEND, 0);
+	CHECK_EQ(vq_vsg_peer_shutdown(c) & VQ_VSOCK_SHUTDOWN_SEND, 0);
 	shutdown(hfd, SHUT_WR);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);          /* RST after both ends */
@@ -375,7 +375,7 @@ static void vsock_5_10_6_5_host_eof_then_guest_still_sends(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_read(c, b, sizeof(b)), 3);
 	CHECK(vq_vsg_eof(c));
-	CHECK_EQ(vq_vsg_peer_shutdown(c), VIRTIO_VSOCK_SHUTDOWN_SEND);
+	CHECK_EQ(vq_vsg_peer_shutdown(c), VQ_VSOCK_SHUTDOWN_SEND);
 	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
 	CHECK_EQ(vq_vsg_write(c, "late", 4), 4);
 	fx_settle(&f);

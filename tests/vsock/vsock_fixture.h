@@ -54,7 +54,7 @@ static inline int fx_host_connect(void *arg, uint32_t port, uint16_t type)
 			break;
 	if (i == f->nlisten || f->nhost >= FX_MAX_HOST)
 		return -ECONNREFUSED;
-	CHECK_EQ(socketpair(AF_UNIX, (type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+	CHECK_EQ(socketpair(AF_UNIX, (type == VQ_VSOCK_TYPE_SEQPACKET ?
 				       SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0, sv), 0);
 	fx_set_nonblock(sv[0]);
 	fx_set_nonblock(sv[1]);
@@ -98,7 +98,7 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 	};
 	uint16_t num = o->num ? o->num : 128;
 	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-			(o->no_seqpacket ? 0 : VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET));
+			(o->no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
 	unsigned i;
 
 	memset(f, 0, sizeof(*f));

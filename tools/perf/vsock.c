@@ -445,7 +445,7 @@ static int guest_setup(struct vs_run *n)
 	};
 	struct vq_vsg_config gc = { .rx_buf_size = 4096, .buf_alloc = n->o.rcvbuf,
 				    .kick = guest_kick, .arg = n };
-	struct virtio_vsock_config vc;
+	struct vq_vsock_config_space vc;
 	char err[256] = "";
 	unsigned i;
 	int r;
@@ -455,7 +455,7 @@ static int guest_setup(struct vs_run *n)
 	if (n->o.event_idx)
 		fc.features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
 	if (n->o.seqpacket)
-		fc.features |= VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET);
+		fc.features |= VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET);
 	fc.err = err;
 	fc.errlen = sizeof(err);
 	/* A backend we just started may have bound its socket and not yet
@@ -477,8 +477,8 @@ static int guest_setup(struct vs_run *n)
 		return -ENOTSUP;
 	}
 	if (n->o.seqpacket &&
-	    !(vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET))) {
-		fprintf(stderr, "virtq-perf vsock: the backend does not offer VIRTIO_VSOCK_F_SEQPACKET\n");
+	    !(vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET))) {
+		fprintf(stderr, "virtq-perf vsock: the backend does not offer VQ_VSOCK_F_SEQPACKET\n");
 		return -ENOTSUP;
 	}
 	r = vq_vhu_frontend_get_config(n->fe, 0, &vc, sizeof(vc));
@@ -968,7 +968,7 @@ static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 	n->guest_csum = vs_csum_final(&cs);
 	free(buf);
 	if (r == 0 && vq_vsg_state(c) != VSG_CLOSED)
-		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND);
+		vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_RCV | VQ_VSOCK_SHUTDOWN_SEND);
 	return r;
 }
 
@@ -1026,7 +1026,7 @@ static int guest_send(struct vs_run *n, struct vq_vsg_conn *c, uint64_t total,
 	n->guest_csum = vs_csum_final(&cs);
 	free(buf);
 	if (r == 0)
-		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV);
+		vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_SEND | VQ_VSOCK_SHUTDOWN_RCV);
 	return r;
 }
 
@@ -1108,7 +1108,7 @@ static int guest_read_msg(struct vs_run *n, struct vq_vsg_conn *c, uint8_t *buf,
 		}
 		/* The device sends SHUTDOWN behind the last byte: bytes
 		 * left over then are a message that never ended. */
-		if (vq_vsg_peer_shutdown(c) & VIRTIO_VSOCK_SHUTDOWN_SEND) {
+		if (vq_vsg_peer_shutdown(c) & VQ_VSOCK_SHUTDOWN_SEND) {
 			if (vq_vsg_readable(c)) {
 				snprintf(n->guest_err, sizeof(n->guest_err),
 					 "message %" PRIu64 ": %u bytes without an end", seq,
@@ -1214,7 +1214,7 @@ static int guest_messages(struct vs_run *n, struct vq_vsg_conn *c, uint64_t tota
 	n->guest_csum = sum;
 	free(buf);
 	if (r == 0 && !n->o.latency && vq_vsg_state(c) != VSG_CLOSED)
-		vq_vsg_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND | VIRTIO_VSOCK_SHUTDOWN_RCV);
+		vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_SEND | VQ_VSOCK_SHUTDOWN_RCV);
 	return r;
 }
 
@@ -1261,8 +1261,8 @@ int perf_vsock_main(int argc, char **argv)
 	if (!n.o.latency && !n.o.rx) {
 		/* The guest connects to the host: listen at HOST_PATH_PORT. */
 		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
-		ha.lfd = vq_vsock_uds_listen(hpath, n.o.seqpacket ? VIRTIO_VSOCK_TYPE_SEQPACKET
-								 : VIRTIO_VSOCK_TYPE_STREAM);
+		ha.lfd = vq_vsock_uds_listen(hpath, n.o.seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
+								 : VQ_VSOCK_TYPE_STREAM);
 		if (ha.lfd < 0) {
 			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
 				strerror(-ha.lfd));
@@ -1276,7 +1276,7 @@ int perf_vsock_main(int argc, char **argv)
 		goto out;
 	}
 	if (!n.o.latency && !n.o.rx) {
-		wc.c = n.o.seqpacket ? vq_vsg_connect_type(n.g, PORT, VIRTIO_VSOCK_TYPE_SEQPACKET)
+		wc.c = n.o.seqpacket ? vq_vsg_connect_type(n.g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
 				     : vq_vsg_connect(n.g, PORT);
 		if (!wc.c) {
 			r = -ENOMEM;

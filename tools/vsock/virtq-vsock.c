@@ -177,7 +177,7 @@ static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
 static void dev_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
 {
 	struct daemon *d = opaque;
-	struct virtio_vsock_config c = { .guest_cid = vq_le64(d->o.cid) };
+	struct vq_vsock_config_space c = { .guest_cid = vq_le64(d->o.cid) };
 
 	/* The library checked off + len against config_len. */
 	memcpy(buf, (uint8_t *)&c + off, len);
@@ -593,7 +593,7 @@ static uint64_t offered_features(const struct daemon *d)
 			    VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
 			    VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 			    VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
-			    (d->o.no_seqpacket ? 0 : VIRTQ_BIT(VIRTIO_VSOCK_F_SEQPACKET)));
+			    (d->o.no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 }
 
 int main(int argc, char **argv)
@@ -636,7 +636,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
 		return 1;
 	}
-	lfd = vq_vsock_uds_listen(d.o.uds, VIRTIO_VSOCK_TYPE_STREAM);
+	lfd = vq_vsock_uds_listen(d.o.uds, VQ_VSOCK_TYPE_STREAM);
 	if (lfd < 0 || vq_vsock_set_listener(d.vs, lfd) < 0) {
 		fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", d.o.uds,
 			strerror(lfd < 0 ? -lfd : EINVAL));
@@ -649,7 +649,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "virtq-vsock: %s.seqpacket: path too long\n", d.o.uds);
 			goto out;
 		}
-		sfd = vq_vsock_uds_listen(seqpath, VIRTIO_VSOCK_TYPE_SEQPACKET);
+		sfd = vq_vsock_uds_listen(seqpath, VQ_VSOCK_TYPE_SEQPACKET);
 		if (sfd < 0 || vq_vsock_set_listener(d.vs, sfd) < 0) {
 			fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", seqpath,
 				strerror(sfd < 0 ? -sfd : EINVAL));
@@ -658,7 +658,7 @@ int main(int argc, char **argv)
 	}
 	dev = (struct vq_vhu_device){
 		.name = "virtq-vsock", .features = offered_features(&d),
-		.nqueues = NQ, .config_len = sizeof(struct virtio_vsock_config),
+		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
 		.ops = &vsock_ops, .opaque = &d,
 	};
 	r = vq_vhu_backend_new(&dev, &ctl.b);
