@@ -187,36 +187,6 @@ void vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
 void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms);
 
 /* ------------------------------------------------------------------ */
-/* Backend program conventions (vhost-user.rst)                        */
-/* ------------------------------------------------------------------ */
-
-struct vq_vhu_opts {
-	const char *socket_path;        /* --socket-path=PATH */
-	int fd;                         /* --fd=FDNUM, or -1 */
-	bool print_capabilities;        /* --print-capabilities */
-};
-
-/*
- * Take the standard options out of argv (both "--opt=V" and "--opt V"),
- * leaving the others in order for the tool; *argc is updated.  Returns 0,
- * or -EINVAL (with a message on stderr) for a bad value or for both
- * --socket-path and --fd.  Neither given is not an error here (a tool may
- * have --print-capabilities only).
- */
-int vq_vhu_parse_opts(int *argc, char **argv, struct vq_vhu_opts *o);
-
-/* Print {"type": type, "features": [...]} (NULL-terminated list). */
-void vq_vhu_print_capabilities(FILE *f, const char *type,
-			       const char *const *features);
-
-/* SIGTERM and SIGINT set *flag (no SA_RESTART, so a blocking poll returns
- * EINTR and the program ends promptly).  0 or -errno. */
-int vq_vhu_on_sigterm(volatile sig_atomic_t *flag);
-
-/* Open the backend's socket as the options say.  0 or -errno. */
-int vq_vhu_backend_open(struct vq_vhu_backend *b, const struct vq_vhu_opts *o);
-
-/* ------------------------------------------------------------------ */
 /* The sockets a back-end program creates (vhost-user.rst, "Backend    */
 /* program conventions"; its command line is the program's own)        */
 /* ------------------------------------------------------------------ */
