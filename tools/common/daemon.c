@@ -139,12 +139,18 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 	return r;
 }
 
-/* --client: connect, trying again every second after a disconnect. */
+/* --client: connect now, or wait for the front-end's socket to appear
+ * (the backend tries again every second). */
 static int open_client(struct vqd_ctl *c)
 {
 	const char *path = c->o->socket_path;
 	int r = vq_vhu_backend_connect(c->b, path, 1000);
 
+	if (r == -ENOENT || r == -ECONNREFUSED) {
+		fprintf(stderr, "%s: waiting for a front-end to listen on %s "
+			"(trying every second)\n", c->cli->name, path);
+		return 0;
+	}
 	if (r < 0)
 		fprintf(stderr, "%s: --client: cannot connect to %s: %s\n",
 			c->cli->name, path, strerror(-r));
@@ -225,26 +231,55 @@ static int wait_ms(const struct vqd_ctl *c)
 	return q > 0 && (tmo < 0 || tmo > q) ? q : tmo;
 }
 
+/* What serving the vhost-user socket leaves the loop to do. */
+enum ctl_next {
+	CTL_GO_ON,
+	CTL_ONCE_DONE,          /* --once: the first front-end is gone */
+	CTL_HUNG_UP,            /* the inherited connection is gone */
+};
+
 /* Serve the vhost-user socket when it is readable, absent (reconnect) or
- * its timer is due.  true: --once says the daemon is done. */
-static bool ctl_serve(struct vqd_ctl *c, bool readable)
+ * its timer is due. */
+static enum ctl_next ctl_serve(struct vqd_ctl *c, bool readable)
 {
 	int r;
 
 	if (!readable && vq_vhu_backend_fd(c->b) >= 0 &&
 	    vq_vhu_backend_timeout_ms(c->b) != 0)
-		return false;
+		return CTL_GO_ON;
 	do {
+		/* Looked at around every message: a connection whose last
+		 * message and hang-up come in one drain still counts. */
+		if (vq_vhu_backend_connected(c->b))
+			c->was_connected = true;
 		r = vq_vhu_backend_process(c->b);
+		if (vq_vhu_backend_connected(c->b))
+			c->was_connected = true;
 	} while (r > 0 && !vqd_stop);
 	if (r < 0 && r != -ECONNRESET)
 		fprintf(stderr, "%s: connection closed: %s\n", c->cli->name,
 			vq_vhu_backend_error_msg(c->b));
 	if (vq_vhu_backend_connected(c->b))
-		c->was_connected = true;
-	else if (c->was_connected && c->o->once)
-		return true;
-	return false;
+		return CTL_GO_ON;
+	/* Nothing to accept on and no reconnecting: that was an inherited
+	 * connection (--fd), and nothing can come after it. */
+	if (vq_vhu_backend_fd(c->b) < 0 && vq_vhu_backend_timeout_ms(c->b) < 0)
+		return CTL_HUNG_UP;
+	return c->was_connected && c->o->once ? CTL_ONCE_DONE : CTL_GO_ON;
+}
+
+/* The end of an inherited connection: the exit status. */
+static int hung_up(const struct vqd_ctl *c)
+{
+	if (c->o->once) {
+		fprintf(stderr, "%s: the front-end on --fd %d hung up\n",
+			c->cli->name, c->o->fd);
+		return 0;
+	}
+	fprintf(stderr, "%s: the front-end on --fd %d hung up, and an inherited "
+		"connection cannot be listened on again: exiting\n",
+		c->cli->name, c->o->fd);
+	return 1;
 }
 
 static void ctl_tick(struct vqd_ctl *c)
@@ -268,6 +303,7 @@ int vqd_run(struct vqd_ctl *c)
 		struct pollfd pf[1 + MAX_FDS];
 		unsigned n = 1;
 		bool idle = true;
+		enum ctl_next next;
 		int r;
 
 		if (h && h->before) {
@@ -285,7 +321,10 @@ int vqd_run(struct vqd_ctl *c)
 			break;
 		if (h && h->after)
 			h->after(c->arg, pf + 1, n - 1, r, idle);
-		if (ctl_serve(c, r > 0 && pf[0].revents))
+		next = ctl_serve(c, r > 0 && pf[0].revents);
+		if (next == CTL_HUNG_UP)
+			return hung_up(c);
+		if (next == CTL_ONCE_DONE)
 			break;
 		ctl_tick(c);
 	}

@@ -4,8 +4,9 @@
  * the options they both take (daemon_opts.c: the vhost-user socket, the
  * sockets' mode and group, features, statistics), starting up (the
  * sockets, signals), and the control loop (daemon.c): serve the vhost-user
- * socket, print statistics every --stats-interval, end on SIGTERM or when
- * --once says so, then print a summary.
+ * socket, print statistics every --stats-interval, end on SIGTERM, when
+ * --once says so or when an inherited connection hangs up, then print a
+ * summary.
  *
  * The data paths differ (virtq-net runs the runtime's poll loop on worker
  * threads; virtq-vsock pumps its rings and host sockets on the control
@@ -193,13 +194,19 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 
 /*
  * Open the backend's socket: listen at --socket-path, connect to it with
- * --client, or take over --fd.  Take SIGTERM/SIGINT into vqd_stop, ignore
+ * --client (waiting, with one line saying so, while nobody listens there
+ * yet), or take over --fd.  Take SIGTERM/SIGINT into vqd_stop, ignore
  * SIGPIPE, and start the clock of c.  0, or -errno with one line said.
  */
 int vqd_open(struct vqd_ctl *c);
 
-/* Run until SIGTERM, a poll error, or (--once) the first front-end gone.
- * Returns the exit status (0, or 1 for a poll error). */
+/*
+ * Run until SIGTERM, a poll error, (--once) the first front-end gone, or an
+ * inherited connection (--fd) hung up: nothing can come after it, so the
+ * daemon ends, saying so in one line.  Returns the exit status: 0, or 1
+ * for a poll error or such a hang-up without --once (the daemon cannot
+ * listen again).
+ */
 int vqd_run(struct vqd_ctl *c);
 
 /* Print the summary line over the whole run. */
