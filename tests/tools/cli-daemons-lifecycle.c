@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vq_test.h"
+#include "vq_tool.h"
 
 static const char *bin;
 static char dir[40], errlog[64];
@@ -50,39 +50,6 @@ static pid_t spawn(const char *const *args, int inherit)
 	return pid;
 }
 
-/* The exit status within ms, or -1 (the child is killed). */
-static int exit_within(pid_t pid, int ms)
-{
-	int st;
-
-	for (int i = 0; i < ms / 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
-
-/* errlog's lines; the last one in last. */
-static int log_lines(char *last, size_t n)
-{
-	char buf[4096];
-	int fd = open(errlog, O_RDONLY), lines = 0;
-	ssize_t len;
-
-	CHECK(fd >= 0);
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	CHECK(len >= 0);
-	buf[len] = '\0';
-	for (char *p = buf; *p; p++)
-		lines += *p == '\n';
-	snprintf(last, n, "%s", buf);
-	return lines;
-}
-
 static int listen_at(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -108,7 +75,7 @@ static void client_waits_for_the_front_end_socket(void)
 	pid = spawn(args, -1);
 	usleep(1500 * 1000);            /* a retry or two */
 	CHECK_EQ(waitpid(pid, NULL, WNOHANG), 0);       /* still waiting */
-	CHECK_EQ(log_lines(log, sizeof(log)), 1);       /* said once */
+	CHECK_EQ(vq_tool_file_lines(errlog, log, sizeof(log)), 1);       /* said once */
 	CHECK(strstr(log, "waiting for a front-end to listen on"));
 	CHECK(strstr(log, path));
 	ls = listen_at(path);
@@ -120,7 +87,7 @@ static void client_waits_for_the_front_end_socket(void)
 	}
 	CHECK(c >= 0);
 	close(c);                       /* --once: that front-end is gone */
-	CHECK_EQ(exit_within(pid, 3000), 0);
+	CHECK_EQ(vq_tool_exit_within(pid, 3000), 0);
 	close(ls);
 	unlink(path);
 }
@@ -146,8 +113,8 @@ static int fd_hang_up_after_a_message(bool once, char *log, size_t n)
 	args[1] = fdnum;
 	pid = spawn(args, sv[1]);
 	close(sv[1]);
-	rc = exit_within(pid, 3000);
-	CHECK_EQ(log_lines(log, n), 1);
+	rc = vq_tool_exit_within(pid, 3000);
+	CHECK_EQ(vq_tool_file_lines(errlog, log, n), 1);
 	CHECK(strstr(log, "hung up"));
 	return rc;
 }

@@ -17,7 +17,7 @@
 
 #include <virtq/vhost_user_backend.h>
 
-#include "vq_test.h"
+#include "vq_tool.h"
 
 static char dir[40];
 
@@ -38,18 +38,6 @@ static int bound(const char *path, int type, bool listening)
 	if (listening)
 		CHECK_EQ(listen(fd, 1), 0);
 	return fd;
-}
-
-static bool accepts(const char *path, int type)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
 }
 
 static ino_t inode_of(const char *path)
@@ -81,7 +69,7 @@ static void live_socket_refused_and_left_alone(void)
 	/* a live socket of the other type is alive too */
 	CHECK_EQ(listener(p, SOCK_SEQPACKET, &l), -EADDRINUSE);
 	CHECK_EQ(inode_of(p), ino);
-	CHECK(accepts(p, SOCK_STREAM));
+	CHECK(vq_test_unix_accepts(p, SOCK_STREAM));
 	close(other);
 	unlink(p);
 }
@@ -93,9 +81,9 @@ static void stale_socket_replaced(void)
 
 	path_of(p, sizeof(p), "stale");
 	close(bound(p, SOCK_SEQPACKET, false));
-	CHECK(!accepts(p, SOCK_SEQPACKET));
+	CHECK(!vq_test_unix_accepts(p, SOCK_SEQPACKET));
 	CHECK_EQ(listener(p, SOCK_SEQPACKET, &l), 0);
-	CHECK(accepts(p, SOCK_SEQPACKET));
+	CHECK(vq_test_unix_accepts(p, SOCK_SEQPACKET));
 	vq_unix_listener_free(l);
 	CHECK(access(p, F_OK) < 0);
 }
@@ -162,11 +150,11 @@ static void free_removes_only_its_own(void)
 	CHECK_EQ(listener(p, 0, &l), 0);
 	fd = vq_unix_listener_fd(l);
 	CHECK(fd >= 0);
-	CHECK(accepts(p, SOCK_STREAM));
+	CHECK(vq_test_unix_accepts(p, SOCK_STREAM));
 	CHECK_EQ(unlink(p), 0);
 	other = bound(p, SOCK_STREAM, true);
 	vq_unix_listener_free(l);
-	CHECK(accepts(p, SOCK_STREAM));         /* the other's, still there */
+	CHECK(vq_test_unix_accepts(p, SOCK_STREAM));         /* the other's, still there */
 	close(other);
 	unlink(p);
 	/* a released fd is the taker's: free leaves it open */

@@ -28,7 +28,7 @@
 #include <virtq/vhost_user.h>
 #include <virtq/vsock.h>
 
-#include "vq_test.h"
+#include "vq_tool.h"
 
 static const char *bin;
 static char dir[40], sock[64], uds[64], errlog[64];
@@ -59,25 +59,13 @@ static pid_t start(const char *vu, const char *h, const char *const *more,
 	return pid;
 }
 
-static bool accepts(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
-
 /* The instance the cases talk to, serving once its socket accepts. */
 static pid_t spawn_args(const char *const *more)
 {
 	pid_t pid = start(sock, uds, more, errlog);
 
 	for (int i = 0; i < 500; i++) {
-		if (accepts(sock))
+		if (vq_test_unix_accepts(sock, SOCK_STREAM))
 			return pid;
 		usleep(10000);
 	}
@@ -147,21 +135,12 @@ static uint64_t get_u64(int fd, uint32_t req)
 	return m.u.u64;
 }
 
-static void vhost_user_vsock_get_config_returns_cid(void)
+/* The CID in the config space: CONFIG negotiated, then GET_CONFIG. */
+static uint64_t get_cid(int fd)
 {
-	pid_t pid = spawn("--quiet");
-	int fd = vu_connect();
-	uint64_t f, pf, cid;
 	struct vq_vhu_msg m;
+	uint64_t cid;
 
-	f = get_u64(fd, VQ_VHU_GET_FEATURES);
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
-	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
-	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
 	memset(&m, 0, sizeof(m));
 	m.request = VQ_VHU_SET_PROTOCOL_FEATURES;
 	m.kind = VQ_VHU_P_U64;
@@ -176,7 +155,24 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	recv_reply(fd, VQ_VHU_GET_CONFIG, &m);
 	CHECK_EQ(m.u.config.size, 8);
 	memcpy(&cid, m.u.config.data, 8);
-	CHECK_EQ(vq_le64(cid), 545);
+	return vq_le64(cid);
+}
+
+static void vhost_user_vsock_get_config_returns_cid(void)
+{
+	pid_t pid = spawn("--quiet");
+	int fd = vu_connect();
+	uint64_t f, pf;
+
+	f = get_u64(fd, VQ_VHU_GET_FEATURES);
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
+	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
+	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
+	CHECK_EQ(get_cid(fd), 545);
 	close(fd);
 	stop(pid);
 }
@@ -238,37 +234,6 @@ static void vhost_user_vsock_no_seqpacket_option(void)
 	stop(pid);
 }
 
-/* The exit status of pid within ms, or -1 (it is killed). */
-static int exit_within(pid_t pid, int ms)
-{
-	int st;
-
-	for (int i = 0; i < ms / 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
-
-/* path's lines: how many, and the text. */
-static int lines_of(const char *path, char *buf, size_t n)
-{
-	int fd = open(path, O_RDONLY), lines = 0;
-	ssize_t len;
-
-	CHECK(fd >= 0);
-	len = read(fd, buf, n - 1);
-	close(fd);
-	CHECK(len >= 0);
-	buf[len] = '\0';
-	for (ssize_t i = 0; i < len; i++)
-		lines += buf[i] == '\n';
-	return lines;
-}
-
 static ino_t inode_of(const char *path)
 {
 	struct stat st;
@@ -289,14 +254,14 @@ static void refused_next_to(const char *vu, const char *h, const char *opt)
 
 	snprintf(log2, sizeof(log2), "%s/log2", dir);
 	second = start(vu, h, more, log2);
-	CHECK_EQ(exit_within(second, 5000), 1);
-	CHECK_EQ(lines_of(log2, buf, sizeof(buf)), 1);
+	CHECK_EQ(vq_tool_exit_within(second, 5000), 1);
+	CHECK_EQ(vq_tool_file_lines(log2, buf, sizeof(buf)), 1);
 	CHECK(strstr(buf, opt));
 	CHECK(strstr(buf, "a live socket is there"));
 	CHECK_EQ(inode_of(sock), vu_ino);
 	CHECK_EQ(inode_of(uds), h_ino);
-	CHECK(accepts(uds));
-	CHECK(accepts(sock));
+	CHECK(vq_test_unix_accepts(uds, SOCK_STREAM));
+	CHECK(vq_test_unix_accepts(sock, SOCK_STREAM));
 	unlink(log2);
 }
 
@@ -345,10 +310,10 @@ static void stale_sockets_replaced(void)
 		snprintf(a.sun_path, sizeof(a.sun_path), "%s", paths[i]);
 		CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 		close(fd);
-		CHECK(!accepts(paths[i]));
+		CHECK(!vq_test_unix_accepts(paths[i], SOCK_STREAM));
 	}
 	pid = spawn("--quiet");
-	CHECK(accepts(uds));
+	CHECK(vq_test_unix_accepts(uds, SOCK_STREAM));
 	stop(pid);
 	CHECK(access(sock, F_OK) < 0);
 	CHECK(access(uds, F_OK) < 0);
@@ -407,24 +372,11 @@ static uint64_t cid_given(const char *cid)
 	const char *more[] = { "--quiet", "--guest-cid", cid, NULL };
 	pid_t pid = spawn_args(more);
 	int fd = vu_connect();
-	struct vq_vhu_msg m;
-	uint64_t v;
+	uint64_t v = get_cid(fd);
 
-	memset(&m, 0, sizeof(m));
-	m.request = VQ_VHU_SET_PROTOCOL_FEATURES;
-	m.kind = VQ_VHU_P_U64;
-	m.u.u64 = VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
-	send_msg(fd, &m);
-	memset(&m, 0, sizeof(m));
-	m.request = VQ_VHU_GET_CONFIG;
-	m.kind = VQ_VHU_P_CONFIG;
-	m.u.config.size = 8;
-	send_msg(fd, &m);
-	recv_reply(fd, VQ_VHU_GET_CONFIG, &m);
-	memcpy(&v, m.u.config.data, 8);
 	close(fd);
 	stop(pid);
-	return vq_le64(v);
+	return v;
 }
 
 static void guest_cid_is_decimal(void)
