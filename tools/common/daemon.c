@@ -129,13 +129,12 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 		c->lst[c->nlst++] = *out;
 		return vq_unix_listener_fd(*out);
 	}
-	why = r == -EADDRINUSE ? "a live socket is there (another instance?)" :
-	      r == -EEXIST ? "something that is not a socket is there" :
+	why = r == -EADDRINUSE ? " (a live socket is there: another instance?)" :
+	      r == -EEXIST ? " (something that is not a socket is there)" :
 	      r == -EPERM && c->o->socket_group_set ?
-	      "cannot give it the --socket-group (not a member of it?)" :
-	      strerror(-r);
-	fprintf(stderr, "%s: %s: cannot listen on %s: %s\n", c->cli->name, opt,
-		path, why);
+	      " (giving it the --socket-group: not a member of it?)" : "";
+	fprintf(stderr, "%s: %s: cannot listen on %s: %s%s\n", c->cli->name, opt,
+		path, strerror(-r), why);
 	return r;
 }
 
