@@ -69,7 +69,7 @@ trap cleanup EXIT
 # pairing a); either way the backend's forwarding runs on CPU 1 and the
 # rate is read from the frontend's own per-second counts, one meter for both.
 one_run() {
-	local sock=$TMP/net.sock mode=source vfwd=txonly fwd=rxonly field=Rx-pps be i
+	local sock=$TMP/net.sock mode="--size $SIZE source" vfwd=txonly fwd=rxonly field=Rx-pps be i
 	[ "$DIR" = tx ] && mode="--copy sink" vfwd=rxonly fwd=txonly field=Tx-pps
 	rm -f "$sock"
 	if [ "$1" = dpdk ]; then
@@ -81,7 +81,7 @@ one_run() {
 		local opts=${1#"${1%% *}"}
 		# shellcheck disable=SC2086 # the options are words
 		"${1%% *}/tools/net/virtq-net" --socket-path "$sock" --quiet --busy-poll 1000000 --cpu 1 \
-			--size "$SIZE" $opts $mode >"$TMP/be.log" 2>&1 &
+			$opts $mode >"$TMP/be.log" 2>&1 &
 	fi
 	be=$!
 	PIDS+=("$be")

@@ -148,9 +148,9 @@ run_a() {
 }
 run_b() {
 	local dir=$1 size=$2 pk=$3 io=$4 vn mode="--copy sink" d=tx
-	[ "$dir" = rx ] && mode=source && d=rx
+	[ "$dir" = rx ] && mode="--size $size source" && d=rx
 	rm -f "$SOCK"
-	"$VNET" --socket-path "$SOCK" "${VN_OPTS[@]}" --size "$size" $mode >"$DIR/vn.out" 2>"$DIR/vn.log" &
+	"$VNET" --socket-path "$SOCK" "${VN_OPTS[@]}" $mode >"$DIR/vn.out" 2>"$DIR/vn.log" &
 	vn=$!
 	PIDS+=($vn)
 	wait_sock || return
@@ -162,9 +162,9 @@ run_b() {
 }
 run_c() {
 	local dir=$1 size=$2 pk=$3 io=$4 vn vu mode="--copy sink" fwd=txonly
-	[ "$dir" = rx ] && mode=source && fwd=rxonly
+	[ "$dir" = rx ] && mode="--size $size source" && fwd=rxonly
 	rm -f "$SOCK"
-	"$VNET" --socket-path "$SOCK" "${VN_OPTS[@]}" --size "$size" $mode >"$DIR/vn.out" 2>"$DIR/vn.log" &
+	"$VNET" --socket-path "$SOCK" "${VN_OPTS[@]}" $mode >"$DIR/vn.out" 2>"$DIR/vn.log" &
 	vn=$!
 	PIDS+=($vn)
 	wait_sock || return

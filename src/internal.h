@@ -103,7 +103,9 @@ VQ_INTERNAL int vq_unix_addr(struct sockaddr_un *sa, const char *path);
 
 /* Listen on path (non-blocking, close-on-exec; mode 0 leaves the mode to
  * the umask).  The path appears only once the socket listens, so a client
- * that sees it is never refused.  Returns the fd or -errno. */
+ * that sees it is never refused.  A stale socket at path is replaced; a
+ * live one is refused (-EADDRINUSE), and so is anything that is not a
+ * socket (-EEXIST).  Returns the fd or -errno. */
 VQ_INTERNAL int vq_unix_listen(const char *path, unsigned mode, int backlog,
 				 int type);
 

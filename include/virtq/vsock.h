@@ -250,8 +250,9 @@ int vq_vsock_parse_connect(const char *line, uint32_t *port);
  * the fd or -errno (-ENOENT, -ECONNREFUSED: no listener; -EPROTOTYPE: the
  * listener is of the other type; -ENAMETOOLONG). */
 int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type);
-/* Listen at path with a socket of the vsock type (an existing socket file
- * there is replaced): the non-blocking fd or -errno. */
+/* Listen at path with a socket of the vsock type (a stale socket there is
+ * replaced; a live one is refused, -EADDRINUSE, and anything else,
+ * -EEXIST): the non-blocking fd or -errno. */
 int vq_vsock_uds_listen(const char *path, uint16_t type);
 
 #ifdef __cplusplus

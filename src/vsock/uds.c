@@ -47,18 +47,12 @@ int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type)
 int vq_vsock_uds_listen(const char *path, uint16_t type)
 {
 	struct sockaddr_un a;
-	struct stat sb;
 	int r;
 
 	r = vq_unix_addr(&a, path);
 	if (r < 0)
 		return r;
-	/* Replace a stale socket from an earlier run, nothing else. */
-	if (lstat(path, &sb) == 0) {
-		if (!S_ISSOCK(sb.st_mode))
-			return -EEXIST;
-		unlink(path);
-	}
+	/* vq_unix_listen replaces a stale socket, nothing else. */
 	if (type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET)
 		return -EINVAL;
 	return vq_unix_listen(path, 0, 128, type == VQ_VSOCK_TYPE_STREAM ?

@@ -9,10 +9,16 @@
  *    closed with a message naming the bits, and the daemon serves the next;
  *  - --print-capabilities prints the vhost-user JSON with type "vsock";
  *  - SIGTERM ends it promptly with a summary.
+ * And its sockets (issue 24): the host side or vhost-user socket of a
+ * running instance is refused (one line, exit 1) and left alone; stale
+ * ones are replaced; at exit only the sockets it created are removed;
+ * --socket-mode and --socket-group apply to every socket it creates;
+ * numbers are decimal (--guest-cid 010 is 10).
  * argv[1]: the virtq-vsock binary.
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,35 +28,56 @@
 #include <virtq/vhost_user.h>
 #include <virtq/vsock.h>
 
-#include "vq_test.h"
+#include "vq_tool.h"
 
 static const char *bin;
 static char dir[40], sock[64], uds[64], errlog[64];
 
-static pid_t spawn(const char *extra)
+/* Start virtq-vsock on vhost-user socket vu and host side h with more
+ * arguments (NULL-terminated), stdout and stderr into log. */
+static pid_t start(const char *vu, const char *h, const char *const *more,
+		   const char *log)
 {
+	const char *argv[24] = { bin, "--socket-path", vu, "--uds-path", h,
+				 "--guest-cid", "545" };
+	unsigned n = 7;
 	pid_t pid;
 
+	for (; more && *more && n < 23; more++)
+		argv[n++] = *more;
+	argv[n] = NULL;
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		int fd = open(errlog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
 		dup2(fd, 2);
 		dup2(fd, 1);
-		execl(bin, bin, "--socket-path", sock, "--uds-path", uds,
-		      "--guest-cid", "545", extra, (char *)NULL);
+		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 500; i++) {
-		struct stat sb;
+	return pid;
+}
 
-		if (stat(sock, &sb) == 0)
+/* The instance the cases talk to, serving once its socket accepts. */
+static pid_t spawn_args(const char *const *more)
+{
+	pid_t pid = start(sock, uds, more, errlog);
+
+	for (int i = 0; i < 500; i++) {
+		if (vq_test_unix_accepts(sock, SOCK_STREAM))
 			return pid;
 		usleep(10000);
 	}
 	CHECK(!"virtq-vsock did not create its socket");
 	return pid;
+}
+
+static pid_t spawn(const char *extra)
+{
+	const char *more[] = { extra, NULL };
+
+	return spawn_args(more);
 }
 
 static void stop(pid_t pid)
@@ -108,21 +135,12 @@ static uint64_t get_u64(int fd, uint32_t req)
 	return m.u.u64;
 }
 
-static void vhost_user_vsock_get_config_returns_cid(void)
+/* The CID in the config space: CONFIG negotiated, then GET_CONFIG. */
+static uint64_t get_cid(int fd)
 {
-	pid_t pid = spawn("--quiet");
-	int fd = vu_connect();
-	uint64_t f, pf, cid;
 	struct vq_vhu_msg m;
+	uint64_t cid;
 
-	f = get_u64(fd, VQ_VHU_GET_FEATURES);
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
-	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
-	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
 	memset(&m, 0, sizeof(m));
 	m.request = VQ_VHU_SET_PROTOCOL_FEATURES;
 	m.kind = VQ_VHU_P_U64;
@@ -137,7 +155,24 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	recv_reply(fd, VQ_VHU_GET_CONFIG, &m);
 	CHECK_EQ(m.u.config.size, 8);
 	memcpy(&cid, m.u.config.data, 8);
-	CHECK_EQ(vq_le64(cid), 545);
+	return vq_le64(cid);
+}
+
+static void vhost_user_vsock_get_config_returns_cid(void)
+{
+	pid_t pid = spawn("--quiet");
+	int fd = vu_connect();
+	uint64_t f, pf;
+
+	f = get_u64(fd, VQ_VHU_GET_FEATURES);
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
+	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
+	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
+	CHECK_EQ(get_cid(fd), 545);
 	close(fd);
 	stop(pid);
 }
@@ -199,6 +234,156 @@ static void vhost_user_vsock_no_seqpacket_option(void)
 	stop(pid);
 }
 
+static ino_t inode_of(const char *path)
+{
+	struct stat st;
+
+	CHECK_EQ(lstat(path, &st), 0);
+	CHECK(S_ISSOCK(st.st_mode));
+	return st.st_ino;
+}
+
+/* A second instance given the running one's socket: refused with one
+ * line and exit 1; the running one keeps its socket, reachable. */
+static void refused_next_to(const char *vu, const char *h, const char *opt)
+{
+	char log2[80], buf[4096];
+	ino_t vu_ino = inode_of(sock), h_ino = inode_of(uds);
+	const char *more[] = { "--quiet", NULL };
+	pid_t second;
+
+	snprintf(log2, sizeof(log2), "%s/log2", dir);
+	second = start(vu, h, more, log2);
+	CHECK_EQ(vq_tool_exit_within(second, 5000), 1);
+	CHECK_EQ(vq_tool_file_lines(log2, buf, sizeof(buf)), 1);
+	CHECK(strstr(buf, opt));
+	CHECK(strstr(buf, "a live socket is there"));
+	CHECK_EQ(inode_of(sock), vu_ino);
+	CHECK_EQ(inode_of(uds), h_ino);
+	CHECK(vq_test_unix_accepts(uds, SOCK_STREAM));
+	CHECK(vq_test_unix_accepts(sock, SOCK_STREAM));
+	unlink(log2);
+}
+
+/* Before: the second instance unlinked the first's host socket, listened
+ * there itself, and removed it at exit; every host connect() then got
+ * ENOENT while the first kept running. */
+static void host_socket_of_running_instance_refused(void)
+{
+	char vu2[80], seq2[96];
+	pid_t pid = spawn("--quiet");
+
+	snprintf(vu2, sizeof(vu2), "%s/vu2.sock", dir);
+	refused_next_to(vu2, uds, "--uds-path");
+	CHECK(access(vu2, F_OK) < 0);           /* it got no further */
+	/* the seqpacket host socket likewise */
+	snprintf(seq2, sizeof(seq2), "%s.seqpacket", uds);
+	CHECK(access(seq2, F_OK) == 0);
+	stop(pid);
+}
+
+/* The same for the vhost-user socket; the host sockets the second
+ * instance had made are removed again. */
+static void vhost_user_socket_of_running_instance_refused(void)
+{
+	char h2[80], seq2[96];
+	pid_t pid = spawn("--quiet");
+
+	snprintf(h2, sizeof(h2), "%s/h2.sock", dir);
+	snprintf(seq2, sizeof(seq2), "%s.seqpacket", h2);
+	refused_next_to(sock, h2, "--socket-path");
+	CHECK(access(h2, F_OK) < 0);
+	CHECK(access(seq2, F_OK) < 0);
+	stop(pid);
+}
+
+/* A socket nobody listens on (a crashed instance's) is replaced. */
+static void stale_sockets_replaced(void)
+{
+	const char *const paths[] = { sock, uds };
+	pid_t pid;
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", paths[i]);
+		CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		close(fd);
+		CHECK(!vq_test_unix_accepts(paths[i], SOCK_STREAM));
+	}
+	pid = spawn("--quiet");
+	CHECK(vq_test_unix_accepts(uds, SOCK_STREAM));
+	stop(pid);
+	CHECK(access(sock, F_OK) < 0);
+	CHECK(access(uds, F_OK) < 0);
+}
+
+/* Before: at exit the daemon unlinked whatever its paths named, here the
+ * socket another program had put there since. */
+static void exit_removes_only_its_own_sockets(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	pid_t pid = spawn("--quiet");
+	int other;
+	ino_t ino;
+
+	CHECK_EQ(unlink(uds), 0);
+	other = socket(AF_UNIX, SOCK_STREAM, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", uds);
+	CHECK_EQ(bind(other, (struct sockaddr *)&a, sizeof(a)), 0);
+	CHECK_EQ(listen(other, 1), 0);
+	ino = inode_of(uds);
+	stop(pid);
+	CHECK_EQ(inode_of(uds), ino);           /* the other's, left alone */
+	CHECK(access(sock, F_OK) < 0);          /* its own, removed */
+	close(other);
+	unlink(uds);
+}
+
+/* libvirt runs QEMU as its own user: the group it is in must reach every
+ * socket the daemon creates, with the mode given. */
+static void socket_mode_and_group_on_every_socket(void)
+{
+	char gid[16], seq[96];
+	const char *more[] = { "--quiet", "--socket-mode", "660", "--socket-group",
+			       gid, NULL };
+	/* as root any group will do; else our own */
+	gid_t g = getuid() == 0 ? 1 : getgid();
+	const char *const paths[] = { sock, uds, seq };
+	pid_t pid;
+
+	snprintf(gid, sizeof(gid), "%u", (unsigned)g);
+	snprintf(seq, sizeof(seq), "%s.seqpacket", uds);
+	pid = spawn_args(more);
+	for (unsigned i = 0; i < 3; i++) {
+		struct stat st;
+
+		CHECK_EQ(lstat(paths[i], &st), 0);
+		CHECK_EQ(st.st_mode & 07777, 0660);
+		CHECK_EQ(st.st_gid, g);
+	}
+	stop(pid);
+}
+
+/* Decimal only: 010 is ten (strtoull's base 0 made it eight). */
+static uint64_t cid_given(const char *cid)
+{
+	const char *more[] = { "--quiet", "--guest-cid", cid, NULL };
+	pid_t pid = spawn_args(more);
+	int fd = vu_connect();
+	uint64_t v = get_cid(fd);
+
+	close(fd);
+	stop(pid);
+	return v;
+}
+
+static void guest_cid_is_decimal(void)
+{
+	CHECK_EQ(cid_given("010"), 10);
+}
+
 static void backend_conventions_print_capabilities(void)
 {
 	char cmd[256], out[512] = "";
@@ -229,6 +414,12 @@ int main(int argc, char **argv)
 	RUN(vhost_user_vsock_get_config_returns_cid);
 	RUN(vhost_user_vsock_refuses_unoffered_packed);
 	RUN(vhost_user_vsock_no_seqpacket_option);
+	RUN(host_socket_of_running_instance_refused);
+	RUN(vhost_user_socket_of_running_instance_refused);
+	RUN(stale_sockets_replaced);
+	RUN(exit_removes_only_its_own_sockets);
+	RUN(socket_mode_and_group_on_every_socket);
+	RUN(guest_cid_is_decimal);
 	unlink(errlog);
 	unlink(sock);
 	unlink(uds);

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,6 +119,17 @@ bool cli_parse_double(const char *s, double *v)
 	return !errno && *end == '\0' && isfinite(*v);
 }
 
+bool cli_parse_mode(const char *s, unsigned *v)
+{
+	size_t n = strspn(s, "01234567");
+
+	/* 1 to 4 octal digits ("0660"), nothing else, at most 0777. */
+	if (n == 0 || n > 4 || s[n])
+		return false;
+	*v = (unsigned)strtoul(s, NULL, 8);
+	return *v <= 0777;
+}
+
 uint64_t cli_u64(const char *opt, const char *val, uint64_t min, uint64_t max)
 {
 	uint64_t v;
@@ -187,4 +199,28 @@ int cli_cpu(const char *opt, const char *val)
 	if (n < 1)
 		n = 1;
 	return (int)cli_u64(opt, val, 0, (uint64_t)n - 1);
+}
+
+unsigned cli_mode(const char *opt, const char *val)
+{
+	unsigned v;
+
+	if (!cli_parse_mode(val, &v))
+		cli_usage_error("%s: '%s' is not a mode in octal from 0 to 0777 "
+				"(as chmod takes it, e.g. 0660)", opt, val);
+	return v;
+}
+
+uint32_t cli_group(const char *opt, const char *val)
+{
+	const struct group *g = *val ? getgrnam(val) : NULL;
+	uint64_t gid;
+
+	if (g)
+		return (uint32_t)g->gr_gid;
+	/* (gid_t)-1 means "no change" to chown: not a group. */
+	if (!cli_parse_u64(val, &gid) || gid >= UINT32_MAX)
+		cli_usage_error("%s: '%s' is neither a group name nor a decimal GID "
+				"below 4294967295", opt, val);
+	return (uint32_t)gid;
 }

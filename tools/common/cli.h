@@ -60,10 +60,20 @@ unsigned cli_choice(const char *opt, const char *val, const char *const *words);
 /* A CPU number this machine has (0 .. CPUs configured - 1). */
 int cli_cpu(const char *opt, const char *val);
 
+/* Permission bits in octal, as chmod(1) takes them ("660", "0660"), at
+ * most 0777: the one exception to "decimal only", since modes are written
+ * in octal everywhere else. */
+unsigned cli_mode(const char *opt, const char *val);
+
+/* A group by name, or by decimal GID when no group has that name (as
+ * chown(1) takes it). */
+uint32_t cli_group(const char *opt, const char *val);
+
 /* The pure parsers under the ones above, for callers that must not exit
  * (and for tests): true with *v set, or false. */
 bool cli_parse_u64(const char *s, uint64_t *v);
 bool cli_parse_size(const char *s, uint64_t *v);
 bool cli_parse_double(const char *s, double *v);
+bool cli_parse_mode(const char *s, unsigned *v);
 
 #endif

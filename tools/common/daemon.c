@@ -4,140 +4,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <virtq/runtime.h>
-#include <virtq/spec.h>
 
 #include "daemon.h"
 
 volatile sig_atomic_t vqd_stop;
 
-#define MAX_OPTS 48
 #define MAX_FDS 16
-
-static const struct option common_opts[] = {
-	{ "used-batch", required_argument, NULL, VQD_O_USED_BATCH },
-	{ "busy-poll", required_argument, NULL, VQD_O_BUSY_POLL },
-	{ "no-packed", no_argument, NULL, VQD_O_NO_PACKED },
-	{ "no-event-idx", no_argument, NULL, VQD_O_NO_EVENT_IDX },
-	{ "no-indirect", no_argument, NULL, VQD_O_NO_INDIRECT },
-	{ "no-in-order", no_argument, NULL, VQD_O_NO_IN_ORDER },
-	{ "stats-interval", required_argument, NULL, VQD_O_STATS },
-	{ "json", no_argument, NULL, VQD_O_JSON },
-	{ "once", no_argument, NULL, VQD_O_ONCE },
-	{ "client", no_argument, NULL, VQD_O_CLIENT },
-	{ "quiet", no_argument, NULL, VQD_O_QUIET },
-	{ "help", no_argument, NULL, VQD_O_HELP },
-};
-
-bool vqd_parse_u64(const char *s, uint64_t max, uint64_t *v)
-{
-	char *end;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	return !errno && *end == '\0' && *v <= max;
-}
-
-/* A shared option: 0, or -1 for a bad value. */
-static int common_opt(int c, const char *val, struct vqd_opts *o)
-{
-	uint64_t v;
-	char *end;
-
-	switch (c) {
-	case VQD_O_USED_BATCH:
-		if (!vqd_parse_u64(val, 1u << 16, &v))
-			return -1;
-		o->used_batch = (unsigned)v;
-		break;
-	case VQD_O_BUSY_POLL:
-		if (!vqd_parse_u64(val, 10000000, &v))
-			return -1;
-		o->busy_poll_us = v;
-		break;
-	case VQD_O_NO_PACKED: o->no_packed = true; break;
-	case VQD_O_NO_EVENT_IDX: o->no_event_idx = true; break;
-	case VQD_O_NO_INDIRECT: o->no_indirect = true; break;
-	case VQD_O_NO_IN_ORDER: o->no_in_order = true; break;
-	case VQD_O_STATS:
-		o->stats_interval = strtod(val, &end);
-		if (*end || o->stats_interval < 0)
-			return -1;
-		break;
-	case VQD_O_JSON: o->json = true; break;
-	case VQD_O_ONCE: o->once = true; break;
-	case VQD_O_CLIENT: o->client = true; break;
-	case VQD_O_QUIET: o->quiet = true; break;
-	}
-	return 0;
-}
-
-int vqd_parse(const struct vqd_cli *cli, int *argc, char **argv,
-	      struct vq_vhu_opts *vo, struct vqd_opts *o)
-{
-	struct option all[MAX_OPTS];
-	unsigned n = 0, i;
-	int c, r;
-
-	if (vq_vhu_parse_opts(argc, argv, vo) < 0)
-		return 2;
-	if (vo->print_capabilities) {
-		static const char *const none[] = { NULL };
-
-		vq_vhu_print_capabilities(stdout, cli->type, none);
-		return 0;
-	}
-	for (i = 0; cli->opts[i].name && n < MAX_OPTS - 1; i++)
-		all[n++] = cli->opts[i];
-	for (i = 0; i < sizeof(common_opts) / sizeof(common_opts[0]) && n < MAX_OPTS - 1; i++)
-		all[n++] = common_opts[i];
-	all[n] = (struct option){ NULL, 0, NULL, 0 };
-	memset(o, 0, sizeof(*o));
-	while ((c = getopt_long(*argc, argv, "h", all, NULL)) != -1) {
-		if (c == VQD_O_HELP || c == 'h') {
-			cli->usage(stdout);
-			exit(0);
-		}
-		if (c >= VQD_O_TOOL)
-			r = cli->opt(cli->arg, c, optarg);
-		else if (c >= VQD_O_USED_BATCH)
-			r = common_opt(c, optarg, o);
-		else
-			r = -3;
-		if (r == -1)
-			fprintf(stderr, "%s: bad value '%s'\n", cli->name, optarg);
-		if (r == -3)
-			cli->usage(stderr);
-		if (r < 0)
-			return 2;
-	}
-	return 1;
-}
-
-bool vqd_need_socket(const struct vqd_cli *cli, const struct vq_vhu_opts *vo)
-{
-	if (vo->socket_path || vo->fd >= 0)
-		return true;
-	fprintf(stderr, "%s: --socket-path or --fd is required\n", cli->name);
-	cli->usage(stderr);
-	return false;
-}
-
-uint64_t vqd_features(const struct vqd_opts *o, uint64_t f)
-{
-	if (o->no_packed)
-		f &= ~VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	if (o->no_event_idx)
-		f &= ~VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
-	if (o->no_indirect)
-		f &= ~VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
-	if (o->no_in_order)
-		f &= ~VIRTQ_BIT(VIRTIO_F_IN_ORDER);
-	return f;
-}
 
 double vqd_now(void)
 {
@@ -216,25 +91,119 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 
 /* ---- the control loop ---- */
 
-int vqd_open(struct vqd_ctl *c, const struct vq_vhu_opts *vo)
+/* SIGTERM and SIGINT set vqd_stop; no SA_RESTART, so a blocking poll
+ * returns EINTR and the daemon ends promptly (vhost-user.rst). */
+static void on_term(int sig)
+{
+	(void)sig;
+	vqd_stop = 1;
+}
+
+static int take_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
+	       struct vq_unix_listener **out)
+{
+	struct vq_unix_listen_config lc = {
+		.path = path, .type = type, .mode = c->o->socket_mode,
+		.set_group = c->o->socket_group_set, .gid = c->o->socket_gid,
+	};
+	const char *why;
+	int r;
+
+	if (c->nlst == VQD_MAX_LISTENERS)
+		return -ENOSPC;
+	r = vq_unix_listener_new(&lc, out);
+	if (r == 0) {
+		c->lst[c->nlst++] = *out;
+		return vq_unix_listener_fd(*out);
+	}
+	why = r == -EADDRINUSE ? " (a live socket is there: another instance?)" :
+	      r == -EEXIST ? " (something that is not a socket is there)" :
+	      r == -EPERM && c->o->socket_group_set ?
+	      " (giving it the --socket-group: not a member of it?)" : "";
+	fprintf(stderr, "%s: %s: cannot listen on %s: %s%s\n", c->cli->name, opt,
+		path, strerror(-r), why);
+	return r;
+}
+
+/* --client: connect now, or wait for the front-end's socket to appear
+ * (the backend tries again every second). */
+static int open_client(struct vqd_ctl *c)
+{
+	const char *path = c->o->socket_path;
+	int r = vq_vhu_backend_connect(c->b, path, 1000);
+
+	if (r == -ENOENT || r == -ECONNREFUSED) {
+		fprintf(stderr, "%s: waiting for a front-end to listen on %s "
+			"(trying every second)\n", c->cli->name, path);
+		return 0;
+	}
+	if (r < 0)
+		fprintf(stderr, "%s: --client: cannot connect to %s: %s\n",
+			c->cli->name, path, strerror(-r));
+	return r;
+}
+
+static int open_socket(struct vqd_ctl *c)
+{
+	struct vq_unix_listener *l;
+	int r, fd;
+
+	if (c->o->client)
+		return open_client(c);
+	if (c->o->fd >= 0) {
+		r = vq_vhu_backend_adopt_fd(c->b, c->o->fd);
+		if (r < 0)
+			fprintf(stderr, "%s: --fd %d: %s\n", c->cli->name, c->o->fd,
+				r == -ENOTSOCK ? "not a UNIX stream socket" : strerror(-r));
+		return r;
+	}
+	fd = vqd_listen(c, "--socket-path", c->o->socket_path, SOCK_STREAM, &l);
+	if (fd < 0)
+		return fd;
+	r = vq_vhu_backend_adopt_fd(c->b, fd);
+	if (r < 0) {
+		fprintf(stderr, "%s: --socket-path %s: %s\n", c->cli->name,
+			c->o->socket_path, strerror(-r));
+		return r;
+	}
+	vq_unix_listener_release_fd(l);        /* the backend's now */
+	return 0;
+}
+
+int vqd_open(struct vqd_ctl *c)
 {
 	int r;
 
-	if (c->o->client && vo->socket_path)
-		r = vq_vhu_backend_connect(c->b, vo->socket_path, 1000);
-	else
-		r = vq_vhu_backend_open(c->b, vo);
-	if (r < 0) {
-		fprintf(stderr, "%s: cannot open %s: %s\n", c->cli->name,
-			vo->socket_path ? vo->socket_path : "the socket", strerror(-r));
+	/* Before the socket appears: whoever sees it may send SIGTERM. */
+	take_signals();
+	r = open_socket(c);
+	if (r < 0)
 		return r;
-	}
-	vq_vhu_on_sigterm(&vqd_stop);
-	signal(SIGPIPE, SIG_IGN);
 	c->t0 = c->last = vqd_now();
 	c->next_stats = c->o->stats_interval > 0 ? c->t0 + c->o->stats_interval : 0;
 	c->was_connected = false;
 	return 0;
+}
+
+void vqd_close(struct vqd_ctl *c)
+{
+	vq_vhu_backend_free(c->b);
+	c->b = NULL;
+	while (c->nlst)
+		vq_unix_listener_free(c->lst[--c->nlst]);
 }
 
 /* The backend's own timer (reconnecting) and the next statistics line. */
@@ -261,26 +230,55 @@ static int wait_ms(const struct vqd_ctl *c)
 	return q > 0 && (tmo < 0 || tmo > q) ? q : tmo;
 }
 
+/* What serving the vhost-user socket leaves the loop to do. */
+enum ctl_next {
+	CTL_GO_ON,
+	CTL_ONCE_DONE,          /* --once: the first front-end is gone */
+	CTL_HUNG_UP,            /* the inherited connection is gone */
+};
+
 /* Serve the vhost-user socket when it is readable, absent (reconnect) or
- * its timer is due.  true: --once says the daemon is done. */
-static bool ctl_serve(struct vqd_ctl *c, bool readable)
+ * its timer is due. */
+static enum ctl_next ctl_serve(struct vqd_ctl *c, bool readable)
 {
 	int r;
 
 	if (!readable && vq_vhu_backend_fd(c->b) >= 0 &&
 	    vq_vhu_backend_timeout_ms(c->b) != 0)
-		return false;
+		return CTL_GO_ON;
 	do {
+		/* Looked at around every message: a connection whose last
+		 * message and hang-up come in one drain still counts. */
+		if (vq_vhu_backend_connected(c->b))
+			c->was_connected = true;
 		r = vq_vhu_backend_process(c->b);
+		if (vq_vhu_backend_connected(c->b))
+			c->was_connected = true;
 	} while (r > 0 && !vqd_stop);
 	if (r < 0 && r != -ECONNRESET)
 		fprintf(stderr, "%s: connection closed: %s\n", c->cli->name,
 			vq_vhu_backend_error_msg(c->b));
 	if (vq_vhu_backend_connected(c->b))
-		c->was_connected = true;
-	else if (c->was_connected && c->o->once)
-		return true;
-	return false;
+		return CTL_GO_ON;
+	/* Nothing to accept on and no reconnecting: that was an inherited
+	 * connection (--fd), and nothing can come after it. */
+	if (vq_vhu_backend_fd(c->b) < 0 && vq_vhu_backend_timeout_ms(c->b) < 0)
+		return CTL_HUNG_UP;
+	return c->was_connected && c->o->once ? CTL_ONCE_DONE : CTL_GO_ON;
+}
+
+/* The end of an inherited connection: the exit status. */
+static int hung_up(const struct vqd_ctl *c)
+{
+	if (c->o->once) {
+		fprintf(stderr, "%s: the front-end on --fd %d hung up\n",
+			c->cli->name, c->o->fd);
+		return 0;
+	}
+	fprintf(stderr, "%s: the front-end on --fd %d hung up, and an inherited "
+		"connection cannot be listened on again: exiting\n",
+		c->cli->name, c->o->fd);
+	return 1;
 }
 
 static void ctl_tick(struct vqd_ctl *c)
@@ -304,6 +302,7 @@ int vqd_run(struct vqd_ctl *c)
 		struct pollfd pf[1 + MAX_FDS];
 		unsigned n = 1;
 		bool idle = true;
+		enum ctl_next next;
 		int r;
 
 		if (h && h->before) {
@@ -321,7 +320,10 @@ int vqd_run(struct vqd_ctl *c)
 			break;
 		if (h && h->after)
 			h->after(c->arg, pf + 1, n - 1, r, idle);
-		if (ctl_serve(c, r > 0 && pf[0].revents))
+		next = ctl_serve(c, r > 0 && pf[0].revents);
+		if (next == CTL_HUNG_UP)
+			return hung_up(c);
+		if (next == CTL_ONCE_DONE)
 			break;
 		ctl_tick(c);
 	}

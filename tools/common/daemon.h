@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the two vhost-user backend daemons (virtq-net, virtq-vsock) share:
- * the options they both take, starting up (standard vhost-user options,
- * the control socket, signals), and the control loop: serve the vhost-user
- * socket, print statistics every --stats-interval, end on SIGTERM or when
- * --once says so, then print a summary.
+ * the options they both take (daemon_opts.c: the vhost-user socket, the
+ * sockets' mode and group, features, statistics), starting up (the
+ * sockets, signals), and the control loop (daemon.c): serve the vhost-user
+ * socket, print statistics every --stats-interval, end on SIGTERM, when
+ * --once says so or when an inherited connection hangs up, then print a
+ * summary.
  *
  * The data paths differ (virtq-net runs the runtime's poll loop on worker
  * threads; virtq-vsock pumps its rings and host sockets on the control
  * thread), so the loop takes hooks for a data path that shares its thread.
- * Compiled into each daemon; not part of libvirtq.
+ * Compiled into each daemon; not part of libvirtq.  The command line
+ * follows cli.h: a bad one ends the program with one line, exit 2.
  */
 #ifndef VIRTQ_TOOLS_DAEMON_H
 #define VIRTQ_TOOLS_DAEMON_H
@@ -23,61 +26,94 @@
 
 #include <virtq/vhost_user_backend.h>
 
+#include "cli.h"
+
+/* getopt values of the shared options; a tool numbers its own from
+ * VQD_O_TOOL up to VQD_O_END. */
+enum {
+	VQD_O_SOCKET_PATH = 256, VQD_O_FD, VQD_O_CLIENT, VQD_O_SOCKET_MODE,
+	VQD_O_SOCKET_GROUP, VQD_O_PRINT_CAPS, VQD_O_USED_BATCH,
+	VQD_O_BUSY_POLL, VQD_O_NO_PACKED, VQD_O_NO_EVENT_IDX,
+	VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS, VQD_O_JSON,
+	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION,
+	VQD_O_TOOL = 320, VQD_O_END = 384,
+};
+
 /* The options both daemons take (docs/virtq-net.md, docs/virtq-vsock.md). */
 struct vqd_opts {
+	/* the vhost-user socket: one of path (listen, or --client) and fd */
+	const char *socket_path;
+	int fd;                         /* -1: none */
+	bool client;
+	/* the sockets the daemon creates */
+	unsigned socket_mode;           /* 0: 0600 */
+	bool socket_group_set;
+	uint32_t socket_gid;
+	/* the rings */
 	unsigned used_batch;
 	uint64_t busy_poll_us;
 	bool no_packed, no_event_idx, no_indirect, no_in_order;
+	/* statistics and lifetime */
 	double stats_interval;
-	bool json, once, client, quiet;
+	bool json, once, quiet;
+	bool seen[VQD_O_END - VQD_O_SOCKET_PATH];       /* given on the line */
 };
 
-/* getopt values of the shared options; a tool numbers its own from
- * VQD_O_TOOL up. */
-enum {
-	VQD_O_USED_BATCH = 256, VQD_O_BUSY_POLL, VQD_O_NO_PACKED,
-	VQD_O_NO_EVENT_IDX, VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS,
-	VQD_O_JSON, VQD_O_ONCE, VQD_O_CLIENT, VQD_O_QUIET, VQD_O_HELP,
-	VQD_O_TOOL = 320,
-};
+/* Was option c (a VQD_O_* or a tool's code) given? */
+static inline bool vqd_seen(const struct vqd_opts *o, int c)
+{
+	return c >= VQD_O_SOCKET_PATH && c < VQD_O_END && o->seen[c - VQD_O_SOCKET_PATH];
+}
 
 /* Help text of the shared options, for the tools' usage(). */
 #define VQD_USAGE_SOCKET \
 "  --socket-path PATH    listen on a UNIX socket (vhost-user server)\n" \
-"  --fd N                use an inherited socket\n" \
-"  --client              connect to PATH instead, reconnecting every second\n"
+"  --fd N                use an inherited socket, listening or connected\n" \
+"  --client              connect to PATH instead; wait for it to appear,\n" \
+"                        and reconnect every second after a disconnect\n" \
+"  --socket-mode MODE    permissions of the sockets created, in octal as\n" \
+"                        chmod takes them (0600)\n" \
+"  --socket-group GROUP  group of the sockets created (name or GID)\n"
 #define VQD_USAGE_STATS \
 "  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n" \
 "  --json                statistics as JSON lines\n" \
 "  --once                exit when the first front-end disconnects\n" \
-"  --quiet               no queue start/stop messages\n"
+"  --quiet               no queue start/stop messages\n" \
+"  --print-capabilities  print the vhost-user capabilities as JSON and exit\n" \
+"  --version             print the version and exit\n"
 
 struct vqd_cli {
 	const char *name;               /* "virtq-net": prefixes messages */
 	const char *type;               /* --print-capabilities "type" */
 	const struct option *opts;      /* the tool's own, NULL-terminated */
-	/* One of the tool's options: 0, -1 for a bad value (we say so), or
-	 * -2 when the tool already said what is wrong. */
-	int (*opt)(void *arg, int c, const char *val);
+	/* One of the tool's options; a bad value ends the program through
+	 * cli_usage_error (one line, exit 2). */
+	void (*opt)(void *arg, int c, const char *val);
 	void (*usage)(FILE *f);
 	void *arg;
+	/* The daemon creates sockets besides the vhost-user one (virtq-vsock's
+	 * host side): --socket-mode and --socket-group apply with --fd and
+	 * --client too. */
+	bool own_sockets;
 };
 
 /*
- * Parse the command line: the standard vhost-user options into *vo (taken
- * out of argv, *argc updated), the shared ones into *o, the tool's through
- * cli->opt.  Leaves optind at the first positional argument.  Returns 1 to go on, or the exit status:
- * 0 after --print-capabilities, 2 for a bad command line (said on stderr).
- * --help prints the usage and exits.
+ * Parse the command line: the shared options into *o, the tool's through
+ * cli->opt, then check the shared ones against each other (one of
+ * --socket-path and --fd; --client and the socket's mode and group only
+ * where they mean something).  --print-capabilities anywhere prints the
+ * capabilities and exits 0 (the others are ignored, as vhost-user.rst
+ * asks); --help prints the usage and --version the version, exit 0; a bad
+ * line is one message and exit 2.  Leaves optind at the first positional
+ * argument.
  */
-int vqd_parse(const struct vqd_cli *cli, int *argc, char **argv,
-	      struct vq_vhu_opts *vo, struct vqd_opts *o);
+void vqd_parse(const struct vqd_cli *cli, int argc, char **argv,
+	       struct vqd_opts *o);
 
-/* --socket-path or --fd must be given: true, or false with a message. */
-bool vqd_need_socket(const struct vqd_cli *cli, const struct vq_vhu_opts *vo);
-
-/* A number in [0, max] (any base strtoull takes, no sign). */
-bool vqd_parse_u64(const char *s, uint64_t max, uint64_t *v);
+/* Option c (the tool's or a shared one) was given where it has no effect
+ * or conflicts with another: "PROG: --name: <why>", exit 2. */
+_Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);
@@ -128,6 +164,8 @@ struct vqd_hooks {
 	int quiet_ms;
 };
 
+#define VQD_MAX_LISTENERS 4
+
 struct vqd_ctl {
 	const struct vqd_cli *cli;
 	const struct vqd_opts *o;
@@ -139,20 +177,42 @@ struct vqd_ctl {
 	void *arg;                      /* for stats and hooks */
 	double t0, last, next_stats;
 	bool was_connected;
+	/* The sockets we created, removed at the end if still ours. */
+	struct vq_unix_listener *lst[VQD_MAX_LISTENERS];
+	unsigned nlst;
 };
 
 /*
- * Open the backend's socket (--client: connect, retrying every second;
- * else as vo says), take SIGTERM/SIGINT into vqd_stop, ignore SIGPIPE, and
- * start the clock of c.  0, or -errno with a message.
+ * Listen on a socket of the daemon's own at path (type SOCK_STREAM or
+ * SOCK_SEQPACKET), with --socket-mode and --socket-group, kept for
+ * vqd_close.  opt names the option the path came from, for the message.
+ * The fd (still owned by the listener until vq_unix_listener_release_fd),
+ * or -errno with one line said.
  */
-int vqd_open(struct vqd_ctl *c, const struct vq_vhu_opts *vo);
+int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
+	       struct vq_unix_listener **out);
 
-/* Run until SIGTERM, a poll error, or (--once) the first front-end gone.
- * Returns the exit status (0, or 1 for a poll error). */
+/*
+ * Open the backend's socket: listen at --socket-path, connect to it with
+ * --client (waiting, with one line saying so, while nobody listens there
+ * yet), or take over --fd.  Take SIGTERM/SIGINT into vqd_stop, ignore
+ * SIGPIPE, and start the clock of c.  0, or -errno with one line said.
+ */
+int vqd_open(struct vqd_ctl *c);
+
+/*
+ * Run until SIGTERM, a poll error, (--once) the first front-end gone, or an
+ * inherited connection (--fd) hung up: nothing can come after it, so the
+ * daemon ends, saying so in one line.  Returns the exit status: 0, or 1
+ * for a poll error or such a hang-up without --once (the daemon cannot
+ * listen again).
+ */
 int vqd_run(struct vqd_ctl *c);
 
 /* Print the summary line over the whole run. */
 void vqd_summary(struct vqd_ctl *c);
+
+/* Free the backend, close our sockets and remove the ones still ours. */
+void vqd_close(struct vqd_ctl *c);
 
 #endif

@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
@@ -32,29 +31,7 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user_backend.h>
 
-#include "daemon.h"
-
-#define MAX_PAIRS   64u
-#define MAX_THREADS 64u
-
-enum mode { M_SINK, M_SOURCE, M_LOOPBACK, M_TAP };
-static const char *const mode_names[] = { "sink", "source", "loopback", "tap" };
-
-struct opts {
-	enum mode mode;
-	const char *tap_name;
-	unsigned size;
-	unsigned pairs;
-	unsigned threads;
-	bool no_mrg;
-	bool no_announce;               /* do not offer GUEST_ANNOUNCE */
-	bool no_offloads;               /* tap: do not offer checksum/TSO */
-	bool copy;                      /* sink: copy each frame out */
-	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
-	uint64_t count;                 /* source: frames to send in all (0: no limit) */
-	int cpus[MAX_THREADS];
-	unsigned ncpus;
-};
+#include "virtq-net.h"
 
 struct daemon;
 
@@ -118,7 +95,7 @@ struct tapq {
 };
 
 struct daemon {
-	struct opts o;
+	struct net_opts o;
 	struct vqd_opts com;            /* the options every daemon takes */
 	struct wstats st_now, st_prev;  /* the statistics line's ends */
 	struct ring rings[2 * MAX_PAIRS];
@@ -933,9 +910,10 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		.dev = q->vq,
 		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
 		.used_batch = d->com.used_batch,
-		/* The counting sink never reads a frame: nothing to evict. */
-		.tx_evict = d->o.mode != M_SINK || d->o.copy ? d->o.tx_evict
-							     : VQ_NET_TX_EVICT_OFF,
+		/* The counting sinks (sink without --copy, and source's
+		 * TX) never read a frame: nothing to evict. */
+		.tx_evict = d->o.mode == M_LOOPBACK || d->o.mode == M_TAP || d->o.copy ?
+			    d->o.tx_evict : VQ_NET_TX_EVICT_OFF,
 	};
 	e = vq_net_queue_new(&nc, &r->nq);
 	if (e < 0)
@@ -1023,7 +1001,7 @@ static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 	if (d->o.mode != M_TAP) {
 		if (!d->com.quiet)
 			fprintf(stderr, "virtq-net: RARP for %s: no network in %s mode\n",
-				m, mode_names[d->o.mode]);
+				m, net_mode_names[d->o.mode]);
 		return 0;
 	}
 	len = (unsigned)__atomic_load_n(&d->tap_vnet_len, __ATOMIC_RELAXED);
@@ -1134,7 +1112,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		memset(prev, 0, sizeof(*prev));
 	vqd_line_start(d->com.json, &now->c, &prev->c, dt, t, final);
 	if (d->com.json) {
-		printf(",\"mode\":\"%s\"", mode_names[d->o.mode]);
+		printf(",\"mode\":\"%s\"", net_mode_names[d->o.mode]);
 		vqd_json_rates(&now->c, &prev->c, dt, true, true);
 		printf(",\"drops\":{");
 		for (i = 0; i < VQ_NET_DROP_MAX; i++)
@@ -1185,176 +1163,6 @@ static void stats_line(void *arg, double dt, double t, bool final)
 	*prev = *now;
 }
 
-/* ------------------------------------------------------------------ */
-/* Options                                                             */
-/* ------------------------------------------------------------------ */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: virtq-net (--socket-path PATH | --fd N) [options] [MODE]\n"
-"       virtq-net --print-capabilities\n"
-"A vhost-user-net backend.  MODE: sink (count and drop what the guest sends,\n"
-"the default), source (send --size byte frames to the guest), loopback (send\n"
-"each frame back with the MAC addresses swapped), tap IFNAME (bridge to a TAP).\n"
-VQD_USAGE_SOCKET
-"  --mode MODE [--tap IFNAME]  the same as the positional MODE\n"
-"  --size BYTES          source frame size (64)\n"
-"  --count N             source: send N frames in all, then stop sending\n"
-"  --copy                sink: copy each frame out of guest memory (as DPDK's\n"
-"                        vhost does into an mbuf) instead of only counting it\n"
-"  --tx-evict on|off|auto  flush the lines of guest TX frames the sink read\n"
-"                        (CLFLUSHOPT): the guest's rewrite of them then\n"
-"                        costs a miss, not an invalidation; a win when its\n"
-"                        vCPU shares no cache with ours, a loss when it\n"
-"                        does.  auto (default) measures both, keeps the\n"
-"                        faster and measures again every ~64 windows\n"
-"  --queue-pairs N       queue pairs offered (1; more offers VIRTIO_NET_F_MQ;\n"
-"                        tap: one queue of a multi-queue TAP per pair)\n"
-"  --threads N           worker threads; pair k is served by thread k %% N (1)\n"
-"  --cpu LIST            pin worker threads to these CPUs (comma list; a tap\n"
-"                        queue's reader runs with its pair's worker)\n"
-"  --used-batch N        publish used entries every N (1: each on its own;\n"
-"                        0: once per burst, the default)\n"
-"  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
-"  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
-"  --no-offloads        tap: do not offer the checksum and segmentation\n"
-"                        offloads (CSUM, GUEST_CSUM, HOST_/GUEST_TSO4/6/ECN)\n"
-"  --no-guest-announce   stop offering that feature (without\n"
-"                        GUEST_ANNOUNCE, QEMU asks us to send a RARP for the\n"
-"                        guest after a migration: tap mode sends it)\n"
-VQD_USAGE_STATS);
-}
-
-enum {
-	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE, O_NO_OFFLOADS,
-};
-
-static const struct option long_opts[] = {
-	{ "mode", required_argument, NULL, O_MODE },
-	{ "tap", required_argument, NULL, O_TAP },
-	{ "size", required_argument, NULL, O_SIZE },
-	{ "queue-pairs", required_argument, NULL, O_PAIRS },
-	{ "threads", required_argument, NULL, O_THREADS },
-	{ "cpu", required_argument, NULL, O_CPU },
-	{ "no-mrg-rxbuf", no_argument, NULL, O_NO_MRG },
-	{ "no-guest-announce", no_argument, NULL, O_NO_ANNOUNCE },
-	{ "no-offloads", no_argument, NULL, O_NO_OFFLOADS },
-	{ "count", required_argument, NULL, O_COUNT },
-	{ "copy", no_argument, NULL, O_COPY },
-	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
-	{ NULL, 0, NULL, 0 },
-};
-
-static int parse_mode(struct opts *o, const char *s)
-{
-	for (unsigned i = 0; i < 4; i++)
-		if (!strcmp(s, mode_names[i])) {
-			o->mode = (enum mode)i;
-			return 0;
-		}
-	fprintf(stderr, "virtq-net: unknown mode '%s'\n", s);
-	return -2;
-}
-
-/* "0,2,5": the CPUs for --cpu. */
-static int parse_cpus(struct opts *o, const char *s)
-{
-	char *end;
-
-	o->ncpus = 0;
-	while (*s && o->ncpus < MAX_THREADS) {
-		long cpu = strtol(s, &end, 10);
-
-		if (end == s || cpu < 0 || cpu >= CPU_SETSIZE)
-			return -1;
-		o->cpus[o->ncpus++] = (int)cpu;
-		if (*end && *end != ',')
-			return -1;
-		s = *end == ',' ? end + 1 : end;
-	}
-	return 0;
-}
-
-/* One of virtq-net's own options (vqd_cli.opt). */
-static int tool_opt(void *arg, int c, const char *val)
-{
-	struct opts *o = arg;
-	uint64_t v;
-
-	switch (c) {
-	case O_MODE:
-		return parse_mode(o, val);
-	case O_TAP:
-		o->tap_name = val;
-		break;
-	case O_SIZE:
-		if (!vqd_parse_u64(val, VQ_NET_MAX_FRAME, &v) || v < VQ_NET_MIN_FRAME)
-			return -1;
-		o->size = (unsigned)v;
-		break;
-	case O_PAIRS:
-		if (!vqd_parse_u64(val, MAX_PAIRS, &v) || !v)
-			return -1;
-		o->pairs = (unsigned)v;
-		break;
-	case O_THREADS:
-		if (!vqd_parse_u64(val, MAX_THREADS, &v) || !v)
-			return -1;
-		o->threads = (unsigned)v;
-		break;
-	case O_CPU:
-		return parse_cpus(o, val);
-	case O_NO_MRG: o->no_mrg = true; break;
-	case O_NO_ANNOUNCE: o->no_announce = true; break;
-	case O_NO_OFFLOADS: o->no_offloads = true; break;
-	case O_COPY: o->copy = true; break;
-	case O_TX_EVICT:
-		if (!strcmp(val, "off"))
-			o->tx_evict = VQ_NET_TX_EVICT_OFF;
-		else if (!strcmp(val, "on"))
-			o->tx_evict = VQ_NET_TX_EVICT_ON;
-		else if (!strcmp(val, "auto"))
-			o->tx_evict = VQ_NET_TX_EVICT_AUTO;
-		else
-			return -1;
-		break;
-	case O_COUNT:
-		if (!vqd_parse_u64(val, UINT64_MAX, &o->count))
-			return -1;
-		break;
-	}
-	return 0;
-}
-
-static struct vqd_cli cli = {
-	.name = "virtq-net", .type = "net", .opts = long_opts, .opt = tool_opt,
-	.usage = usage,
-};
-
-/* The positional MODE [IFNAME] and the checks across options. */
-static int parse_rest(int argc, char **argv, struct opts *o)
-{
-	if (optind < argc) {
-		if (parse_mode(o, argv[optind++]) < 0)
-			return -1;
-		if (o->mode == M_TAP && optind < argc)
-			o->tap_name = argv[optind++];
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-net: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (o->mode == M_TAP && !o->tap_name) {
-		fprintf(stderr, "virtq-net: tap mode needs an interface name\n");
-		return -1;
-	}
-	if (o->threads > o->pairs)
-		o->threads = o->pairs;
-	return 0;
-}
-
 static uint64_t offered_features(const struct daemon *d)
 {
 	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
@@ -1394,49 +1202,61 @@ static void build_frame(uint8_t *f, unsigned size)
 		f[i] = (uint8_t)i;
 }
 
+/* The daemon's state before any front-end: rings, workers, the source's
+ * frames, the TAP's queues. */
+static void daemon_init(struct daemon *d)
+{
+	unsigned i;
+
+	for (i = 0; i < MAX_THREADS; i++) {
+		d->workers[i].d = d;
+		d->workers[i].id = i;
+	}
+	for (i = 0; i < 2 * MAX_PAIRS; i++) {
+		d->rings[i].d = d;
+		d->rings[i].index = i;
+		d->rings[i].kick_fd = d->rings[i].call_fd = d->rings[i].err_fd = -1;
+	}
+	build_frame(d->frame, d->o.size);
+	d->frame_iov = (struct iovec){ d->frame, d->o.size };
+	for (i = 0; i < VQ_NET_BURST; i++)
+		d->frames[i] = (struct vq_net_frame){ &d->frame_iov, 1, d->o.size, NULL };
+	d->source_left = (int64_t)d->o.count;
+	for (i = 0; i < MAX_PAIRS; i++)
+		d->taps[i] = (struct tapq){ .d = d, .pair = i, .fd = -1, .tx_fd = -1,
+					    .stop_fd = -1 };
+}
+
+/* Stop the data path before the summary: queue_stop for each running ring
+ * comes with the backend's teardown, but the summary wants final counts. */
+static void data_path_stop(struct daemon *d)
+{
+	unsigned i;
+
+	for (i = 0; i < d->o.threads; i++)
+		worker_stop(&d->workers[i]);
+	for (i = 0; i < d->o.pairs; i++)
+		if (d->o.mode == M_TAP)
+			tap_stop(&d->taps[i], true);
+	for (i = 0; i < 2 * d->o.pairs; i++)
+		ring_release(&d->rings[i], &d->workers[worker_of(d, i)]);
+	for (i = 0; i < d->o.threads; i++)
+		d->workers[i].pub = d->workers[i].base;
+}
+
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct vq_vhu_opts vo;
 	struct vq_vhu_device dev;
-	struct vqd_ctl ctl = { .cli = &cli, .o = &d.com, .stats = stats_line, .arg = &d };
-	unsigned i;
+	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
 	int r, rc = 1;
 
-	d.o.size = 64;
-	d.o.pairs = 1;
-	d.o.tx_evict = VQ_NET_TX_EVICT_AUTO;
-	d.o.threads = 1;
-	cli.arg = &d.o;
-	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
-	if (r != 1)
-		return r;
-	if (parse_rest(argc, argv, &d.o) < 0)
-		return 2;
-	if (!vqd_need_socket(&cli, &vo))
-		return 2;
-	for (i = 0; i < MAX_THREADS; i++) {
-		d.workers[i].d = &d;
-		d.workers[i].id = i;
-	}
-	for (i = 0; i < 2 * MAX_PAIRS; i++) {
-		d.rings[i].d = &d;
-		d.rings[i].index = i;
-		d.rings[i].kick_fd = d.rings[i].call_fd = d.rings[i].err_fd = -1;
-	}
-	build_frame(d.frame, d.o.size);
-	d.frame_iov = (struct iovec){ d.frame, d.o.size };
-	for (i = 0; i < VQ_NET_BURST; i++)
-		d.frames[i] = (struct vq_net_frame){ &d.frame_iov, 1, d.o.size, NULL };
-	d.source_left = (int64_t)d.o.count;
-	for (i = 0; i < MAX_PAIRS; i++)
-		d.taps[i] = (struct tapq){ .d = &d, .pair = i, .fd = -1, .tx_fd = -1,
-					   .stop_fd = -1 };
+	ctl.cli = net_parse(argc, argv, &d.o, &d.com);
+	daemon_init(&d);
 	if (d.o.mode == M_TAP && tap_open(&d) < 0) {
 		tap_close(&d);
 		return 1;
 	}
-
 	dev = (struct vq_vhu_device){
 		.name = "virtq-net", .features = offered_features(&d),
 		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
@@ -1445,31 +1265,21 @@ int main(int argc, char **argv)
 	d.b = ctl.b;
 	if (r < 0) {
 		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
+		tap_close(&d);
 		return 1;
 	}
-	if (vqd_open(&ctl, &vo) < 0)
+	if (vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
 		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
-			mode_names[d.o.mode], d.o.pairs, d.o.threads, dev.features);
-
+			net_mode_names[d.o.mode], d.o.pairs, d.o.threads, dev.features);
 	/* The data path runs on the workers: the loop only serves the
 	 * control socket and the statistics. */
 	rc = vqd_run(&ctl);
-	/* Stop the data path first: queue_stop for each running ring comes
-	 * with the backend's teardown, but the summary wants final counts. */
-	for (i = 0; i < d.o.threads; i++)
-		worker_stop(&d.workers[i]);
-	for (i = 0; i < d.o.pairs; i++)
-		if (d.o.mode == M_TAP)
-			tap_stop(&d.taps[i], true);
-	for (i = 0; i < 2 * d.o.pairs; i++)
-		ring_release(&d.rings[i], &d.workers[worker_of(&d, i)]);
-	for (i = 0; i < d.o.threads; i++)
-		d.workers[i].pub = d.workers[i].base;
+	data_path_stop(&d);
 	vqd_summary(&ctl);
 out:
-	vq_vhu_backend_free(ctl.b);
+	vqd_close(&ctl);
 	tap_close(&d);
 	return rc;
 }

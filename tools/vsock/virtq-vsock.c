@@ -6,6 +6,8 @@
  *
  *   virtq-vsock (--socket-path PATH | --fd N) --guest-cid N --uds-path HOST_PATH
  *
+ * (options.c reads the command line.)
+ *
  * One thread does everything: the vhost-user control socket, the rings and
  * the host sockets share one poll set, so a ring is never touched after
  * queue_stop returns and the device layer needs no locks.  The data path
@@ -14,13 +16,13 @@
  * then enables notifications, re-checks, and sleeps.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -28,18 +30,10 @@
 #include <virtq/vhost_user_backend.h>
 #include <virtq/vsock.h>
 
-#include "daemon.h"
+#include "virtq-vsock.h"
 
 #define NQ 3u
 #define BUDGET 256u
-
-struct opts {
-	uint64_t cid;
-	const char *uds;
-	uint32_t buf_alloc;
-	uint32_t max_conns;
-	bool no_seqpacket;
-};
 
 struct ring {
 	bool running;
@@ -57,7 +51,7 @@ struct snap {
 };
 
 struct daemon {
-	struct opts o;
+	struct vsock_opts o;
 	struct vqd_opts com;            /* the options every daemon takes */
 	struct snap st_now, st_prev;    /* the statistics line's ends */
 	struct vq_vsock *vs;
@@ -509,82 +503,6 @@ static const struct vqd_hooks hooks = {
 	.quiet_ms = 200,
 };
 
-/* ------------------------------------------------------------------ */
-/* Options                                                             */
-/* ------------------------------------------------------------------ */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: virtq-vsock (--socket-path PATH | --fd N) --guest-cid N --uds-path HOST_PATH [options]\n"
-"       virtq-vsock --print-capabilities\n"
-"A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
-"UNIX socket HOST_PATH_P (SOCK_STREAM, or SOCK_SEQPACKET for a guest\n"
-"SOCK_SEQPACKET socket); host programs connect to HOST_PATH (or, with\n"
-"SOCK_SEQPACKET, to HOST_PATH.seqpacket) and send\n"
-"\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
-VQD_USAGE_SOCKET
-"  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
-"                        the config space (GET_CONFIG)\n"
-"  --uds-path HOST_PATH  the host side (see above)\n"
-"  --used-batch N        RX: publish used entries every N (1: each on its\n"
-"                        own; 0: once per burst, the default)\n"
-"  --busy-poll USEC      poll this long before sleeping (0)\n"
-"  --buf-alloc BYTES     receive buffer per connection we advertise (262144)\n"
-"  --max-conns N         connections at most (1024)\n"
-"  --no-packed --no-event-idx --no-indirect --no-in-order --no-seqpacket\n"
-"                        stop offering that feature\n"
-VQD_USAGE_STATS);
-}
-
-enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS, O_NO_SEQPACKET };
-
-static const struct option long_opts[] = {
-	{ "guest-cid", required_argument, NULL, O_CID },
-	{ "uds-path", required_argument, NULL, O_UDS },
-	{ "buf-alloc", required_argument, NULL, O_BUF_ALLOC },
-	{ "max-conns", required_argument, NULL, O_MAX_CONNS },
-	{ "no-seqpacket", no_argument, NULL, O_NO_SEQPACKET },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* One of virtq-vsock's own options (vqd_cli.opt). */
-static int tool_opt(void *arg, int c, const char *val)
-{
-	struct opts *o = arg;
-	uint64_t v;
-
-	switch (c) {
-	case O_CID:
-		if (!vqd_parse_u64(val, 0xfffffffeull, &v) || v < 3)
-			return -1;
-		o->cid = v;
-		break;
-	case O_UDS:
-		o->uds = val;
-		break;
-	case O_BUF_ALLOC:
-		if (!vqd_parse_u64(val, 1u << 30, &v) || v < 4096)
-			return -1;
-		o->buf_alloc = (uint32_t)v;
-		break;
-	case O_MAX_CONNS:
-		if (!vqd_parse_u64(val, 1u << 20, &v) || !v)
-			return -1;
-		o->max_conns = (uint32_t)v;
-		break;
-	case O_NO_SEQPACKET:
-		o->no_seqpacket = true;
-		break;
-	}
-	return 0;
-}
-
-static struct vqd_cli cli = {
-	.name = "virtq-vsock", .type = "vsock", .opts = long_opts, .opt = tool_opt,
-	.usage = usage,
-};
-
 static uint64_t offered_features(const struct daemon *d)
 {
 	/* Streams are implied (no NO_IMPLIED_STREAM, 5.10.3: Linux 6.1 does
@@ -596,66 +514,68 @@ static uint64_t offered_features(const struct daemon *d)
 			    (d->o.no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 }
 
+/* The host side: HOST_PATH for streams and, unless --no-seqpacket,
+ * HOST_PATH.seqpacket for seqpacket connections, handed to the device. */
+static int host_listen(struct daemon *d, struct vqd_ctl *ctl)
+{
+	char seq[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct vq_unix_listener *l;
+	int fd, r;
+
+	fd = vqd_listen(ctl, "--uds-path", d->o.uds, SOCK_STREAM, &l);
+	if (fd < 0)
+		return fd;
+	r = vq_vsock_set_listener(d->vs, fd);
+	if (r < 0)
+		goto bad;
+	vq_unix_listener_release_fd(l);        /* the device's now */
+	if (d->o.no_seqpacket)
+		return 0;
+	/* options.c checked that it fits */
+	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_SUFFIX, d->o.uds);
+	fd = vqd_listen(ctl, "--uds-path", seq, SOCK_SEQPACKET, &l);
+	if (fd < 0)
+		return fd;
+	r = vq_vsock_set_listener(d->vs, fd);
+	if (r < 0)
+		goto bad;
+	vq_unix_listener_release_fd(l);
+	return 0;
+bad:
+	fprintf(stderr, "virtq-vsock: cannot take host connections: %s\n", strerror(-r));
+	return r;
+}
+
+static int device_new(struct daemon *d)
+{
+	struct vq_vsock_config vc = {
+		.guest_cid = d->o.cid, .buf_alloc = d->o.buf_alloc,
+		.max_conns = d->o.max_conns,
+		/* 0: one flush per burst, whatever its size */
+		.used_batch = d->com.used_batch ? d->com.used_batch : UINT32_MAX,
+		.host_connect = host_connect, .notify = dev_notify, .arg = d,
+	};
+	int r = vq_vsock_new(&vc, &d->vs);
+
+	if (r < 0)
+		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct vq_vhu_opts vo;
 	struct vq_vhu_device dev;
-	struct vq_vsock_config vc;
-	struct vqd_ctl ctl = { .cli = &cli, .o = &d.com, .stats = stats_line,
-			       .hooks = &hooks, .arg = &d };
-	int r, rc = 1, lfd = -1, sfd = -1;
-	char seqpath[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .hooks = &hooks,
+			       .arg = &d };
+	int r, rc = 1;
 	unsigned i;
 
-	cli.arg = &d.o;
-	r = vqd_parse(&cli, &argc, argv, &vo, &d.com);
-	if (r != 1)
-		return r;
-	if (optind < argc) {
-		fprintf(stderr, "virtq-vsock: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
-	if (!d.o.cid || !d.o.uds) {
-		fprintf(stderr, "virtq-vsock: --guest-cid and --uds-path are required\n");
-		return 2;
-	}
-	if (!vqd_need_socket(&cli, &vo))
-		return 2;
+	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
 	for (i = 0; i < NQ; i++)
 		d.q[i].kick_fd = d.q[i].call_fd = d.q[i].err_fd = -1;
-	vc = (struct vq_vsock_config){
-		.guest_cid = d.o.cid, .buf_alloc = d.o.buf_alloc,
-		.max_conns = d.o.max_conns,
-		/* 0: one flush per burst, whatever its size */
-		.used_batch = d.com.used_batch ? d.com.used_batch : UINT32_MAX,
-		.host_connect = host_connect, .notify = dev_notify, .arg = &d,
-	};
-	r = vq_vsock_new(&vc, &d.vs);
-	if (r < 0) {
-		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
+	if (device_new(&d) < 0)
 		return 1;
-	}
-	lfd = vq_vsock_uds_listen(d.o.uds, VQ_VSOCK_TYPE_STREAM);
-	if (lfd < 0 || vq_vsock_set_listener(d.vs, lfd) < 0) {
-		fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", d.o.uds,
-			strerror(lfd < 0 ? -lfd : EINVAL));
-		goto out;
-	}
-	if (!d.o.no_seqpacket) {
-		/* host programs' seqpacket connections: HOST_PATH.seqpacket */
-		if ((size_t)snprintf(seqpath, sizeof(seqpath), "%s.seqpacket", d.o.uds) >=
-		    sizeof(seqpath)) {
-			fprintf(stderr, "virtq-vsock: %s.seqpacket: path too long\n", d.o.uds);
-			goto out;
-		}
-		sfd = vq_vsock_uds_listen(seqpath, VQ_VSOCK_TYPE_SEQPACKET);
-		if (sfd < 0 || vq_vsock_set_listener(d.vs, sfd) < 0) {
-			fprintf(stderr, "virtq-vsock: cannot listen on %s: %s\n", seqpath,
-				strerror(sfd < 0 ? -sfd : EINVAL));
-			goto out;
-		}
-	}
 	dev = (struct vq_vhu_device){
 		.name = "virtq-vsock", .features = offered_features(&d),
 		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
@@ -667,7 +587,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.b = ctl.b;
-	if (vqd_open(&ctl, &vo) < 0)
+	/* The vhost-user socket last: a front-end that sees it finds the
+	 * host side ready. */
+	if (host_listen(&d, &ctl) < 0 || vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
 		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
@@ -676,11 +598,8 @@ int main(int argc, char **argv)
 	rc = vqd_run(&ctl);
 	vqd_summary(&ctl);
 out:
-	vq_vhu_backend_free(ctl.b);
+	/* the backend first: its teardown resets the device */
+	vqd_close(&ctl);
 	vq_vsock_free(d.vs);
-	if (lfd >= 0)
-		unlink(d.o.uds);        /* ours: we created it */
-	if (sfd >= 0)
-		unlink(seqpath);
 	return rc;
 }

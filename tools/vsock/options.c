@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* virtq-vsock's command line (virtq-vsock.h), following cli.h. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "virtq-vsock.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: virtq-vsock (--socket-path PATH | --fd N) --guest-cid N --uds-path HOST_PATH [options]\n"
+"       virtq-vsock --print-capabilities | --help | --version\n"
+"A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
+"UNIX socket HOST_PATH_P (SOCK_STREAM, or SOCK_SEQPACKET for a guest\n"
+"SOCK_SEQPACKET socket); host programs connect to HOST_PATH (or, with\n"
+"SOCK_SEQPACKET, to HOST_PATH.seqpacket) and send\n"
+"\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
+VQD_USAGE_SOCKET
+"                        (both also for HOST_PATH and HOST_PATH.seqpacket)\n"
+"  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
+"                        the config space (GET_CONFIG)\n"
+"  --uds-path HOST_PATH  the host side (see above); a live socket there is\n"
+"                        refused, a stale one replaced\n"
+"  --used-batch N        RX: publish used entries every N (1: each on its\n"
+"                        own; 0: once per burst, the default)\n"
+"  --busy-poll USEC      poll this long before sleeping (0)\n"
+"  --buf-alloc BYTES     receive buffer per connection we advertise\n"
+"                        (256K; K, M, G accepted)\n"
+"  --max-conns N         connections at most (1024)\n"
+"  --no-packed --no-event-idx --no-indirect --no-in-order --no-seqpacket\n"
+"                        stop offering that feature\n"
+VQD_USAGE_STATS);
+}
+
+enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS, O_NO_SEQPACKET };
+
+static const struct option long_opts[] = {
+	{ "guest-cid", required_argument, NULL, O_CID },
+	{ "uds-path", required_argument, NULL, O_UDS },
+	{ "buf-alloc", required_argument, NULL, O_BUF_ALLOC },
+	{ "max-conns", required_argument, NULL, O_MAX_CONNS },
+	{ "no-seqpacket", no_argument, NULL, O_NO_SEQPACKET },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* One of virtq-vsock's own options (vqd_cli.opt). */
+static void tool_opt(void *arg, int c, const char *val)
+{
+	struct vsock_opts *o = arg;
+
+	switch (c) {
+	case O_CID:
+		/* 0-2 are the hypervisor, local and host; 2^32-1 is "any". */
+		o->cid = cli_u64("--guest-cid", val, 3, 0xfffffffeull);
+		break;
+	case O_UDS:
+		if (!*val)
+			cli_usage_error("--uds-path: needs a path");
+		o->uds = val;
+		break;
+	case O_BUF_ALLOC:
+		o->buf_alloc = (uint32_t)cli_size("--buf-alloc", val, 4096, 1u << 30);
+		break;
+	case O_MAX_CONNS:
+		o->max_conns = (uint32_t)cli_u64("--max-conns", val, 1, 1u << 20);
+		break;
+	case O_NO_SEQPACKET:
+		o->no_seqpacket = true;
+		break;
+	}
+}
+
+static struct vqd_cli cli = {
+	.name = "virtq-vsock", .type = "vsock", .opts = long_opts, .opt = tool_opt,
+	.usage = usage, .own_sockets = true,
+};
+
+/* The sockets made of --uds-path must fit a UNIX socket address. */
+static void check_uds(const struct vsock_opts *o)
+{
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	size_t extra = o->no_seqpacket ? 0 : strlen(VSOCK_SEQ_SUFFIX);
+
+	if (strlen(o->uds) + extra > max)
+		cli_usage_error("--uds-path: '%s' is longer than %zu bytes%s", o->uds,
+				max - extra, extra ? " (HOST_PATH" VSOCK_SEQ_SUFFIX
+				" must fit a UNIX socket path; or --no-seqpacket)" : "");
+}
+
+const struct vqd_cli *vsock_parse(int argc, char **argv, struct vsock_opts *o,
+				  struct vqd_opts *com)
+{
+	memset(o, 0, sizeof(*o));
+	cli.arg = o;
+	vqd_parse(&cli, argc, argv, com);
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s' (see --help)", argv[optind]);
+	if (!o->cid)
+		cli_usage_error("--guest-cid is required (see --help)");
+	if (!o->uds)
+		cli_usage_error("--uds-path is required (see --help)");
+	check_uds(o);
+	return &cli;
+}
