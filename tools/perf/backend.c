@@ -2,6 +2,7 @@
 /* virtq-perf: the backend daemon a workload starts, and latency percentiles. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,18 +11,81 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 
+/* The longest name a workload or its daemon makes in the directory:
+ * "h.sock.seqpacket" with vq_unix_listen's ".<pid>" while it binds. */
+#define LONGEST_NAME 24
+
+/* SIGTERM, then up to 5 s for it to go, then SIGKILL; reaped either way. */
+static void reap(pid_t pid)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	int i;
+
+	kill(pid, SIGTERM);
+	for (i = 0; i < 500; i++) {
+		pid_t r = waitpid(pid, NULL, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return;
+		nanosleep(&tick, NULL);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* Remove dir and the files in it (only sockets live there). */
+static void remove_dir(const char *dir)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ssize_t n;
+
+	while (fd >= 0 && (n = getdents64(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(fd, e->d_name, 0);
+			off += e->d_reclen;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	rmdir(dir);
+}
+
+/* ---- the backend ---- */
+
 int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag)
 {
+	const char *base = getenv("TMPDIR");
+	int n;
+
 	b->who = who;
 	b->pid = 0;
-	snprintf(b->dir, sizeof(b->dir), "/tmp/virtq-perf-%s.XXXXXX", tag);
-	if (!mkdtemp(b->dir)) {
+	b->dir[0] = '\0';
+	if (!base || !*base)
+		base = "/tmp";
+	n = snprintf(b->dir, sizeof(b->dir), "%s/virtq-perf-%s.XXXXXX", base, tag);
+	if (n < 0 || (size_t)n + 1 + LONGEST_NAME >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+	    (size_t)n >= sizeof(b->dir)) {
 		b->dir[0] = '\0';
-		return -errno;
+		fprintf(stderr, "%s: TMPDIR '%s' is too long for the backend's socket paths\n",
+			who, base);
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(b->dir)) {
+		int e = errno;
+
+		fprintf(stderr, "%s: mkdtemp %s: %s\n", who, b->dir, strerror(e));
+		b->dir[0] = '\0';
+		return -e;
 	}
 	return 0;
 }
@@ -51,21 +115,49 @@ pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_
 	return pid;
 }
 
-static int spawn_and_wait(struct perf_backend *b, const char *path,
-			  char *const argv[], bool (*ready)(void *arg), void *arg)
+/* "exec CMD 'arg' ..." with each ' in an argument written '\'' */
+static char *shell_command(const char *cmd, const char *const *args)
+{
+	size_t n = strlen("exec ") + strlen(cmd) + 1, k;
+	unsigned i;
+	char *s;
+
+	for (i = 0; args[i]; i++)
+		n += 3 + 4 * strlen(args[i]);
+	s = malloc(n);
+	if (!s)
+		return NULL;
+	k = (size_t)sprintf(s, "exec %s", cmd);
+	for (i = 0; args[i]; i++) {
+		s[k++] = ' ';
+		s[k++] = '\'';
+		for (const char *p = args[i]; *p; p++) {
+			if (*p == '\'') {
+				memcpy(s + k, "'\\''", 4);
+				k += 4;
+			} else {
+				s[k++] = *p;
+			}
+		}
+		s[k++] = '\'';
+	}
+	s[k] = '\0';
+	return s;
+}
+
+static int spawn_and_wait(struct perf_backend *b, char *line,
+			  bool (*ready)(void *arg), void *arg)
 {
 	/* Its statistics must not mix with our JSON on stdout. */
-	pid_t pid = perf_spawn(b->who, path, argv, 2);
+	pid_t pid = perf_spawn(b->who, "/bin/sh", (char *const[]){ "sh", "-c", line, NULL }, 2);
 
 	if (pid < 0)
 		return (int)pid;
 	b->pid = pid;
 	for (int i = 0; i < 500; i++) {
-		int st;
-
 		if (ready(arg))
 			return 0;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
 			b->pid = 0;
 			return -ECHILD;
 		}
@@ -74,14 +166,16 @@ static int spawn_and_wait(struct perf_backend *b, const char *path,
 	return -ETIMEDOUT;
 }
 
-int perf_backend_start(struct perf_backend *b, const char *label, const char *path,
-		       char *const argv[], bool (*ready)(void *arg), void *arg)
+int perf_backend_start(struct perf_backend *b, const char *cmd,
+		       const char *const *args, bool (*ready)(void *arg), void *arg)
 {
-	int r = spawn_and_wait(b, path, argv, ready, arg);
+	char *line = shell_command(cmd, args);
+	int r = line ? spawn_and_wait(b, line, ready, arg) : -ENOMEM;
 
+	free(line);
 	if (r < 0) {
 		fprintf(stderr, "%s: backend '%s' did not come up: %s\n", b->who,
-			label, strerror(-r));
+			cmd, strerror(-r));
 		perf_backend_stop(b);
 	}
 	return r;
@@ -89,30 +183,15 @@ int perf_backend_start(struct perf_backend *b, const char *label, const char *pa
 
 void perf_backend_stop(struct perf_backend *b)
 {
-	DIR *dir;
-	struct dirent *e;
-	int st;
+	pid_t pid = b->pid;
 
-	if (b->pid > 0) {
-		kill(b->pid, SIGTERM);
-		waitpid(b->pid, &st, 0);
+	if (pid > 0) {
 		b->pid = 0;
+		reap(pid);
 	}
 	if (!b->dir[0])
 		return;
-	/* Only sockets we or the backend made live here. */
-	dir = opendir(b->dir);
-	while (dir && (e = readdir(dir))) {
-		char p[sizeof(b->dir) + sizeof(e->d_name) + 1];
-
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			snprintf(p, sizeof(p), "%s/%s", b->dir, e->d_name);
-			unlink(p);
-		}
-	}
-	if (dir)
-		closedir(dir);
-	rmdir(b->dir);
+	remove_dir(b->dir);
 	b->dir[0] = '\0';
 }
 

@@ -14,11 +14,15 @@
 
 struct perf_backend {
 	const char *who;        /* "virtq-perf net": prefixes messages */
-	char dir[64];           /* private directory for its sockets ("": none) */
+	char dir[80];           /* private directory for its sockets ("": none) */
 	pid_t pid;              /* 0: not running */
 };
 
-/* Make the private directory /tmp/virtq-perf-<tag>.XXXXXX.  0 or -errno. */
+/*
+ * Make the private directory $TMPDIR/virtq-perf-<tag>.XXXXXX (TMPDIR
+ * unset: /tmp).  0 or -errno (-ENAMETOOLONG: TMPDIR too long for the
+ * socket paths inside it), said on stderr.
+ */
 int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag);
 
 /* "<dir>/<name>" into buf. */
@@ -26,15 +30,18 @@ void perf_backend_path(const struct perf_backend *b, const char *name,
 		       char *buf, size_t n);
 
 /*
- * Start path with argv (its stdout goes to our stderr, so its statistics
- * do not mix with our JSON), then wait up to 5 s until ready(arg) says it
- * serves.  On failure say so (naming label), stop it and return -errno:
- * -ECHILD if it exited, -ETIMEDOUT if it never got ready.
+ * Start the daemon: "exec CMD ARGS..." through /bin/sh, CMD as the user
+ * wrote it (--backend) and each of args[] (NULL-terminated) quoted as one
+ * word.  Its stdout goes to our stderr, so its statistics do not mix with
+ * our JSON.  Then wait up to 5 s until ready(arg) says it serves.  On
+ * failure say so, stop it and return -errno: -ECHILD if it exited,
+ * -ETIMEDOUT if it never got ready.
  */
-int perf_backend_start(struct perf_backend *b, const char *label, const char *path,
-		       char *const argv[], bool (*ready)(void *arg), void *arg);
+int perf_backend_start(struct perf_backend *b, const char *cmd,
+		       const char *const *args, bool (*ready)(void *arg), void *arg);
 
-/* SIGTERM it and wait; remove the directory and what is in it. */
+/* SIGTERM it (SIGKILL if it is still there after 5 s) and reap it; remove
+ * the directory and what is in it. */
 void perf_backend_stop(struct perf_backend *b);
 
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec

@@ -29,12 +29,12 @@
  * SO_VM_SOCKETS_BUFFER_SIZE) and --rcvlowat (the guest reads only when that
  * much is queued, SO_RCVLOWAT).
  *
- * With --backend PATH the backend is started here (with --used-batch,
+ * With --backend CMD the backend is started here (with --used-batch,
  * --backend-busy-poll, --backend-arg passed on) and stopped at the end, so
- * `virtq-perf ab` can compare backend settings.
+ * `virtq-perf ab` can compare backend settings.  The options are
+ * vsock_opts.c's.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -55,33 +55,10 @@
 #include "perf.h"
 #include "dirty_log.h"
 #include "vsock_check.h"
+#include "vsock_opts.h"
 #include "vsock/vsock_guest.h"
 
 #define PORT 5201u
-#define MAX_BARGS 16
-
-struct vs_opts {
-	const char *socket_path, *uds, *backend;
-	const char *bargs[MAX_BARGS];
-	unsigned nbargs;
-	int used_batch;                 /* -1: backend default */
-	int64_t backend_busy_poll;      /* -1: backend default */
-	bool rx;                        /* host -> guest */
-	bool latency;
-	uint64_t bytes;
-	double seconds;                 /* 0: --bytes decides */
-	uint32_t buf_size;
-	uint32_t rcvbuf, rcvlowat;
-	unsigned queue_size;
-	bool packed, event_idx;
-	uint64_t iters;                 /* latency round trips */
-	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
-	bool json, quiet;
-	bool seqpacket;                  /* --type seqpacket: whole messages */
-	bool dirty_log;
-	bool placement;                 /* probe CPUs 0 and 1 around the run */
-	unsigned drop_kicks;            /* send no kick for every Nth owed */
-};
 
 /* ------------------------------------------------------------------ */
 
@@ -117,244 +94,6 @@ struct vs_run {
 	double c2c_before, c2c_after;
 };
 
-static void vs_usage(FILE *f)
-{
-	fprintf(f,
-"usage: virtq-perf vsock (--socket-path PATH --uds-path HOST_PATH | --backend VIRTQ_VSOCK) [options]\n"
-"Both ends of a vsock transfer around a vhost-user-vsock backend: the guest\n"
-"(our front-end and virtio-vsock driver) and the host program (on the\n"
-"backend's UNIX sockets).  Checks byte count and checksum of every transfer.\n"
-"  --socket-path PATH    the backend's vhost-user socket\n"
-"  --uds-path HOST_PATH  the backend's host side (its --uds-path)\n"
-"  --backend PATH        start this virtq-vsock instead (and stop it after)\n"
-"  --used-batch N        --backend: its RX used batch (1: each on its own)\n"
-"  --backend-busy-poll U --backend: its --busy-poll\n"
-"  --backend-arg ARG     --backend: one more argument (repeatable)\n"
-"  --direction rx|tx     rx: host -> guest (default); tx: guest -> host\n"
-"  --bytes N[K|M|G]      bytes to transfer (64M)\n"
-"  --seconds S           transfer for S seconds instead of --bytes\n"
-"  --buf-size N[K]       sender's write size (64K)\n"
-"  --rcvbuf N[K|M]       guest receive buffer (buf_alloc) per connection (256K)\n"
-"  --rcvlowat N[K]       guest reads only when N bytes are queued (1)\n"
-"  --type stream|seqpacket  SOCK_STREAM (default) or SOCK_SEQPACKET: --buf-size\n"
-"                        messages, each checked whole, in order, exact length\n"
-"  --latency             ping-pong of --buf-size messages, percentiles\n"
-"  --iters N             latency round trips (10000)\n"
-"  --queue-size N        ring size (256)\n"
-"  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
-"  --cid N               with --socket-path: the guest CID to expect\n"
-"  --placement on|off    probe the c2c latency of CPUs 0 and 1 before and after\n"
-"                        (the vCPUs' placement, for virtq-perf ab) (off)\n"
-"  --dirty-log           live-migration logging on first, as QEMU does; at the\n"
-"                        end every page the backend wrote must be marked\n"
-"  --drop-kicks N        fault injection: send no kick for every Nth the\n"
-"                        ring asks for (a driver whose barrier failed)\n"
-"  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
-"  --quiet\n");
-}
-
-enum {
-	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
-	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_TYPE, V_DLOG, V_PLACE, V_JSON, V_QUIET, V_HELP, V_DROPK,
-};
-
-static const struct option vs_long[] = {
-	{ "socket-path", required_argument, NULL, V_SOCK },
-	{ "uds-path", required_argument, NULL, V_UDS },
-	{ "backend", required_argument, NULL, V_BACKEND },
-	{ "used-batch", required_argument, NULL, V_UB },
-	{ "backend-busy-poll", required_argument, NULL, V_BBP },
-	{ "backend-arg", required_argument, NULL, V_BARG },
-	{ "direction", required_argument, NULL, V_DIR },
-	{ "bytes", required_argument, NULL, V_BYTES },
-	{ "seconds", required_argument, NULL, V_SECS },
-	{ "buf-size", required_argument, NULL, V_BUF },
-	{ "rcvbuf", required_argument, NULL, V_RCVBUF },
-	{ "rcvlowat", required_argument, NULL, V_LOWAT },
-	{ "latency", no_argument, NULL, V_LAT },
-	{ "iters", required_argument, NULL, V_ITERS },
-	{ "queue-size", required_argument, NULL, V_QSIZE },
-	{ "packed", required_argument, NULL, V_PACKED },
-	{ "event-idx", required_argument, NULL, V_EVIDX },
-	{ "cid", required_argument, NULL, V_CID },
-	{ "type", required_argument, NULL, V_TYPE },
-	{ "dirty-log", no_argument, NULL, V_DLOG },
-	{ "placement", required_argument, NULL, V_PLACE },
-	{ "json", no_argument, NULL, V_JSON },
-	{ "quiet", no_argument, NULL, V_QUIET },
-	{ "drop-kicks", required_argument, NULL, V_DROPK },
-	{ "help", no_argument, NULL, V_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* 64K, 1M, 1G (powers of two) or a plain number. */
-static bool parse_size(const char *s, uint64_t *v)
-{
-	char buf[32];
-	size_t n = strlen(s);
-	uint64_t mul = 1;
-
-	if (!n || n >= sizeof(buf))
-		return false;
-	memcpy(buf, s, n + 1);
-	switch (buf[n - 1]) {
-	case 'k': case 'K': mul = 1ull << 10; buf[n - 1] = 0; break;
-	case 'm': case 'M': mul = 1ull << 20; buf[n - 1] = 0; break;
-	case 'g': case 'G': mul = 1ull << 30; buf[n - 1] = 0; break;
-	}
-	if (!perf_parse_u64(buf, v) || *v > UINT64_MAX / mul)
-		return false;
-	*v *= mul;
-	return true;
-}
-
-static int vs_parse(int argc, char **argv, struct vs_opts *o)
-{
-	uint64_t v;
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->used_batch = -1;
-	o->backend_busy_poll = -1;
-	o->rx = true;
-	o->bytes = 64ull << 20;
-	o->buf_size = 65536;
-	o->rcvbuf = 256 * 1024;
-	o->rcvlowat = 1;
-	o->queue_size = 256;
-	o->event_idx = true;
-	o->iters = 10000;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", vs_long, NULL)) != -1) {
-		bool *flag = NULL;
-
-		switch (c) {
-		case V_SOCK: o->socket_path = optarg; break;
-		case V_UDS: o->uds = optarg; break;
-		case V_BACKEND: o->backend = optarg; break;
-		case V_UB:
-			if (!perf_parse_u64(optarg, &v) || v > 65536)
-				goto bad;
-			o->used_batch = (int)v;
-			break;
-		case V_BBP:
-			if (!perf_parse_u64(optarg, &v) || v > 10000000)
-				goto bad;
-			o->backend_busy_poll = (int64_t)v;
-			break;
-		case V_BARG:
-			if (o->nbargs >= MAX_BARGS)
-				goto bad;
-			o->bargs[o->nbargs++] = optarg;
-			break;
-		case V_DIR:
-			if (!perf_parse_either(optarg, "tx", "rx", &o->rx))
-				goto bad;
-			break;
-		case V_BYTES:
-			if (!parse_size(optarg, &o->bytes) || !o->bytes)
-				goto bad;
-			break;
-		case V_SECS:
-			if (!perf_parse_double(optarg, &o->seconds) || o->seconds < 0)
-				goto bad;
-			break;
-		case V_BUF:
-			if (!parse_size(optarg, &v) || !v || v > (16u << 20))
-				goto bad;
-			o->buf_size = (uint32_t)v;
-			break;
-		case V_RCVBUF:
-			if (!parse_size(optarg, &v) || v < 4096 || v > (64u << 20))
-				goto bad;
-			o->rcvbuf = (uint32_t)v;
-			break;
-		case V_LOWAT:
-			if (!parse_size(optarg, &v) || !v || v > (64u << 20))
-				goto bad;
-			o->rcvlowat = (uint32_t)v;
-			break;
-		case V_LAT: o->latency = true; break;
-		case V_DLOG: o->dirty_log = true; break;
-		case V_ITERS:
-			if (!perf_parse_u64(optarg, &o->iters) || !o->iters ||
-			    o->iters > 100000000)
-				goto bad;
-			break;
-		case V_QSIZE:
-			if (!perf_parse_u64(optarg, &v) || v < 16 || v > 32768)
-				goto bad;
-			o->queue_size = (unsigned)v;
-			break;
-		case V_PACKED: flag = &o->packed; break;
-		case V_EVIDX: flag = &o->event_idx; break;
-		case V_PLACE: flag = &o->placement; break;
-		case V_TYPE:
-			if (!perf_parse_either(optarg, "stream", "seqpacket", &o->seqpacket))
-				goto bad;
-			break;
-		case V_CID:
-			if (!perf_parse_u64(optarg, &o->cid) || o->cid < 3)
-				goto bad;
-			break;
-		case V_JSON: o->json = true; break;
-		case V_QUIET: o->quiet = true; break;
-		case V_DROPK:
-			if (!perf_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX)
-				goto bad;
-			o->drop_kicks = (unsigned)v;
-			break;
-		case V_HELP:
-		case 'h':
-			vs_usage(stdout);
-			exit(0);
-		default:
-			vs_usage(stderr);
-			return -1;
-		}
-		if (flag && !perf_parse_onoff(optarg, flag))
-			goto bad;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-perf vsock: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (!o->backend == !(o->socket_path && o->uds)) {
-		fprintf(stderr, "virtq-perf vsock: give --backend, or --socket-path and --uds-path\n");
-		return -1;
-	}
-	if (o->rcvlowat > o->rcvbuf) {
-		fprintf(stderr, "virtq-perf vsock: --rcvlowat is larger than --rcvbuf\n");
-		return -1;
-	}
-	if (o->latency && o->buf_size > o->rcvbuf) {
-		fprintf(stderr, "virtq-perf vsock: a latency message must fit --rcvbuf\n");
-		return -1;
-	}
-	if (o->seqpacket) {
-		/* Each message carries its number and checksum. */
-		if (o->buf_size < VS_MSG_HDR) {
-			fprintf(stderr, "virtq-perf vsock: a seqpacket message needs at least %u bytes\n",
-				VS_MSG_HDR);
-			return -1;
-		}
-		/* The guest holds a message until it is whole (as Linux). */
-		if (o->buf_size > o->rcvbuf) {
-			fprintf(stderr, "virtq-perf vsock: a seqpacket message must fit --rcvbuf\n");
-			return -1;
-		}
-		if (o->rcvlowat != 1) {
-			fprintf(stderr, "virtq-perf vsock: --rcvlowat applies to streams\n");
-			return -1;
-		}
-	}
-	return 0;
-bad:
-	fprintf(stderr, "virtq-perf vsock: bad value '%s'\n", optarg);
-	return -1;
-}
-
 /* ---- the backend we start ---- */
 
 /* It serves once both sockets exist (no probing connection: --once). */
@@ -366,11 +105,17 @@ static bool backend_ready(void *arg)
 	return stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0;
 }
 
+/* "CMD --socket-path TMP/vu.sock --uds-path TMP/h.sock --guest-cid 3
+ * --quiet --once [--used-batch N] [--busy-poll U] --backend-arg..." */
 static int backend_start(struct vs_run *n)
 {
-	const char *args[32 + MAX_BARGS];
-	char ub[16], bp[24];
-	unsigned k = 0, i;
+	const struct vs_opts *o = &n->o;
+	const char *args[16 + VS_MAX_BACKEND_ARGS] = {
+		"--socket-path", n->sock, "--uds-path", n->uds, "--guest-cid", "3",
+		"--quiet", "--once",
+	};
+	char ub[24], bp[24];
+	unsigned k = 8, i;
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf vsock", "vsock");
@@ -378,32 +123,22 @@ static int backend_start(struct vs_run *n)
 		return r;
 	perf_backend_path(&n->be, "vu.sock", n->sock, sizeof(n->sock));
 	perf_backend_path(&n->be, "h.sock", n->uds, sizeof(n->uds));
-	args[k++] = n->o.backend;
-	args[k++] = "--socket-path";
-	args[k++] = n->sock;
-	args[k++] = "--uds-path";
-	args[k++] = n->uds;
-	args[k++] = "--guest-cid";
-	args[k++] = "3";
-	args[k++] = "--quiet";
-	args[k++] = "--once";
-	if (n->o.used_batch >= 0) {
-		snprintf(ub, sizeof(ub), "%d", n->o.used_batch);
+	if (o->used_batch >= 0) {
+		snprintf(ub, sizeof(ub), "%" PRId64, o->used_batch);
 		args[k++] = "--used-batch";
 		args[k++] = ub;
 	}
-	if (n->o.backend_busy_poll >= 0) {
-		snprintf(bp, sizeof(bp), "%" PRId64, n->o.backend_busy_poll);
+	if (o->backend_busy_poll >= 0) {
+		snprintf(bp, sizeof(bp), "%" PRId64, o->backend_busy_poll);
 		args[k++] = "--busy-poll";
 		args[k++] = bp;
 	}
-	for (i = 0; i < n->o.nbargs; i++)
-		args[k++] = n->o.bargs[i];
+	for (i = 0; i < o->nbackend_arg; i++)
+		args[k++] = o->backend_arg[i];
 	args[k] = NULL;
 	n->o.socket_path = n->sock;
 	n->o.uds = n->uds;
-	return perf_backend_start(&n->be, n->o.backend, n->o.backend,
-				  (char *const *)args, backend_ready, n);
+	return perf_backend_start(&n->be, o->backend, args, backend_ready, n);
 }
 
 /* ---- the guest ---- */
@@ -1236,8 +971,7 @@ int perf_vsock_main(int argc, char **argv)
 	bool ok;
 	int r, rc = 1;
 
-	if (vs_parse(argc, argv, &n.o) < 0)
-		return 2;
+	vs_parse(argc, argv, &n.o);
 	signal(SIGPIPE, SIG_IGN);
 	vs_pattern_init(0x5eed);
 	n.c2c_before = n.c2c_after = NAN;
