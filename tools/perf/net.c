@@ -484,57 +484,72 @@ err:
 
 /* ---- rr: one frame out, wait for it back ---- */
 
+/* Wait until the frame numbered seq comes back or tdead passes: 1 back,
+ * 0 not (lost, or the run is over), or -errno.  Other frames that arrive
+ * (late answers) are given back. */
+static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
+{
+	for (;;) {
+		uint64_t pkts = n->pkts, bytes = n->bytes;
+		uint32_t got = ~0u, len;
+		unsigned more = 0;
+		void *tok;
+		int r = vq_drv_get(n->rxq, &tok, &len);
+
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			if (vq_rt_now_ns() >= tdead)
+				return 0;
+			if ((r = wait_used(n, n->rxq, n->rx_call, &n->rc)) < 0)
+				return r;
+			continue;
+		}
+		/* rx_consume counts frames; rr counts transactions */
+		r = rx_consume(n, tok, len, &more, &got);
+		n->pkts = pkts;
+		n->bytes = bytes;
+		if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
+			return r;
+		if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
+			return r;
+		if (got == seq)
+			return 1;
+	}
+}
+
+/* A transaction waits for its answer up to 1 s, and never past the end
+ * of the run: against a backend that answers nothing, --seconds still
+ * ends it.  -ENOMSG: not one transaction was answered. */
 static int run_rr(struct net_run *n, uint64_t t0)
 {
-	uint64_t checks = 0, lost = 0;
+	uint64_t end = t0 + (uint64_t)(n->o.seconds * 1e9), lost = 0;
 	uint32_t seq = 0;
+	bool cut = false;
 	int r;
 
 	n->lat_cap = 1 << 20;
 	n->lat = malloc(sizeof(double) * n->lat_cap);
 	if (!n->lat)
 		return -ENOMEM;
-	while (!time_up(n, t0, &checks)) {
-		uint8_t *fr = n->txmem + n->hdr_len;
+	while (!(n->o.count && n->pkts >= n->o.count)) {
 		struct vq_seg s = { n->txgpa, n->hdr_len + n->o.size };
 		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
-		bool back = false;
 		void *tok;
 		uint32_t len;
-		unsigned more = 0;
+		int back;
 
-		frame_fill(fr, n->o.size, seq);
+		if (ts >= end)
+			break;
+		if (tdead > end)
+			tdead = end;
+		frame_fill(n->txmem + n->hdr_len, n->o.size, seq);
 		if ((r = vq_drv_add(n->txq, &s, 1, 0, (void *)1)) < 0)
 			return r;
 		if ((r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
 			return r;
-		while (!back) {
-			uint32_t got = ~0u;
-
-			r = vq_drv_get(n->rxq, &tok, &len);
-			if (r < 0)
-				return r;
-			if (r == 0) {
-				if (vq_rt_now_ns() > tdead) {
-					lost++;
-					break;
-				}
-				if ((r = wait_used(n, n->rxq, n->rx_call, &n->rc)) < 0)
-					return r;
-				continue;
-			}
-			/* rx_consume counts frames; rr counts transactions */
-			uint64_t sp = n->pkts, sb = n->bytes;
-
-			r = rx_consume(n, tok, len, &more, &got);
-			n->pkts = sp;
-			n->bytes = sb;
-			if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
-				return r;
-			if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
-				return r;
-			back = got == seq;
-		}
+		if ((back = rr_await(n, seq, tdead)) < 0)
+			return back;
 		/* The TX buffer comes back once the backend consumed it. */
 		while ((r = vq_drv_get(n->txq, &tok, &len)) == 0) {
 			if (vq_rt_now_ns() > tdead + 1000000000ull)
@@ -547,9 +562,15 @@ static int run_rr(struct net_run *n, uint64_t t0)
 				n->lat[n->nlat++] = (double)(vq_rt_now_ns() - ts) / 1e3;
 			n->pkts++;
 			n->bytes += n->o.size;
+		} else if (tdead < end) {
+			lost++;
+		} else {
+			cut = true;     /* by the end of the run, not lost */
 		}
 		seq++;
 	}
+	if ((lost || cut) && !n->pkts)
+		return -ENOMSG;
 	if (lost)
 		fprintf(stderr, "virtq-perf net: %" PRIu64 " transactions got no answer within 1 s\n", lost);
 	return 0;
@@ -655,7 +676,10 @@ int perf_net_main(int argc, char **argv)
 		r = n.o.dir == D_TX ? run_tx(&n, t0) : n.o.dir == D_RX ? run_rx(&n, t0)
 								 : run_rr(&n, t0);
 		n.elapsed = (double)(vq_rt_now_ns() - t0) / 1e9;
-		if (r < 0)
+		if (r == -ENOMSG)
+			fprintf(stderr, "virtq-perf net: rr: nothing answered in %g s: "
+				"is the backend in loopback mode?\n", n.o.seconds);
+		else if (r < 0)
 			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
 				strerror(-r));
 	}
