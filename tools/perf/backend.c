@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -20,7 +21,15 @@
  * "h.sock.seqpacket" with vq_unix_listen's ".<pid>" while it binds. */
 #define LONGEST_NAME 24
 
-/* SIGTERM, then up to 5 s for it to go, then SIGKILL; reaped either way. */
+/* ---- what a fatal signal cleans up ----
+ * The backends with a directory, for the handler; slots are set and
+ * cleared with atomics, and the handler reads only pids and paths. */
+#define MAX_BACKENDS 4
+static struct perf_backend *live[MAX_BACKENDS];
+static pid_t owner;     /* the process that installed the handler */
+
+/* SIGTERM, then up to 5 s for it to go, then SIGKILL; reaped either way.
+ * Async-signal-safe: the handler and perf_backend_stop share it. */
 static void reap(pid_t pid)
 {
 	struct timespec tick = { 0, 10 * 1000 * 1000 };
@@ -30,6 +39,7 @@ static void reap(pid_t pid)
 	for (i = 0; i < 500; i++) {
 		pid_t r = waitpid(pid, NULL, WNOHANG);
 
+		/* gone, or reaped by the other of main and handler */
 		if (r == pid || (r < 0 && errno != EINTR))
 			return;
 		nanosleep(&tick, NULL);
@@ -39,7 +49,8 @@ static void reap(pid_t pid)
 		;
 }
 
-/* Remove dir and the files in it (only sockets live there). */
+/* Remove dir and the files in it (only sockets live there), with
+ * async-signal-safe calls only: no opendir, which allocates. */
 static void remove_dir(const char *dir)
 {
 	char buf[4096] __attribute__((aligned(8)));
@@ -58,6 +69,58 @@ static void remove_dir(const char *dir)
 	if (fd >= 0)
 		close(fd);
 	rmdir(dir);
+}
+
+static void on_fatal_signal(int sig)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	unsigned i;
+
+	/* A child between fork and exec runs this too: not its to clean. */
+	if (getpid() == owner) {
+		for (i = 0; i < MAX_BACKENDS; i++) {
+			struct perf_backend *b = __atomic_load_n(&live[i], __ATOMIC_ACQUIRE);
+			pid_t pid = b ? __atomic_load_n(&b->pid, __ATOMIC_ACQUIRE) : 0;
+
+			if (pid > 0)
+				reap(pid);
+			if (b && b->dir[0])
+				remove_dir(b->dir);
+		}
+	}
+	/* Blocked while we run: delivered, with its default action, when
+	 * we return, so the exit status names the signal. */
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
+}
+
+static void install_handler(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = on_fatal_signal };
+	unsigned i;
+
+	if (owner == getpid())
+		return;
+	owner = getpid();
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static void track(struct perf_backend *b, bool on)
+{
+	unsigned i;
+
+	for (i = 0; i < MAX_BACKENDS; i++) {
+		struct perf_backend *want = on ? NULL : b, *set = on ? b : NULL;
+
+		if (__atomic_compare_exchange_n(&live[i], &want, set, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return;
+	}
 }
 
 /* ---- the backend ---- */
@@ -80,6 +143,7 @@ int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag)
 			who, base);
 		return -ENAMETOOLONG;
 	}
+	install_handler();
 	if (!mkdtemp(b->dir)) {
 		int e = errno;
 
@@ -87,6 +151,7 @@ int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag)
 		b->dir[0] = '\0';
 		return -e;
 	}
+	track(b, true);
 	return 0;
 }
 
@@ -98,7 +163,7 @@ void perf_backend_path(const struct perf_backend *b, const char *name,
 
 pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_fd)
 {
-	pid_t pid;
+	pid_t parent = getpid(), pid;
 
 	/* Nothing buffered may be written twice. */
 	fflush(stdout);
@@ -107,6 +172,10 @@ pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		/* Die with us, even by SIGKILL; if we are already gone (the
+		 * race before prctl), do not start at all. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(127);
 		dup2(out_fd, 1);
 		execv(path, argv);
 		fprintf(stderr, "%s: exec %s: %s\n", who, path, strerror(errno));
@@ -153,12 +222,12 @@ static int spawn_and_wait(struct perf_backend *b, char *line,
 
 	if (pid < 0)
 		return (int)pid;
-	b->pid = pid;
+	__atomic_store_n(&b->pid, pid, __ATOMIC_RELEASE);
 	for (int i = 0; i < 500; i++) {
 		if (ready(arg))
 			return 0;
 		if (waitpid(pid, NULL, WNOHANG) == pid) {
-			b->pid = 0;
+			__atomic_store_n(&b->pid, 0, __ATOMIC_RELEASE);
 			return -ECHILD;
 		}
 		usleep(10000);
@@ -186,12 +255,14 @@ void perf_backend_stop(struct perf_backend *b)
 	pid_t pid = b->pid;
 
 	if (pid > 0) {
-		b->pid = 0;
+		/* the handler leaves a pid it no longer sees alone */
+		__atomic_store_n(&b->pid, 0, __ATOMIC_RELEASE);
 		reap(pid);
 	}
 	if (!b->dir[0])
 		return;
 	remove_dir(b->dir);
+	track(b, false);
 	b->dir[0] = '\0';
 }
 

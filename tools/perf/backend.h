@@ -3,6 +3,11 @@
  * virtq-perf: a backend daemon the workload starts (--backend) and stops,
  * with its sockets in a private directory, and the latency percentiles
  * the net and vsock workloads report.
+ *
+ * Neither outlives virtq-perf: the daemon gets PR_SET_PDEATHSIG, and on
+ * SIGINT, SIGTERM or SIGHUP a handler stops it and removes the directory
+ * (async-signal-safe calls only), then re-raises the signal so that the
+ * exit status says how virtq-perf ended.
  */
 #ifndef VIRTQ_PERF_BACKEND_H
 #define VIRTQ_PERF_BACKEND_H
@@ -15,12 +20,13 @@
 struct perf_backend {
 	const char *who;        /* "virtq-perf net": prefixes messages */
 	char dir[80];           /* private directory for its sockets ("": none) */
-	pid_t pid;              /* 0: not running */
+	pid_t pid;              /* 0: not running (read by the signal handler) */
 };
 
 /*
  * Make the private directory $TMPDIR/virtq-perf-<tag>.XXXXXX (TMPDIR
- * unset: /tmp).  0 or -errno (-ENAMETOOLONG: TMPDIR too long for the
+ * unset: /tmp) and have it removed, with the daemon stopped, if a signal
+ * ends virtq-perf.  0 or -errno (-ENAMETOOLONG: TMPDIR too long for the
  * socket paths inside it), said on stderr.
  */
 int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag);
@@ -45,8 +51,9 @@ int perf_backend_start(struct perf_backend *b, const char *cmd,
 void perf_backend_stop(struct perf_backend *b);
 
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec
- * fds are not inherited); if exec fails the child says so and exits 127.
- * The child's pid, or -errno. */
+ * fds are not inherited) and which gets SIGTERM when this thread ends;
+ * if exec fails the child says so and exits 127.  The child's pid, or
+ * -errno.  Call it from the thread that lives longest (the main one). */
 pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_fd);
 
 /* Does a UNIX stream socket at path accept a connection?  (A probe the
