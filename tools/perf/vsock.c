@@ -961,14 +961,220 @@ static double probe(void)
 	return ns < 0 ? NAN : ns;
 }
 
+/* The host program's side of the connection, then its thread: in tx the
+ * guest connects to HOST_PATH_PORT, so that listens first.  0 or -1
+ * (said). */
+static int host_start(struct vs_run *n, struct host_arg *ha, char *hpath, size_t len)
+{
+	if (!n->o.latency && !n->o.rx) {
+		snprintf(hpath, len, "%s_%u", n->o.uds, PORT);
+		ha->lfd = vq_vsock_uds_listen(hpath, n->o.seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
+								    : VQ_VSOCK_TYPE_STREAM);
+		if (ha->lfd < 0) {
+			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
+				strerror(-ha->lfd));
+			return -1;
+		}
+	} else {
+		vq_vsg_listen(n->g, PORT);
+	}
+	if (pthread_create(&n->host, NULL, host_main, ha)) {
+		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* The guest's side: connect (tx) or accept, then move the data.  0 or
+ * -errno; on an error the host thread is told to stop. */
+static int guest_run(struct vs_run *n, struct wait_conn *wc, uint64_t total)
+{
+	const struct vs_opts *o = &n->o;
+	uint64_t dl;
+	int r;
+
+	if (!o->latency && !o->rx) {
+		wc->c = o->seqpacket ? vq_vsg_connect_type(n->g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
+				     : vq_vsg_connect(n->g, PORT);
+		r = wc->c ? guest_until(n, conn_ready, wc, 10) : -ENOMEM;
+		if (r == 0 && vq_vsg_state(wc->c) != VSG_ESTABLISHED)
+			r = -ECONNREFUSED;
+		n->t_first = vq_rt_now_ns();
+	} else {
+		r = guest_until(n, conn_ready, wc, 10);
+	}
+	/* tx: the clock runs from the connection */
+	dl = o->seconds > 0 ? vq_rt_now_ns() + (uint64_t)(o->seconds * 1e9) : 0;
+	if (r == 0) {
+		if (o->seqpacket)
+			r = guest_messages(n, wc->c, total, !o->rx && !o->latency ? dl : 0);
+		else if (o->latency)
+			r = guest_echo(n, wc->c);
+		else if (o->rx)
+			/* with --seconds the host ends the stream (EOF) at its deadline */
+			r = guest_receive(n, wc->c);
+		else
+			r = guest_send(n, wc->c, total, dl);
+		/* Let the close handshake finish (RST from the device). */
+		if (r == 0 && !o->latency)
+			guest_until(n, conn_done, wc, 5);
+	}
+	if (r < 0) {
+		__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
+		/* A host blocked on the connection learns of the end only
+		 * from the device: reset it. */
+		if (wc->c) {
+			vq_vsg_reset(wc->c);
+			wc->c = NULL;
+		}
+	}
+	return r;
+}
+
+/* Did both ends see the same transfer? */
+static bool vs_verified(struct vs_run *n)
+{
+	bool ok;
+
+	if (n->o.seqpacket) {
+		/* Each message was checked as it arrived; both ends must have
+		 * seen the same ones. */
+		return n->host_msgs == n->guest_msgs && n->host_bytes == n->guest_bytes &&
+		       n->host_csum == n->guest_csum &&
+		       (!n->o.latency || n->host_msgs == n->o.iters);
+	}
+	if (n->o.latency) {
+		ok = n->host_bytes == n->o.iters * n->o.buf_size &&
+		     n->host_csum == n->host_sent_csum;
+		n->guest_bytes = n->host_bytes;
+		n->guest_csum = n->host_csum;
+		return ok;
+	}
+	return n->host_bytes == n->guest_bytes && n->host_csum == n->guest_csum;
+}
+
+/* The rates: *secs and bytes (or, --latency, round trips) per second. */
+struct vs_rates {
+	double secs, bps, mps;
+	struct perf_lat l;
+};
+
+static void vs_rates(struct vs_run *n, struct vs_rates *v)
+{
+	v->secs = n->t_last > n->t_first ? (double)(n->t_last - n->t_first) / 1e9 : 0;
+	v->bps = v->secs > 0 ? (double)n->guest_bytes / v->secs : 0;
+	v->mps = v->secs > 0 ? (double)n->guest_msgs / v->secs : 0;
+	v->l = (struct perf_lat){ NAN, NAN, NAN, NAN };
+	if (n->o.latency && n->nlat) {
+		double sum = 0;
+
+		for (uint64_t i = 0; i < n->nlat; i++)
+			sum += n->lat[i];
+		perf_lat_pcts(n->lat, n->nlat, &v->l);
+		/* transactions per second as the A/B metric */
+		v->bps = sum > 0 ? (double)n->nlat / (sum / 1e6) : 0;
+		v->secs = sum / 1e6;
+	}
+}
+
+static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
+{
+	const char *dir = n->o.latency ? "latency" : n->o.rx ? "rx" : "tx";
+
+	printf("{\"workload\":\"vsock\",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
+	       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
+	       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
+	       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
+	       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
+	       n->o.seqpacket ? "seqpacket" : "stream", dir, n->guest_bytes, n->o.buf_size,
+	       n->o.rcvbuf, n->o.rcvlowat, v->secs, v->bps,
+	       n->o.latency ? 0 : v->bps * 8 / 1e9, ok ? "true" : "false", n->guest_csum,
+	       n->guest_kicks, n->guest_waits, n->kicks_dropped);
+	if (n->o.seqpacket)
+		printf(",\"messages\":%" PRIu64, n->guest_msgs);
+	if (n->o.seqpacket && !n->o.latency)
+		printf(",\"msgs_per_sec\":%.1f", v->mps);
+	if (n->o.dirty_log)
+		printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
+		       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
+		       n->buf_pages, n->ring_pages, n->unlogged);
+	if (n->o.placement && !isnan(n->c2c_before) && !isnan(n->c2c_after))
+		printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
+		       n->c2c_before, n->c2c_after);
+	if (n->o.placement)
+		printf(",\"placement\":\"%s\"",
+		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)));
+	if (n->o.latency)
+		printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
+		       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
+		       n->nlat, v->l.p50, v->l.p90, v->l.p99, v->l.p999);
+	printf("}\n");
+}
+
+static void vs_text(struct vs_run *n, const struct vs_rates *v, bool ok)
+{
+	const struct perf_lat *l = &v->l;
+	const char *dir = n->o.rx ? "rx" : "tx";
+
+	if (n->o.seqpacket && n->o.latency)
+		printf("vsock latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+		       n->nlat, n->o.buf_size, v->bps, l->p50, l->p90, l->p99, l->p999,
+		       ok ? "verified" : "MESSAGE COUNT MISMATCH");
+	else if (n->o.seqpacket)
+		printf("vsock %s seqpacket: %" PRIu64 " messages of %u B = %" PRIu64 " bytes in %.3f s = "
+		       "%.0f msg/s, %.3f Gbit/s (rcvbuf %u); check sum %016" PRIx64 " %s\n",
+		       dir, n->guest_msgs, n->o.buf_size, n->guest_bytes, v->secs, v->mps,
+		       v->bps * 8 / 1e9, n->o.rcvbuf, n->guest_csum, ok ? "verified" : "MISMATCH");
+	else if (n->o.latency)
+		printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+		       n->nlat, n->o.buf_size, v->bps, l->p50, l->p90, l->p99, l->p999,
+		       ok ? "verified" : "ECHO MISMATCH (bytes or content)");
+	else
+		printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
+		       "checksum %016" PRIx64 " %s\n",
+		       dir, n->guest_bytes, v->secs, v->bps * 8 / 1e9, n->o.buf_size, n->o.rcvbuf,
+		       n->o.rcvlowat, n->guest_csum, ok ? "verified" : "MISMATCH");
+	if (n->o.placement)
+		printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
+		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)),
+		       n->c2c_before, n->c2c_after, PERF_NEAR_NS);
+	if (n->o.dirty_log)
+		printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
+		       " ring pages; %" PRIu64 " of them not marked\n",
+		       n->buf_pages, n->ring_pages, n->unlogged);
+}
+
+/* The result, and why a check failed (stderr).  The exit status. */
+static int vs_report(struct vs_run *n)
+{
+	bool ok = vs_verified(n);
+	struct vs_rates v;
+
+	vs_rates(n, &v);
+	if (n->o.json)
+		vs_json(n, &v, ok);
+	else
+		vs_text(n, &v, ok);
+	if (n->unlogged)
+		fprintf(stderr, "virtq-perf vsock: --dirty-log: %" PRIu64
+			" pages the backend wrote are not marked in the log\n", n->unlogged);
+	if (!ok && n->o.seqpacket)
+		fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+			" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
+			n->guest_msgs, n->guest_csum, n->host_msgs, n->host_csum);
+	else if (!ok)
+		fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+			" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
+			n->guest_bytes, n->guest_csum, n->host_bytes, n->host_csum);
+	return ok && !n->unlogged ? 0 : 1;
+}
+
 int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n;
 	struct host_arg ha = { .n = &n, .lfd = -1 };
 	struct wait_conn wc = { .n = &n, .port = PORT };
-	uint64_t total;
-	char hpath[160];
-	bool ok;
+	char hpath[160] = "";
 	int r, rc = 1;
 
 	vs_parse(argc, argv, &n.o);
@@ -983,79 +1189,13 @@ int perf_vsock_main(int argc, char **argv)
 	}
 	if (guest_setup(&n) < 0)
 		goto out;
-	total = n.o.bytes;
-	if (n.o.seconds > 0)
-		total = UINT64_MAX;
-	ha.total = total;
-	if (n.o.latency) {
-		n.lat = calloc(n.o.iters, sizeof(double));
-		if (!n.lat)
-			goto out;
-	}
-	if (!n.o.latency && !n.o.rx) {
-		/* The guest connects to the host: listen at HOST_PATH_PORT. */
-		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
-		ha.lfd = vq_vsock_uds_listen(hpath, n.o.seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
-								 : VQ_VSOCK_TYPE_STREAM);
-		if (ha.lfd < 0) {
-			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
-				strerror(-ha.lfd));
-			goto out;
-		}
-	} else {
-		vq_vsg_listen(n.g, PORT);
-	}
-	if (pthread_create(&n.host, NULL, host_main, &ha)) {
-		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+	/* --seconds: until the deadline */
+	ha.total = n.o.seconds > 0 ? UINT64_MAX : n.o.bytes;
+	if (n.o.latency && !(n.lat = calloc(n.o.iters, sizeof(double))))
 		goto out;
-	}
-	if (!n.o.latency && !n.o.rx) {
-		wc.c = n.o.seqpacket ? vq_vsg_connect_type(n.g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
-				     : vq_vsg_connect(n.g, PORT);
-		if (!wc.c) {
-			r = -ENOMEM;
-		} else {
-			r = guest_until(&n, conn_ready, &wc, 10);
-			if (r == 0 && vq_vsg_state(wc.c) != VSG_ESTABLISHED)
-				r = -ECONNREFUSED;
-		}
-	} else {
-		r = guest_until(&n, conn_ready, &wc, 10);
-	}
-	if (r == 0) {
-		if (n.o.seqpacket) {
-			uint64_t dl = n.o.seconds > 0 && !n.o.rx && !n.o.latency ?
-				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
-
-			if (!n.o.rx && !n.o.latency)
-				n.t_first = vq_rt_now_ns();
-			r = guest_messages(&n, wc.c, total, dl);
-		} else if (n.o.latency) {
-			r = guest_echo(&n, wc.c);
-		} else if (n.o.rx) {
-			/* With --seconds the host ends the stream (EOF) at
-			 * its deadline. */
-			r = guest_receive(&n, wc.c);
-		} else {
-			uint64_t dl = n.o.seconds > 0 ?
-				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
-
-			n.t_first = vq_rt_now_ns();
-			r = guest_send(&n, wc.c, total, dl);
-		}
-		/* Let the close handshake finish (RST from the device). */
-		if (r == 0 && !n.o.latency)
-			guest_until(&n, conn_done, &wc, 5);
-	}
-	if (r < 0) {
-		__atomic_store_n(&n.stop, 1, __ATOMIC_RELEASE);
-		/* A host blocked on the connection learns of the end only
-		 * from the device: reset it. */
-		if (wc.c) {
-			vq_vsg_reset(wc.c);
-			wc.c = NULL;
-		}
-	}
+	if (host_start(&n, &ha, hpath, sizeof(hpath)) < 0)
+		goto out;
+	r = guest_run(&n, &wc, ha.total);
 	pthread_join(n.host, NULL);
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n",
@@ -1071,107 +1211,7 @@ int perf_vsock_main(int argc, char **argv)
 		goto out;
 	if (n.o.placement)
 		n.c2c_after = probe();
-	if (n.o.seqpacket) {
-		/* Each message was checked as it arrived; both ends must have
-		 * seen the same ones. */
-		ok = n.host_msgs == n.guest_msgs && n.host_bytes == n.guest_bytes &&
-		     n.host_csum == n.guest_csum && (!n.o.latency || n.host_msgs == n.o.iters);
-	} else if (n.o.latency) {
-		ok = n.host_bytes == n.o.iters * n.o.buf_size &&
-		     n.host_csum == n.host_sent_csum;
-		n.guest_bytes = n.host_bytes;
-		n.guest_csum = n.host_csum;
-	} else {
-		ok = n.host_bytes == n.guest_bytes && n.host_csum == n.guest_csum;
-	}
-	{
-		double secs = n.t_last > n.t_first ? (double)(n.t_last - n.t_first) / 1e9 : 0;
-		double bps = secs > 0 ? (double)n.guest_bytes / secs : 0;
-		struct perf_lat l = { NAN, NAN, NAN, NAN };
-		const char *dir = n.o.latency ? "latency" : n.o.rx ? "rx" : "tx";
-		const char *type = n.o.seqpacket ? "seqpacket" : "stream";
-		double mps = secs > 0 ? (double)n.guest_msgs / secs : 0;
-
-		if (n.o.latency && n.nlat) {
-			double sum = 0;
-
-			for (uint64_t i = 0; i < n.nlat; i++)
-				sum += n.lat[i];
-			perf_lat_pcts(n.lat, n.nlat, &l);
-			/* transactions per second as the A/B metric */
-			bps = sum > 0 ? (double)n.nlat / (sum / 1e6) : 0;
-			secs = sum / 1e6;
-		}
-		if (n.o.json) {
-			printf("{\"workload\":\"vsock\",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
-			       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
-			       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
-			       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
-			       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
-			       type, dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
-			       secs, bps, n.o.latency ? 0 : bps * 8 / 1e9,
-			       ok ? "true" : "false", n.guest_csum, n.guest_kicks,
-			       n.guest_waits, n.kicks_dropped);
-			if (n.o.seqpacket)
-				printf(",\"messages\":%" PRIu64, n.guest_msgs);
-			if (n.o.seqpacket && !n.o.latency)
-				printf(",\"msgs_per_sec\":%.1f", mps);
-			if (n.o.dirty_log)
-				printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
-				       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
-				       n.buf_pages, n.ring_pages, n.unlogged);
-			if (n.o.placement && !isnan(n.c2c_before) && !isnan(n.c2c_after))
-				printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
-				       n.c2c_before, n.c2c_after);
-			if (n.o.placement)
-				printf(",\"placement\":\"%s\"",
-				       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)));
-			if (n.o.latency)
-				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
-				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
-				       n.nlat, l.p50, l.p90, l.p99, l.p999);
-			printf("}\n");
-		} else if (n.o.seqpacket && n.o.latency) {
-			printf("vsock latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
-			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
-			       ok ? "verified" : "MESSAGE COUNT MISMATCH");
-		} else if (n.o.seqpacket) {
-			printf("vsock %s seqpacket: %" PRIu64 " messages of %u B = %" PRIu64 " bytes in %.3f s = "
-			       "%.0f msg/s, %.3f Gbit/s (rcvbuf %u); check sum %016" PRIx64 " %s\n",
-			       dir, n.guest_msgs, n.o.buf_size, n.guest_bytes, secs, mps, bps * 8 / 1e9,
-			       n.o.rcvbuf, n.guest_csum, ok ? "verified" : "MISMATCH");
-		} else if (n.o.latency) {
-			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
-			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
-			       ok ? "verified" : "ECHO MISMATCH (bytes or content)");
-		} else {
-			printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
-			       "checksum %016" PRIx64 " %s\n",
-			       dir, n.guest_bytes, secs, bps * 8 / 1e9, n.o.buf_size, n.o.rcvbuf,
-			       n.o.rcvlowat, n.guest_csum,
-			       ok ? "verified" : "MISMATCH");
-		}
-		if (n.o.placement && !n.o.json)
-			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
-			       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)),
-			       n.c2c_before, n.c2c_after, PERF_NEAR_NS);
-		if (n.o.dirty_log && !n.o.json)
-			printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
-			       " ring pages; %" PRIu64 " of them not marked\n",
-			       n.buf_pages, n.ring_pages, n.unlogged);
-		if (n.unlogged)
-			fprintf(stderr, "virtq-perf vsock: --dirty-log: %" PRIu64
-				" pages the backend wrote are not marked in the log\n", n.unlogged);
-		if (!ok && n.o.seqpacket)
-			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
-				" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
-				n.guest_msgs, n.guest_csum, n.host_msgs, n.host_csum);
-		else if (!ok)
-			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
-				" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
-				n.guest_bytes, n.guest_csum, n.host_bytes, n.host_csum);
-		rc = ok && !n.unlogged ? 0 : 1;
-	}
+	rc = vs_report(&n);
 out:
 	if (ha.lfd >= 0) {
 		close(ha.lfd);
