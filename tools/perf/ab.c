@@ -360,7 +360,6 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
-	char msg[160];
 	int o;
 
 	perf_opts_begin("ab");
@@ -369,7 +368,10 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		switch (o) {
 		case O_A: c->run.a = optarg; break;
 		case O_B: c->run.b = optarg; break;
-		case O_PAIRS: c->run.pairs = (unsigned)cli_u64("--pairs", optarg, 0, 100000); break;
+		/* one pair has no spread: no interval */
+		case O_PAIRS:
+			c->run.pairs = (unsigned)cli_u64("--pairs", optarg, PERF_AB_MIN_PAIRS, 100000);
+			break;
 		case O_SEC:
 			c->run.seconds = cli_double("--seconds", optarg, 1e-3, 3600);
 			c->seconds_given = true;
@@ -386,8 +388,6 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		default: perf_opts_other(o, argv, ab_usage);
 		}
 	}
-	if (perf_ab_pairs_check(c->run.pairs, msg, sizeof(msg)) < 0)
-		cli_usage_error("--pairs: %s", msg);
 	if (optind >= argc)
 		cli_usage_error("a workload is needed after the options: ring, net "
 				"or vsock (see --help)");
