@@ -345,6 +345,32 @@ struct ab_cfg {
 
 enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET };
 
+static void ab_option(void *opts, int c, const char *name, const char *v)
+{
+	struct ab_cfg *cfg = opts;
+
+	switch (c) {
+	case O_A: cfg->run.a = v; break;
+	case O_B: cfg->run.b = v; break;
+	/* one pair has no spread: no interval */
+	case O_PAIRS:
+		cfg->run.pairs = (unsigned)cli_u64(name, v, PERF_AB_MIN_PAIRS, 100000);
+		break;
+	case O_SEC:
+		cfg->run.seconds = cli_double(name, v, 1e-3, 3600);
+		cfg->seconds_given = true;
+		break;
+	case O_SAME: cfg->run.same_placement = true; break;
+	case O_JSON: cfg->json = true; break;
+	case O_PLOT:
+		if (!perf_ab_plot_term(v))
+			cli_usage_error("%s: '%s' does not end in .png, .svg or .txt", name, v);
+		cfg->plot = v;
+		break;
+	case O_QUIET: cfg->quiet = true; break;
+	}
+}
+
 static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 {
 	static const struct option lo[] = {
@@ -360,34 +386,9 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
-	int o;
 
-	perf_opts_begin("ab");
 	/* "+": the workload's options are its own, not ours */
-	while ((o = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
-		switch (o) {
-		case O_A: c->run.a = optarg; break;
-		case O_B: c->run.b = optarg; break;
-		/* one pair has no spread: no interval */
-		case O_PAIRS:
-			c->run.pairs = (unsigned)cli_u64("--pairs", optarg, PERF_AB_MIN_PAIRS, 100000);
-			break;
-		case O_SEC:
-			c->run.seconds = cli_double("--seconds", optarg, 1e-3, 3600);
-			c->seconds_given = true;
-			break;
-		case O_SAME: c->run.same_placement = true; break;
-		case O_JSON: c->json = true; break;
-		case O_PLOT:
-			if (perf_ab_plot_term(optarg) == NULL)
-				cli_usage_error("--plot: '%s' does not end in .png, .svg or .txt",
-						optarg);
-			c->plot = optarg;
-			break;
-		case O_QUIET: c->quiet = true; break;
-		default: perf_opts_other(o, argv, ab_usage);
-		}
-	}
+	perf_opts_parse(argc, argv, "ab", "+:", lo, O_QUIET + 1, ab_usage, ab_option, c);
 	if (optind >= argc)
 		cli_usage_error("a workload is needed after the options: ring, net "
 				"or vsock (see --help)");

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "cli.h"
 
 /* The longest name a workload or its daemon makes in the directory:
  * "h.sock.seqpacket" with vq_unix_listen's ".<pid>" while it binds. */
@@ -121,6 +122,64 @@ static void track(struct perf_backend *b, bool on)
 						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return;
 	}
+}
+
+/* ---- what the workload's options give it ---- */
+
+void perf_backend_opts_init(struct perf_backend_opts *bo)
+{
+	memset(bo, 0, sizeof(*bo));
+	bo->used_batch = bo->busy_poll = -1;
+}
+
+bool perf_backend_opt(struct perf_backend_opts *bo, const char *name, const char *val)
+{
+	static const char *const names[] = {
+		"--backend-arg", "--used-batch", "--backend-busy-poll",
+	};
+	unsigned i;
+
+	for (i = 0; i < 3 && strcmp(name, names[i]); i++)
+		;
+	switch (i) {
+	case 0:
+		if (bo->narg == PERF_BACKEND_MAX_ARGS)
+			cli_usage_error("%s: at most %u words", name, PERF_BACKEND_MAX_ARGS);
+		bo->arg[bo->narg++] = val;
+		break;
+	case 1: bo->used_batch = (int64_t)cli_u64(name, val, 0, 65536); break;
+	case 2: bo->busy_poll = (int64_t)cli_u64(name, val, 0, 10000000); break;
+	default: return false;
+	}
+	if (!bo->given)
+		bo->given = names[i];
+	return true;
+}
+
+void perf_backend_opts_check(const struct perf_backend_opts *bo, bool started)
+{
+	if (bo->given && !started)
+		cli_usage_error("%s: only for a backend started with --backend", bo->given);
+}
+
+unsigned perf_backend_opts_words(struct perf_backend_opts *bo, const char **args,
+				 unsigned k)
+{
+	unsigned i;
+
+	if (bo->used_batch >= 0) {
+		snprintf(bo->num[0], sizeof(bo->num[0]), "%lld", (long long)bo->used_batch);
+		args[k++] = "--used-batch";
+		args[k++] = bo->num[0];
+	}
+	if (bo->busy_poll >= 0) {
+		snprintf(bo->num[1], sizeof(bo->num[1]), "%lld", (long long)bo->busy_poll);
+		args[k++] = "--busy-poll";
+		args[k++] = bo->num[1];
+	}
+	for (i = 0; i < bo->narg; i++)
+		args[k++] = bo->arg[i];
+	return k;
 }
 
 /* ---- the backend ---- */

@@ -23,6 +23,34 @@ struct perf_backend {
 	pid_t pid;              /* 0: not running (read by the signal handler) */
 };
 
+/* What a workload's --backend-arg, --used-batch and --backend-busy-poll
+ * give the backend it starts (the same in net and vsock). */
+#define PERF_BACKEND_MAX_ARGS 16
+struct perf_backend_opts {
+	const char *arg[PERF_BACKEND_MAX_ARGS];
+	unsigned narg;
+	int64_t used_batch;             /* -1: the backend's default */
+	int64_t busy_poll;              /* -1: the backend's default */
+	const char *given;              /* the first of them given, or NULL */
+	char num[2][24];                /* the two numbers as words */
+};
+
+void perf_backend_opts_init(struct perf_backend_opts *bo);
+
+/* Take name's value if name is one of the three ("--backend-arg", ...):
+ * true, or false for any other option.  A bad value: one line, exit 2. */
+bool perf_backend_opt(struct perf_backend_opts *bo, const char *name, const char *val);
+
+/* They are for a backend virtq-perf starts: without one (started false)
+ * one line, exit 2. */
+void perf_backend_opts_check(const struct perf_backend_opts *bo, bool started);
+
+/* Append them to args[k...] as the backend's words ("--used-batch", "N",
+ * "--busy-poll", "U", then each --backend-arg); the new k.  args has room
+ * for 4 + PERF_BACKEND_MAX_ARGS more. */
+unsigned perf_backend_opts_words(struct perf_backend_opts *bo, const char **args,
+				 unsigned k);
+
 /*
  * Make the private directory $TMPDIR/virtq-perf-<tag>.XXXXXX (TMPDIR
  * unset: /tmp) and have it removed, with the daemon stopped, if a signal

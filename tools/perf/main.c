@@ -7,33 +7,43 @@
  *   ab     paired A/B runs of a workload, with geometric means and intervals
  *   c2c    the core-to-core placement probe on its own
  */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "perf.h"
 
-/* The workload's name, kept for messages ("virtq-perf ring"). */
-static char prog[32];
-
-void perf_opts_begin(const char *workload)
+uint64_t perf_opts_parse(int argc, char **argv, const char *workload,
+			 const char *optstring, const struct option *lo, int nopts,
+			 void (*usage)(FILE *), perf_opt_fn *option, void *opts)
 {
+	/* The workload's name, kept for messages ("virtq-perf ring"). */
+	static char prog[32];
+	uint64_t given = 0;
+	int c, i;
+
 	snprintf(prog, sizeof(prog), "virtq-perf %s", workload);
 	cli_set_prog(prog);
 	optind = 1;
-}
+	while ((c = getopt_long(argc, argv, optstring, lo, NULL)) != -1) {
+		char name[40];
 
-void perf_opts_other(int c, char **argv, void (*usage)(FILE *))
-{
-	if (c == 'h') {
-		usage(stdout);
-		exit(0);
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == 'V') {
+			cli_print_version();
+			exit(0);
+		}
+		if (c < 0 || c >= nopts)
+			cli_getopt_error(c, argv);
+		for (i = 0; lo[i].name && lo[i].val != c; i++)
+			;
+		snprintf(name, sizeof(name), "--%s", lo[i].name ? lo[i].name : "?");
+		given |= 1ull << c;
+		option(opts, c, name, optarg);
 	}
-	if (c == 'V') {
-		cli_print_version();
-		exit(0);
-	}
-	cli_getopt_error(c, argv);
+	return given;
 }
 
 void perf_opts_end(int argc, char **argv)

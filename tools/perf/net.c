@@ -85,35 +85,22 @@ static bool backend_ready(void *arg)
 	return true;
 }
 
-/* "CMD --backend-arg... [--used-batch N] [--busy-poll U] --socket-path TMP" */
+/* "CMD [--used-batch N] [--busy-poll U] [ARG...] --socket-path TMP" */
 static int backend_start(struct net_run *n)
 {
-	const struct net_opts *o = &n->o;
-	const char *args[NET_MAX_BACKEND_ARGS + 7];
-	char ub[24], bp[24];
-	unsigned k = 0, i;
+	const char *args[PERF_BACKEND_MAX_ARGS + 7];
+	unsigned k;
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf net", "net");
 	if (r < 0)
 		return r;
 	perf_backend_path(&n->be, "net.sock", n->sock, sizeof(n->sock));
-	for (i = 0; i < o->nbackend_arg; i++)
-		args[k++] = o->backend_arg[i];
-	if (o->used_batch >= 0) {
-		snprintf(ub, sizeof(ub), "%" PRId64, o->used_batch);
-		args[k++] = "--used-batch";
-		args[k++] = ub;
-	}
-	if (o->backend_busy_poll >= 0) {
-		snprintf(bp, sizeof(bp), "%" PRId64, o->backend_busy_poll);
-		args[k++] = "--busy-poll";
-		args[k++] = bp;
-	}
+	k = perf_backend_opts_words(&n->o.bo, args, 0);
 	args[k++] = "--socket-path";
 	args[k++] = n->sock;
 	args[k] = NULL;
-	return perf_backend_start(&n->be, o->backend, args, backend_ready, n);
+	return perf_backend_start(&n->be, n->o.backend, args, backend_ready, n);
 }
 
 /* ---- set-up ---- */

@@ -7,20 +7,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 /* Each receive buffer's bytes. */
 #define NET_RXBUF 2048u
-/* Words --backend-arg may append. */
-#define NET_MAX_BACKEND_ARGS 16
 
 enum net_dir { D_TX, D_RX, D_RR };
 
 struct net_opts {
 	const char *socket_path;
-	const char *backend;                    /* a shell command */
-	const char *backend_arg[NET_MAX_BACKEND_ARGS];
-	unsigned nbackend_arg;
-	int64_t used_batch;                     /* the backend's; -1: its default */
-	int64_t backend_busy_poll;              /* the backend's; -1: its default */
+	const char *backend;            /* a shell command */
+	struct perf_backend_opts bo;    /* what it is given */
 	enum net_dir dir;
 	unsigned size;
 	bool packed, in_order, event_idx, mrg, indirect;

@@ -103,7 +103,7 @@ static const struct option net_long[] = {
 static void net_defaults(struct net_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->used_batch = o->backend_busy_poll = -1;
+	perf_backend_opts_init(&o->bo);
 	o->dir = D_TX;
 	o->size = 64;
 	o->event_idx = o->mrg = true;
@@ -115,20 +115,15 @@ static void net_defaults(struct net_opts *o)
 }
 
 /* One option's value into o. */
-static void net_option(struct net_opts *o, int c, const char *name, const char *v)
+static void net_option(void *opts, int c, const char *name, const char *v)
 {
 	static const char *const dirs[] = { "tx", "rx", "rr", NULL };
+	struct net_opts *o = opts;
 
 	switch (c) {
 	case N_SOCK: o->socket_path = v; break;
 	case N_BACKEND: o->backend = v; break;
-	case N_BARG:
-		if (o->nbackend_arg == NET_MAX_BACKEND_ARGS)
-			cli_usage_error("%s: at most %u words", name, NET_MAX_BACKEND_ARGS);
-		o->backend_arg[o->nbackend_arg++] = v;
-		break;
-	case N_UB: o->used_batch = (int64_t)cli_u64(name, v, 0, 65536); break;
-	case N_BBP: o->backend_busy_poll = (int64_t)cli_u64(name, v, 0, 10000000); break;
+	case N_BARG: case N_UB: case N_BBP: perf_backend_opt(&o->bo, name, v); break;
 	case N_DIR: o->dir = (enum net_dir)cli_choice(name, v, dirs); break;
 	case N_SIZE: o->size = (unsigned)cli_size(name, v, VQ_NET_MIN_FRAME, NET_RXBUF - 12); break;
 	case N_PACKED: o->packed = cli_onoff(name, v); break;
@@ -164,9 +159,7 @@ static void net_check(struct net_opts *o, uint64_t given)
 {
 	if (!o->socket_path == !o->backend)
 		cli_usage_error("give one of --socket-path and --backend");
-	if (!o->backend && (GIVEN(N_BARG) || GIVEN(N_UB) || GIVEN(N_BBP)))
-		cli_usage_error("--%s: only for a backend started with --backend",
-				net_long[GIVEN(N_BARG) ? N_BARG : GIVEN(N_UB) ? N_UB : N_BBP].name);
+	perf_backend_opts_check(&o->bo, o->backend);
 	if (o->verify && o->dir == D_TX && !o->iommu_page)
 		cli_usage_error("--verify: tx receives nothing to check (rx, rr; "
 				"with --iommu, tx checks that no entry was missed)");
@@ -192,20 +185,11 @@ static void net_check(struct net_opts *o, uint64_t given)
 
 void net_parse(int argc, char **argv, struct net_opts *o)
 {
-	uint64_t given = 0;
-	int c;
+	uint64_t given;
 
 	net_defaults(o);
-	perf_opts_begin("net");
-	while ((c = getopt_long(argc, argv, ":", net_long, NULL)) != -1) {
-		char name[32];
-
-		if (c < 0 || c > N_LAST)
-			perf_opts_other(c, argv, net_usage);
-		given |= 1ull << c;
-		snprintf(name, sizeof(name), "--%s", net_long[c].name);
-		net_option(o, c, name, optarg);
-	}
+	given = perf_opts_parse(argc, argv, "net", ":", net_long, N_LAST + 1, net_usage,
+				net_option, o);
 	perf_opts_end(argc, argv);
 	net_check(o, given);
 }

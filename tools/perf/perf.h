@@ -3,6 +3,7 @@
 #ifndef VIRTQ_PERF_H
 #define VIRTQ_PERF_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,16 +18,24 @@
 #define PERF_OPT_HELP { "help", no_argument, NULL, 'h' }
 #define PERF_OPT_VERSION { "version", no_argument, NULL, 'V' }
 
-/* Start parsing a workload's own argv (argv[0] is its name): messages say
- * "virtq-perf WORKLOAD". */
-void perf_opts_begin(const char *workload);
+/* The callback perf_opts_parse gives each option: c is its val, name is
+ * "--name" (for messages), val its value or NULL. */
+typedef void perf_opt_fn(void *opts, int c, const char *name, const char *val);
 
-/* What the option loop's default case does: --help prints usage on stdout
- * and exits 0, --version prints the version and exits 0, and anything
- * else is getopt's error (one line, exit 2). */
-_Noreturn void perf_opts_other(int c, char **argv, void (*usage)(FILE *));
+/*
+ * Parse a workload's argv (argv[0] is its name) with getopt_long and lo:
+ * messages say "virtq-perf WORKLOAD"; an option whose val is below nopts
+ * goes to option(opts, ...) and sets bit val of the mask returned;
+ * --help prints usage on stdout and exits 0, --version prints the version
+ * and exits 0, anything else is getopt's error (one line, exit 2).
+ * optstring is ":" or, to stop at the first word that is not an option,
+ * "+:".  optind is left at the first word not parsed.
+ */
+uint64_t perf_opts_parse(int argc, char **argv, const char *workload,
+			 const char *optstring, const struct option *lo, int nopts,
+			 void (*usage)(FILE *), perf_opt_fn *option, void *opts);
 
-/* After the loop: a word left over is an error (one line, exit 2). */
+/* After the options: a word left over is an error (one line, exit 2). */
 void perf_opts_end(int argc, char **argv);
 
 /* "A,B": two different CPUs this machine has. */

@@ -158,12 +158,10 @@ int perf_c2c_main(int argc, char **argv)
 	static const struct option lo[] = {
 		PERF_OPT_HELP, PERF_OPT_VERSION, { NULL, 0, NULL, 0 },
 	};
-	int cpu[2] = { 0, 1 }, c;
+	int cpu[2] = { 0, 1 };
 	double ns;
 
-	perf_opts_begin("c2c");
-	while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1)
-		perf_opts_other(c, argv, c2c_usage);
+	perf_opts_parse(argc, argv, "c2c", ":", lo, 0, c2c_usage, NULL, NULL);
 	if (optind < argc)
 		perf_cpu_pair("A,B", argv[optind++], cpu);
 	perf_opts_end(argc, argv);

@@ -512,41 +512,37 @@ static void ring_check(struct ring_opts *o, unsigned given)
 				"process", o->cpu[0], o->cpu[1]);
 }
 
+static void ring_option(void *opts, int c, const char *name, const char *v)
+{
+	struct ring_opts *o = opts;
+
+	switch (c) {
+	case O_LAYOUT: o->packed = cli_choice(name, v, layouts); break;
+	case O_INORDER: o->in_order = cli_onoff(name, v); break;
+	case O_EIDX: o->event_idx = cli_onoff(name, v); break;
+	case O_PLACE: o->placement = cli_onoff(name, v); break;
+	case O_UB: o->used_batch = (unsigned)cli_u64(name, v, 0, 65536); break;
+	case O_BURST: o->burst = (unsigned)cli_u64(name, v, 1, MAX_BURST); break;
+	case O_BP: o->busy_poll_us = cli_u64(name, v, 0, 10000000); break;
+	case O_QS: o->queue_size = (unsigned)cli_u64(name, v, 1, 32768); break;
+	case O_SIZE: o->size = (unsigned)cli_size(name, v, 0, 1u << 24); break;
+	case O_DIR: o->rx = cli_choice(name, v, directions); break;
+	case O_SEC: o->seconds = cli_double(name, v, 1e-3, 86400); break;
+	case O_OPS: o->ops = cli_u64(name, v, 1, UINT64_MAX); break;
+	case O_CPU: perf_cpu_pair(name, v, o->cpu); break;
+	case O_JSON: o->json = true; break;
+	}
+}
+
 static void ring_parse(int argc, char **argv, struct ring_opts *o)
 {
-	unsigned given = 0;
-	int c;
+	uint64_t given;
 
 	perf_ring_defaults(o);
-	perf_opts_begin("ring");
-	while ((c = getopt_long(argc, argv, ":", ring_long, NULL)) != -1) {
-		const char *opt = c >= 0 && c <= O_JSON ? ring_long[c].name : NULL;
-		char name[24];
-
-		if (opt) {
-			given |= 1u << c;
-			snprintf(name, sizeof(name), "--%s", opt);
-		}
-		switch (c) {
-		case O_LAYOUT: o->packed = cli_choice(name, optarg, layouts); break;
-		case O_INORDER: o->in_order = cli_onoff(name, optarg); break;
-		case O_EIDX: o->event_idx = cli_onoff(name, optarg); break;
-		case O_PLACE: o->placement = cli_onoff(name, optarg); break;
-		case O_UB: o->used_batch = (unsigned)cli_u64(name, optarg, 0, 65536); break;
-		case O_BURST: o->burst = (unsigned)cli_u64(name, optarg, 1, MAX_BURST); break;
-		case O_BP: o->busy_poll_us = cli_u64(name, optarg, 0, 10000000); break;
-		case O_QS: o->queue_size = (unsigned)cli_u64(name, optarg, 1, 32768); break;
-		case O_SIZE: o->size = (unsigned)cli_size(name, optarg, 0, 1u << 24); break;
-		case O_DIR: o->rx = cli_choice(name, optarg, directions); break;
-		case O_SEC: o->seconds = cli_double(name, optarg, 1e-3, 86400); break;
-		case O_OPS: o->ops = cli_u64(name, optarg, 1, UINT64_MAX); break;
-		case O_CPU: perf_cpu_pair(name, optarg, o->cpu); break;
-		case O_JSON: o->json = true; break;
-		default: perf_opts_other(c, argv, ring_usage);
-		}
-	}
+	given = perf_opts_parse(argc, argv, "ring", ":", ring_long, O_JSON + 1, ring_usage,
+				ring_option, o);
 	perf_opts_end(argc, argv);
-	ring_check(o, given);
+	ring_check(o, (unsigned)given);
 }
 
 int perf_ring_main(int argc, char **argv)

@@ -106,16 +106,13 @@ static bool backend_ready(void *arg)
 }
 
 /* "CMD --socket-path TMP/vu.sock --uds-path TMP/h.sock --guest-cid 3
- * --quiet --once [--used-batch N] [--busy-poll U] --backend-arg..." */
+ * --quiet --once [--used-batch N] [--busy-poll U] [ARG...]" */
 static int backend_start(struct vs_run *n)
 {
-	const struct vs_opts *o = &n->o;
-	const char *args[16 + VS_MAX_BACKEND_ARGS] = {
+	const char *args[13 + PERF_BACKEND_MAX_ARGS] = {
 		"--socket-path", n->sock, "--uds-path", n->uds, "--guest-cid", "3",
 		"--quiet", "--once",
 	};
-	char ub[24], bp[24];
-	unsigned k = 8, i;
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf vsock", "vsock");
@@ -123,22 +120,10 @@ static int backend_start(struct vs_run *n)
 		return r;
 	perf_backend_path(&n->be, "vu.sock", n->sock, sizeof(n->sock));
 	perf_backend_path(&n->be, "h.sock", n->uds, sizeof(n->uds));
-	if (o->used_batch >= 0) {
-		snprintf(ub, sizeof(ub), "%" PRId64, o->used_batch);
-		args[k++] = "--used-batch";
-		args[k++] = ub;
-	}
-	if (o->backend_busy_poll >= 0) {
-		snprintf(bp, sizeof(bp), "%" PRId64, o->backend_busy_poll);
-		args[k++] = "--busy-poll";
-		args[k++] = bp;
-	}
-	for (i = 0; i < o->nbackend_arg; i++)
-		args[k++] = o->backend_arg[i];
-	args[k] = NULL;
+	args[perf_backend_opts_words(&n->o.bo, args, 8)] = NULL;
 	n->o.socket_path = n->sock;
 	n->o.uds = n->uds;
-	return perf_backend_start(&n->be, o->backend, args, backend_ready, n);
+	return perf_backend_start(&n->be, n->o.backend, args, backend_ready, n);
 }
 
 /* ---- the guest ---- */

@@ -83,7 +83,7 @@ static const struct option vs_long[] = {
 static void vs_defaults(struct vs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->used_batch = o->backend_busy_poll = -1;
+	perf_backend_opts_init(&o->bo);
 	o->rx = true;
 	o->bytes = 64ull << 20;
 	o->buf_size = 65536;
@@ -95,22 +95,17 @@ static void vs_defaults(struct vs_opts *o)
 }
 
 /* One option's value into o. */
-static void vs_option(struct vs_opts *o, int c, const char *name, const char *v)
+static void vs_option(void *opts, int c, const char *name, const char *v)
 {
 	static const char *const dirs[] = { "tx", "rx", NULL };
 	static const char *const types[] = { "stream", "seqpacket", NULL };
+	struct vs_opts *o = opts;
 
 	switch (c) {
 	case V_SOCK: o->socket_path = v; break;
 	case V_UDS: o->uds = v; break;
 	case V_BACKEND: o->backend = v; break;
-	case V_BARG:
-		if (o->nbackend_arg == VS_MAX_BACKEND_ARGS)
-			cli_usage_error("%s: at most %u words", name, VS_MAX_BACKEND_ARGS);
-		o->backend_arg[o->nbackend_arg++] = v;
-		break;
-	case V_UB: o->used_batch = (int64_t)cli_u64(name, v, 0, 65536); break;
-	case V_BBP: o->backend_busy_poll = (int64_t)cli_u64(name, v, 0, 10000000); break;
+	case V_BARG: case V_UB: case V_BBP: perf_backend_opt(&o->bo, name, v); break;
 	case V_DIR: o->rx = cli_choice(name, v, dirs); break;
 	case V_BYTES: o->bytes = cli_size(name, v, 1, UINT64_MAX >> 1); break;
 	case V_SECS: o->seconds = cli_double(name, v, 1e-3, 86400); break;
@@ -143,9 +138,7 @@ static void vs_check_backend(const struct vs_opts *o, uint64_t given)
 				"--socket-path and --uds-path");
 	if (!o->backend && !(o->socket_path && o->uds))
 		cli_usage_error("give --backend, or --socket-path and --uds-path");
-	if (!o->backend && (GIVEN(V_BARG) || GIVEN(V_UB) || GIVEN(V_BBP)))
-		cli_usage_error("--%s: only for a backend started with --backend",
-				vs_long[GIVEN(V_BARG) ? V_BARG : GIVEN(V_UB) ? V_UB : V_BBP].name);
+	perf_backend_opts_check(&o->bo, o->backend);
 	if (o->backend && GIVEN(V_CID))
 		cli_usage_error("--cid: a backend we start gets CID 3; --cid checks one "
 				"at --socket-path");
@@ -187,20 +180,11 @@ static void vs_check_transfer(const struct vs_opts *o, uint64_t given)
 
 void vs_parse(int argc, char **argv, struct vs_opts *o)
 {
-	uint64_t given = 0;
-	int c;
+	uint64_t given;
 
 	vs_defaults(o);
-	perf_opts_begin("vsock");
-	while ((c = getopt_long(argc, argv, ":", vs_long, NULL)) != -1) {
-		char name[32];
-
-		if (c < 0 || c > V_LAST)
-			perf_opts_other(c, argv, vs_usage);
-		given |= 1ull << c;
-		snprintf(name, sizeof(name), "--%s", vs_long[c].name);
-		vs_option(o, c, name, optarg);
-	}
+	given = perf_opts_parse(argc, argv, "vsock", ":", vs_long, V_LAST + 1, vs_usage,
+				vs_option, o);
 	perf_opts_end(argc, argv);
 	vs_check_backend(o, given);
 	vs_check_transfer(o, given);

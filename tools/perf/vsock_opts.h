@@ -7,15 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Words --backend-arg may append. */
-#define VS_MAX_BACKEND_ARGS 16
+#include "backend.h"
 
 struct vs_opts {
-	const char *socket_path, *uds, *backend;
-	const char *backend_arg[VS_MAX_BACKEND_ARGS];
-	unsigned nbackend_arg;
-	int64_t used_batch;             /* the backend's; -1: its default */
-	int64_t backend_busy_poll;      /* the backend's; -1: its default */
+	const char *socket_path, *uds;
+	const char *backend;            /* a shell command */
+	struct perf_backend_opts bo;    /* what it is given */
 	bool rx;                        /* host -> guest */
 	bool latency;
 	uint64_t bytes;
