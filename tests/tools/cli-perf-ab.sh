@@ -7,11 +7,13 @@
 #   - --plot FILE that cannot be written stops ab before any run, exit 1,
 #     one line, nothing on stdout (gnuplot once wrote the PNG there);
 #   - --plot writes the chart to FILE and nothing else to stdout: --json
-#     stays one JSON line.
+#     stays one JSON line;
+#   - a run that sets its own length gets no --seconds from ab (vsock
+#     --latency, which refuses one).
 #
-#   cli-perf-ab.sh VIRTQ_PERF
+#   cli-perf-ab.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
-perf=$1
+perf=$1 vvsock=$2
 [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ] || { echo "ring needs 2 CPUs"; exit 77; }
 fail=0
 D=$(mktemp -d /tmp/vq-ab.XXXXXX)
@@ -36,6 +38,16 @@ if [ $rc -eq 0 ] && [ ! -s "$D/err" ] && grep -q '"few_pairs":false' "$D/out"; t
 	echo "ok   6 pairs: no warning"
 else
 	no "6 pairs: exit $rc: $(cat "$D/err" "$D/out")"
+fi
+
+# vsock --latency runs its round trips; ab adds no --seconds it would refuse
+"$perf" ab --quiet --pairs 6 --json -- vsock --backend "$vvsock" --latency --iters 20 \
+	>"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q '"run_bound":"20 round trips"' "$D/out"; then
+	echo "ok   vsock --latency: 20 round trips per run"
+else
+	no "vsock --latency: exit $rc: $(grep -v '^summary' "$D/err")"
 fi
 
 # an unwritable chart: refused before the runs (they would take 20 s)

@@ -397,6 +397,14 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 	c->nwork = (unsigned)(argc - optind);
 }
 
+/* Does a member's command line set its own length?  (vsock --latency
+ * runs --iters round trips, 10000 unless given, and takes no --seconds.) */
+static bool run_sets_length(const struct argl *m)
+{
+	return has_opt(m, "--seconds") || has_opt(m, "--ops") || has_opt(m, "--bytes") ||
+	       has_opt(m, "--iters") || (!strcmp(m->v[1], "vsock") && has_opt(m, "--latency"));
+}
+
 /* Workload wi's two members: the workload's words with each list at its
  * value, then A's or B's options, a run length unless one is set, and
  * --json.  Its label and arguments go into w. */
@@ -445,8 +453,7 @@ static int ab_members(struct ab_cfg *c, const struct argl *work,
 	for (side = 0; side < 2; side++) {
 		for (i = 0; i < ab[side].n; i++)
 			r |= argl_push(&m[side], ab[side].v[i]);
-		if (!has_opt(&m[side], "--seconds") && !has_opt(&m[side], "--ops") &&
-		    !has_opt(&m[side], "--bytes") && !has_opt(&m[side], "--iters")) {
+		if (!run_sets_length(&m[side])) {
 			r |= argl_push(&m[side], "--seconds");
 			r |= argl_push(&m[side], secs);
 			c->seconds_used = true;
