@@ -3,10 +3,11 @@
  * The vhost-user back-end: the socket, one front-end at a time, and the
  * dispatch of its messages to the handlers (backend_ring.c, backend_mem.c,
  * backend_iotlb.c, backend_postcopy.c; backend_internal.h says what they
- * share).  Every message has passed the codec's table checks before a
- * handler sees it; handlers check what needs connection state (order,
- * features, the memory map).  A handler error closes the connection and
- * tears everything down; the backend then serves the next one.
+ * share).  Every message has passed the codec's table checks, and the
+ * protocol feature it needs has been checked here, before a handler sees
+ * it; handlers check what needs connection state (order, features, the
+ * memory map).  A handler error closes the connection and tears
+ * everything down; the backend then serves the next one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <sys/un.h>
 
 #include "backend_internal.h"
+#include "log_internal.h"
 
 int vhu_berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
 {
@@ -31,8 +33,22 @@ int vhu_berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
 	return err;
 }
 
+int vhu_refuse(struct vq_vhu_backend *b, const char *fmt, ...)
+{
+	char msg[sizeof(b->errmsg)];
+	va_list ap;
+
+	if (vq_log_on(VQ_LOG_WARNING)) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		vq_log(VQ_LOG_WARNING, "%s: refused: %s", b->dev.name, msg);
+	}
+	return VHU_REFUSED;
+}
+
 int vhu_reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
-		     struct vq_vhu_msg *rep, const int *fds, unsigned nfds)
+		  struct vq_vhu_msg *rep, const int *fds, unsigned nfds)
 {
 	int r;
 
@@ -41,31 +57,22 @@ int vhu_reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 	r = vhu_send(b->conn_fd, rep, fds, nfds);
 	if (r)
 		return vhu_berr(b, r, "sending the reply to %s failed",
-			    vq_vhu_request_name(req->request));
-	return 0;
+				vq_vhu_request_name(req->request));
+	return VHU_DONE;
 }
 
 int vhu_reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
-		 struct vq_vhu_msg *rep)
+	      struct vq_vhu_msg *rep)
 {
 	return vhu_reply_fds(b, req, rep, NULL, 0);
 }
 
 int vhu_reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
-		     uint64_t v)
+		  uint64_t v)
 {
 	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_U64, .u.u64 = v };
 
 	return vhu_reply(b, req, &rep);
-}
-
-int vhu_need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
-		      unsigned bit, const char *name)
-{
-	if (vhu_has_proto(b, bit))
-		return 0;
-	return vhu_berr(b, -EPROTO, "%s without VHOST_USER_PROTOCOL_F_%s negotiated",
-		    vq_vhu_request_name(m->request), name);
 }
 
 static void conn_reset_state(struct vq_vhu_backend *b)
@@ -84,8 +91,21 @@ static void conn_reset_state(struct vq_vhu_backend *b)
 	b->status = 0;
 }
 
-static void conn_close(struct vq_vhu_backend *b)
+/* r: why, for the log: -errno (vhu_berr said why), -ECONNRESET (the
+ * front-end hung up) or 0 (the back-end is freed). */
+static void conn_close(struct vq_vhu_backend *b, int r)
 {
+	if (r == 0)
+		vq_log(VQ_LOG_INFO, "%s: closing the connection: the back-end is freed",
+		       b->dev.name);
+	else if (r == -ECONNRESET)
+		vq_log(VQ_LOG_INFO, "%s: the front-end closed the connection",
+		       b->dev.name);
+	else
+		vq_log(VQ_LOG_ERR, "%s: connection closed: %s", b->dev.name,
+		       b->errmsg);
+	if (r == 0 || r == -ECONNRESET)
+		b->errmsg[0] = '\0';   /* not closed for an error */
 	conn_reset_state(b);
 	if (b->dev.ops->reset)
 		b->dev.ops->reset(b->dev.opaque);
@@ -107,6 +127,12 @@ static void set_conn(struct vq_vhu_backend *b, int fd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	b->conn_fd = fd;
 	b->errmsg[0] = '\0';
+	vq_log(VQ_LOG_INFO, "%s: a front-end connected", b->dev.name);
+}
+
+static int h_get_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return vhu_reply_u64(b, m, b->offered);
 }
 
 static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
@@ -115,21 +141,21 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 	if (f & ~b->offered)
 		return vhu_berr(b, -EINVAL, "SET_FEATURES: bits 0x%llx were not offered",
-			    (unsigned long long)(f & ~b->offered));
+				(unsigned long long)(f & ~b->offered));
 	if (!(f & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
 		return vhu_berr(b, -EINVAL,
-			    "SET_FEATURES: VIRTIO_F_VERSION_1 is required (no legacy devices)");
+				"SET_FEATURES: VIRTIO_F_VERSION_1 is required (no legacy devices)");
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		if (b->rings[i].vq && vhu_ring_features(f) != vhu_ring_features(b->features))
 			return vhu_berr(b, -EBUSY,
-				    "SET_FEATURES: ring features changed while queue %u runs", i);
+					"SET_FEATURES: ring features changed while queue %u runs", i);
 	if ((f ^ b->features) & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) {
 		int r;
 
 		for (unsigned i = 0; i < b->dev.nqueues; i++)
 			if (b->rings[i].vq)
 				return vhu_berr(b, -EBUSY,
-					    "SET_FEATURES: VIRTIO_F_ACCESS_PLATFORM changed while queue %u runs", i);
+						"SET_FEATURES: VIRTIO_F_ACCESS_PLATFORM changed while queue %u runs", i);
 		if (!(f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)))
 			vq_mem_iotlb_disable(b->mem);
 		else if ((r = vq_mem_iotlb_enable(b->mem, vhu_iotlb_miss, b)))
@@ -148,14 +174,53 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return vhu_start_all(b);
 }
 
+static int h_get_protocol_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return vhu_reply_u64(b, m, b->proto_offered);
+}
+
+static int h_set_protocol_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	if (m->u.u64 & ~b->proto_offered)
+		return vhu_berr(b, -EINVAL,
+				"SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
+				(unsigned long long)(m->u.u64 & ~b->proto_offered));
+	b->protocol = m->u.u64;
+	return VHU_DONE;
+}
+
+/* SET_OWNER (we serve one front-end at a time anyway) and SET_LOG_FD
+ * (optional, spec: we never signal the log, so it goes unused). */
+static int h_nothing_to_do(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return VHU_DONE;
+}
+
+/* Deprecated; the spec allows "disable all rings". */
+static int h_reset_owner(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	for (unsigned i = 0; i < b->dev.nqueues; i++) {
+		b->rings[i].enabled = false;
+		vhu_dev_stop(b, i, false);
+	}
+	return VHU_DONE;
+}
+
+static int h_get_queue_num(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return vhu_reply_u64(b, m, b->dev.nqueues);
+}
+
+static int h_get_max_mem_slots(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return vhu_reply_u64(b, m, VQ_MEM_MAX_REGIONS);
+}
+
 static int h_get_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_CONFIG };
 	uint32_t off = m->u.config.offset, len = m->u.config.size;
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 
-	if (r)
-		return r;
 	if (off > b->dev.config_len || len > b->dev.config_len - off) {
 		/* an empty payload reports the error (spec) */
 		rep.kind = VQ_VHU_P_NONE;
@@ -166,34 +231,26 @@ static int h_get_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return vhu_reply(b, m, &rep);
 }
 
-/* > 0: refused, connection stays (REPLY_ACK reports it). */
 static int h_set_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	uint32_t off = m->u.config.offset, len = m->u.config.size;
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
+	int r;
 
-	if (r)
-		return r;
-	if (off > b->dev.config_len || len > b->dev.config_len - off) {
-		vhu_berr(b, 0, "SET_CONFIG: %u bytes at %u past the config space (%u)",
-		     len, off, b->dev.config_len);
-		return 1;
-	}
-	if (!b->dev.ops->set_config) {
-		vhu_berr(b, 0, "SET_CONFIG: the config space is read-only");
-		return 1;
-	}
+	if (off > b->dev.config_len || len > b->dev.config_len - off)
+		return vhu_refuse(b, "SET_CONFIG: %u bytes at %u past the config space (%u)",
+				  len, off, b->dev.config_len);
+	if (!b->dev.ops->set_config)
+		return vhu_refuse(b, "SET_CONFIG: the config space is read-only");
 	r = b->dev.ops->set_config(b->dev.opaque, off, m->u.config.data, len,
 				   m->u.config.flags);
-	return r ? 1 : 0;
+	if (r)
+		return vhu_refuse(b, "SET_CONFIG: the device refused %u bytes at %u: %s",
+				  len, off, strerror(-r));
+	return VHU_DONE;
 }
 
 static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_RESET_DEVICE, "RESET_DEVICE");
-
-	if (r)
-		return r;
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		vhu_ring_reset(b, i);
 	/* features are gone, ACCESS_PLATFORM with them */
@@ -203,139 +260,120 @@ static int h_reset_device(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	b->status = 0;
 	if (b->dev.ops->reset)
 		b->dev.ops->reset(b->dev.opaque);
-	return 0;
+	return VHU_DONE;
 }
 
 static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_RARP, "RARP");
 	uint8_t mac[6];
+	int r;
 
-	if (r)
-		return r;
 	/* QEMU copies the MAC's bytes into the payload: wire order, which
 	 * the codec read as a little-endian u64 */
 	for (unsigned i = 0; i < 6; i++)
 		mac[i] = (uint8_t)(m->u.u64 >> (8 * i));
 	r = b->dev.ops->send_rarp(b->dev.opaque, mac);
 	if (r)
-		vhu_berr(b, 0, "SEND_RARP: the device could not announce the MAC: %s",
-		     strerror(-r));
-	return r ? 1 : 0;
+		return vhu_refuse(b, "SEND_RARP: the device could not announce the MAC: %s",
+				  strerror(-r));
+	return VHU_DONE;
 }
 
 /* "VHOST_USER_NET_SET_MTU": the MTU the guest is told (5.1.4.1: 68 to
  * 65535); an MTU the device cannot carry fails the REPLY_ACK. */
 static int h_net_set_mtu(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_MTU, "NET_MTU");
-
-	if (r)
-		return r;
-	if (m->u.u64 < 68 || m->u.u64 > 65535) {
-		vhu_berr(b, 0, "NET_SET_MTU: %llu is not an MTU (68-65535)",
-		     (unsigned long long)m->u.u64);
-		return 1;
-	}
-	r = b->dev.ops->set_mtu(b->dev.opaque, (uint16_t)m->u.u64);
-	if (r)
-		vhu_berr(b, 0, "NET_SET_MTU: the device cannot carry an MTU of %llu: %s",
-		     (unsigned long long)m->u.u64, strerror(-r));
-	return r ? 1 : 0;
-}
-
-static int handle(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
-{
 	int r;
 
-	if (m->kind == VQ_VHU_P_POSTCOPY_ACK)
-		return vhu_h_postcopy_ack(b, m);
-	switch (m->request) {
-	case VQ_VHU_GET_FEATURES:
-		return vhu_reply_u64(b, m, b->offered);
-	case VQ_VHU_SET_FEATURES:
-		return h_set_features(b, m);
-	case VQ_VHU_GET_PROTOCOL_FEATURES:
-		return vhu_reply_u64(b, m, b->proto_offered);
-	case VQ_VHU_SET_PROTOCOL_FEATURES:
-		if (m->u.u64 & ~b->proto_offered)
-			return vhu_berr(b, -EINVAL,
-				    "SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
-				    (unsigned long long)(m->u.u64 & ~b->proto_offered));
-		b->protocol = m->u.u64;
-		return 0;
-	case VQ_VHU_SET_OWNER:
-		return 0;
-	case VQ_VHU_RESET_OWNER:
-		/* deprecated; the spec allows "disable all rings" */
-		for (unsigned i = 0; i < b->dev.nqueues; i++) {
-			b->rings[i].enabled = false;
-			vhu_dev_stop(b, i, false);
-		}
-		return 0;
-	case VQ_VHU_GET_QUEUE_NUM:
-		return vhu_reply_u64(b, m, b->dev.nqueues);
-	case VQ_VHU_SET_MEM_TABLE:
-		return vhu_h_set_mem_table(b, m);
-	case VQ_VHU_SET_LOG_BASE:
-		return vhu_h_set_log_base(b, m);
-	case VQ_VHU_SET_LOG_FD:
-		/* optional (spec): we never signal the log, so it goes unused */
-		return 0;
-	case VQ_VHU_GET_MAX_MEM_SLOTS:
-		r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
-			       "CONFIGURE_MEM_SLOTS");
-		return r ? r : vhu_reply_u64(b, m, VQ_MEM_MAX_REGIONS);
-	case VQ_VHU_ADD_MEM_REG:
-		return vhu_h_add_mem_reg(b, m);
-	case VQ_VHU_REM_MEM_REG:
-		return vhu_h_rem_mem_reg(b, m);
-	case VQ_VHU_SET_VRING_NUM:
-		return vhu_h_vring_num(b, m);
-	case VQ_VHU_SET_VRING_ADDR:
-		return vhu_h_vring_addr(b, m);
-	case VQ_VHU_SET_VRING_BASE:
-		return vhu_h_vring_base(b, m);
-	case VQ_VHU_GET_VRING_BASE:
-		return vhu_h_get_vring_base(b, m);
-	case VQ_VHU_SET_VRING_KICK:
-	case VQ_VHU_SET_VRING_CALL:
-	case VQ_VHU_SET_VRING_ERR:
-		return vhu_h_vring_fd(b, m);
-	case VQ_VHU_SET_VRING_ENABLE:
-		return vhu_h_vring_enable(b, m);
-	case VQ_VHU_GET_CONFIG:
-		return h_get_config(b, m);
-	case VQ_VHU_SET_CONFIG:
-		return h_set_config(b, m);
-	case VQ_VHU_RESET_DEVICE:
-		return h_reset_device(b, m);
-	case VQ_VHU_SEND_RARP:
-		return h_send_rarp(b, m);
-	case VQ_VHU_NET_SET_MTU:
-		return h_net_set_mtu(b, m);
-	case VQ_VHU_SET_BACKEND_REQ_FD:
-		return vhu_h_set_backend_req_fd(b, m);
-	case VQ_VHU_IOTLB_MSG:
-		return vhu_h_iotlb_msg(b, m);
-	case VQ_VHU_POSTCOPY_ADVISE:
-		return vhu_h_postcopy_advise(b, m);
-	case VQ_VHU_POSTCOPY_LISTEN:
-		return vhu_h_postcopy_listen(b, m);
-	case VQ_VHU_POSTCOPY_END:
-		return vhu_h_postcopy_end(b, m);
-	case VQ_VHU_SET_STATUS:
-		r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_STATUS, "STATUS");
-		if (!r)
-			b->status = (uint8_t)m->u.u64;
-		return r;
-	case VQ_VHU_GET_STATUS:
-		r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_STATUS, "STATUS");
-		return r ? r : vhu_reply_u64(b, m, b->status);
-	}
-	return vhu_berr(b, -EOPNOTSUPP, "request %u not handled", m->request);
+	if (m->u.u64 < 68 || m->u.u64 > 65535)
+		return vhu_refuse(b, "NET_SET_MTU: %llu is not an MTU (68-65535)",
+				  (unsigned long long)m->u.u64);
+	r = b->dev.ops->set_mtu(b->dev.opaque, (uint16_t)m->u.u64);
+	if (r)
+		return vhu_refuse(b, "NET_SET_MTU: the device cannot carry an MTU of %llu: %s",
+				  (unsigned long long)m->u.u64, strerror(-r));
+	return VHU_DONE;
 }
 
+static int h_set_status(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	b->status = (uint8_t)m->u.u64;
+	return VHU_DONE;
+}
+
+static int h_get_status(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	return vhu_reply_u64(b, m, b->status);
+}
+
+typedef int (*vhu_handler)(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
+
+/* No protocol feature gates the request. */
+#define UNGATED (-1)
+
+/* Each request's handler and the protocol feature it needs (vhost-user.rst
+ * "Front-end message types": "Only legal if ... negotiated"), checked in
+ * dispatch() before the handler runs. */
+static const struct {
+	vhu_handler fn;
+	int8_t needs;
+	const char *needs_name;
+} handlers[VQ_VHU_REQUEST_MAX + 1] = {
+#define H(req, fn) [VQ_VHU_##req] = { fn, UNGATED, NULL }
+#define G(req, fn, bit) [VQ_VHU_##req] = { fn, VQ_VHU_PROTOCOL_F_##bit, #bit }
+	H(GET_FEATURES, h_get_features),
+	H(SET_FEATURES, h_set_features),
+	H(SET_OWNER, h_nothing_to_do),
+	H(RESET_OWNER, h_reset_owner),
+	H(SET_MEM_TABLE, vhu_h_set_mem_table),
+	G(SET_LOG_BASE, vhu_h_set_log_base, LOG_SHMFD),
+	H(SET_LOG_FD, h_nothing_to_do),
+	H(SET_VRING_NUM, vhu_h_vring_num),
+	H(SET_VRING_ADDR, vhu_h_vring_addr),
+	H(SET_VRING_BASE, vhu_h_vring_base),
+	H(GET_VRING_BASE, vhu_h_get_vring_base),
+	H(SET_VRING_KICK, vhu_h_vring_fd),
+	H(SET_VRING_CALL, vhu_h_vring_fd),
+	H(SET_VRING_ERR, vhu_h_vring_fd),
+	H(GET_PROTOCOL_FEATURES, h_get_protocol_features),
+	H(SET_PROTOCOL_FEATURES, h_set_protocol_features),
+	H(GET_QUEUE_NUM, h_get_queue_num),
+	H(SET_VRING_ENABLE, vhu_h_vring_enable),
+	G(SEND_RARP, h_send_rarp, RARP),
+	G(NET_SET_MTU, h_net_set_mtu, MTU),
+	G(SET_BACKEND_REQ_FD, vhu_h_set_backend_req_fd, BACKEND_REQ),
+	H(IOTLB_MSG, vhu_h_iotlb_msg),
+	G(GET_CONFIG, h_get_config, CONFIG),
+	G(SET_CONFIG, h_set_config, CONFIG),
+	G(POSTCOPY_ADVISE, vhu_h_postcopy_advise, PAGEFAULT),
+	G(POSTCOPY_LISTEN, vhu_h_postcopy_listen, PAGEFAULT),
+	G(POSTCOPY_END, vhu_h_postcopy_end, PAGEFAULT),
+	G(RESET_DEVICE, h_reset_device, RESET_DEVICE),
+	G(GET_MAX_MEM_SLOTS, h_get_max_mem_slots, CONFIGURE_MEM_SLOTS),
+	G(ADD_MEM_REG, vhu_h_add_mem_reg, CONFIGURE_MEM_SLOTS),
+	G(REM_MEM_REG, vhu_h_rem_mem_reg, CONFIGURE_MEM_SLOTS),
+	G(SET_STATUS, h_set_status, STATUS),
+	G(GET_STATUS, h_get_status, STATUS),
+#undef H
+#undef G
+};
+
+static int dispatch(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
+{
+	if (m->kind == VQ_VHU_P_POSTCOPY_ACK)
+		return vhu_h_postcopy_ack(b, m);
+	if (m->request > VQ_VHU_REQUEST_MAX || !handlers[m->request].fn)
+		return vhu_berr(b, -EOPNOTSUPP, "request %u not handled", m->request);
+	if (handlers[m->request].needs != UNGATED &&
+	    !vhu_has_proto(b, (unsigned)handlers[m->request].needs))
+		return vhu_berr(b, -EPROTO, "%s without VHOST_USER_PROTOCOL_F_%s negotiated",
+				vq_vhu_request_name(m->request),
+				handlers[m->request].needs_name);
+	return handlers[m->request].fn(b, m);
+}
+
+/* Read, decode and handle one message.  1: one was handled, 0: none was
+ * waiting, -errno: the connection must close. */
 static int handle_one(struct vq_vhu_backend *b)
 {
 	uint8_t buf[VQ_VHU_MSG_MAX];
@@ -360,29 +398,32 @@ static int handle_one(struct vq_vhu_backend *b)
 	}
 	if (r < 0)
 		return vhu_berr(b, r, "receiving a message failed: %s%s",
-			    r == -EPIPE ? "the front-end closed mid-message" :
-			    r == -ETIMEDOUT ? "the front-end stalled mid-message" :
-			    strerror(-r), r == -EBADF ? " (fds)" : "");
+				r == -EPIPE ? "the front-end closed mid-message" :
+				r == -ETIMEDOUT ? "the front-end stalled mid-message" :
+				strerror(-r), r == -EBADF ? " (fds)" : "");
 	r = vq_vhu_decode_request(buf, len, fds, nfds, b->dev.nqueues, &m, err,
 				  sizeof(err));
 	if (r)
 		return vhu_berr(b, r, "bad message: %s", err);
+	vq_log(VQ_LOG_DEBUG, "%s: %s, %u payload bytes, %u fds", b->dev.name,
+	       m.kind == VQ_VHU_P_POSTCOPY_ACK ? "postcopy ack" :
+	       vq_vhu_request_name(m.request), m.size, m.nfds);
 	/* while postcopy listens, a memory change's reply is its echo */
 	ack = vhu_has_proto(b, VQ_VHU_PROTOCOL_F_REPLY_ACK) &&
 	      (m.flags & VQ_VHU_FLAG_NEED_REPLY) &&
 	      !vq_vhu_request_has_reply(m.request) &&
 	      !(b->pc.listening && vq_vhu_request_postcopy_echo(m.request));
-	r = handle(b, &m);
+	r = dispatch(b, &m);
 	vq_vhu_msg_close_fds(&m);       /* fds a handler did not take */
 	if (ack) {
-		int s = vhu_reply_u64(b, &m, r ? 1 : 0);
+		/* "VHOST_USER_PROTOCOL_F_REPLY_ACK": zero for success,
+		 * non-zero for a failure (a refusal, or an error) */
+		int s = vhu_reply_u64(b, &m, r != VHU_DONE);
 
-		if (s && r <= 0)
+		if (s && r >= 0)
 			r = s;
 	}
-	if (r > 0)
-		r = 0;  /* refused, reported, connection stays */
-	return r ? r : 1;
+	return r < 0 ? r : 1;   /* a refusal keeps the connection */
 }
 
 int vq_vhu_backend_new(const struct vq_vhu_device *dev,
@@ -445,7 +486,7 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 	if (!b)
 		return;
 	if (b->conn_fd >= 0)
-		conn_close(b);
+		conn_close(b, 0);
 	vhu_close_fd(&b->listen_fd);
 	if (b->path) {
 		unlink(b->path);
@@ -594,7 +635,7 @@ int vq_vhu_backend_process(struct vq_vhu_backend *b)
 	}
 	r = handle_one(b);
 	if (r < 0)
-		conn_close(b);
+		conn_close(b, r);
 	return r;
 }
 
@@ -614,12 +655,10 @@ int vq_vhu_backend_serve(struct vq_vhu_backend *b,
 			return -errno;
 		if (r <= 0 && t != 0)
 			continue;
-		r = vq_vhu_backend_process(b);
-		if (b->conn_fd >= 0)
-			had_conn = true;
-		if (r < 0 && r != -ECONNRESET)
-			fprintf(stderr, "%s: connection closed: %s\n", b->dev.name,
-				b->errmsg);
+		/* before too: an adopted connection may end in this call */
+		had_conn |= b->conn_fd >= 0;
+		vq_vhu_backend_process(b);
+		had_conn |= b->conn_fd >= 0;
 		if (once && had_conn && b->conn_fd < 0)
 			return 0;
 	}

@@ -170,17 +170,32 @@ static inline bool vhu_iommu(const struct vq_vhu_backend *b)
 	return b->features & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 }
 
-/* backend.c: errors, replies */
+/*
+ * What a message handler returns: VHU_DONE, VHU_REFUSED, or -errno.
+ * -errno closes the connection, vhu_berr having said why.  A refusal keeps
+ * it: the request was not carried out, a REPLY_ACK asked for says so
+ * (non-zero), and the log says why.  The spec gives a refusal a meaning
+ * the front-end acts on for some requests (SET_CONFIG, SEND_RARP,
+ * NET_SET_MTU, IOTLB_MSG, POSTCOPY_ADVISE and _LISTEN); anything else
+ * wrong is the front-end's error and closes the connection.
+ */
+enum vhu_result {
+	VHU_DONE = 0,
+	VHU_REFUSED = 1,
+};
+
+/* backend.c: errors, refusals, replies */
 VQ_INTERNAL int vhu_berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Log why a request is refused (a warning), and return VHU_REFUSED. */
+VQ_INTERNAL int vhu_refuse(struct vq_vhu_backend *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 VQ_INTERNAL int vhu_reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 			      struct vq_vhu_msg *rep, const int *fds, unsigned nfds);
 VQ_INTERNAL int vhu_reply(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 			  struct vq_vhu_msg *rep);
 VQ_INTERNAL int vhu_reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 			      uint64_t v);
-VQ_INTERNAL int vhu_need_proto(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
-			       unsigned bit, const char *name);
 
 /* backend_ring.c */
 VQ_INTERNAL void vhu_ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
@@ -212,7 +227,8 @@ VQ_INTERNAL int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *
 VQ_INTERNAL void vhu_chan_close(struct vq_vhu_backend *b);
 VQ_INTERNAL void vhu_iotlb_miss(void *arg, uint64_t iova, unsigned access);
 VQ_INTERNAL int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
-				  uint64_t asz, uint64_t usz, struct vq_ring_addr *ra);
+				  uint64_t asz, uint64_t usz, struct vq_ring_addr *ra,
+				  bool *mapped);
 VQ_INTERNAL int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 

@@ -13,6 +13,7 @@
 #include <virtq/runtime.h>
 
 #include "backend_internal.h"
+#include "log_internal.h"
 
 void vhu_chan_close(struct vq_vhu_backend *b)
 {
@@ -129,9 +130,15 @@ static bool iotlb_quiesce(struct vq_vhu_backend *b)
 			return true;
 		}
 		if (vhu_now_ns() > deadline)
-			return false;
+			break;
 		sched_yield();
 	}
+	for (unsigned i = 0; i < b->dev.nqueues; i++)
+		if (!seen[i])
+			vq_log(VQ_LOG_WARNING,
+			       "%s: IOTLB invalidation: queue %u still holds buffers after %llu ms; the replaced entries are kept",
+			       b->dev.name, i, VQ_VHU_QUIESCE_NS / 1000000ull);
+	return false;
 }
 
 /* Wake every started queue: one may be waiting on an IOVA just mapped. */
@@ -169,13 +176,14 @@ static unsigned rings_unmapped(struct vq_vhu_backend *b, uint64_t iova, uint64_t
 }
 
 /*
- * The ring areas at IOVAs (vhost's vq_iotlb_prefetch): 1 when all three
- * are mapped here in one piece each, 0 when a miss was sent and the ring
- * waits for the update, -errno when the front-end's IOTLB refuses them.
- * A packed ring's descriptors are written too (used descriptors).
+ * The ring areas at IOVAs (vhost's vq_iotlb_prefetch): *mapped when all
+ * three are mapped here in one piece each, not when a miss was sent and
+ * the ring waits for the update; -errno when the front-end's IOTLB refuses
+ * them.  A packed ring's descriptors are written too (used descriptors).
  */
 int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
-			 uint64_t asz, uint64_t usz, struct vq_ring_addr *ra)
+		      uint64_t asz, uint64_t usz, struct vq_ring_addr *ra,
+		      bool *mapped)
 {
 	struct ring *q = &b->rings[i];
 	const struct {
@@ -205,26 +213,22 @@ int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
 				    i, area[k].what, (unsigned long long)area[k].iova,
 				    (unsigned long long)area[k].len, area[k].access);
 	}
-	return wait ? 0 : 1;
+	*mapped = !wait;
+	return 0;
 }
 
 int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct timeval tv = { .tv_sec = 1 };
 	int fd = m->fds[0];
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_BACKEND_REQ, "BACKEND_REQ");
 
 	m->nfds = 0;
-	if (r) {
-		close(fd);
-		return r;
-	}
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pthread_mutex_lock(&b->chan.lock);
 	vhu_close_fd(&b->chan.fd);
 	b->chan.fd = fd;
 	pthread_mutex_unlock(&b->chan.lock);
-	return 0;
+	return VHU_DONE;
 }
 
 /* VHOST_USER_IOTLB_MSG: an update (the answer to a miss, usually) or an
@@ -242,20 +246,19 @@ int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		r = vq_mem_iotlb_invalidate(b->mem, iova, size);
 		if (r < 0) {
 			iotlb_count(b, &b->chan.st.refused);
-			return 1;
+			return vhu_refuse(b, "IOTLB_MSG: invalidation of 0x%llx bytes at IOVA 0x%llx: %s",
+					  (unsigned long long)size,
+					  (unsigned long long)iova, strerror(-r));
 		}
 		if (r == 0)
-			return 0;
+			return VHU_DONE;
 		/* A ring reads its areas through the mapping made when it
 		 * started: one whose areas lost their entries stops (keeping
 		 * its place) and starts again once they are mapped anew, as
 		 * DPDK's vring_invalidate. */
 		rings_unmapped(b, iova, size);
-		if (!iotlb_quiesce(b)) {
+		if (!iotlb_quiesce(b))
 			iotlb_count(b, &b->chan.st.quiesce_timeouts);
-			fprintf(stderr, "%s: IOTLB invalidation: a queue still holds buffers after %llu ms\n",
-				b->dev.name, VQ_VHU_QUIESCE_NS / 1000000ull);
-		}
 		return vhu_start_all(b);    /* a stopped ring asks for its areas again */
 	}
 	iotlb_count(b, &b->chan.st.updates);
@@ -274,7 +277,9 @@ int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	}
 	if (r) {
 		iotlb_count(b, &b->chan.st.refused);
-		return 1;
+		return vhu_refuse(b, "IOTLB_MSG: update of 0x%llx bytes at IOVA 0x%llx to 0x%llx: %s",
+				  (unsigned long long)size, (unsigned long long)iova,
+				  (unsigned long long)m->u.iotlb.uaddr, strerror(-r));
 	}
 	if (vq_mem_iotlb_retired(b->mem) > VQ_VHU_IOTLB_RETIRED_MAX)
 		iotlb_quiesce(b);

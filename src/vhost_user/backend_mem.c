@@ -181,8 +181,8 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	void *p;
 
 	m->nfds = 0;
-	r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_LOG_SHMFD, "LOG_SHMFD");
-	if (!r && fstat(fd, &st) < 0)
+	r = 0;
+	if (fstat(fd, &st) < 0)
 		r = vhu_berr(b, -errno, "SET_LOG_BASE: cannot stat the log fd");
 	if (!r && (off > (uint64_t)st.st_size || size > (uint64_t)st.st_size - off))
 		r = vhu_berr(b, -EINVAL,
@@ -268,11 +268,6 @@ int vhu_h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	struct map *mp;
 
 	m->nfds = 0;
-	r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS, "CONFIGURE_MEM_SLOTS");
-	if (r) {
-		close(fd);
-		return r;
-	}
 	/*
 	 * QEMU 7.2 sends ADD and REM_MEM_REG from each vhost device
 	 * of the connection, i.e. once per queue pair of a multiqueue net
@@ -309,18 +304,14 @@ int vhu_h_add_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 int vhu_h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	const struct vq_vhu_region *r = &m->u.region;
-	int ret = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS,
-			     "CONFIGURE_MEM_SLOTS");
 
-	if (ret)
-		return ret;
 	for (unsigned i = 0; i < b->nmaps; i++) {
 		struct map *mp = &b->maps[i];
 
 		if (mp->gpa != r->gpa || mp->size != r->size || mp->uaddr != r->uaddr)
 			continue;
 		if (--mp->refs)
-			return b->pc.listening ? vhu_postcopy_mem_changed(b, m, NULL) : 0;
+			return b->pc.listening ? vhu_postcopy_mem_changed(b, m, NULL) : VHU_DONE;
 		vhu_suspend_all(b);
 		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
 		munmap(mp->addr, mp->len);

@@ -115,10 +115,8 @@ int vhu_postcopy_mem_changed(struct vq_vhu_backend *b, const struct vq_vhu_msg *
 int vhu_h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_EMPTY };
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	int r;
 
-	if (r)
-		return r;
 	/* QEMU advises once per vhost device of the connection (per queue
 	 * pair): a range registers with one userfaultfd only, so each gets
 	 * the same one */
@@ -127,10 +125,9 @@ int vhu_h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 		if (fd < 0) {
 			/* no fd in the reply fails the front-end's advise */
-			vhu_berr(b, fd, "POSTCOPY_ADVISE: no userfaultfd (%s)",
-			     strerror(-fd));
 			r = vhu_reply(b, m, &rep);
-			return r ? r : 1;
+			return r ? r : vhu_refuse(b, "POSTCOPY_ADVISE: no userfaultfd (%s)",
+						  strerror(-fd));
 		}
 		b->pc.ufd = fd;
 	}
@@ -142,10 +139,8 @@ int vhu_h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 int vhu_h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	int r;
 
-	if (r)
-		return r;
 	if (b->pc.ufd < 0)
 		return vhu_berr(b, -EPROTO, "POSTCOPY_LISTEN before POSTCOPY_ADVISE");
 	/* QEMU sends it before the destination's device has memory; a
@@ -153,21 +148,19 @@ int vhu_h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	 * second vhost device: the same userfaultfd may) */
 	for (unsigned i = 0; i < b->nmaps; i++) {
 		r = vhu_uffd_register(b, &b->maps[i]);
-		if (r)
-			return 1;       /* refused: the front-end fails the migration */
+		if (r)  /* the front-end fails the migration */
+			return vhu_refuse(b, "POSTCOPY_LISTEN: %s", b->errmsg);
 	}
 	b->pc.listening = true;
 	__atomic_fetch_add(&b->pc.st.listens, 1, __ATOMIC_RELAXED);
-	return 0;
+	return VHU_DONE;
 }
 
 int vhu_h_postcopy_end(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	bool waited = b->pc.ack_pending;
-	int r = vhu_need_proto(b, m, VQ_VHU_PROTOCOL_F_PAGEFAULT, "PAGEFAULT");
+	int r;
 
-	if (r)
-		return r;
 	/* every page is there now: registered or not makes no difference */
 	vhu_postcopy_end(b);
 	__atomic_fetch_add(&b->pc.st.ends, 1, __ATOMIC_RELAXED);

@@ -114,9 +114,11 @@ int vhu_ring_try_start(struct vq_vhu_backend *b, unsigned i)
 	cfg.num = q->num;
 	cfg.mem = b->mem;
 	if (vhu_iommu(b)) {
-		r = vhu_ring_map_iova(b, i, dsz, asz, usz, &cfg.ring);
-		if (r <= 0)
-			return r;       /* 0: waiting for the front-end's IOTLB */
+		bool mapped;
+
+		r = vhu_ring_map_iova(b, i, dsz, asz, usz, &cfg.ring, &mapped);
+		if (r || !mapped)
+			return r;       /* or waiting for the front-end's IOTLB */
 	} else {
 		cfg.ring.desc = vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz);
 		cfg.ring.driver = vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz);
@@ -315,7 +317,7 @@ int vhu_h_vring_enable(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	q->enabled = m->u.state.num;
 	if (!q->enabled) {
 		vhu_dev_stop(b, i, false);
-		return 0;
+		return VHU_DONE;
 	}
 	return vhu_ring_try_start(b, i);
 }

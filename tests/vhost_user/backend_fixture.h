@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <virtq/log.h>
 #include <virtq/vhost_user_frontend.h>
 
 #include "echo_dev.h"
@@ -252,6 +253,71 @@ static inline void split_ring(struct fx *x, int s, uint64_t features, int kick)
 		snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
 		ok(x);
 	}
+}
+
+/* ---- the log callback, and fd 2 that must stay empty ---- */
+
+struct logged {
+	unsigned n;
+	enum vq_log_level level[32];
+	char msg[32][512];
+};
+
+static inline void log_keep(void *arg, enum vq_log_level level, const char *msg)
+{
+	struct logged *l = arg;
+
+	if (l->n < 32) {
+		l->level[l->n] = level;
+		snprintf(l->msg[l->n], sizeof(l->msg[0]), "%s", msg);
+	}
+	l->n++;
+}
+
+/* The first message of this level containing text, or -1. */
+static inline int log_find(const struct logged *l, enum vq_log_level level, const char *text)
+{
+	for (unsigned i = 0; i < l->n && i < 32; i++)
+		if (l->level[i] == level && strstr(l->msg[i], text))
+			return (int)i;
+	return -1;
+}
+
+static inline void log_dump(const struct logged *l)
+{
+	for (unsigned i = 0; i < l->n && i < 32; i++)
+		fprintf(stderr, "   [%d] %s\n", l->level[i], l->msg[i]);
+}
+
+/* fd 2 goes to a pipe while the library runs; the test's own checks run
+ * after it is restored, so a failure is still seen. */
+static __attribute__((unused)) int saved_stderr = -1, err_pipe[2];
+
+static inline void stderr_to_pipe(void)
+{
+	fflush(stderr);
+	CHECK_EQ(pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK), 0);
+	saved_stderr = dup(2);
+	CHECK(saved_stderr >= 0);
+	CHECK_EQ(dup2(err_pipe[1], 2), 2);
+}
+
+/* Restore fd 2; how many bytes were written to it meanwhile. */
+static inline ssize_t stderr_restore(void)
+{
+	char buf[4096];
+	ssize_t n, total = 0;
+
+	fflush(stderr);
+	CHECK_EQ(dup2(saved_stderr, 2), 2);
+	close(saved_stderr);
+	close(err_pipe[1]);
+	while ((n = read(err_pipe[0], buf, sizeof(buf))) > 0) {
+		fprintf(stderr, "   written to fd 2: %.*s\n", (int)n, buf);
+		total += n;
+	}
+	close(err_pipe[0]);
+	return total;
 }
 
 /* Feature and protocol bits the cases negotiate. */

@@ -684,6 +684,53 @@ static void iotlb_paused_ring_then_stopped(struct fx *x)
 	iotlb_teardown(x, &io);
 }
 
+/* An invalidation a queue holds up (a chain it translated before, still
+ * in the device's hands) is waited for VQ_VHU_QUIESCE_NS (100 ms), then
+ * acked all the same: counted in quiesce_timeouts, and a warning naming
+ * the queue goes to the log callback, not to fd 2. */
+static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st0, st;
+	struct logged l = { 0 };
+	struct iovec iov[4];
+	struct vq_chain c = { .iov = iov, .iov_max = 4 };
+	struct vq_dev *vq;
+	struct iox io;
+	uint64_t ack;
+	ssize_t err_bytes;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	vq = x->e.q[0].vq;
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	CHECK_EQ(vq_drv_add(io.d, (struct vq_seg[2]){ { DATA_IOVA, 64 },
+		 { DATA_IOVA + 0x800, 64 } }, 1, 1, &io), 0);
+	vq_drv_kick_prepare(io.d);
+	CHECK_EQ(vq_dev_pop(vq, &c), 1);        /* held by the device */
+	CHECK(!vq_dev_iotlb_quiescent(vq));
+	vq_vhu_backend_iotlb_stats(x->e.b, &st0);
+	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_WARNING), 0);
+	stderr_to_pipe();
+	ack = iotlb_invalidate(x, io.s, DATA_IOVA, PG);
+	err_bytes = stderr_restore();
+	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	log_dump(&l);
+	CHECK_EQ(ack, 0);
+	CHECK_EQ(err_bytes, 0);
+	vq_vhu_backend_iotlb_stats(x->e.b, &st);
+	CHECK_EQ(st.quiesce_timeouts - st0.quiesce_timeouts, 1);
+	CHECK_EQ(st.invalidations - st0.invalidations, 1);
+	CHECK_EQ(l.n, 1);
+	CHECK(log_find(&l, VQ_LOG_WARNING, "echo: ") == 0);
+	CHECK(strstr(l.msg[0], "queue 0 still holds buffers after 100 ms"));
+	/* the chain held is still the device's to complete */
+	CHECK_EQ(vq_dev_fill(vq, &c, 0), 0);
+	CHECK_EQ(vq_dev_flush(vq), 1);
+	done(&io, 0);
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	iotlb_teardown(x, &io);
+}
+
 int main(void)
 {
 	struct fx x;
@@ -700,6 +747,7 @@ int main(void)
 	T(iotlb_reset_device_forgets_access_platform);
 	T(iotlb_invalidate_ring_area_stops_ring);
 	T(iotlb_paused_ring_then_stopped);
+	T(iotlb_invalidation_held_up_counted_and_logged);
 	fx_fini(&x);
 	return 0;
 }
