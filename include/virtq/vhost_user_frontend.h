@@ -90,9 +90,10 @@ int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i);
 
 /* After start: where ring i's three areas lie in guest-physical memory, in
- * struct vq_ring_addr's order (descriptors, driver area, device area), so a
- * caller can check what the back-end wrote there against the dirty log.  0, or
- * -EINVAL for a ring that is not set up. */
+ * struct vq_ring_addr's order (descriptors, driver area, device area), each
+ * as long as vq_ring_areas() says, so a caller can check what the back-end
+ * wrote there against the dirty log.  0, or -EINVAL for a ring that is not
+ * set up. */
 int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
 			     struct vq_gpa_range area[3]);
 

@@ -30,7 +30,8 @@ struct ring {
 	uint16_t num;
 	bool has_num;
 	bool has_addr;
-	uint64_t desc_ua, avail_ua, used_ua;
+	uint64_t ua[3];                 /* SET_VRING_ADDR's (IOVAs with an IOTLB),
+					 * in struct vq_ring_addr's order */
 	bool has_base;
 	uint32_t base;
 	bool has_kick;                  /* kick_fd, or -1 for polling */
@@ -198,8 +199,11 @@ VQ_INTERNAL int vhu_reply_u64(struct vq_vhu_backend *b, const struct vq_vhu_msg 
 			      uint64_t v);
 
 /* backend_ring.c */
-VQ_INTERNAL void vhu_ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
-				uint64_t *dsz, uint64_t *asz, uint64_t *usz);
+/* Queue i's three areas' sizes and alignments (vq_ring_areas), in struct
+ * vq_ring_addr's order, and their names in the spec. */
+VQ_INTERNAL int vhu_ring_areas(const struct vq_vhu_backend *b, unsigned i,
+			       uint64_t size[3], uint64_t align[3]);
+VQ_INTERNAL const char *vhu_area_name(const struct vq_vhu_backend *b, unsigned k);
 VQ_INTERNAL void vhu_dev_stop(struct vq_vhu_backend *b, unsigned i, bool resumes);
 VQ_INTERNAL void vhu_ring_suspend(struct vq_vhu_backend *b, unsigned i, bool resumes);
 VQ_INTERNAL int vhu_ring_try_start(struct vq_vhu_backend *b, unsigned i);
@@ -226,9 +230,8 @@ VQ_INTERNAL int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *
 /* backend_iotlb.c */
 VQ_INTERNAL void vhu_chan_close(struct vq_vhu_backend *b);
 VQ_INTERNAL void vhu_iotlb_miss(void *arg, uint64_t iova, unsigned access);
-VQ_INTERNAL int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
-				  uint64_t asz, uint64_t usz, struct vq_ring_addr *ra,
-				  bool *mapped);
+VQ_INTERNAL int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i,
+				  struct vq_ring_addr *ra, bool *mapped);
 VQ_INTERNAL int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 

@@ -158,15 +158,14 @@ static unsigned rings_unmapped(struct vq_vhu_backend *b, uint64_t iova, uint64_t
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < b->dev.nqueues; i++) {
-		struct ring *q = &b->rings[i];
-		uint64_t len[3], start[3] = { q->desc_ua, q->avail_ua, q->used_ua };
+		const struct ring *q = &b->rings[i];
+		uint64_t len[3], align[3];
 		bool hit = false;
 
-		if (!q->vq)
+		if (!q->vq || vhu_ring_areas(b, i, len, align))
 			continue;
-		vhu_ring_sizes(b, q->num, &len[0], &len[1], &len[2]);
 		for (unsigned k = 0; k < 3; k++)
-			hit |= start[k] <= last && iova <= start[k] + (len[k] - 1);
+			hit |= q->ua[k] <= last && iova <= q->ua[k] + (len[k] - 1);
 		if (hit) {
 			vhu_ring_suspend(b, i, true);
 			n++;
@@ -181,40 +180,34 @@ static unsigned rings_unmapped(struct vq_vhu_backend *b, uint64_t iova, uint64_t
  * the ring waits for the update; -errno when the front-end's IOTLB refuses
  * them.  A packed ring's descriptors are written too (used descriptors).
  */
-int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i, uint64_t dsz,
-		      uint64_t asz, uint64_t usz, struct vq_ring_addr *ra,
-		      bool *mapped)
+int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i,
+		      struct vq_ring_addr *ra, bool *mapped)
 {
-	struct ring *q = &b->rings[i];
-	const struct {
-		uint64_t iova, len;
-		unsigned access;
-		const char *what;
-		void **out;
-	} area[3] = {
-		{ q->desc_ua, dsz, vhu_packed(b) ? VQ_ACCESS_RW : VQ_ACCESS_RO,
-		  "descriptor ring", &ra->desc },
-		{ q->avail_ua, asz, VQ_ACCESS_RO,
-		  vhu_packed(b) ? "driver area" : "avail ring", &ra->driver },
-		{ q->used_ua, usz, vhu_packed(b) ? VQ_ACCESS_RW : VQ_ACCESS_WO,
-		  vhu_packed(b) ? "device area" : "used ring", &ra->device },
+	const struct ring *q = &b->rings[i];
+	bool pk = vhu_packed(b);
+	const unsigned access[3] = {
+		pk ? VQ_ACCESS_RW : VQ_ACCESS_RO, VQ_ACCESS_RO,
+		pk ? VQ_ACCESS_RW : VQ_ACCESS_WO,
 	};
-	bool wait = false;
+	void **out[3] = { &ra->desc, &ra->driver, &ra->device };
+	uint64_t size[3], align[3];
+	int r = vhu_ring_areas(b, i, size, align);
 
-	for (unsigned k = 0; k < 3; k++) {
-		int r = vq_mem_map_contig(b->mem, area[k].iova, area[k].len,
-					  area[k].access, area[k].out);
-
-		if (r == -EAGAIN)
-			wait = true;
-		else if (r)
+	*mapped = r == 0;
+	for (unsigned k = 0; !r && k < 3; k++) {
+		r = vq_mem_map_contig(b->mem, q->ua[k], size[k], access[k], out[k]);
+		if (r == -EAGAIN) {
+			*mapped = false;
+			r = 0;
+		} else if (r) {
 			return vhu_berr(b, r,
-				    "queue %u: %s at IOVA 0x%llx+%llu is not mapped in one piece with access %u by the IOTLB",
-				    i, area[k].what, (unsigned long long)area[k].iova,
-				    (unsigned long long)area[k].len, area[k].access);
+					"vhost-user \"IOMMU support\": queue %u: %s at IOVA 0x%llx (%llu bytes) is not mapped in one piece with access %u",
+					i, vhu_area_name(b, k),
+					(unsigned long long)q->ua[k],
+					(unsigned long long)size[k], access[k]);
+		}
 	}
-	*mapped = !wait;
-	return 0;
+	return r;
 }
 
 int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)

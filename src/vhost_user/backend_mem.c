@@ -115,57 +115,61 @@ void vhu_log_unmap(struct vq_vhu_backend *b)
 
 /* The guest-physical ranges a started ring writes, for the log: the used
  * ring (split) or device area (packed) at the address the front-end gave
- * for logging, and a packed ring's descriptors, which the device rewrites. */
+ * for logging, and a packed ring's descriptors, which the device rewrites
+ * (vhost-user "Migration"). */
 int vhu_ring_log_setup(struct vq_vhu_backend *b, unsigned i,
-			  const struct vq_ring_addr *ra)
+		       const struct vq_ring_addr *ra)
 {
 	struct ring *q = &b->rings[i];
-	uint64_t dsz, asz, usz, desc_gpa;
+	uint64_t size[3], align[3], desc_gpa = 0;
 	unsigned n = 0;
 
 	q->log_nring = 0;
-	if (!vhu_logging(b))
+	if (!vhu_logging(b) || vhu_ring_areas(b, i, size, align))
 		return 0;
 	if (!vq_log_covers_mem(&b->log, b->mem))
 		return vhu_berr(b, -EINVAL,
-			    "the dirty log (0x%llx bytes) does not cover guest memory",
-			    (unsigned long long)b->log.size);
-	vhu_ring_sizes(b, q->num, &dsz, &asz, &usz);
+				"vhost-user \"Migration\": the log of 0x%llx bytes does not cover guest memory",
+				(unsigned long long)b->log.size);
 	if (vhu_iommu(b)) {
 		/* The ring addresses (and QEMU's log address) are IOVAs:
 		 * log the guest pages under our own mapping of the areas we
 		 * write (vhost's log_write_hva). */
-		const void *area[2] = { vhu_packed(b) ? ra->desc : NULL, ra->device };
-		uint64_t len[2] = { dsz, usz };
+		const void *area[3] = { vhu_packed(b) ? ra->desc : NULL, NULL,
+					ra->device };
 
-		for (unsigned k = 0; k < 2; k++) {
+		for (unsigned k = 0; k < 3; k++) {
 			const struct vq_mem_region *r;
 
 			if (!area[k])
 				continue;
 			r = vq_mem_region_of_hva(b->mem, area[k]);
 			if (!r)
-				return vhu_berr(b, -EFAULT, "queue %u: ring outside the memory map", i);
+				return vhu_berr(b, -EFAULT,
+						"vhost-user \"Migration\": queue %u: the %s is in no memory region",
+						i, vhu_area_name(b, k));
 			q->log_ring[n].gpa = r->gpa + (uint64_t)((const char *)area[k] - (const char *)r->hva);
-			q->log_ring[n++].len = len[k];
+			q->log_ring[n++].len = size[k];
 		}
 		q->log_nring = n;
 		return 0;
 	}
 	if (vhu_packed(b)) {
-		if (vq_mem_uaddr_to_gpa(b->mem, q->desc_ua, &desc_gpa))
-			return vhu_berr(b, -EFAULT, "queue %u: descriptor ring outside the memory map", i);
+		/* inside one region: ring_areas_check saw to it */
+		vq_mem_uaddr_to_gpa(b->mem, q->ua[0], &desc_gpa);
 		q->log_ring[n].gpa = desc_gpa;
-		q->log_ring[n++].len = dsz;
+		q->log_ring[n++].len = size[0];
 	}
 	if (q->log_used) {
-		if (!vq_log_covers(&b->log, q->log_gpa, usz))
+		if (!vq_log_covers(&b->log, q->log_gpa, size[2]))
 			return vhu_berr(b, -EINVAL,
-				    "queue %u: used ring log address 0x%llx + %llu is past the dirty log",
-				    i, (unsigned long long)q->log_gpa,
-				    (unsigned long long)usz);
+					"vhost-user \"Migration\": queue %u: the %s's log address 0x%llx + %llu bytes is past the log of 0x%llx bytes",
+					i, vhu_area_name(b, 2),
+					(unsigned long long)q->log_gpa,
+					(unsigned long long)size[2],
+					(unsigned long long)b->log.size);
 		q->log_ring[n].gpa = q->log_gpa;
-		q->log_ring[n++].len = usz;
+		q->log_ring[n++].len = size[2];
 	}
 	q->log_nring = n;
 	return 0;

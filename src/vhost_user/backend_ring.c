@@ -13,19 +13,66 @@
 
 #include "backend_internal.h"
 
-/* Sizes of a ring's three areas. */
-void vhu_ring_sizes(const struct vq_vhu_backend *b, uint16_t num,
-		       uint64_t *dsz, uint64_t *asz, uint64_t *usz)
+int vhu_ring_areas(const struct vq_vhu_backend *b, unsigned i,
+		   uint64_t size[3], uint64_t align[3])
 {
-	bool ev = b->features & VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+	return vq_ring_areas(vhu_ring_features(b->features), b->rings[i].num,
+			     size, align);
+}
 
-	*dsz = 16ull * num;
-	if (vhu_packed(b)) {
-		*asz = *usz = 4;
-	} else {
-		*asz = 4 + 2ull * num + (ev ? 2 : 0);
-		*usz = 4 + 8ull * num + (ev ? 2 : 0);
+const char *vhu_area_name(const struct vq_vhu_backend *b, unsigned k)
+{
+	static const char *const name[2][3] = {
+		{ "descriptor table", "available ring", "used ring" },
+		{ "descriptor ring", "driver event suppression",
+		  "device event suppression" },
+	};
+
+	return name[vhu_packed(b)][k];
+}
+
+/* 2.7, 2.8: a queue size the layout allows (the codec checked 1..32768). */
+static int ring_num_check(struct vq_vhu_backend *b, unsigned i, uint32_t num)
+{
+	if (vq_ring_num_valid(vhu_ring_features(b->features), num))
+		return 0;
+	return vhu_berr(b, -EINVAL, "%s: queue %u: size %u is not %s",
+			vhu_packed(b) ? "2.8" : "2.7", i, num,
+			vhu_packed(b) ? "1 to 32768" : "a power of 2 up to 32768");
+}
+
+/*
+ * The ring areas' addresses: each aligned as the spec requires (2.7,
+ * 2.8.10.1) and, without an IOTLB, each inside one memory region
+ * (vhost-user "Memory access"); IOVAs are checked when the IOTLB maps
+ * them.  With hva, where each area is here.
+ */
+static int ring_areas_check(struct vq_vhu_backend *b, unsigned i, void *hva[3])
+{
+	const struct ring *q = &b->rings[i];
+	uint64_t size[3], align[3];
+
+	if (vhu_ring_areas(b, i, size, align))
+		return ring_num_check(b, i, q->num);
+	for (unsigned k = 0; k < 3; k++) {
+		void *p = NULL;
+
+		if (q->ua[k] % align[k])
+			return vhu_berr(b, -EINVAL,
+					"%s: queue %u: %s at 0x%llx is not %llu-byte aligned",
+					vhu_packed(b) ? "2.8.10.1" : "2.7", i,
+					vhu_area_name(b, k), (unsigned long long)q->ua[k],
+					(unsigned long long)align[k]);
+		if (!vhu_iommu(b) &&
+		    !(p = vq_mem_uaddr_to_hva(b->mem, q->ua[k], size[k])))
+			return vhu_berr(b, -EFAULT,
+					"vhost-user \"Memory access\": queue %u: %s at 0x%llx (%llu bytes) is not inside one memory region",
+					i, vhu_area_name(b, k), (unsigned long long)q->ua[k],
+					(unsigned long long)size[k]);
+		if (hva)
+			hva[k] = p;
 	}
+	return 0;
 }
 
 /* resumes: the ring pauses for a change of the library's own (memory,
@@ -57,8 +104,9 @@ static int dev_start(struct vq_vhu_backend *b, unsigned i)
 	if (b->dev.ops->queue_start)
 		r = b->dev.ops->queue_start(b->dev.opaque, &vq);
 	if (r)
-		return vhu_berr(b, r < 0 ? r : -EIO, "%s: queue %u failed to start (%d)",
-			    b->dev.name, i, r);
+		return vhu_berr(b, r < 0 ? r : -EIO,
+				"vhost-user \"Ring states\": queue %u: the device failed to start it (%d)",
+				i, r);
 	q->dev_running = true;
 	q->dev_paused = false;
 	return 0;
@@ -80,90 +128,94 @@ void vhu_ring_suspend(struct vq_vhu_backend *b, unsigned i, bool resumes)
 			vq_log_mark(&b->log, q->log_ring[k].gpa, q->log_ring[k].len);
 	st = vq_dev_get_state(q->vq);
 	q->base = vhu_packed(b) ? (uint32_t)st.avail_idx | (uint32_t)st.used_idx << 16
-			    : st.avail_idx;
+				: st.avail_idx;
 	q->has_base = true;
 	vq_dev_free(q->vq);
 	q->vq = NULL;
 }
 
+/*
+ * Where a ring resumes (vhost-user "Vring descriptor indices for packed
+ * virtqueues", SET_VRING_BASE): a packed ring's avail and used positions
+ * from its base; a split ring's avail index from its base and its used
+ * index from memory, where the driver keeps it.
+ */
+static int ring_base(struct vq_vhu_backend *b, unsigned i, struct vq_dev_config *cfg)
+{
+	struct ring *q = &b->rings[i];
+	uint32_t base;
+
+	if (!vhu_packed(b)) {
+		cfg->avail_idx = q->has_base ? (uint16_t)q->base : 0;
+		return vq_ring_used_idx(cfg->features, cfg->ring.device,
+					&cfg->used_idx);
+	}
+	base = q->has_base ? q->base : 0x80008000u;
+	/* Front-ends that send only the avail half (DPDK 22.11's
+	 * virtio-user sends 0x8000 for a fresh ring) mean "used where
+	 * avail is", as DPDK's own vhost reads it. */
+	if (!(base >> 16))
+		base |= base << 16;
+	if ((base & 0x7fff) >= q->num || ((base >> 16) & 0x7fff) >= q->num)
+		return vhu_berr(b, -EINVAL,
+				"vhost-user \"Vring descriptor indices for packed virtqueues\": queue %u: base 0x%x puts avail at %u and used at %u, not below the ring size %u",
+				i, base, base & 0x7fff, (base >> 16) & 0x7fff, q->num);
+	cfg->avail_idx = base & 0xffff;
+	cfg->used_idx = base >> 16;
+	return 0;
+}
+
+/* Create the ring (a struct vq_dev) once it has everything, then start the
+ * device on it if it is enabled. */
 int vhu_ring_try_start(struct vq_vhu_backend *b, unsigned i)
 {
 	struct ring *q = &b->rings[i];
-	uint64_t f = vhu_ring_features(b->features);
-	bool pk = vhu_packed(b);
-	uint64_t dsz, asz, usz, base;
 	struct vq_dev_config cfg;
+	void *hva[3];
 	int r;
 
 	if (b->pc.ack_pending)
 		return 0;       /* started by the front-end's postcopy ack */
-	if (q->vq) {
-		r = dev_start(b, i);
-		return r;
-	}
+	if (q->vq)
+		return dev_start(b, i);
 	if (!q->has_kick || !q->has_addr || !q->has_num || !b->features_set ||
 	    vq_mem_count(b->mem) == 0)
 		return 0;
-	if (!vq_ring_num_valid(f, q->num))
-		return vhu_berr(b, -EINVAL, "queue %u: size %u is not valid for a %s ring%s",
-			    i, q->num, pk ? "packed" : "split",
-			    pk ? "" : " (must be a power of two)");
-	vhu_ring_sizes(b, q->num, &dsz, &asz, &usz);
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.features = f;
+	cfg.features = vhu_ring_features(b->features);
 	cfg.num = q->num;
 	cfg.mem = b->mem;
+	/* again: the memory table may have changed since SET_VRING_ADDR */
+	r = ring_areas_check(b, i, hva);
+	if (r)
+		return r;
 	if (vhu_iommu(b)) {
 		bool mapped;
 
-		r = vhu_ring_map_iova(b, i, dsz, asz, usz, &cfg.ring, &mapped);
+		r = vhu_ring_map_iova(b, i, &cfg.ring, &mapped);
 		if (r || !mapped)
 			return r;       /* or waiting for the front-end's IOTLB */
 	} else {
-		cfg.ring.desc = vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz);
-		cfg.ring.driver = vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz);
-		cfg.ring.device = vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz);
+		cfg.ring = (struct vq_ring_addr){ hva[0], hva[1], hva[2] };
 	}
-	if (!cfg.ring.desc || !cfg.ring.driver || !cfg.ring.device)
-		return vhu_berr(b, -EFAULT,
-			    "queue %u: ring area outside the memory map (desc 0x%llx, %s 0x%llx, %s 0x%llx)",
-			    i, (unsigned long long)q->desc_ua,
-			    pk ? "driver" : "avail", (unsigned long long)q->avail_ua,
-			    pk ? "device" : "used", (unsigned long long)q->used_ua);
-	if (q->desc_ua % 16 || q->avail_ua % (pk ? 4 : 2) || q->used_ua % 4)
-		return vhu_berr(b, -EINVAL, "queue %u: misaligned ring address", i);
-	if (pk) {
-		base = q->has_base ? q->base : 0x80008000u;
-		/* Front-ends that send only the avail half (DPDK 22.11's
-		 * virtio-user sends 0x8000 for a fresh ring) mean "used where
-		 * avail is", as DPDK's own vhost reads it. */
-		if (!(base >> 16))
-			base |= base << 16;
-		if ((base & 0x7fff) >= q->num || ((base >> 16) & 0x7fff) >= q->num)
-			return vhu_berr(b, -EINVAL,
-				    "queue %u: packed base 0x%llx past the ring size %u",
-				    i, (unsigned long long)base, q->num);
-		cfg.avail_idx = base & 0xffff;
-		cfg.used_idx = base >> 16;
-	} else {
-		const struct virtq_used *u = cfg.ring.device;
-
-		cfg.avail_idx = q->has_base ? q->base : 0;
-		/* split: the used index lives in memory (SET_VRING_BASE) */
-		cfg.used_idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
-	}
-	r = vhu_ring_log_setup(b, i, &cfg.ring);
+	r = ring_base(b, i, &cfg);
+	if (!r)
+		r = vhu_ring_log_setup(b, i, &cfg.ring);
 	if (r)
 		return r;
 	r = vq_dev_new(&cfg, &q->vq);
 	if (r)
-		return vhu_berr(b, r, "queue %u: ring refused (%d)", i, r);
+		return vhu_berr(b, r,
+				"vhost-user \"Ring states\": queue %u: the ring layer refused it: %s",
+				i, strerror(-r));
 	if (vhu_logging(b)) {
 		r = vq_dev_set_log(q->vq, &b->log, q->log_ring, q->log_nring);
 		if (r) {
 			vq_dev_free(q->vq);
 			q->vq = NULL;
-			return vhu_berr(b, r, "queue %u: out of memory", i);
+			return vhu_berr(b, r,
+					"vhost-user \"Migration\": queue %u: no memory to log the ring",
+					i);
 		}
 	}
 	return dev_start(b, i);
@@ -203,13 +255,15 @@ int vhu_h_vring_num(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.state.index;
 	struct ring *q = &b->rings[i];
+	int r;
 
 	if (q->vq)
-		return vhu_berr(b, -EBUSY, "SET_VRING_NUM: queue %u is running", i);
-	if (!vq_ring_num_valid(vhu_ring_features(b->features), m->u.state.num))
-		return vhu_berr(b, -EINVAL, "SET_VRING_NUM: queue %u size %u is not valid for a %s ring",
-			    i, m->u.state.num, vhu_packed(b) ? "packed" :
-			    "split (power of two)");
+		return vhu_berr(b, -EBUSY,
+				"VHOST_USER_SET_VRING_NUM: queue %u is running (GET_VRING_BASE stops it)",
+				i);
+	r = ring_num_check(b, i, m->u.state.num);
+	if (r)
+		return r;
 	q->num = m->u.state.num;
 	q->has_num = true;
 	return vhu_ring_try_start(b, i);
@@ -219,40 +273,26 @@ int vhu_h_vring_addr(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.addr.index;
 	struct ring *q = &b->rings[i];
+	const char *missing = vq_mem_count(b->mem) == 0 ? "SET_MEM_TABLE" :
+			      !b->features_set ? "SET_FEATURES" :
+			      !q->has_num ? "SET_VRING_NUM" : NULL;
+	int r;
 
-	if (vq_mem_count(b->mem) == 0)
-		return vhu_berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_MEM_TABLE", i);
-	if (!b->features_set)
-		return vhu_berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_FEATURES", i);
-	if (!q->has_num)
-		return vhu_berr(b, -EPROTO, "SET_VRING_ADDR for queue %u before SET_VRING_NUM", i);
+	/* the areas' sizes and meaning depend on all three */
+	if (missing)
+		return vhu_berr(b, -EPROTO,
+				"VHOST_USER_SET_VRING_ADDR: queue %u before VHOST_USER_%s",
+				i, missing);
 	vhu_ring_suspend(b, i, true);
-	q->desc_ua = m->u.addr.desc;
-	q->avail_ua = m->u.addr.avail;
-	q->used_ua = m->u.addr.used;
+	q->ua[0] = m->u.addr.desc;
+	q->ua[1] = m->u.addr.avail;
+	q->ua[2] = m->u.addr.used;
 	q->log_used = m->u.addr.flags & VQ_VHU_VRING_F_LOG;
 	q->log_gpa = m->u.addr.log;
 	q->has_addr = true;
-	/* Validate now, so the error names this message. */
-	{
-		bool pk = vhu_packed(b);
-		uint64_t dsz, asz, usz;
-
-		vhu_ring_sizes(b, q->num, &dsz, &asz, &usz);
-		/* IOVAs are checked when the IOTLB maps them */
-		if (!vhu_iommu(b) && (!vq_mem_uaddr_to_hva(b->mem, q->desc_ua, dsz) ||
-		    !vq_mem_uaddr_to_hva(b->mem, q->avail_ua, asz) ||
-		    !vq_mem_uaddr_to_hva(b->mem, q->used_ua, usz)))
-			return vhu_berr(b, -EFAULT,
-				    "SET_VRING_ADDR: queue %u ring area outside the memory map", i);
-		if (q->desc_ua % 16 || q->avail_ua % (pk ? 4 : 2) || q->used_ua % 4)
-			return vhu_berr(b, -EINVAL,
-				    "SET_VRING_ADDR: queue %u misaligned (desc 0x%llx avail 0x%llx used 0x%llx)",
-				    i, (unsigned long long)q->desc_ua,
-				    (unsigned long long)q->avail_ua,
-				    (unsigned long long)q->used_ua);
-	}
-	return vhu_ring_try_start(b, i);
+	/* now, so the error comes with this message */
+	r = ring_areas_check(b, i, NULL);
+	return r ? r : vhu_ring_try_start(b, i);
 }
 
 int vhu_h_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
@@ -261,11 +301,13 @@ int vhu_h_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	struct ring *q = &b->rings[i];
 
 	if (q->vq)
-		return vhu_berr(b, -EBUSY, "SET_VRING_BASE: queue %u is running", i);
+		return vhu_berr(b, -EBUSY,
+				"VHOST_USER_SET_VRING_BASE: queue %u is running (GET_VRING_BASE stops it)",
+				i);
 	if (!vhu_packed(b) && (m->u.state.num >> 16))
 		return vhu_berr(b, -EINVAL,
-			    "SET_VRING_BASE: split queue %u base 0x%x has reserved bits 16-31 set",
-			    i, m->u.state.num);
+				"VHOST_USER_SET_VRING_BASE: split queue %u base 0x%x sets bits 16-31, which are reserved",
+				i, m->u.state.num);
 	q->base = m->u.state.num;
 	q->has_base = true;
 	return vhu_ring_try_start(b, i);

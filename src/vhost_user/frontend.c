@@ -495,7 +495,8 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	}
 	q->ring_gpa = gpa_of(f, ring);
 	if (idxmax) {
-		ind = vq_vhu_frontend_alloc(f, 16ull * idxmax * num, &ind_gpa);
+		ind = vq_vhu_frontend_alloc(f, sizeof(struct virtq_desc) * idxmax * num,
+					    &ind_gpa);
 		if (!ind)
 			return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
 	}
@@ -809,17 +810,15 @@ struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i)
 int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
 			     struct vq_gpa_range area[3])
 {
-	const struct fqueue *q;
-	uint64_t size;
+	uint64_t size[3], align[3];
 
 	if (i >= f->cfg.nqueues || !f->q || !f->q[i].drv)
 		return -EINVAL;
-	q = &f->q[i];
-	size = vq_ring_layout(drv_features(f->features), f->cfg.queue_size,
-			      (uint64_t[3]){ 0 });
-	area[0] = (struct vq_gpa_range){ q->ring_gpa + q->off[0], q->off[1] - q->off[0] };
-	area[1] = (struct vq_gpa_range){ q->ring_gpa + q->off[1], q->off[2] - q->off[1] };
-	area[2] = (struct vq_gpa_range){ q->ring_gpa + q->off[2], size - q->off[2] };
+	if (vq_ring_areas(drv_features(f->features), f->cfg.queue_size, size, align))
+		return -EINVAL;
+	for (unsigned k = 0; k < 3; k++)
+		area[k] = (struct vq_gpa_range){ f->q[i].ring_gpa + f->q[i].off[k],
+						 size[k] };
 	return 0;
 }
 
