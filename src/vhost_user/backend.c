@@ -56,8 +56,9 @@ int vhu_reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 	rep->flags = VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY;
 	r = vhu_send(b->conn_fd, rep, fds, nfds);
 	if (r)
-		return vhu_berr(b, r, "sending the reply to %s failed",
-				vq_vhu_request_name(req->request));
+		return vhu_berr(b, r,
+				"vhost-user \"Communication\": sending the reply to %s failed: %s",
+				vq_vhu_request_name(req->request), strerror(-r));
 	return VHU_DONE;
 }
 
@@ -140,26 +141,32 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	uint64_t f = m->u.u64;
 
 	if (f & ~b->offered)
-		return vhu_berr(b, -EINVAL, "SET_FEATURES: bits 0x%llx were not offered",
-				(unsigned long long)(f & ~b->offered));
+		return vhu_berr(b, -EINVAL,
+				"VHOST_USER_SET_FEATURES: bits 0x%llx of 0x%llx were not offered (0x%llx)",
+				(unsigned long long)(f & ~b->offered),
+				(unsigned long long)f, (unsigned long long)b->offered);
 	if (!(f & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
 		return vhu_berr(b, -EINVAL,
-				"SET_FEATURES: VIRTIO_F_VERSION_1 is required (no legacy devices)");
+				"VHOST_USER_SET_FEATURES: 0x%llx lacks VIRTIO_F_VERSION_1 (bit 32): no legacy devices",
+				(unsigned long long)f);
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		if (b->rings[i].vq && vhu_ring_features(f) != vhu_ring_features(b->features))
 			return vhu_berr(b, -EBUSY,
-					"SET_FEATURES: ring features changed while queue %u runs", i);
+					"vhost-user \"Ring states\": VHOST_USER_SET_FEATURES changes the ring features from 0x%llx to 0x%llx while queue %u runs",
+					(unsigned long long)vhu_ring_features(b->features),
+					(unsigned long long)vhu_ring_features(f), i);
 	if ((f ^ b->features) & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) {
 		int r;
 
 		for (unsigned i = 0; i < b->dev.nqueues; i++)
 			if (b->rings[i].vq)
 				return vhu_berr(b, -EBUSY,
-						"SET_FEATURES: VIRTIO_F_ACCESS_PLATFORM changed while queue %u runs", i);
+						"vhost-user \"IOMMU support\": VHOST_USER_SET_FEATURES turns VIRTIO_F_ACCESS_PLATFORM %s while queue %u runs",
+						f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM) ? "on" : "off", i);
 		if (!(f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)))
 			vq_mem_iotlb_disable(b->mem);
 		else if ((r = vq_mem_iotlb_enable(b->mem, vhu_iotlb_miss, b)))
-			return vhu_berr(b, r, "SET_FEATURES: no memory for the IOTLB");
+			return vhu_berr(b, r, "vhost-user \"IOMMU support\": no memory for the IOTLB");
 	}
 	/* Migration starts or ends while the rings run: restart them with
 	 * the log or without it. */
@@ -183,8 +190,10 @@ static int h_set_protocol_features(struct vq_vhu_backend *b, struct vq_vhu_msg *
 {
 	if (m->u.u64 & ~b->proto_offered)
 		return vhu_berr(b, -EINVAL,
-				"SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
-				(unsigned long long)(m->u.u64 & ~b->proto_offered));
+				"VHOST_USER_SET_PROTOCOL_FEATURES: bits 0x%llx of 0x%llx were not offered (0x%llx)",
+				(unsigned long long)(m->u.u64 & ~b->proto_offered),
+				(unsigned long long)m->u.u64,
+				(unsigned long long)b->proto_offered);
 	b->protocol = m->u.u64;
 	return VHU_DONE;
 }
@@ -237,14 +246,14 @@ static int h_set_config(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	int r;
 
 	if (off > b->dev.config_len || len > b->dev.config_len - off)
-		return vhu_refuse(b, "SET_CONFIG: %u bytes at %u past the config space (%u)",
+		return vhu_refuse(b, "VHOST_USER_SET_CONFIG: %u bytes at offset %u run past the config space of %u bytes",
 				  len, off, b->dev.config_len);
 	if (!b->dev.ops->set_config)
-		return vhu_refuse(b, "SET_CONFIG: the config space is read-only");
+		return vhu_refuse(b, "VHOST_USER_SET_CONFIG: the config space is read-only");
 	r = b->dev.ops->set_config(b->dev.opaque, off, m->u.config.data, len,
 				   m->u.config.flags);
 	if (r)
-		return vhu_refuse(b, "SET_CONFIG: the device refused %u bytes at %u: %s",
+		return vhu_refuse(b, "VHOST_USER_SET_CONFIG: the device refused %u bytes at offset %u: %s",
 				  len, off, strerror(-r));
 	return VHU_DONE;
 }
@@ -274,7 +283,8 @@ static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		mac[i] = (uint8_t)(m->u.u64 >> (8 * i));
 	r = b->dev.ops->send_rarp(b->dev.opaque, mac);
 	if (r)
-		return vhu_refuse(b, "SEND_RARP: the device could not announce the MAC: %s",
+		return vhu_refuse(b, "VHOST_USER_SEND_RARP: the device could not announce %02x:%02x:%02x:%02x:%02x:%02x: %s",
+				  mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
 				  strerror(-r));
 	return VHU_DONE;
 }
@@ -286,11 +296,11 @@ static int h_net_set_mtu(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	int r;
 
 	if (m->u.u64 < 68 || m->u.u64 > 65535)
-		return vhu_refuse(b, "NET_SET_MTU: %llu is not an MTU (68-65535)",
+		return vhu_refuse(b, "5.1.4.1: VHOST_USER_NET_SET_MTU: %llu is not an MTU (68 to 65535)",
 				  (unsigned long long)m->u.u64);
 	r = b->dev.ops->set_mtu(b->dev.opaque, (uint16_t)m->u.u64);
 	if (r)
-		return vhu_refuse(b, "NET_SET_MTU: the device cannot carry an MTU of %llu: %s",
+		return vhu_refuse(b, "VHOST_USER_NET_SET_MTU: the device cannot carry an MTU of %llu: %s",
 				  (unsigned long long)m->u.u64, strerror(-r));
 	return VHU_DONE;
 }
@@ -363,12 +373,17 @@ static int dispatch(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	if (m->kind == VQ_VHU_P_POSTCOPY_ACK)
 		return vhu_h_postcopy_ack(b, m);
 	if (m->request > VQ_VHU_REQUEST_MAX || !handlers[m->request].fn)
-		return vhu_berr(b, -EOPNOTSUPP, "request %u not handled", m->request);
+		return vhu_berr(b, -EOPNOTSUPP,
+				"vhost-user \"Front-end message types\": request %u is not handled",
+				m->request);
 	if (handlers[m->request].needs != UNGATED &&
 	    !vhu_has_proto(b, (unsigned)handlers[m->request].needs))
-		return vhu_berr(b, -EPROTO, "%s without VHOST_USER_PROTOCOL_F_%s negotiated",
+		return vhu_berr(b, -EPROTO,
+				"%s: only legal with VHOST_USER_PROTOCOL_F_%s (bit %d), not negotiated (protocol features 0x%llx)",
 				vq_vhu_request_name(m->request),
-				handlers[m->request].needs_name);
+				handlers[m->request].needs_name,
+				handlers[m->request].needs,
+				(unsigned long long)b->protocol);
 	return handlers[m->request].fn(b, m);
 }
 
@@ -394,17 +409,20 @@ static int handle_one(struct vq_vhu_backend *b)
 		/* the header was refused: let the codec say why */
 		vq_vhu_decode_request(buf, len, NULL, 0, b->dev.nqueues, &m,
 				      err, sizeof(err));
-		return vhu_berr(b, r, "bad message: %s", err);
+		return vhu_berr(b, r, "%s", err);
 	}
+	if (r == -EPIPE || r == -ETIMEDOUT)
+		return vhu_berr(b, r,
+				"vhost-user \"Communication\": the front-end %s in the middle of a message",
+				r == -EPIPE ? "closed the connection" : "stalled past the receive timeout");
 	if (r < 0)
-		return vhu_berr(b, r, "receiving a message failed: %s%s",
-				r == -EPIPE ? "the front-end closed mid-message" :
-				r == -ETIMEDOUT ? "the front-end stalled mid-message" :
-				strerror(-r), r == -EBADF ? " (fds)" : "");
+		return vhu_berr(b, r,
+				"vhost-user \"Communication\": receiving a message failed: %s%s",
+				strerror(-r), r == -EBADF ? " (its fds were cut short)" : "");
 	r = vq_vhu_decode_request(buf, len, fds, nfds, b->dev.nqueues, &m, err,
 				  sizeof(err));
 	if (r)
-		return vhu_berr(b, r, "bad message: %s", err);
+		return vhu_berr(b, r, "%s", err);
 	vq_log(VQ_LOG_DEBUG, "%s: %s, %u payload bytes, %u fds", b->dev.name,
 	       m.kind == VQ_VHU_P_POSTCOPY_ACK ? "postcopy ack" :
 	       vq_vhu_request_name(m.request), m.size, m.nfds);
@@ -516,14 +534,18 @@ int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 		mode = 0600;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
-			return vhu_berr(b, -EEXIST, "%s exists and is not a socket", path);
+			return vhu_berr(b, -EEXIST,
+					"vhost-user \"Communication\": %s exists and is not a socket",
+					path);
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -errno;
 		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 		close(fd);
 		if (r == 0)
-			return vhu_berr(b, -EADDRINUSE, "%s: a live socket is listening", path);
+			return vhu_berr(b, -EADDRINUSE,
+					"vhost-user \"Communication\": %s: a live socket is listening there",
+					path);
 		unlink(path);   /* stale */
 	} else if (errno != ENOENT) {
 		return -errno;

@@ -233,13 +233,14 @@ int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 
 	if (!vhu_iommu(b))
 		return vhu_berr(b, -EPROTO,
-			    "IOTLB_MSG without VIRTIO_F_ACCESS_PLATFORM negotiated");
+				"vhost-user \"IOMMU support\": VHOST_USER_IOTLB_MSG without VIRTIO_F_ACCESS_PLATFORM negotiated (features 0x%llx)",
+				(unsigned long long)b->features);
 	if (m->u.iotlb.type == VQ_VHU_IOTLB_INVALIDATE) {
 		iotlb_count(b, &b->chan.st.invalidations);
 		r = vq_mem_iotlb_invalidate(b->mem, iova, size);
 		if (r < 0) {
 			iotlb_count(b, &b->chan.st.refused);
-			return vhu_refuse(b, "IOTLB_MSG: invalidation of 0x%llx bytes at IOVA 0x%llx: %s",
+			return vhu_refuse(b, "vhost-user \"IOMMU support\": invalidation of 0x%llx bytes at IOVA 0x%llx: %s",
 					  (unsigned long long)size,
 					  (unsigned long long)iova, strerror(-r));
 		}
@@ -270,9 +271,11 @@ int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	}
 	if (r) {
 		iotlb_count(b, &b->chan.st.refused);
-		return vhu_refuse(b, "IOTLB_MSG: update of 0x%llx bytes at IOVA 0x%llx to 0x%llx: %s",
+		return vhu_refuse(b, "vhost-user \"IOMMU support\": update of 0x%llx bytes at IOVA 0x%llx to user 0x%llx: %s",
 				  (unsigned long long)size, (unsigned long long)iova,
-				  (unsigned long long)m->u.iotlb.uaddr, strerror(-r));
+				  (unsigned long long)m->u.iotlb.uaddr,
+				  r == -EINVAL ? "its user range is not inside one memory region" :
+				  strerror(-r));
 	}
 	if (vq_mem_iotlb_retired(b->mem) > VQ_VHU_IOTLB_RETIRED_MAX)
 		iotlb_quiesce(b);

@@ -27,6 +27,9 @@ void vhu_unmap_all(struct vq_vhu_backend *b)
 	b->nmaps = 0;
 }
 
+/* Messages about a region: where the rule is, then which region. */
+#define REGION "vhost-user \"Memory regions description\": region at guest 0x%llx: "
+
 /* mmap one region from fd (which is closed here) and add it to the map. */
 static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 		      int fd)
@@ -39,18 +42,18 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	int ret;
 
 	if (fstat(fd, &st) < 0 || fstatfs(fd, &sfs) < 0) {
-		ret = vhu_berr(b, -errno, "region gpa 0x%llx: cannot stat its fd",
-			   (unsigned long long)r->gpa);
+		ret = vhu_berr(b, -errno, REGION "cannot stat its fd: %s",
+			       (unsigned long long)r->gpa, strerror(errno));
 		goto out;
 	}
 	if (r->mmap_offset > (uint64_t)st.st_size ||
 	    r->size > (uint64_t)st.st_size - r->mmap_offset) {
 		ret = vhu_berr(b, -EINVAL,
-			   "region gpa 0x%llx: offset 0x%llx + size 0x%llx is beyond the end of its file (0x%llx)",
-			   (unsigned long long)r->gpa,
-			   (unsigned long long)r->mmap_offset,
-			   (unsigned long long)r->size,
-			   (unsigned long long)st.st_size);
+			       REGION "0x%llx bytes at offset 0x%llx run past the end of its file (0x%llx bytes)",
+			       (unsigned long long)r->gpa,
+			       (unsigned long long)r->size,
+			       (unsigned long long)r->mmap_offset,
+			       (unsigned long long)st.st_size);
 		goto out;
 	}
 	/* hugetlbfs mappings must be aligned to the huge page size */
@@ -60,8 +63,8 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	delta = r->mmap_offset - moff;
 	len = (r->size + delta + align - 1) & ~(align - 1);
 	if (len < r->size || len > SIZE_MAX) {
-		ret = vhu_berr(b, -EINVAL, "region gpa 0x%llx: size too large",
-			   (unsigned long long)r->gpa);
+		ret = vhu_berr(b, -EINVAL, REGION "0x%llx bytes are too many to map",
+			       (unsigned long long)r->gpa, (unsigned long long)r->size);
 		goto out;
 	}
 	if (b->nmaps == b->capmaps) {
@@ -69,7 +72,8 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 		struct map *nm = realloc(b->maps, cap * sizeof(*nm));
 
 		if (!nm) {
-			ret = vhu_berr(b, -ENOMEM, "out of memory");
+			ret = vhu_berr(b, -ENOMEM, REGION "no memory for a map of %u regions",
+				       (unsigned long long)r->gpa, cap);
 			goto out;
 		}
 		b->maps = nm;
@@ -77,8 +81,9 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	}
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
 	if (p == MAP_FAILED) {
-		ret = vhu_berr(b, -errno, "region gpa 0x%llx: mmap failed (%s)",
-			   (unsigned long long)r->gpa, strerror(errno));
+		ret = vhu_berr(b, -errno, REGION "mmap of 0x%llx bytes failed: %s",
+			       (unsigned long long)r->gpa, (unsigned long long)len,
+			       strerror(errno));
 		goto out;
 	}
 	mr = (struct vq_mem_region){ .gpa = r->gpa, .size = r->size,
@@ -86,14 +91,21 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	ret = vq_mem_add(b->mem, &mr);
 	if (ret) {
 		munmap(p, len);
-		ret = vhu_berr(b, ret == -EXDEV ? -EINVAL : ret,
-			   "region gpa 0x%llx size 0x%llx ua 0x%llx: %s",
-			   (unsigned long long)r->gpa,
-			   (unsigned long long)r->size,
-			   (unsigned long long)r->uaddr,
-			   ret == -ENOSPC ? "too many regions" :
-			   ret == -EXDEV ? "its file offset, guest and user addresses differ modulo 16 (ring areas in it would be misaligned)" :
-			   "overlaps another region");
+		if (ret == -ENOSPC)
+			ret = vhu_berr(b, ret, REGION "one region more than the %u we map",
+				       (unsigned long long)r->gpa, VQ_MEM_MAX_REGIONS);
+		else if (ret == -ENOMEM)
+			ret = vhu_berr(b, ret, REGION "no memory to add it",
+				       (unsigned long long)r->gpa);
+		else
+			ret = vhu_berr(b, -EINVAL,
+				       REGION "0x%llx bytes at user 0x%llx, offset 0x%llx: %s",
+				       (unsigned long long)r->gpa,
+				       (unsigned long long)r->size,
+				       (unsigned long long)r->uaddr,
+				       (unsigned long long)r->mmap_offset,
+				       ret == -EXDEV ? "its file offset, guest and user addresses differ modulo 16 (ring areas in it would be misaligned)" :
+				       "it overlaps another region");
 		goto out;
 	}
 	b->maps[b->nmaps++] = (struct map){ p, len, mr.hva, r->gpa, r->size,
@@ -187,14 +199,17 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	m->nfds = 0;
 	r = 0;
 	if (fstat(fd, &st) < 0)
-		r = vhu_berr(b, -errno, "SET_LOG_BASE: cannot stat the log fd");
+		r = vhu_berr(b, -errno, "VHOST_USER_SET_LOG_BASE: cannot stat the log fd: %s",
+			     strerror(errno));
 	if (!r && (off > (uint64_t)st.st_size || size > (uint64_t)st.st_size - off))
 		r = vhu_berr(b, -EINVAL,
-			 "SET_LOG_BASE: 0x%llx bytes at offset 0x%llx are beyond the end of the log file (0x%llx)",
+			     "VHOST_USER_SET_LOG_BASE: 0x%llx bytes at offset 0x%llx run past the end of the log file (0x%llx bytes)",
 			 (unsigned long long)size, (unsigned long long)off,
 			 (unsigned long long)st.st_size);
 	if (!r && size + delta > SIZE_MAX)
-		r = vhu_berr(b, -EINVAL, "SET_LOG_BASE: log too large");
+		r = vhu_berr(b, -EINVAL,
+			     "VHOST_USER_SET_LOG_BASE: a log of 0x%llx bytes is too large to map",
+			     (unsigned long long)size);
 	if (r) {
 		close(fd);
 		return r;
@@ -203,7 +218,9 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		 (off_t)(off - delta));
 	close(fd);
 	if (p == MAP_FAILED)
-		return vhu_berr(b, -errno, "SET_LOG_BASE: mmap failed (%s)", strerror(errno));
+		return vhu_berr(b, -errno,
+				"VHOST_USER_SET_LOG_BASE: mmap of 0x%llx bytes failed: %s",
+				(unsigned long long)(size + delta), strerror(errno));
 	vhu_suspend_all(b);         /* no ring may still be marking the old log */
 	vhu_log_unmap(b);
 	b->log_map = p;
@@ -324,7 +341,8 @@ int vhu_h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 			return vhu_postcopy_mem_changed(b, m, NULL);
 		return vhu_start_all(b);
 	}
-	return vhu_berr(b, -ENOENT, "REM_MEM_REG: no region gpa 0x%llx size 0x%llx ua 0x%llx",
-		    (unsigned long long)r->gpa, (unsigned long long)r->size,
-		    (unsigned long long)r->uaddr);
+	return vhu_berr(b, -ENOENT,
+			"VHOST_USER_REM_MEM_REG: no region at guest 0x%llx of 0x%llx bytes at user 0x%llx",
+			(unsigned long long)r->gpa, (unsigned long long)r->size,
+			(unsigned long long)r->uaddr);
 }

@@ -58,7 +58,7 @@ int vhu_uffd_register(struct vq_vhu_backend *b, const struct map *mp)
 
 	if (ioctl(b->pc.ufd, UFFDIO_REGISTER, &reg) < 0)
 		return vhu_berr(b, -errno,
-			    "postcopy: region gpa 0x%llx cannot be registered with the userfaultfd (%s)",
+				"vhost-user \"Migration\": postcopy: region at guest 0x%llx cannot be registered with the userfaultfd: %s",
 			    (unsigned long long)mp->gpa, strerror(errno));
 	__atomic_fetch_add(&b->pc.st.regions, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -126,7 +126,7 @@ int vhu_h_postcopy_advise(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		if (fd < 0) {
 			/* no fd in the reply fails the front-end's advise */
 			r = vhu_reply(b, m, &rep);
-			return r ? r : vhu_refuse(b, "POSTCOPY_ADVISE: no userfaultfd (%s)",
+			return r ? r : vhu_refuse(b, "VHOST_USER_POSTCOPY_ADVISE: no userfaultfd: %s",
 						  strerror(-fd));
 		}
 		b->pc.ufd = fd;
@@ -142,14 +142,15 @@ int vhu_h_postcopy_listen(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	int r;
 
 	if (b->pc.ufd < 0)
-		return vhu_berr(b, -EPROTO, "POSTCOPY_LISTEN before POSTCOPY_ADVISE");
+		return vhu_berr(b, -EPROTO,
+				"VHOST_USER_POSTCOPY_LISTEN: before VHOST_USER_POSTCOPY_ADVISE");
 	/* QEMU sends it before the destination's device has memory; a
 	 * region mapped already is registered all the same (again, for a
 	 * second vhost device: the same userfaultfd may) */
 	for (unsigned i = 0; i < b->nmaps; i++) {
 		r = vhu_uffd_register(b, &b->maps[i]);
 		if (r)  /* the front-end fails the migration */
-			return vhu_refuse(b, "POSTCOPY_LISTEN: %s", b->errmsg);
+			return vhu_refuse(b, "%s", b->errmsg);
 	}
 	b->pc.listening = true;
 	__atomic_fetch_add(&b->pc.st.listens, 1, __ATOMIC_RELAXED);
@@ -174,11 +175,11 @@ int vhu_h_postcopy_ack(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	if (!b->pc.listening)
 		return vhu_berr(b, -EPROTO,
-			    "a postcopy acknowledgment (request %u, 8 bytes) while postcopy does not listen",
+				"vhost-user \"Migration\": a postcopy acknowledgment (under request %u) while postcopy does not listen",
 			    m->request);
 	if (m->u.u64)
 		return vhu_berr(b, -EPROTO,
-			    "the front-end failed to take our postcopy addresses (%llu): it could not serve our faults",
+				"vhost-user \"Migration\": the front-end failed to take our postcopy addresses (%llu): it could not serve our faults",
 			    (unsigned long long)m->u.u64);
 	b->pc.ack_pending = false;
 	__atomic_fetch_add(&b->pc.st.acks, 1, __ATOMIC_RELAXED);

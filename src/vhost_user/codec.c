@@ -175,6 +175,35 @@ static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 	return false;
 }
 
+/* What size_ok takes, for messages. */
+_Static_assert(VQ_VHU_PAYLOAD_MAX == 268 && VQ_VHU_MEM_TABLE_MAX == 8,
+	       "size_rule's numbers");
+static const char *size_rule(enum vq_vhu_payload kind)
+{
+	switch (kind) {
+	case VQ_VHU_P_NONE:
+	case VQ_VHU_P_EMPTY:
+		return "0 bytes";
+	case VQ_VHU_P_U64:
+	case VQ_VHU_P_STATE:
+	case VQ_VHU_P_VRING_FD:
+	case VQ_VHU_P_POSTCOPY_ACK:
+		return "8 bytes";
+	case VQ_VHU_P_ADDR:
+	case VQ_VHU_P_REGION:
+		return "40 bytes";
+	case VQ_VHU_P_IOTLB:
+		return "32 bytes";
+	case VQ_VHU_P_LOG:
+		return "16 bytes";
+	case VQ_VHU_P_MEM:
+		return "8 + 32 per region for 1 to 8 regions";
+	case VQ_VHU_P_CONFIG:
+		return "12 to 268 bytes";
+	}
+	return "known";
+}
+
 struct hdr {
 	uint32_t request, flags, size;
 };
@@ -205,18 +234,23 @@ static int check_hdr(const struct hdr *h, bool reply, bool backend,
 	const struct req_desc *d = lookup_in(backend, h->request);
 
 	if ((h->flags & VQ_VHU_FLAG_VERSION_MASK) != VQ_VHU_VERSION)
-		return fail(err, errlen, -EINVAL, "bad version %u in flags 0x%x",
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Header\": version %u in flags 0x%x, not 1",
 			    h->flags & VQ_VHU_FLAG_VERSION_MASK, h->flags);
 	if (h->flags & ~(VQ_VHU_FLAG_VERSION_MASK | VQ_VHU_FLAG_REPLY | VQ_VHU_FLAG_NEED_REPLY))
-		return fail(err, errlen, -EINVAL, "unknown flag bits 0x%x",
-			    h->flags);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Header\": unknown bits 0x%x in flags 0x%x",
+			    h->flags & ~(VQ_VHU_FLAG_VERSION_MASK | VQ_VHU_FLAG_REPLY |
+					 VQ_VHU_FLAG_NEED_REPLY), h->flags);
 	if (!!(h->flags & VQ_VHU_FLAG_REPLY) != reply)
 		return fail(err, errlen, -EINVAL, reply ?
-			    "reply flag missing in a reply" :
-			    "reply flag set in a request");
+			    "vhost-user \"Header\": a reply without the reply flag (flags 0x%x)" :
+			    "vhost-user \"Header\": a request with the reply flag (flags 0x%x)",
+			    h->flags);
 	if (!d)
-		return fail(err, errlen, -EOPNOTSUPP, "unknown request %u",
-			    h->request);
+		return fail(err, errlen, -EOPNOTSUPP,
+			    "vhost-user \"%s message types\": request %u is not one we implement",
+			    backend ? "Back-end" : "Front-end", h->request);
 	*dp = d;
 	return 0;
 }
@@ -287,12 +321,15 @@ static int region_ok(const struct vq_vhu_region *r, unsigned i, char *err,
 		     size_t errlen)
 {
 	if (r->size == 0)
-		return fail(err, errlen, -EINVAL, "region %u has size 0", i);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Memory regions description\": region %u has size 0", i);
 	if (wraps(r->gpa, r->size) || wraps(r->uaddr, r->size) ||
 	    wraps(r->mmap_offset, r->size))
 		return fail(err, errlen, -EINVAL,
-			    "region %u: address + size 0x%llx wraps", i,
-			    (unsigned long long)r->size);
+			    "vhost-user \"Memory regions description\": region %u: 0x%llx bytes at guest 0x%llx, user 0x%llx or offset 0x%llx wrap around",
+			    i, (unsigned long long)r->size, (unsigned long long)r->gpa,
+			    (unsigned long long)r->uaddr,
+			    (unsigned long long)r->mmap_offset);
 	return 0;
 }
 
@@ -320,7 +357,7 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		m->u.log.offset = rd64(p + 8);
 		if (m->u.log.size == 0 || wraps(m->u.log.offset, m->u.log.size))
 			return fail(err, errlen, -EINVAL,
-				    "log of 0x%llx bytes at offset 0x%llx",
+				    "vhost-user \"Log description\": a log of 0x%llx bytes at offset 0x%llx is empty or wraps around",
 				    (unsigned long long)m->u.log.size,
 				    (unsigned long long)m->u.log.offset);
 		return 0;
@@ -329,8 +366,8 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 
 		if (v & ~(uint64_t)(VQ_VHU_VRING_IDX_MASK | VQ_VHU_VRING_NOFD))
 			return fail(err, errlen, -EINVAL,
-				    "reserved bits set in vring fd payload 0x%llx",
-				    (unsigned long long)v);
+				    "%s: payload 0x%llx sets bits other than the index (0-7) and no-fd (8)",
+				    vq_vhu_request_name(m->request), (unsigned long long)v);
 		m->u.vring_fd.index = v & VQ_VHU_VRING_IDX_MASK;
 		m->u.vring_fd.nofd = v & VQ_VHU_VRING_NOFD;
 		return 0;
@@ -362,12 +399,12 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		n = rd32(p);
 		if (n == 0 || n > VQ_VHU_MEM_TABLE_MAX)
 			return fail(err, errlen, -EINVAL,
-				    "memory table with %u regions (1..%u)", n,
+				    "VHOST_USER_SET_MEM_TABLE: %u regions, not 1 to %u", n,
 				    VQ_VHU_MEM_TABLE_MAX);
 		if (m->size != MEM_HDR_WIRE + n * REGION_WIRE)
 			return fail(err, errlen, -EMSGSIZE,
-				    "memory table of %u regions in %u bytes", n,
-				    m->size);
+				    "VHOST_USER_SET_MEM_TABLE: %u regions in a %u-byte payload, not %u",
+				    n, m->size, MEM_HDR_WIRE + n * REGION_WIRE);
 		m->u.mem.nregions = n;
 		for (uint32_t i = 0; i < n; i++) {
 			struct vq_vhu_region *r = &m->u.mem.regions[i];
@@ -383,7 +420,11 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 				if (overlap(r->gpa, r->size, o->gpa, o->size) ||
 				    overlap(r->uaddr, r->size, o->uaddr, o->size))
 					return fail(err, errlen, -EINVAL,
-						    "regions %u and %u overlap", j, i);
+						    "vhost-user \"Memory regions description\": regions %u and %u overlap (guest 0x%llx and 0x%llx, user 0x%llx and 0x%llx)",
+						    j, i, (unsigned long long)o->gpa,
+						    (unsigned long long)r->gpa,
+						    (unsigned long long)o->uaddr,
+						    (unsigned long long)r->uaddr);
 			}
 		}
 		return 0;
@@ -394,10 +435,12 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		if (m->u.config.size > VQ_VHU_CONFIG_MAX ||
 		    m->size != VQ_VHU_CONFIG_HDR_SIZE + m->u.config.size)
 			return fail(err, errlen, -EMSGSIZE,
-				    "config of %u bytes in a %u-byte payload",
-				    m->u.config.size, m->size);
+				    "vhost-user \"Virtio device config space\": %u bytes of config in a %u-byte payload (at most %u)",
+				    m->u.config.size, m->size, VQ_VHU_CONFIG_MAX);
 		if (m->u.config.offset + m->u.config.size < m->u.config.offset)
-			return fail(err, errlen, -EINVAL, "config offset wraps");
+			return fail(err, errlen, -EINVAL,
+				    "vhost-user \"Virtio device config space\": %u bytes at offset %u wrap around",
+				    m->u.config.size, m->u.config.offset);
 		memcpy(m->u.config.data, p + VQ_VHU_CONFIG_HDR_SIZE, m->u.config.size);
 		return 0;
 	}
@@ -412,18 +455,21 @@ static int iotlb_ok(const struct vq_vhu_msg *m, unsigned a, unsigned b,
 	unsigned t = m->u.iotlb.type, perm = m->u.iotlb.perm;
 
 	if (t != a && t != b)
-		return fail(err, errlen, -EINVAL, "IOTLB message type %u on this channel", t);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"IOMMU support\": IOTLB message type %u, not %u or %u on this channel",
+			    t, a, b);
 	if (t == VQ_VHU_IOTLB_INVALIDATE)
 		return 0;
 	if (perm == 0 || perm > VQ_VHU_IOTLB_PERM_RW)
-		return fail(err, errlen, -EINVAL, "IOTLB permission %u", perm);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"An IOTLB message\": permission %u, not 1 to 3", perm);
 	/* a range may end on the last address (vhost's last = start + size - 1) */
 	if (t == VQ_VHU_IOTLB_UPDATE &&
 	    (m->u.iotlb.size == 0 ||
 	     m->u.iotlb.iova + (m->u.iotlb.size - 1) < m->u.iotlb.iova ||
 	     m->u.iotlb.uaddr + (m->u.iotlb.size - 1) < m->u.iotlb.uaddr))
 		return fail(err, errlen, -EINVAL,
-			    "IOTLB update of 0x%llx bytes at IOVA 0x%llx -> 0x%llx",
+			    "vhost-user \"An IOTLB message\": an update of 0x%llx bytes at IOVA 0x%llx to 0x%llx is empty or wraps around",
 			    (unsigned long long)m->u.iotlb.size,
 			    (unsigned long long)m->u.iotlb.iova,
 			    (unsigned long long)m->u.iotlb.uaddr);
@@ -452,8 +498,8 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	case VQ_VHU_SET_VRING_NUM:
 		if (m->u.state.num == 0 || m->u.state.num > VIRTQ_MAX_QUEUE_SIZE)
 			return fail(err, errlen, -EINVAL,
-				    "queue size %u not in 1..%u", m->u.state.num,
-				    VIRTQ_MAX_QUEUE_SIZE);
+				    "VHOST_USER_SET_VRING_NUM: queue size %u is not 1 to %u",
+				    m->u.state.num, VIRTQ_MAX_QUEUE_SIZE);
 		break;
 	/* GET_VRING_BASE num is reserved ("must be set to 0"), but DPDK's
 	 * virtio-user sends the ring size there: it carries nothing, so it is
@@ -461,26 +507,27 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	case VQ_VHU_SET_VRING_ENABLE:
 		if (m->u.state.num > 1)
 			return fail(err, errlen, -EINVAL,
-				    "SET_VRING_ENABLE num %u is not 0 or 1",
+				    "VHOST_USER_SET_VRING_ENABLE: num %u is not 0 or 1",
 				    m->u.state.num);
 		break;
 	case VQ_VHU_SET_VRING_ADDR:
 		if (m->u.addr.flags & ~VQ_VHU_VRING_F_LOG)
 			return fail(err, errlen, -EINVAL,
-				    "unknown vring address flags 0x%x",
+				    "VHOST_USER_SET_VRING_ADDR: unknown flags 0x%x (only VHOST_VRING_F_LOG, 0x1)",
 				    m->u.addr.flags);
 		break;
 	case VQ_VHU_SET_STATUS:
 		if (m->u.u64 > 0xff)
 			return fail(err, errlen, -EINVAL,
-				    "device status 0x%llx does not fit 8 bits",
+				    "VHOST_USER_SET_STATUS: status 0x%llx does not fit 8 bits",
 				    (unsigned long long)m->u.u64);
 		break;
 	case VQ_VHU_GET_CONFIG:
 	case VQ_VHU_SET_CONFIG:
 		if (m->u.config.flags > 1)
 			return fail(err, errlen, -EINVAL,
-				    "unknown config flags 0x%x", m->u.config.flags);
+				    "%s: config flags 0x%x, not 0 or 1", d->name,
+				    m->u.config.flags);
 		break;
 	case VQ_VHU_IOTLB_MSG:
 		return iotlb_ok(m, VQ_VHU_IOTLB_UPDATE, VQ_VHU_IOTLB_INVALIDATE, err, errlen);
@@ -518,13 +565,15 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	if (err && errlen)
 		err[0] = '\0';
 	if (nfds > VQ_VHU_MAX_FDS) {
-		r = fail(err, errlen, -EBADF, "%u fds, at most %u", nfds,
-			 VQ_VHU_MAX_FDS);
+		r = fail(err, errlen, -EBADF,
+			 "vhost-user \"Communication\": %u fds, at most %u in one message",
+			 nfds, VQ_VHU_MAX_FDS);
 		goto out_close;
 	}
 	if (len < VQ_VHU_HDR_SIZE) {
-		r = fail(err, errlen, -EMSGSIZE, "truncated header (%zu bytes)",
-			 len);
+		r = fail(err, errlen, -EMSGSIZE,
+			 "vhost-user \"Header\": %zu bytes, less than the %u-byte header",
+			 len, VQ_VHU_HDR_SIZE);
 		goto out_close;
 	}
 	get_hdr(buf, &h);
@@ -535,13 +584,14 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 		m->kind = VQ_VHU_P_POSTCOPY_ACK;
 		if (len != VQ_VHU_HDR_SIZE + 8) {
 			r = fail(err, errlen, -EMSGSIZE,
-				 "postcopy acknowledgment of %zu bytes",
+				 "vhost-user \"Migration\": a postcopy acknowledgment of %zu bytes, not 8",
 				 len - VQ_VHU_HDR_SIZE);
 			goto out_close;
 		}
 		if (nfds) {
 			r = fail(err, errlen, -EBADF,
-				 "postcopy acknowledgment with %u fds", nfds);
+				 "vhost-user \"Migration\": a postcopy acknowledgment with %u fds, not 0",
+				 nfds);
 			goto out_close;
 		}
 		parse_payload(m, (const uint8_t *)buf + VQ_VHU_HDR_SIZE, NULL, 0);
@@ -551,7 +601,8 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	if (r)
 		goto out_close;
 	if (reply && h.request != expect) {
-		r = fail(err, errlen, -EPROTO, "reply to request %u, expected %u",
+		r = fail(err, errlen, -EPROTO,
+			 "vhost-user \"Communication\": a reply to request %u, expected %u",
 			 h.request, expect);
 		goto out_close;
 	}
@@ -566,22 +617,23 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	else
 		m->kind = d->req;
 	if (reply && m->kind == VQ_VHU_P_NONE) {
-		r = fail(err, errlen, -EPROTO, "%s has no reply", d->name);
+		r = fail(err, errlen, -EPROTO, "%s: a reply, but it has none", d->name);
 		goto out_close;
 	}
 	/* An empty GET_CONFIG reply is the back-end's error report (spec). */
 	if (reply && m->kind == VQ_VHU_P_CONFIG && h.size == 0) {
-		r = fail(err, errlen, -EIO, "back-end refused GET_CONFIG");
+		r = fail(err, errlen, -EIO,
+			 "VHOST_USER_GET_CONFIG: the back-end refused it (an empty reply)");
 		goto out_close;
 	}
 	if (!size_ok(m->kind, h.size)) {
-		r = fail(err, errlen, -EMSGSIZE, "%s: bad payload size %u",
-			 d->name, h.size);
+		r = fail(err, errlen, -EMSGSIZE, "%s: a %u-byte payload, not %s",
+			 d->name, h.size, size_rule(m->kind));
 		goto out_close;
 	}
 	if (len != VQ_VHU_HDR_SIZE + (size_t)h.size) {
 		r = fail(err, errlen, -EMSGSIZE,
-			 "%s: %zu bytes for a %u-byte payload", d->name,
+			 "%s: %zu bytes after a header that announces %u", d->name,
 			 len - VQ_VHU_HDR_SIZE, h.size);
 		goto out_close;
 	}
@@ -612,7 +664,8 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 	}
 	for (unsigned i = 0; i < nfds; i++) {
 		if (fds[i] < 0) {
-			r = fail(err, errlen, -EBADF, "%s: invalid fd", d->name);
+			r = fail(err, errlen, -EBADF, "%s: fd %d is not valid", d->name,
+				 fds[i]);
 			goto out_close;
 		}
 		m->fds[i] = fds[i];

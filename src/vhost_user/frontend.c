@@ -94,6 +94,18 @@ static bool proto(const struct vq_vhu_frontend *f, unsigned bit)
 	return f->protocol & VIRTQ_BIT(bit);
 }
 
+/* A request only legal with a protocol feature: -ENOTSUP without it. */
+static int need_proto(struct vq_vhu_frontend *f, uint32_t req, unsigned bit,
+		      const char *name)
+{
+	if (proto(f, bit))
+		return 0;
+	return ferr(f, -ENOTSUP,
+		    "%s: only legal with VHOST_USER_PROTOCOL_F_%s (bit %u), not negotiated (protocol features 0x%llx)",
+		    vq_vhu_request_name(req), name, bit,
+		    (unsigned long long)f->protocol);
+}
+
 /* Receive and decode the reply to req (ack: a REPLY_ACK u64). */
 static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
 		      struct vq_vhu_msg *rep)
@@ -108,12 +120,16 @@ static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
 	r = vhu_recv(f->sock, false, false, buf, &len, fds, &nfds);
 	if (r == -EAGAIN)
 		r = -ETIMEDOUT;         /* SO_RCVTIMEO expired */
+	if (r == -ETIMEDOUT)
+		return ferr(f, r, "%s: no reply within %u ms", vq_vhu_request_name(req),
+			    f->cfg.timeout_ms ? f->cfg.timeout_ms : 5000);
+	if (r == -EMSGSIZE)
+		return ferr(f, r, "%s: a reply of more than %u payload bytes",
+			    vq_vhu_request_name(req), VQ_VHU_PAYLOAD_MAX);
 	if (r < 0)
-		return ferr(f, r, "%s: no reply (%s)", vq_vhu_request_name(req),
+		return ferr(f, r, "%s: no reply: %s", vq_vhu_request_name(req),
 			    r == -ECONNRESET || r == -EPIPE ?
-			    "the back-end closed the connection" :
-			    r == -ETIMEDOUT ? "timed out" :
-			    strerror(-r));
+			    "the back-end closed the connection" : strerror(-r));
 	r = vq_vhu_decode_reply(buf, len, fds, nfds, req, ack, rep, err,
 				sizeof(err));
 	if (r)
@@ -208,19 +224,24 @@ static int alloc_guest(struct vq_vhu_frontend *f)
 
 	f->mem_fd = memfd_create("virtq-guest", flags);
 	if (f->mem_fd < 0)
-		return ferr(f, -errno, "memfd_create%s failed: %s",
+		return ferr(f, -errno,
+			    "vhost-user \"Memory access\": guest memory: memfd_create%s failed: %s",
 			    f->cfg.hugetlb ? " (MFD_HUGETLB)" : "", strerror(errno));
 	/* the size must be a multiple of the (huge) page size */
 	if (fstatfs(f->mem_fd, &sfs) < 0)
-		return ferr(f, -errno, "guest memory: fstatfs failed");
+		return ferr(f, -errno,
+			    "vhost-user \"Memory access\": guest memory: fstatfs failed: %s",
+			    strerror(errno));
 	size = align_up(size, (uint64_t)sfs.f_bsize);
 	if (ftruncate(f->mem_fd, (off_t)size) < 0)
-		return ferr(f, -errno, "guest memory: ftruncate failed: %s",
-			    strerror(errno));
+		return ferr(f, -errno,
+			    "vhost-user \"Memory access\": guest memory: ftruncate to 0x%llx bytes failed: %s",
+			    (unsigned long long)size, strerror(errno));
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->mem_fd, 0);
 	if (p == MAP_FAILED)
-		return ferr(f, -errno, "guest memory: mmap failed: %s",
-			    strerror(errno));
+		return ferr(f, -errno,
+			    "vhost-user \"Memory access\": guest memory: mmap of 0x%llx bytes failed: %s",
+			    (unsigned long long)size, strerror(errno));
 	f->mem = p;
 	f->mem_size = size;
 	f->brk = 0;
@@ -275,11 +296,13 @@ static int iommu_channel(struct vq_vhu_frontend *f)
 	if (page < 4096 || (page & (page - 1)) || f->mem_size % page ||
 	    f->mem_size / page > VQ_IOTLB_MAX_ENTRIES)
 		return ferr(f, -EINVAL,
-			    "IOMMU page of %llu bytes: a power of two >= 4096 dividing the %llu bytes of guest memory into at most %u",
+			    "vhost-user \"IOMMU support\": an IOMMU page of %llu bytes is not a power of 2 of 4096 or more dividing the %llu bytes of guest memory into at most %u",
 			    (unsigned long long)page, (unsigned long long)f->mem_size,
 			    VQ_IOTLB_MAX_ENTRIES);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return ferr(f, -errno, "back-end channel: socketpair failed");
+		return ferr(f, -errno,
+			    "vhost-user \"Back-end communication\": socketpair failed: %s",
+			    strerror(errno));
 	r = call(f, &m, &sv[1], 1, NULL);
 	close(sv[1]);
 	f->chan = sv[0];
@@ -311,10 +334,13 @@ static int iommu_serve(struct vq_vhu_frontend *f)
 
 	while (f->chan >= 0 &&
 	       (n = recv(f->chan, buf, sizeof(buf), MSG_DONTWAIT | MSG_WAITALL)) > 0) {
-		if ((size_t)n != sizeof(buf) ||
-		    vq_vhu_decode_backend_request(buf, (size_t)n, NULL, 0, &m, err,
+		if ((size_t)n != sizeof(buf))
+			return ferr(f, -EPROTO,
+				    "vhost-user \"Back-end communication\": a message of %zd bytes, not %zu",
+				    n, sizeof(buf));
+		if (vq_vhu_decode_backend_request(buf, (size_t)n, NULL, 0, &m, err,
 						  sizeof(err)))
-			return ferr(f, -EPROTO, "back-end channel: a bad message");
+			return ferr(f, -EPROTO, "%s", err);
 		f->misses++;
 		if (m.u.iotlb.type != VQ_VHU_IOTLB_MISS)
 			continue;       /* an access failure: nothing to give */
@@ -366,7 +392,9 @@ static int send_memory(struct vq_vhu_frontend *f)
 		if (r)
 			return r;
 		if (slots < 1)
-			return ferr(f, -ENOSPC, "the back-end has no memory slots");
+			return ferr(f, -ENOSPC,
+				    "VHOST_USER_GET_MAX_MEM_SLOTS: the back-end has %llu memory slots",
+				    (unsigned long long)slots);
 		m.request = VQ_VHU_ADD_MEM_REG;
 		m.kind = VQ_VHU_P_REGION;
 		m.u.region = reg;
@@ -393,7 +421,7 @@ static int negotiate(struct vq_vhu_frontend *f)
 	f->offered = offered;
 	if (!(offered & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
 		return ferr(f, -ENOTSUP,
-			    "the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
+			    "VHOST_USER_GET_FEATURES: the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
 			    (unsigned long long)offered);
 	if (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)) {
 		r = get_u64(f, VQ_VHU_GET_PROTOCOL_FEATURES, &pofs);
@@ -406,7 +434,7 @@ static int negotiate(struct vq_vhu_frontend *f)
 		    (~pofs & (VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |
 			      VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK))))
 			return ferr(f, -ENOTSUP,
-				    "IOMMU: the back-end does not offer REPLY_ACK and BACKEND_REQ (0x%llx)",
+				    "vhost-user \"IOMMU support\": the back-end does not offer REPLY_ACK and BACKEND_REQ (0x%llx)",
 				    (unsigned long long)pofs);
 		r = call_u64(f, VQ_VHU_SET_PROTOCOL_FEATURES, pofs);
 		if (r)
@@ -421,7 +449,8 @@ static int negotiate(struct vq_vhu_frontend *f)
 		if (r)
 			return r;
 		if (nq < f->cfg.nqueues)
-			return ferr(f, -ENOSPC, "the back-end has %llu queues, %u wanted",
+			return ferr(f, -ENOSPC,
+				    "VHOST_USER_GET_QUEUE_NUM: the back-end has %llu queues, %u wanted",
 				    (unsigned long long)nq, f->cfg.nqueues);
 	}
 	/* logging is switched on later, as a migration does */
@@ -430,7 +459,8 @@ static int negotiate(struct vq_vhu_frontend *f)
 	if (f->cfg.iommu_page) {
 		if (!(offered & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) || !f->protocol)
 			return ferr(f, -ENOTSUP,
-				    "IOMMU: the back-end does not offer VIRTIO_F_ACCESS_PLATFORM with protocol features");
+				    "vhost-user \"IOMMU support\": the back-end does not offer VIRTIO_F_ACCESS_PLATFORM with protocol features (0x%llx)",
+				    (unsigned long long)offered);
 		want |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 	} else {
 		want &= ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
@@ -438,10 +468,11 @@ static int negotiate(struct vq_vhu_frontend *f)
 	f->features = (want & offered) |
 		      (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
 	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
-		return ferr(f, -EINVAL, "queue size %u is not valid for the %s layout",
+		return ferr(f, -EINVAL, "%s: queue size %u is not %s",
+			    f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ? "2.8" : "2.7",
 			    f->cfg.queue_size,
 			    f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ?
-			    "packed" : "split");
+			    "1 to 32768" : "a power of 2 up to 32768");
 	r = call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 	if (r)
 		return r;
@@ -471,6 +502,20 @@ static uint64_t drv_features(uint64_t f)
 	       ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
 }
 
+/* Guest memory for a part of ring i, or NULL with the error set. */
+static void *ring_alloc(struct vq_vhu_frontend *f, unsigned i, const char *what,
+			uint64_t len, uint64_t *gpa)
+{
+	void *p = vq_vhu_frontend_alloc(f, len, gpa);
+
+	if (!p)
+		ferr(f, -ENOMEM,
+		     "vhost-user \"Memory access\": ring %u: no room for its %s (0x%llx bytes) in 0x%llx bytes of guest memory",
+		     i, what, (unsigned long long)len,
+		     (unsigned long long)f->mem_size);
+	return p;
+}
+
 static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 {
 	struct fqueue *q = &f->q[i];
@@ -483,9 +528,9 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	int r;
 
 	size = vq_ring_layout(drv_features(f->features), num, q->off);
-	ring = vq_vhu_frontend_alloc(f, align_up(size, 4096) + 4096, &q->ring_dev);
+	ring = ring_alloc(f, i, "areas", align_up(size, 4096) + 4096, &q->ring_dev);
 	if (!ring)
-		return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
+		return -ENOMEM;
 	/* page-align the ring inside its allocation */
 	{
 		uint64_t pad = align_up(q->ring_dev, 4096) - q->ring_dev;
@@ -495,10 +540,10 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	}
 	q->ring_gpa = gpa_of(f, ring);
 	if (idxmax) {
-		ind = vq_vhu_frontend_alloc(f, sizeof(struct virtq_desc) * idxmax * num,
-					    &ind_gpa);
+		ind = ring_alloc(f, i, "indirect tables",
+				 sizeof(struct virtq_desc) * idxmax * num, &ind_gpa);
 		if (!ind)
-			return ferr(f, -ENOMEM, "guest memory too small for ring %u", i);
+			return -ENOMEM;
 	}
 	dc.features = drv_features(f->features);
 	dc.num = num;
@@ -511,11 +556,15 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	/* before the back-end can see the ring: vq_drv_new zeroes it */
 	r = vq_drv_new(&dc, &q->drv);
 	if (r)
-		return ferr(f, r, "ring %u: vq_drv_new failed (%d)", i, r);
+		return ferr(f, r,
+			    "vhost-user \"Ring states\": ring %u: the ring layer refused it: %s",
+			    i, strerror(-r));
 	q->kick_fd = vq_evt_new();
 	q->call_fd = vq_evt_new();
 	if (q->kick_fd < 0 || q->call_fd < 0)
-		return ferr(f, -EMFILE, "ring %u: eventfd failed", i);
+		return ferr(f, q->kick_fd < 0 ? q->kick_fd : q->call_fd,
+			    "vhost-user \"Ring states\": ring %u: no eventfd for its kick and call: %s",
+			    i, strerror(-(q->kick_fd < 0 ? q->kick_fd : q->call_fd)));
 	r = call_vring_fd(f, VQ_VHU_SET_VRING_CALL, i, q->call_fd);
 	if (!r)
 		r = call_state(f, VQ_VHU_SET_VRING_NUM, i, num);
@@ -581,7 +630,8 @@ int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 	if (r)
 		return r;
 	if (rep.u.state.index != i)
-		return ferr(f, -EPROTO, "GET_VRING_BASE: reply for ring %u, asked %u",
+		return ferr(f, -EPROTO,
+			    "VHOST_USER_GET_VRING_BASE: a reply for ring %u, asked for %u",
 			    rep.u.state.index, i);
 	*base = rep.u.state.num;
 	return 0;
@@ -608,8 +658,9 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (cfg->nqueues == 0 || cfg->nqueues > VQ_VHU_MAX_QUEUES) {
-		r = ferr(f, -EINVAL, "queue count %u not in 1..%u", cfg->nqueues,
-			 VQ_VHU_MAX_QUEUES);
+		r = ferr(f, -EINVAL,
+			 "vhost-user \"Multiple queue support\": %u queues, not 1 to %u",
+			 cfg->nqueues, VQ_VHU_MAX_QUEUES);
 		goto fail;
 	}
 	f->q = calloc(cfg->nqueues, sizeof(*f->q));
@@ -658,8 +709,9 @@ int vq_vhu_frontend_connect(const char *path,
 		int r = -errno;
 
 		if (cfg->err && cfg->errlen)
-			snprintf(cfg->err, cfg->errlen, "connect %s: %s", path,
-				 strerror(errno));
+			snprintf(cfg->err, cfg->errlen,
+				 "vhost-user \"Communication\": connect to %s failed: %s",
+				 path, strerror(errno));
 		close(fd);
 		return r;
 	}
@@ -707,22 +759,24 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 	}
 	if (!(f->offered & VIRTQ_BIT(VQ_VHU_F_LOG_ALL)) || !proto(f, VQ_VHU_PROTOCOL_F_LOG_SHMFD))
 		return ferr(f, -EOPNOTSUPP,
-			    "the back-end does not offer VHOST_F_LOG_ALL with LOG_SHMFD");
+			    "vhost-user \"Migration\": the back-end does not offer VHOST_F_LOG_ALL with LOG_SHMFD (features 0x%llx, protocol features 0x%llx)",
+			    (unsigned long long)f->offered, (unsigned long long)f->protocol);
 	if (f->log)
 		return 0;
 	/* QEMU's log: whole u64s, bit n for guest page n, from address 0 */
 	f->log_size = align_up((pages + 7) / 8, 8);
 	fd = memfd_create("virtq-log", MFD_CLOEXEC);
 	if (fd < 0)
-		return ferr(f, -errno, "log: memfd_create failed: %s", strerror(errno));
-	if (ftruncate(fd, (off_t)f->log_size) < 0) {
+		return ferr(f, -errno, "vhost-user \"Migration\": log: memfd_create failed: %s",
+			    strerror(errno));
+	if (ftruncate(fd, (off_t)f->log_size) < 0 ||
+	    (p = mmap(NULL, f->log_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		      0)) == MAP_FAILED) {
+		r = ferr(f, -errno,
+			 "vhost-user \"Migration\": a log of 0x%llx bytes: %s",
+			 (unsigned long long)f->log_size, strerror(errno));
 		close(fd);
-		return ferr(f, -errno, "log: ftruncate failed");
-	}
-	p = mmap(NULL, f->log_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		close(fd);
-		return ferr(f, -errno, "log: mmap failed");
+		return r;
 	}
 	f->log = p;
 	m.u.log.size = f->log_size;
@@ -742,8 +796,10 @@ int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 {
 	uint64_t v = 0;
 
-	if (!proto(f, VQ_VHU_PROTOCOL_F_RARP))
-		return ferr(f, -ENOTSUP, "SEND_RARP: PROTOCOL_F_RARP not negotiated");
+	int r = need_proto(f, VQ_VHU_SEND_RARP, VQ_VHU_PROTOCOL_F_RARP, "RARP");
+
+	if (r)
+		return r;
 	for (unsigned i = 0; i < 6; i++)
 		v |= (uint64_t)mac[i] << (8 * i);
 	return call_u64(f, VQ_VHU_SEND_RARP, v);
@@ -751,9 +807,9 @@ int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 
 int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu)
 {
-	if (!proto(f, VQ_VHU_PROTOCOL_F_MTU))
-		return ferr(f, -ENOTSUP, "NET_SET_MTU: PROTOCOL_F_MTU not negotiated");
-	return call_u64(f, VQ_VHU_NET_SET_MTU, mtu);
+	int r = need_proto(f, VQ_VHU_NET_SET_MTU, VQ_VHU_PROTOCOL_F_MTU, "MTU");
+
+	return r ? r : call_u64(f, VQ_VHU_NET_SET_MTU, mtu);
 }
 
 const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *size)
@@ -839,8 +895,9 @@ int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 	struct vq_vhu_msg rep;
 	int r;
 
-	if (!proto(f, VQ_VHU_PROTOCOL_F_CONFIG))
-		return ferr(f, -ENOTSUP, "GET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
+	r = need_proto(f, VQ_VHU_GET_CONFIG, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
+	if (r)
+		return r;
 	if (len > VQ_VHU_CONFIG_MAX)
 		return -EINVAL;
 	m.u.config.offset = off;
@@ -850,7 +907,8 @@ int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 		return r;
 	/* "payload size MUST match the front-end's request" */
 	if (rep.u.config.size != len || rep.u.config.offset != off)
-		return ferr(f, -EPROTO, "GET_CONFIG: reply of %u bytes at %u, asked %u at %u",
+		return ferr(f, -EPROTO,
+			    "VHOST_USER_GET_CONFIG: a reply of %u bytes at offset %u, asked for %u at %u",
 			    rep.u.config.size, rep.u.config.offset, len, off);
 	memcpy(buf, rep.u.config.data, len);
 	return 0;
@@ -860,9 +918,10 @@ int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,
 			       const void *buf, uint32_t len)
 {
 	struct vq_vhu_msg m = { .request = VQ_VHU_SET_CONFIG, .kind = VQ_VHU_P_CONFIG };
+	int r = need_proto(f, VQ_VHU_SET_CONFIG, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 
-	if (!proto(f, VQ_VHU_PROTOCOL_F_CONFIG))
-		return ferr(f, -ENOTSUP, "SET_CONFIG: PROTOCOL_F_CONFIG not negotiated");
+	if (r)
+		return r;
 	if (len > VQ_VHU_CONFIG_MAX)
 		return -EINVAL;
 	m.u.config.offset = off;

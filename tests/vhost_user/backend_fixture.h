@@ -21,6 +21,7 @@
 #include <virtq/vhost_user_frontend.h>
 
 #include "echo_dev.h"
+#include "spec_msg.h"
 #include "vhost_user/vhu_internal.h"
 
 #define UA 0x7f0000000000ull            /* front-end address of guest memory */
@@ -204,6 +205,7 @@ static inline void closed_with(struct fx *x, int s, int r, int err)
 	CHECK_EQ(r, err);
 	CHECK(!vq_vhu_backend_connected(x->e.b));
 	CHECK(vq_vhu_backend_error_msg(x->e.b)[0]);
+	CHECK(spec_section_first(vq_vhu_backend_error_msg(x->e.b)));
 	close(s);
 	CHECK_EQ(count_fds(), x->fds0);
 	CHECK_EQ(count_maps(), x->maps0);

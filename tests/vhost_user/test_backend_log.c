@@ -83,7 +83,9 @@ static void refusal_and_hangup_logged(struct fx *x)
 	log_dump(&l);
 	CHECK_EQ(r, -ECONNRESET);
 	CHECK(ack != 0);
-	CHECK(log_find(&l, VQ_LOG_WARNING, "echo: refused: SET_CONFIG") >= 0);
+	CHECK(log_find(&l, VQ_LOG_WARNING, "echo: refused: VHOST_USER_SET_CONFIG: ") >= 0);
+	CHECK(spec_section_first(strstr(l.msg[log_find(&l, VQ_LOG_WARNING, "")],
+					"refused: ") + 9));
 	CHECK(log_find(&l, VQ_LOG_INFO, "echo: the front-end closed the connection") >= 0);
 	CHECK_EQ(log_find(&l, VQ_LOG_ERR, ""), -1);
 	CHECK_EQ(vq_vhu_backend_error_msg(x->e.b)[0], '\0');

@@ -13,6 +13,7 @@
 #include <virtq/vhost_user_frontend.h>
 
 #include "echo_dev.h"
+#include "spec_msg.h"
 
 static int fe_bad(const void *reply, size_t len, int fd, bool half_close,
 		  char *err, size_t errlen)
@@ -51,6 +52,7 @@ static int fe_bad(const void *reply, size_t len, int fd, bool half_close,
 	CHECK(f == NULL);
 	close(sv[1]);
 	fprintf(stderr, "   -> %d: %s\n", r, err);
+	CHECK(spec_section_first(err));
 	return r;
 }
 
