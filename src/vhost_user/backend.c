@@ -444,6 +444,18 @@ static int handle_one(struct vq_vhu_backend *b)
 	return r < 0 ? r : 1;   /* a refusal keeps the connection */
 }
 
+/* Reserved words a caller set: fields of a later version we would ignore. */
+static bool device_reserved_set(const struct vq_vhu_device *dev)
+{
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(dev->reserved); i++)
+		if (dev->reserved[i])
+			return true;
+	for (unsigned i = 0; dev->ops && i < VQ_ARRAY_SIZE(dev->ops->reserved); i++)
+		if (dev->ops->reserved[i])
+			return true;
+	return false;
+}
+
 int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		       struct vq_vhu_backend **out)
 {
@@ -454,7 +466,8 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	*out = NULL;
 	if (!dev || dev->nqueues == 0 || dev->nqueues > VQ_VHU_MAX_QUEUES ||
 	    !(dev->features & VIRTQ_BIT(VIRTIO_F_VERSION_1)) ||
-	    (dev->features & ~(dev_mask | VQ_RING_FEATURES)))
+	    (dev->features & ~(dev_mask | VQ_RING_FEATURES)) ||
+	    device_reserved_set(dev))
 		return -EINVAL;
 	b = calloc(1, sizeof(*b));
 	if (!b)

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,20 @@ struct vq_vhu_backend {
 /* Replaced tables kept before a quiesce frees them (each at most
  * VQ_IOTLB_MAX_ENTRIES entries). */
 #define VQ_VHU_IOTLB_RETIRED_MAX 32u
+
+/* Copy what the library filled (len bytes) into the caller's struct of
+ * size bytes, zeroing the rest of it: a caller built against a newer
+ * header sees zero in the fields this library does not know.  Returns how
+ * many bytes are the library's. */
+static inline size_t vhu_copy_out(void *dst, size_t size, const void *src,
+				  size_t len)
+{
+	size_t n = size < len ? size : len;
+
+	memcpy(dst, src, n);
+	memset((char *)dst + n, 0, size - n);
+	return n;
+}
 
 static inline uint64_t vhu_now_ns(void)
 {

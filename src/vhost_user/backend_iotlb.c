@@ -84,12 +84,15 @@ static void iotlb_count(struct vq_vhu_backend *b, uint64_t *counter)
 	pthread_mutex_unlock(&b->chan.lock);
 }
 
-void vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
-				struct vq_vhu_iotlb_stats *s)
+size_t vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
+				  struct vq_vhu_iotlb_stats *s, size_t size)
 {
+	struct vq_vhu_iotlb_stats st;
+
 	pthread_mutex_lock(&b->chan.lock);
-	*s = b->chan.st;
+	st = b->chan.st;
 	pthread_mutex_unlock(&b->chan.lock);
+	return vhu_copy_out(s, size, &st, sizeof(st));
 }
 
 static void misses_answered(struct vq_vhu_backend *b, uint64_t iova, uint64_t size)

@@ -86,14 +86,18 @@ void vhu_postcopy_end(struct vq_vhu_backend *b)
 	b->pc.ack_pending = false;
 }
 
-void vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
-				   struct vq_vhu_postcopy_stats *s)
+size_t vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
+				     struct vq_vhu_postcopy_stats *s, size_t size)
 {
-	s->advises = __atomic_load_n(&b->pc.st.advises, __ATOMIC_RELAXED);
-	s->listens = __atomic_load_n(&b->pc.st.listens, __ATOMIC_RELAXED);
-	s->regions = __atomic_load_n(&b->pc.st.regions, __ATOMIC_RELAXED);
-	s->acks = __atomic_load_n(&b->pc.st.acks, __ATOMIC_RELAXED);
-	s->ends = __atomic_load_n(&b->pc.st.ends, __ATOMIC_RELAXED);
+	struct vq_vhu_postcopy_stats st = {
+		.advises = __atomic_load_n(&b->pc.st.advises, __ATOMIC_RELAXED),
+		.listens = __atomic_load_n(&b->pc.st.listens, __ATOMIC_RELAXED),
+		.regions = __atomic_load_n(&b->pc.st.regions, __ATOMIC_RELAXED),
+		.acks = __atomic_load_n(&b->pc.st.acks, __ATOMIC_RELAXED),
+		.ends = __atomic_load_n(&b->pc.st.ends, __ATOMIC_RELAXED),
+	};
+
+	return vhu_copy_out(s, size, &st, sizeof(st));
 }
 
 /*

@@ -16,6 +16,10 @@
 
 #include "internal.h"
 
+/* The ABI fixes the message's size: a new payload fits the union. */
+_Static_assert(sizeof(((struct vq_vhu_msg *)0)->u) == VQ_VHU_MSG_UNION_SIZE,
+	       "vq_vhu_msg's union changed size");
+
 enum fd_rule {
 	FD_NONE,        /* no fd */
 	FD_REGIONS,     /* one per memory region */

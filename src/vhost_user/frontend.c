@@ -637,6 +637,15 @@ int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 	return 0;
 }
 
+/* Reserved words a caller set: fields of a later version we would ignore. */
+static bool config_reserved_set(const struct vq_vhu_frontend_config *cfg)
+{
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(cfg->reserved); i++)
+		if (cfg->reserved[i])
+			return true;
+	return false;
+}
+
 static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 			 struct vq_vhu_frontend **out)
 {
@@ -688,6 +697,11 @@ fail:
 int vq_vhu_frontend_adopt_fd(int fd, const struct vq_vhu_frontend_config *cfg,
 			     struct vq_vhu_frontend **out)
 {
+	*out = NULL;
+	if (config_reserved_set(cfg)) {
+		close(fd);
+		return -EINVAL;
+	}
 	return frontend_init(fd, cfg, out);
 }
 
@@ -699,6 +713,8 @@ int vq_vhu_frontend_connect(const char *path,
 	int fd;
 
 	*out = NULL;
+	if (config_reserved_set(cfg))
+		return -EINVAL;
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);

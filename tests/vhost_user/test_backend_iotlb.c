@@ -708,7 +708,7 @@ static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
 	vq_drv_kick_prepare(io.d);
 	CHECK_EQ(vq_dev_pop(vq, &c), 1);        /* held by the device */
 	CHECK(!vq_dev_iotlb_quiescent(vq));
-	vq_vhu_backend_iotlb_stats(x->e.b, &st0);
+	vq_vhu_backend_iotlb_stats(x->e.b, &st0, sizeof(st0));
 	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_WARNING), 0);
 	stderr_to_pipe();
 	ack = iotlb_invalidate(x, io.s, DATA_IOVA, PG);
@@ -717,7 +717,7 @@ static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
 	log_dump(&l);
 	CHECK_EQ(ack, 0);
 	CHECK_EQ(err_bytes, 0);
-	vq_vhu_backend_iotlb_stats(x->e.b, &st);
+	vq_vhu_backend_iotlb_stats(x->e.b, &st, sizeof(st));
 	CHECK_EQ(st.quiesce_timeouts - st0.quiesce_timeouts, 1);
 	CHECK_EQ(st.invalidations - st0.invalidations, 1);
 	CHECK_EQ(l.n, 1);

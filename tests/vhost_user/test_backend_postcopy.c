@@ -158,7 +158,7 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 	struct pc_reader rd;
 	uint8_t *hva, v = 0;
 
-	vq_vhu_backend_postcopy_stats(x->e.b, &st0);
+	vq_vhu_backend_postcopy_stats(x->e.b, &st0, sizeof(st0));
 	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & P_PAGEFAULT);
 	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_PAGEFAULT | P_SLOTS | P_REPLY_ACK);
 	ok(x);
@@ -204,7 +204,7 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 	pc_place(x, ufd, hva + 0x10000, 0x10000, 0x5a);
 	CHECK_EQ(pc_reader_join(&rd, &v), 1);
 	CHECK_EQ(v, 0x5a);
-	vq_vhu_backend_postcopy_stats(x->e.b, &st);
+	vq_vhu_backend_postcopy_stats(x->e.b, &st, sizeof(st));
 	CHECK_EQ(st.advises - st0.advises, 1);
 	CHECK_EQ(st.listens - st0.listens, 1);
 	CHECK_EQ(st.regions - st0.regions, 1);

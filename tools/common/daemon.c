@@ -186,8 +186,8 @@ void vqd_json_backend(struct vq_vhu_backend *b)
 	struct vq_vhu_iotlb_stats io;
 	struct vq_vhu_postcopy_stats pc;
 
-	vq_vhu_backend_iotlb_stats(b, &io);
-	vq_vhu_backend_postcopy_stats(b, &pc);
+	vq_vhu_backend_iotlb_stats(b, &io, sizeof(io));
+	vq_vhu_backend_postcopy_stats(b, &pc, sizeof(pc));
 	printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
 	       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
 	       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
