@@ -204,8 +204,8 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	if (!r && (off > (uint64_t)st.st_size || size > (uint64_t)st.st_size - off))
 		r = vhu_berr(b, -EINVAL,
 			     "VHOST_USER_SET_LOG_BASE: 0x%llx bytes at offset 0x%llx run past the end of the log file (0x%llx bytes)",
-			 (unsigned long long)size, (unsigned long long)off,
-			 (unsigned long long)st.st_size);
+			     (unsigned long long)size, (unsigned long long)off,
+			     (unsigned long long)st.st_size);
 	if (!r && size + delta > SIZE_MAX)
 		r = vhu_berr(b, -EINVAL,
 			     "VHOST_USER_SET_LOG_BASE: a log of 0x%llx bytes is too large to map",

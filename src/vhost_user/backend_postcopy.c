@@ -59,7 +59,7 @@ int vhu_uffd_register(struct vq_vhu_backend *b, const struct map *mp)
 	if (ioctl(b->pc.ufd, UFFDIO_REGISTER, &reg) < 0)
 		return vhu_berr(b, -errno,
 				"vhost-user \"Migration\": postcopy: region at guest 0x%llx cannot be registered with the userfaultfd: %s",
-			    (unsigned long long)mp->gpa, strerror(errno));
+				(unsigned long long)mp->gpa, strerror(errno));
 	__atomic_fetch_add(&b->pc.st.regions, 1, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -106,7 +106,7 @@ size_t vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
  * (it must translate the faults we raise), and the rings wait for its ack.
  */
 int vhu_postcopy_mem_changed(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
-				struct vq_vhu_msg *echo)
+			     struct vq_vhu_msg *echo)
 {
 	b->pc.ack_pending = true;
 	if (!echo)
@@ -180,11 +180,11 @@ int vhu_h_postcopy_ack(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	if (!b->pc.listening)
 		return vhu_berr(b, -EPROTO,
 				"vhost-user \"Migration\": a postcopy acknowledgment (under request %u) while postcopy does not listen",
-			    m->request);
+				m->request);
 	if (m->u.u64)
 		return vhu_berr(b, -EPROTO,
 				"vhost-user \"Migration\": the front-end failed to take our postcopy addresses (%llu): it could not serve our faults",
-			    (unsigned long long)m->u.u64);
+				(unsigned long long)m->u.u64);
 	b->pc.ack_pending = false;
 	__atomic_fetch_add(&b->pc.st.acks, 1, __ATOMIC_RELAXED);
 	return vhu_start_all(b);
