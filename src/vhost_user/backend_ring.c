@@ -251,17 +251,26 @@ int vhu_start_all(struct vq_vhu_backend *b)
 	return 0;
 }
 
+/* SET_VRING_NUM and _BASE change what a ring is built on: not while it
+ * runs (vhost-user "Ring states"). */
+static int ring_stopped_check(struct vq_vhu_backend *b, unsigned i,
+			      const struct vq_vhu_msg *m)
+{
+	if (!b->rings[i].vq)
+		return 0;
+	return vhu_berr(b, -EBUSY, "%s: queue %u is running (GET_VRING_BASE stops it)",
+			vq_vhu_request_name(m->request), i);
+}
+
 int vhu_h_vring_num(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.state.index;
 	struct ring *q = &b->rings[i];
 	int r;
 
-	if (q->vq)
-		return vhu_berr(b, -EBUSY,
-				"VHOST_USER_SET_VRING_NUM: queue %u is running (GET_VRING_BASE stops it)",
-				i);
-	r = ring_num_check(b, i, m->u.state.num);
+	r = ring_stopped_check(b, i, m);
+	if (!r)
+		r = ring_num_check(b, i, m->u.state.num);
 	if (r)
 		return r;
 	q->num = m->u.state.num;
@@ -299,11 +308,10 @@ int vhu_h_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.state.index;
 	struct ring *q = &b->rings[i];
+	int r = ring_stopped_check(b, i, m);
 
-	if (q->vq)
-		return vhu_berr(b, -EBUSY,
-				"VHOST_USER_SET_VRING_BASE: queue %u is running (GET_VRING_BASE stops it)",
-				i);
+	if (r)
+		return r;
 	if (!vhu_packed(b) && (m->u.state.num >> 16))
 		return vhu_berr(b, -EINVAL,
 				"VHOST_USER_SET_VRING_BASE: split queue %u base 0x%x sets bits 16-31, which are reserved",

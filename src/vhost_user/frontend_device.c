@@ -112,21 +112,31 @@ int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu)
 	return r ? r : vhu_fe_call_u64(f, VQ_VHU_NET_SET_MTU, mtu);
 }
 
-int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
-			       void *buf, uint32_t len)
+/* A GET_ or SET_CONFIG of len bytes at off: legal only with
+ * PROTOCOL_F_CONFIG, at most VQ_VHU_CONFIG_MAX bytes in one message. */
+static int config_msg(struct vq_vhu_frontend *f, uint32_t req, uint32_t off,
+		      uint32_t len, struct vq_vhu_msg *m)
 {
-	struct vq_vhu_msg m = { .request = VQ_VHU_GET_CONFIG, .kind = VQ_VHU_P_CONFIG };
-	struct vq_vhu_msg rep;
-	int r;
+	int r = vhu_fe_need_proto(f, req, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 
-	r = vhu_fe_need_proto(f, VQ_VHU_GET_CONFIG, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
 	if (r)
 		return r;
 	if (len > VQ_VHU_CONFIG_MAX)
 		return -EINVAL;
-	m.u.config.offset = off;
-	m.u.config.size = len;
-	r = vhu_fe_call(f, &m, NULL, 0, &rep);
+	*m = (struct vq_vhu_msg){ .request = req, .kind = VQ_VHU_P_CONFIG };
+	m->u.config.offset = off;
+	m->u.config.size = len;
+	return 0;
+}
+
+int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
+			       void *buf, uint32_t len)
+{
+	struct vq_vhu_msg m, rep;
+	int r = config_msg(f, VQ_VHU_GET_CONFIG, off, len, &m);
+
+	if (!r)
+		r = vhu_fe_call(f, &m, NULL, 0, &rep);
 	if (r)
 		return r;
 	/* "payload size MUST match the front-end's request" */
@@ -141,15 +151,11 @@ int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,
 			       const void *buf, uint32_t len)
 {
-	struct vq_vhu_msg m = { .request = VQ_VHU_SET_CONFIG, .kind = VQ_VHU_P_CONFIG };
-	int r = vhu_fe_need_proto(f, VQ_VHU_SET_CONFIG, VQ_VHU_PROTOCOL_F_CONFIG, "CONFIG");
+	struct vq_vhu_msg m;
+	int r = config_msg(f, VQ_VHU_SET_CONFIG, off, len, &m);
 
 	if (r)
 		return r;
-	if (len > VQ_VHU_CONFIG_MAX)
-		return -EINVAL;
-	m.u.config.offset = off;
-	m.u.config.size = len;
 	memcpy(m.u.config.data, buf, len);
 	return vhu_fe_call(f, &m, NULL, 0, NULL);
 }

@@ -245,16 +245,23 @@ static inline void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t
 	ok(x);
 }
 
-/* Lay out a split ring of 64 at guest offset 0 and set it up up to KICK. */
-static inline void split_ring(struct fx *x, int s, uint64_t features, int kick)
+/* Queue 0 of 64 at guest offsets 0, 0x1000, 0x2000: its address, then
+ * its kick (none if kick < 0). */
+static inline void ring_addr_kick(struct fx *x, int s, int kick)
 {
-	setup_to_num(x, s, features, 64);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
 	ok(x);
 	if (kick >= 0) {
 		snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
 		ok(x);
 	}
+}
+
+/* Lay out a split ring of 64 at guest offset 0 and set it up up to KICK. */
+static inline void split_ring(struct fx *x, int s, uint64_t features, int kick)
+{
+	setup_to_num(x, s, features, 64);
+	ring_addr_kick(x, s, kick);
 }
 
 /* ---- the log callback, and fd 2 that must stay empty ---- */

@@ -65,23 +65,8 @@ static void bad_wrong_fd_count_mem_table(struct fx *x)
 
 	memcpy(p + 8, r, sizeof(r));
 	/* two regions, one fd */
-	{
-		struct msghdr mh = { 0 };
-		struct iovec iov[2] = { { h, 12 }, { p, sizeof(p) } };
-		union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
-		struct cmsghdr *cm;
-
-		mh.msg_iov = iov;
-		mh.msg_iovlen = 2;
-		mh.msg_control = c.b;
-		mh.msg_controllen = sizeof(c.b);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &x->gfd, sizeof(int));
-		CHECK(sendmsg(s, &mh, 0) > 0);
-	}
+	CHECK(send_with_fd(s, (struct iovec[2]){ { h, 12 }, { p, sizeof(p) } }, 2,
+			   x->gfd) > 0);
 	expect_closed(x, s, -EBADF);
 }
 
@@ -107,22 +92,10 @@ static void bad_frontend_gone_mid_message(struct fx *x)
 	int s = cli(x);
 	uint32_t h[3] = { VQ_VHU_SET_MEM_TABLE, VQ_VHU_VERSION, 8 + 32 };
 	uint8_t p[10] = { 1 };
-	struct msghdr mh = { 0 };
-	struct iovec iov[2] = { { h, 12 }, { p, sizeof(p) } };
-	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
-	struct cmsghdr *cm;
 
 	/* header, an fd and 10 of 40 payload bytes; then the front-end dies */
-	mh.msg_iov = iov;
-	mh.msg_iovlen = 2;
-	mh.msg_control = c.b;
-	mh.msg_controllen = sizeof(c.b);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &x->gfd, sizeof(int));
-	CHECK(sendmsg(s, &mh, 0) > 0);
+	CHECK(send_with_fd(s, (struct iovec[2]){ { h, 12 }, { p, sizeof(p) } }, 2,
+			   x->gfd) > 0);
 	shutdown(s, SHUT_WR);
 	expect_closed(x, s, -EPIPE);
 }
@@ -170,6 +143,33 @@ static void reply_ack_success_and_failure(struct fx *x)
 	closed_with(x, s, r, -EPROTO);
 }
 
+/* A device without the callback a protocol feature needs (an ops table of
+ * queue_start and queue_stop only) is not offered that feature. */
+static void not_offered_without_callback(struct fx *x, const char *name,
+					 unsigned bit)
+{
+	static const struct vq_vhu_device_ops bare_ops = {
+		.queue_start = echo_start, .queue_stop = echo_stop,
+	};
+	struct vq_vhu_device d = { .name = name, .features = ECHO_FEATURES,
+				   .nqueues = 1, .ops = &bare_ops };
+	struct vq_vhu_backend *b;
+	char path[80];
+	int s;
+
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	snprintf(path, sizeof(path), "%s/%s", x->dir, name);
+	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
+	s = cli_connect(path);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
+	CHECK_EQ(vq_vhu_backend_process(b), 1);
+	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 & VIRTQ_BIT(bit)));
+	close(s);
+	vq_vhu_backend_free(b);
+	CHECK_EQ(count_fds(), x->fds0);
+}
+
 /* vhost-user "VHOST_USER_SEND_RARP": legal only with PROTOCOL_F_RARP, which
  * is offered when the device can announce; the guest's MAC is the payload's
  * first six bytes.  A device that could not send it fails the REPLY_ACK and
@@ -177,13 +177,6 @@ static void reply_ack_success_and_failure(struct fx *x)
 static void send_rarp_mac_and_ack(struct fx *x)
 {
 	static const uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
-	static const struct vq_vhu_device_ops no_rarp_ops = {
-		.queue_start = echo_start, .queue_stop = echo_stop,
-	};
-	struct vq_vhu_device d = { .name = "no-rarp", .features = ECHO_FEATURES,
-				   .nqueues = 1, .ops = &no_rarp_ops };
-	struct vq_vhu_backend *b;
-	char path[80];
 	uint64_t v = 0;
 	int s, r;
 
@@ -217,18 +210,7 @@ static void send_rarp_mac_and_ack(struct fx *x)
 	closed_with(x, s, r, -EPROTO);
 
 	/* a device without send_rarp does not offer it */
-	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
-	snprintf(path, sizeof(path), "%s/norarp", x->dir);
-	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
-	s = cli_connect(path);
-	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
-	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP)));
-	close(s);
-	vq_vhu_backend_free(b);
-	CHECK_EQ(count_fds(), x->fds0);
+	not_offered_without_callback(x, "no-rarp", VQ_VHU_PROTOCOL_F_RARP);
 }
 
 /* vhost-user "VHOST_USER_NET_SET_MTU": legal only with PROTOCOL_F_NET_MTU,
@@ -236,17 +218,10 @@ static void send_rarp_mac_and_ack(struct fx *x)
  * one the device cannot carry fails the REPLY_ACK with the connection kept. */
 static void net_set_mtu_range_and_ack(struct fx *x)
 {
-	static const struct vq_vhu_device_ops no_mtu_ops = {
-		.queue_start = echo_start, .queue_stop = echo_stop,
-	};
 	static const struct { uint64_t mtu; bool ok; } c[] = {
 		{ 1500, true }, { 68, true }, { 9000, true },
 		{ 67, false }, { 9001, false }, { 65536, false }, { 1ull << 40, false },
 	};
-	struct vq_vhu_device d = { .name = "no-mtu", .features = ECHO_FEATURES,
-				   .nqueues = 1, .ops = &no_mtu_ops };
-	struct vq_vhu_backend *b;
-	char path[80];
 	int s, r;
 
 	s = cli(x);
@@ -272,18 +247,7 @@ static void net_set_mtu_range_and_ack(struct fx *x)
 	closed_with(x, s, r, -EPROTO);
 
 	/* a device without set_mtu does not offer it */
-	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
-	snprintf(path, sizeof(path), "%s/nomtu", x->dir);
-	CHECK_EQ(vq_vhu_backend_listen(b, path, 0), 0);
-	s = cli_connect(path);
-	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
-	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 &
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU)));
-	close(s);
-	vq_vhu_backend_free(b);
-	CHECK_EQ(count_fds(), x->fds0);
+	not_offered_without_callback(x, "no-mtu", VQ_VHU_PROTOCOL_F_MTU);
 }
 
 static void status_set_get(struct fx *x)

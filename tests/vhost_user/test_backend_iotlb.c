@@ -252,6 +252,17 @@ static void done(struct iox *io, uint32_t want)
 	CHECK(tok != NULL);
 }
 
+/* A miss for iova with this access: the chain waits, unpopped, until the
+ * page holding iova is mapped to gpa with perm; then the queue has work. */
+static void miss_answered(struct fx *x, struct iox *io, uint64_t iova,
+			  unsigned access, uint64_t gpa, uint8_t perm)
+{
+	expect_miss(io->ch, iova, access);
+	waiting(x, io);
+	map_page(x, io->s, iova & ~(PG - 1), gpa, perm);
+	answered(x, io);
+}
+
 /* The pattern the buffers carry: byte i of the 4 KiB source. */
 static void fill_src(struct fx *x, uint64_t gpa, uint32_t len, uint8_t seed)
 {
@@ -285,22 +296,14 @@ static void iotlb_ring_and_buffers_through_iova(struct fx *x, bool pk)
 	fill_src(x, 0x10800, 0x1000, 1);
 
 	post(x, &io, DATA_IOVA + 0x800, 0x1000, DATA_IOVA + 0x10800, 0x1000);
-	expect_miss(io.ch, DATA_IOVA + 0x800, VQ_ACCESS_RO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RO);
-	answered(x, &io);
-	expect_miss(io.ch, DATA_IOVA + 0x1000, VQ_ACCESS_RO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x1000, 0x11000, VQ_VHU_IOTLB_PERM_RO);
-	answered(x, &io);
-	expect_miss(io.ch, DATA_IOVA + 0x10800, VQ_ACCESS_WO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x31000, VQ_VHU_IOTLB_PERM_WO);
-	answered(x, &io);
-	expect_miss(io.ch, DATA_IOVA + 0x11000, VQ_ACCESS_WO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x11000, 0x20000, VQ_VHU_IOTLB_PERM_WO);
-	answered(x, &io);
+	miss_answered(x, &io, DATA_IOVA + 0x800, VQ_ACCESS_RO, 0x10000,
+		      VQ_VHU_IOTLB_PERM_RO);
+	miss_answered(x, &io, DATA_IOVA + 0x1000, VQ_ACCESS_RO, 0x11000,
+		      VQ_VHU_IOTLB_PERM_RO);
+	miss_answered(x, &io, DATA_IOVA + 0x10800, VQ_ACCESS_WO, 0x31000,
+		      VQ_VHU_IOTLB_PERM_WO);
+	miss_answered(x, &io, DATA_IOVA + 0x11000, VQ_ACCESS_WO, 0x20000,
+		      VQ_VHU_IOTLB_PERM_WO);
 	expect_no_miss(io.ch);
 	done(&io, 0x1000);
 	CHECK(!memcmp(x->g + 0x31800, x->g + 0x10800, 0x800));
@@ -523,14 +526,9 @@ static void iotlb_invalidate_then_miss_again(struct fx *x)
 	CHECK_EQ(iotlb_invalidate(x, io.s, 0, 0), 0);
 	iotlb_ring_areas_answered(x, &io);
 	post(x, &io, DATA_IOVA, 256, DATA_IOVA + 0x10000, 256);
-	expect_miss(io.ch, DATA_IOVA, VQ_ACCESS_RO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RO);
-	answered(x, &io);
-	expect_miss(io.ch, DATA_IOVA + 0x10000, VQ_ACCESS_WO);
-	waiting(x, &io);
-	map_page(x, io.s, DATA_IOVA + 0x10000, 0x30000, VQ_VHU_IOTLB_PERM_WO);
-	answered(x, &io);
+	miss_answered(x, &io, DATA_IOVA, VQ_ACCESS_RO, 0x10000, VQ_VHU_IOTLB_PERM_RO);
+	miss_answered(x, &io, DATA_IOVA + 0x10000, VQ_ACCESS_WO, 0x30000,
+		      VQ_VHU_IOTLB_PERM_WO);
 	done(&io, 256);
 	CHECK(vq_vhu_backend_connected(x->e.b));
 	iotlb_teardown(x, &io);

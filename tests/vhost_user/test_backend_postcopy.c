@@ -184,10 +184,7 @@ static void postcopy_add_mem_reg_faults_served(struct fx *x)
 	/* a ring set up now waits for the ack */
 	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
-	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
-	ok(x);
-	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
-	ok(x);
+	ring_addr_kick(x, s, k);
 	CHECK(!x->e.q[0].on);
 	/* the ring's pages arrive (starting a split ring reads used->idx) */
 	for (uint64_t a = 0; a < 0x3000; a += 4096) {
@@ -273,10 +270,7 @@ static void postcopy_set_mem_table_then_frontend_gone(struct fx *x)
 	}
 	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
-	snd_addr(s, 0, UA, UA + 0x1000, UA + 0x2000);
-	ok(x);
-	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, k);
-	ok(x);
+	ring_addr_kick(x, s, k);
 	CHECK(x->e.q[0].on);
 	pc_reader_start(&rd, hva + 0x1000);
 	pc_expect_fault(ufd, hva + 0x1000);

@@ -26,26 +26,9 @@ static int fe_bad(const void *reply, size_t len, int fd, bool half_close,
 	int sv[2], r;
 
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	if (len) {
-		struct msghdr mh = { 0 };
-		struct iovec iov = { (void *)reply, len };
-		union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } cb;
-
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		if (fd >= 0) {
-			struct cmsghdr *cm;
-
-			mh.msg_control = cb.b;
-			mh.msg_controllen = sizeof(cb.b);
-			cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		}
-		CHECK(sendmsg(sv[1], &mh, 0) == (ssize_t)len);
-	}
+	if (len)
+		CHECK(send_with_fd(sv[1], &(struct iovec){ (void *)reply, len }, 1,
+				   fd) == (ssize_t)len);
 	if (half_close)
 		shutdown(sv[1], SHUT_WR);
 	r = vq_vhu_frontend_adopt_fd(sv[0], &c, &f);
