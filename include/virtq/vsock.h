@@ -238,6 +238,11 @@ unsigned vq_vsock_conn_count(const struct vq_vsock *v);
 /* Seqpacket: bytes of host messages held now (see msg_budget). */
 uint64_t vq_vsock_held_bytes(const struct vq_vsock *v);
 const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
+/* The newest bad input a counter above counted, as a message: the spec
+ * section first, then what was wrong, with the numbers ("5.10.6.3: RW of
+ * 5000 bytes on ports 50000 -> 1, beyond the 4096 bytes of credit left").
+ * "" until there is one.  Valid until the next call into the device. */
+const char *vq_vsock_last_bad(const struct vq_vsock *v);
 
 /*
  * Parse a hybrid-vsock CONNECT line (without its '\n'): "CONNECT <port>",

@@ -8,6 +8,19 @@
 
 static const struct fx_opts dflt = { 0 };
 
+/* The device's message for the newest bad input: spec section first, then
+ * what was wrong, with the numbers. */
+static void last_bad_is(struct vq_vsock *dev, const char *want)
+{
+	const char *got = vq_vsock_last_bad(dev);
+
+	if (strcmp(got, want)) {
+		fprintf(stderr, "last bad input: \"%s\"\n      expected: \"%s\"\n",
+			got, want);
+		CHECK(!"the message names the rule and the numbers");
+	}
+}
+
 /* A healthy connection to port 1 and a byte round trip over it. */
 static struct vq_vsg_conn *healthy(struct fx *f)
 {
@@ -58,6 +71,7 @@ static void hostile_hdr_len_exceeds_chain(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_len, 1);
+	last_bad_is(f.dev, "5.10.6: header len 1000, more than the 10 payload bytes of its chain");
 	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);          /* RST */
 	CHECK_EQ(read(fx_host(&f, 1), b, sizeof(b)), 0); /* nothing leaked */
 	still_healthy(&f, c, fx_host(&f, 0));
@@ -81,6 +95,7 @@ static void hostile_hdr_len_over_max_packet(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, 44 + 60000), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_len, 1);
+	last_bad_is(f.dev, "5.10.6: header len 70000, more than the 60000 payload bytes of its chain");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -96,6 +111,7 @@ static void hostile_chain_shorter_than_header(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_short_buf, 1);
+	last_bad_is(f.dev, "5.10.6: TX chain of 20 readable bytes, shorter than the 44-byte header");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -128,6 +144,7 @@ static void hostile_unknown_op_and_type(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 2);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_type, 2);
+	last_bad_is(f.dev, "5.10.6.4: type 77 (unknown) was not negotiated");
 	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7001), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7002), VQ_VSOCK_OP_RST);
@@ -154,6 +171,7 @@ static void hostile_wrong_cids_dropped(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_addr, 2);
+	last_bad_is(f.dev, "5.10.6.4: packet from CID 3 to CID 3, not from the guest's CID 3 to the host's 2");
 	CHECK_EQ(f.nhost, 1);                   /* no host connect */
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
@@ -187,6 +205,8 @@ static void hostile_credit_overrun_resets(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 1);
+	CHECK(strncmp(vq_vsock_last_bad(f.dev), "5.10.6.3: RW of 60000 bytes on ports 50001 -> 2, beyond the ",
+		      60) == 0);
 	/* what the host got is a prefix of what was sent, nothing more */
 	(void)b;
 	still_healthy(&f, c, fx_host(&f, 0));
@@ -219,6 +239,7 @@ static void hostile_rw_in_wrong_state(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 1);
+	last_bad_is(f.dev, "5.10.6.5: RW (op 5) on ports 50001 -> 2: after the guest's SHUTDOWN SEND");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -344,6 +365,7 @@ static void hostile_rx_buffer_too_small(void)
 	CHECK_EQ(vq_le32(h.src_port), 6);
 	CHECK_EQ(vq_le64(h.dst_cid), FX_CID);
 	CHECK_EQ(vq_vsock_stats(dev)->bad_rx_buf, 2);
+	last_bad_is(dev, "5.10.6.4: RX buffer 1 has 1 device-readable descriptors");
 	CHECK_EQ(vq_vsock_stats(dev)->no_listener, 1);
 	vq_vsock_free(dev);
 	pair_fini(&rx);
