@@ -93,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  .dev_buf_alloc = 65536, .max_conns = 16 };
 	static uint8_t buf[1 << 17];
 	struct fx f;
+	struct vq_vsg_conn *gc;
 	size_t pos = 0;
 	int fds0 = count_fds();
 
@@ -155,9 +156,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (arg & 1)
 				vq_vsg_listen(f.g, 10 + ((arg >> 1) & 7));
 			else
-				vq_vsg_connect_type(f.g, 10 + ((arg >> 1) & 7),
-						    arg & 0x10 ? VQ_VSOCK_TYPE_SEQPACKET :
-								 VQ_VSOCK_TYPE_STREAM);
+				vq_vsg_connect(f.g, 10 + ((arg >> 1) & 7),
+					       arg & 0x10 ? VQ_VSOCK_TYPE_SEQPACKET :
+							    VQ_VSOCK_TYPE_STREAM, &gc);
 			break;
 		}
 		fx_round(&f);

@@ -28,10 +28,10 @@ static struct vq_vsg_conn *healthy(struct fx *f)
 	int i;
 
 	fx_listen(f, 1);
-	c = vq_vsg_connect(f->g, 1);
-	for (i = 0; i < 100 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+	c = fx_connect(f, 1, VQ_VSOCK_TYPE_STREAM);
+	for (i = 0; i < 100 && vq_vsg_state(c) == VQ_VSG_CONNECTING; i++)
 		fx_round(f);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	return c;
 }
 
@@ -39,7 +39,7 @@ static void still_healthy(struct fx *f, struct vq_vsg_conn *c, int hfd)
 {
 	char b[16];
 
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	CHECK_EQ(vq_vsg_write(c, "ping", 4), 4);
 	fx_settle(f);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 4);
@@ -62,9 +62,9 @@ static void hostile_hdr_len_exceeds_chain(void)
 	fx_init(&f, &dflt);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_ESTABLISHED);
 	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VQ_VSOCK_OP_RW, 1000);
 	memcpy(pkt, &h, sizeof(h));
 	memset(pkt + 44, 'x', 10);
@@ -72,7 +72,7 @@ static void hostile_hdr_len_exceeds_chain(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_len, 1);
 	last_bad_is(f.dev, "5.10.6: header len 1000, more than the 10 payload bytes of its chain");
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);          /* RST */
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);          /* RST */
 	CHECK_EQ(read(fx_host(&f, 1), b, sizeof(b)), 0); /* nothing leaked */
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
@@ -126,7 +126,7 @@ static void hostile_unknown_op_and_type(void)
 	fx_init(&f, &no_seq);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	/* unknown op on a live connection: RST, that connection only */
 	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, 99, 0);
@@ -145,7 +145,7 @@ static void hostile_unknown_op_and_type(void)
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 2);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_type, 2);
 	last_bad_is(f.dev, "5.10.6.4: type 77 (unknown) was not negotiated");
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7001), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7002), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7003), VQ_VSOCK_OP_RST);
@@ -191,7 +191,7 @@ static void hostile_credit_overrun_resets(void)
 	fx_init(&f, &o);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	/* Fill the host socket so nothing drains, then overrun the window. */
 	for (i = 0; i < 100; i++) {
@@ -199,11 +199,11 @@ static void hostile_credit_overrun_resets(void)
 		memcpy(pkt, &h, sizeof(h));
 		CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 		fx_round(&f);
-		if (vq_vsg_state(v) == VSG_CLOSED)
+		if (vq_vsg_state(v) == VQ_VSG_CLOSED)
 			break;
 	}
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 1);
 	CHECK(strncmp(vq_vsock_last_bad(f.dev), "5.10.6.3: RW of 60000 bytes on ports 50001 -> 2, beyond the ",
 		      60) == 0);
@@ -229,7 +229,7 @@ static void hostile_rw_in_wrong_state(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7100), VQ_VSOCK_OP_RST);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_shutdown(v, VQ_VSOCK_SHUTDOWN_SEND), 0);
 	fx_settle(&f);
@@ -237,7 +237,7 @@ static void hostile_rw_in_wrong_state(void)
 	memcpy(pkt, &h, sizeof(h));
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 1);
 	last_bad_is(f.dev, "5.10.6.5: RW (op 5) on ports 50001 -> 2: after the guest's SHUTDOWN SEND");
 	still_healthy(&f, c, fx_host(&f, 0));

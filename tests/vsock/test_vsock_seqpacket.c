@@ -36,11 +36,11 @@ static struct vq_vsg_conn *seq_connect(struct fx *f, uint32_t port)
 	int i;
 
 	fx_listen(f, port);
-	c = vq_vsg_connect_type(f->g, port, SEQ);
+	c = fx_connect(f, port, SEQ);
 	CHECK(c);
-	for (i = 0; i < 100 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+	for (i = 0; i < 100 && vq_vsg_state(c) == VQ_VSG_CONNECTING; i++)
 		fx_round(f);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	return c;
 }
 
@@ -65,7 +65,7 @@ static void vsock_5_10_6_7_guest_messages_keep_bounds(void)
 	c = seq_connect(&f, 10);
 	hfd = fx_host(&f, 0);
 	host_is_seqpacket(hfd);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		fill(msg, sizes[i], i);
 		CHECK_EQ(vq_vsg_write_msg(c, msg, sizes[i]), (long)sizes[i]);
 		fx_settle(&f);
@@ -90,12 +90,12 @@ static void vsock_5_10_6_7_host_messages_keep_bounds_eom(void)
 	fx_init(&f, &dflt);
 	c = seq_connect(&f, 11);
 	hfd = fx_host(&f, 0);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		fill(msg, sizes[i], 100 + i);
 		CHECK_EQ(send(hfd, msg, sizes[i], 0), (ssize_t)sizes[i]);
 	}
 	fx_settle(&f);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), (long)sizes[i]);
 		CHECK(same(got, sizes[i], 100 + i));
 	}
@@ -151,7 +151,7 @@ static void seqpacket_slow_host_in_order(void)
 	CHECK(vq_vsock_stats(f.dev)->host_stalls > 0);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 0);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	fx_fini(&f);
 }
 
@@ -173,7 +173,7 @@ static void seqpacket_host_message_too_big_resets(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), 8192);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->host_msg_too_big, 1);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	/* closed with the refused message unread: the host sees a reset */
@@ -219,7 +219,7 @@ static void seqpacket_backlog_bounded(void)
 
 	fx_init(&f, &dflt);
 	c = seq_connect(&f, 15);
-	for (i = 0; i < 20000 && vq_vsg_state(c) == VSG_ESTABLISHED; i++) {
+	for (i = 0; i < 20000 && vq_vsg_state(c) == VQ_VSG_ESTABLISHED; i++) {
 		long r = vq_vsg_write_msg(c, "m", 1);
 
 		CHECK(r >= 0);
@@ -227,7 +227,7 @@ static void seqpacket_backlog_bounded(void)
 			fx_settle(&f);
 	}
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 1);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	fx_fini(&f);
@@ -374,7 +374,7 @@ static void seqpacket_held_messages_bounded(void)
 	}
 	CHECK_EQ(vq_vsock_held_bytes(f.dev), 0);
 	for (i = 0; i < NC; i++)
-		CHECK_EQ(vq_vsg_state(c[i]), VSG_ESTABLISHED);
+		CHECK_EQ(vq_vsg_state(c[i]), VQ_VSG_ESTABLISHED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
 	fx_fini(&f);
 }

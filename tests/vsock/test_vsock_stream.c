@@ -16,7 +16,7 @@ static void wait_state(struct fx *f, struct vq_vsg_conn *c)
 {
 	int i;
 
-	for (i = 0; i < 1000 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+	for (i = 0; i < 1000 && vq_vsg_state(c) == VQ_VSG_CONNECTING; i++)
 		fx_round(f);
 }
 
@@ -61,10 +61,10 @@ static void vsock_5_10_6_6_request_to_no_listener_gets_rst(void)
 	struct vq_vsg_conn *c;
 
 	fx_init(&f, &dflt);
-	c = vq_vsg_connect(f.g, 9999);
+	c = fx_connect(&f, 9999, VQ_VSOCK_TYPE_STREAM);
 	CHECK(c);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsg_stats(f.g)->rst_recv, 1);
 	CHECK_EQ(vq_vsock_stats(f.dev)->no_listener, 1);
 	CHECK_EQ(vq_vsock_stats(f.dev)->rst_sent, 1);
@@ -151,9 +151,9 @@ static void vsock_guest_connects_host_stream_both_ways(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 1234);
-	c = vq_vsg_connect(f.g, 1234);
+	c = fx_connect(&f, 1234, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	CHECK_EQ(f.nhost, 1);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 1);
 	guest_to_host(&f, c, fx_host(&f, 0), 3u << 20, 1);
@@ -256,7 +256,7 @@ static void vsock_5_10_6_3_device_respects_guest_credit(void)
 
 	fx_init(&f, &o);
 	fx_listen(&f, 77);
-	c = vq_vsg_connect(f.g, 77);
+	c = fx_connect(&f, 77, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	memset(buf, 0x5a, sizeof(buf));
 	w = write(fx_host(&f, 0), buf, sizeof(buf));
@@ -288,7 +288,7 @@ static void backpressure_slow_host_bounded_no_loss(void)
 
 	fx_init(&f, &o);
 	fx_listen(&f, 80);
-	c = vq_vsg_connect(f.g, 80);
+	c = fx_connect(&f, 80, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	/* Host reads nothing: the guest can push the socket buffer full plus
 	 * at most one window, then its credit is zero. */
@@ -336,7 +336,7 @@ static void vsock_5_10_6_5_half_close_both_directions(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 81);
-	c = vq_vsg_connect(f.g, 81);
+	c = fx_connect(&f, 81, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	hfd = fx_host(&f, 0);
 	CHECK_EQ(vq_vsg_write(c, "question", 8), 8);
@@ -352,7 +352,7 @@ static void vsock_5_10_6_5_half_close_both_directions(void)
 	CHECK_EQ(vq_vsg_peer_shutdown(c) & VQ_VSOCK_SHUTDOWN_SEND, 0);
 	shutdown(hfd, SHUT_WR);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);          /* RST after both ends */
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);          /* RST after both ends */
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	CHECK_EQ(vq_vsock_stats(f.dev)->conns_closed, 1);
 	fx_fini(&f);
@@ -367,7 +367,7 @@ static void vsock_5_10_6_5_host_eof_then_guest_still_sends(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 82);
-	c = vq_vsg_connect(f.g, 82);
+	c = fx_connect(&f, 82, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	hfd = fx_host(&f, 0);
 	CHECK_EQ(write(hfd, "bye", 3), 3);
@@ -376,14 +376,14 @@ static void vsock_5_10_6_5_host_eof_then_guest_still_sends(void)
 	CHECK_EQ(vq_vsg_read(c, b, sizeof(b)), 3);
 	CHECK(vq_vsg_eof(c));
 	CHECK_EQ(vq_vsg_peer_shutdown(c), VQ_VSOCK_SHUTDOWN_SEND);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	CHECK_EQ(vq_vsg_write(c, "late", 4), 4);
 	fx_settle(&f);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 4);
 	/* guest closes like Linux: SHUTDOWN both -> device RST */
 	CHECK_EQ(vq_vsg_shutdown(c, 3), 0);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 0);
 	fx_fini(&f);
@@ -398,7 +398,7 @@ static void vsock_5_10_6_4_guest_rst_closes_host_socket(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 83);
-	c = vq_vsg_connect(f.g, 83);
+	c = fx_connect(&f, 83, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	vq_vsg_reset(c);
 	fx_settle(&f);
@@ -424,7 +424,7 @@ static void vsock_many_connections_interleaved(void)
 	fx_listen(&f, 90);
 	fx_listen(&f, 91);
 	for (k = 0; k < N; k++)
-		c[k] = vq_vsg_connect(f.g, 90 + k % 2);
+		c[k] = fx_connect(&f, 90 + k % 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	CHECK_EQ(f.nhost, N);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), N);
@@ -475,7 +475,7 @@ static void rx_used_batch(uint32_t batch, uint64_t want_flushes)
 
 	fx_init(&f, &o);
 	fx_listen(&f, 84);
-	c = vq_vsg_connect(f.g, 84);
+	c = fx_connect(&f, 84, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	fx_settle(&f);
 	memset(buf, 1, sizeof(buf));
@@ -515,12 +515,12 @@ static void vsock_5_10_6_7_transport_reset_event(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 85);
-	c = vq_vsg_connect(f.g, 85);
+	c = fx_connect(&f, 85, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	CHECK_EQ(vq_vsock_reset_event(f.dev), 1);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_stats(f.g)->resets, 1);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->reset_events, 1);
 	fx_fini(&f);
 
@@ -538,7 +538,7 @@ static void vsock_stop_closes_host_sockets(void)
 
 	fx_init(&f, &dflt);
 	fx_listen(&f, 86);
-	c = vq_vsg_connect(f.g, 86);
+	c = fx_connect(&f, 86, VQ_VSOCK_TYPE_STREAM);
 	wait_state(&f, c);
 	vq_vsock_stop(f.dev);
 	CHECK_EQ(read(fx_host(&f, 0), b, sizeof(b)), 0);
