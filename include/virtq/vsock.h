@@ -141,9 +141,13 @@ struct vq_vsock_config {
 	 * decides whether to notify (vq_dev_should_signal + call eventfd). */
 	void (*notify)(void *arg, unsigned q);
 	void *arg;
+	/* Zero (vq_vsock_new says -EINVAL otherwise): a new field takes
+	 * words from here, its zero meaning the old behaviour. */
+	uint64_t reserved[8];
 };
 
-/* Counters.  Every bad input has one. */
+/* Counters.  Every bad input has one.  Library memory (vq_vsock_stats());
+ * new counters are appended at the end, none moves. */
 struct vq_vsock_stats {
 	uint64_t rx_pkts, rx_bytes;     /* to the guest: packets, payload bytes */
 	uint64_t tx_pkts, tx_bytes;     /* from the guest */

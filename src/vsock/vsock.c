@@ -12,14 +12,24 @@
 
 #include "vsock_internal.h"
 
+static bool config_ok(const struct vq_vsock_config *cfg)
+{
+	if (!cfg || cfg->guest_cid < 3 || cfg->guest_cid > 0xffffffffull ||
+	    !cfg->host_connect)
+		return false;
+	for (unsigned i = 0; i < VQ_ARRAY_SIZE(cfg->reserved); i++)
+		if (cfg->reserved[i])
+			return false;
+	return true;
+}
+
 int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 {
 	struct vq_vsock *v;
 	uint32_t nb = 1;
 
 	*out = NULL;
-	if (!cfg || cfg->guest_cid < 3 || cfg->guest_cid > 0xffffffffull ||
-	    !cfg->host_connect)
+	if (!config_ok(cfg))
 		return -EINVAL;
 	v = calloc(1, sizeof(*v));
 	if (!v)

@@ -566,8 +566,35 @@ static void run_all(void)
 	RUN(vsock_stop_closes_host_sockets);
 }
 
+/* The config's reserved words must be zero: an old library refuses a
+ * field a newer caller set rather than ignore it (the ABI growth rule). */
+static void vsock_config_reserved_must_be_zero(void)
+{
+	struct fx dummy = { 0 };
+	struct vq_vsock_config dc = { .guest_cid = FX_CID,
+				      .host_connect = fx_host_connect, .arg = &dummy };
+	struct vq_vsock *v = (struct vq_vsock *)1;
+
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(dc.reserved); i++) {
+		dc.reserved[i] = 1u << i;
+		CHECK_EQ(vq_vsock_new(&dc, &v), -EINVAL);
+		CHECK(v == NULL);
+		dc.reserved[i] = 0;
+	}
+	dc.guest_cid = 2;
+	CHECK_EQ(vq_vsock_new(&dc, &v), -EINVAL);
+	dc.guest_cid = FX_CID;
+	dc.host_connect = NULL;
+	CHECK_EQ(vq_vsock_new(&dc, &v), -EINVAL);
+	dc.host_connect = fx_host_connect;
+	CHECK_EQ(vq_vsock_new(&dc, &v), 0);
+	CHECK_EQ(vq_vsock_last_bad(v)[0], '\0');
+	vq_vsock_free(v);
+}
+
 int main(void)
 {
+	RUN(vsock_config_reserved_must_be_zero);
 	RUN(vsock_5_10_6_header_is_44_bytes_le);
 	RUN(hybrid_connect_line_parse);
 	fprintf(stderr, "== split\n");
