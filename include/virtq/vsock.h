@@ -175,6 +175,10 @@ struct vq_vsock_stats {
 	uint64_t host_msg_deferred;     /* seqpacket: a host message left in
 					 * its socket, msg_budget spent */
 	uint64_t reset_events;          /* TRANSPORT_RESET events delivered */
+	/* system calls that moved payload between host sockets and guest
+	 * buffers (readv / recvmsg, writev / sendmsg / sendmmsg): one read
+	 * fills many guest buffers, one write takes a burst's packets */
+	uint64_t host_read_calls, host_write_calls;
 };
 
 int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out);

@@ -99,7 +99,7 @@ bool vs_check_credit(struct vq_vsock *v, const struct vs_conn *c, uint32_t len)
 
 bool vs_check_rx_buf(struct vq_vsock *v, const struct vq_chain *ch)
 {
-	if (ch->nout == 0 && ch->in_len > VQ_VSOCK_HDR_SIZE)
+	if (vs_rx_buf_usable(ch))
 		return true;
 	if (ch->nout)
 		bad(v, &v->st.bad_rx_buf,

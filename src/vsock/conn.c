@@ -155,6 +155,10 @@ void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 {
 	if (c->dead)
 		return;
+	/* What the guest sent before reaches the host before the close. */
+	vs_gather_flush_conn(v, c);
+	if (c->dead)
+		return;
 	if (c->state != VS_HANDSHAKE) {
 		hash_del(v, c);
 		if (rst)

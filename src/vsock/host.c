@@ -106,6 +106,7 @@ static enum vs_fate obuf_drain_msgs(struct vq_vsock *v, struct vs_conn *c)
 		unsigned n = obuf_head_iov(c, m, io);
 		ssize_t r = vs_sock_writev(c->fd, io, m ? n : 0);
 
+		v->st.host_write_calls++;
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && !vs_is_fatal_sock_err(errno)) {
@@ -132,6 +133,7 @@ static enum vs_fate obuf_drain_stream(struct vq_vsock *v, struct vs_conn *c)
 		unsigned n = obuf_head_iov(c, c->olen, io);
 		ssize_t r = vs_sock_writev(c->fd, io, n);
 
+		v->st.host_write_calls++;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

@@ -2,13 +2,18 @@
 /*
  * RX: packets to the guest.  Connections with something to say sit on a
  * list, served round-robin.  Data is read from the host socket straight
- * into the guest's buffer (readv), never more than the guest's credit.
- * Used entries are published every used_batch buffers.  Replies that
- * belong to no connection (RST) go first; while their queue is full TX
- * stops, as vhost-vsock does, so a REQUEST flood cannot grow memory.
- * Seqpacket: a host message is read whole (its length peeked first) and
- * goes out in packets as the guest's credit allows, the last with SEQ_EOM.
- * Also the event queue (5.10.6.7).
+ * into the guests' buffers, never more than the guest's credit: one readv
+ * over the payload areas of as many posted buffers as the connection's
+ * last reads suggest (doubling while reads fill all they are offered, up
+ * to VS_RX_BATCH buffers and IOV_MAX iovecs), the headers written after,
+ * each buffer's len what landed in it.  Used entries are published every
+ * used_batch buffers.  Replies that belong to no connection (RST) go
+ * first; while their queue is full TX stops, as vhost-vsock does, so a
+ * REQUEST flood cannot grow memory.  Seqpacket: a host message's length
+ * is peeked; one the credit and the posted buffers take whole is read
+ * into them with one recvmsg (SEQ_EOM on its last packet), a longer one
+ * is held whole and goes out in packets as the credit allows.  Also the
+ * event queue (5.10.6.7).
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -54,11 +59,12 @@ static int rx_flush(struct vq_vsock *v)
 	return 0;
 }
 
-static int rx_complete(struct vq_vsock *v, uint32_t len)
+/* Stage the used entry of rxb[i], len bytes written; publish every
+ * used_batch entries. */
+static int rx_complete(struct vq_vsock *v, unsigned i, uint32_t len)
 {
-	int r = vq_dev_fill(v->rx, &v->rxc, len);
+	int r = vq_dev_fill(v->rx, &v->rxb[i], len);
 
-	v->rx_spare = false;
 	if (r < 0)
 		return r;
 	if (++v->rx_staged >= v->cfg.used_batch)
@@ -66,37 +72,150 @@ static int rx_complete(struct vq_vsock *v, uint32_t len)
 	return 0;
 }
 
-/* A usable RX chain in v->rxc: 1, 0 if none, -errno. */
+/* Give back the chains rxb[from, rx_n) (popped, never filled): the next
+ * pop sees them again. */
+static int rx_give_back(struct vq_vsock *v, unsigned from)
+{
+	int r = 0;
+
+	if (v->rx_n > from)
+		r = vq_dev_unpop(v->rx, &v->rxb[from], v->rx_n - from);
+	if (v->rx_n > from)
+		v->rx_n = from;
+	return r;
+}
+
+/* A usable RX chain in rxb[0]: 1, 0 if none, -errno. */
 static int rx_get(struct vq_vsock *v)
 {
 	for (;;) {
 		int r;
 
-		if (v->rx_spare)
+		if (v->rx_n)
 			return 1;
-		v->rxc.iov = v->iov + VS_TX_BURST * VS_IOV_MAX;
-		v->rxc.iov_max = VS_IOV_MAX;
-		r = vq_dev_pop(v->rx, &v->rxc);
+		v->rxb[0].iov = v->rx_iov;
+		v->rxb[0].iov_max = VS_IOV_MAX;
+		r = vq_dev_pop(v->rx, &v->rxb[0]);
 		if (r <= 0)
 			return r;
-		v->rx_spare = true;
-		if (vs_check_rx_buf(v, &v->rxc))
+		if (vs_check_rx_buf(v, &v->rxb[0])) {
+			v->rx_n = 1;
 			return 1;
+		}
 		/* Readable parts, or no room past a header: give it back
 		 * empty (vhost: "Buffer len too small") and try the next. */
-		r = rx_complete(v, 0);
+		r = rx_complete(v, 0, 0);
 		if (r < 0)
 			return r;
 	}
 }
 
-static int rx_put_hdr(struct vq_vsock *v, const struct vq_vsock_hdr *h,
-		      uint32_t payload)
+/* Payload room of an RX chain: what a packet may carry into it. */
+static uint32_t chain_room(const struct vq_chain *ch)
 {
-	vq_iov_from_buf(v->rxc.iov, v->rxc.nin, 0, h, sizeof(*h));
+	uint64_t room = ch->in_len - VQ_VSOCK_HDR_SIZE;
+
+	return room > VQ_VSOCK_MAX_PKT ? VQ_VSOCK_MAX_PKT : (uint32_t)room;
+}
+
+/* Beside rxb[0], pop chains until their rooms add up to want bytes, max
+ * chains are held, or their iovecs would not fit one read.  A chain the
+ * RX path cannot use ends the batch (given back: rx_get answers it in
+ * pop order later). */
+static void rx_take(struct vq_vsock *v, uint64_t want, unsigned max)
+{
+	uint64_t have = chain_room(&v->rxb[0]);
+	unsigned at = VS_IOV_MAX;
+
+	if (max > VS_RX_BATCH)
+		max = VS_RX_BATCH;
+	while (v->rx_n < max && have < want && at + VS_IOV_MAX <= VS_RX_IOV) {
+		struct vq_chain *ch = &v->rxb[v->rx_n];
+
+		ch->iov = v->rx_iov + at;
+		ch->iov_max = VS_IOV_MAX;
+		if (vq_dev_pop(v->rx, ch) <= 0)
+			return;
+		if (!vs_rx_buf_usable(ch)) {
+			vq_dev_unpop(v->rx, ch, 1);
+			return;
+		}
+		at += ch->nin;
+		have += chain_room(ch);
+		v->rx_n++;
+	}
+}
+
+/* The payload areas of rxb[0, n) as one iovec array in rx_slice, for up
+ * to len bytes: each chain's share in share[].  Returns how many chains
+ * it covers (fewer when their iovecs would pass one read's bound);
+ * *total and *nslice say how much and in how many iovecs. */
+static unsigned rx_slice_chains(struct vq_vsock *v, uint64_t len, uint32_t *share,
+				uint64_t *total, unsigned *nslice)
+{
+	unsigned i, ns = 0;
+	uint64_t sum = 0;
+
+	for (i = 0; i < v->rx_n && (sum < len || i == 0); i++) {
+		const struct vq_chain *ch = &v->rxb[i];
+		uint32_t k = chain_room(ch);
+
+		if (k > len - sum)
+			k = (uint32_t)(len - sum);
+		if (ns + ch->nin > VS_SYSCALL_IOV)
+			break;
+		ns += vs_iov_slice(ch->iov, ch->nin, VQ_VSOCK_HDR_SIZE, k,
+				   v->rx_slice + ns, VS_SYSCALL_IOV - ns);
+		share[i] = k;
+		sum += k;
+	}
+	*total = sum;
+	*nslice = ns;
+	return i;
+}
+
+static void rx_put_hdr(struct vq_vsock *v, unsigned i, const struct vq_vsock_hdr *h,
+		       uint32_t payload)
+{
+	vq_iov_from_buf(v->rxb[i].iov, v->rxb[i].nin, 0, h, sizeof(*h));
 	v->st.rx_pkts++;
 	v->st.rx_bytes += payload;
-	return rx_complete(v, VQ_VSOCK_HDR_SIZE + payload);
+}
+
+/* A packet of nothing but a header into rxb[0], which it uses up. */
+static int rx_send_ctrl(struct vq_vsock *v, const struct vq_vsock_hdr *h)
+{
+	rx_put_hdr(v, 0, h, 0);
+	v->rx_n = 0;
+	return rx_complete(v, 0, VQ_VSOCK_HDR_SIZE) < 0 ? -EIO : VS_RX_USED;
+}
+
+/* The packets of one read: rxb[i] carries share[i] bytes of got, the
+ * seqpacket flags on the last; the chains past the last filled go back.
+ * Returns the number filled, or -EIO. */
+static int rx_deliver(struct vq_vsock *v, struct vs_conn *c, const uint32_t *share,
+		      unsigned n, uint32_t got, uint32_t last_flags)
+{
+	unsigned i;
+	int r = 0;
+
+	for (i = 0; i < n && (got || i == 0) && r >= 0; i++) {
+		struct vq_vsock_hdr h;
+		uint32_t k = got < share[i] ? got : share[i];
+
+		got -= k;
+		hdr_init(v, &h, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
+		hdr_credit(c, &h);
+		h.len = vq_le32(k);
+		h.flags = vq_le32(got ? 0 : last_flags);
+		c->tx_cnt += k;
+		rx_put_hdr(v, i, &h, k);
+		r = rx_complete(v, i, VQ_VSOCK_HDR_SIZE + k);
+	}
+	if (r >= 0)
+		r = rx_give_back(v, i);
+	v->rx_n = 0;
+	return r < 0 ? -EIO : (int)i;
 }
 
 /* The host side hung up: what a zero-length read means on a seqpacket
@@ -115,20 +234,6 @@ static void mark_host_eof(struct vq_vsock *v, struct vs_conn *c)
 	c->shut_flags |= VQ_VSOCK_SHUTDOWN_SEND;
 	c->pend |= P_SHUTDOWN;
 	vs_conn_check_done(v, c);
-}
-
-/* An RW of k payload bytes already in the chain; seqpacket flags. */
-static int rx_put_rw(struct vq_vsock *v, struct vs_conn *c, uint32_t k,
-		     uint32_t flags)
-{
-	struct vq_vsock_hdr h;
-
-	hdr_init(v, &h, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
-	hdr_credit(c, &h);
-	h.len = vq_le32(k);
-	h.flags = vq_le32(flags);
-	c->tx_cnt += k;
-	return rx_put_hdr(v, &h, k) < 0 ? -EIO : VS_RX_USED;
 }
 
 /* Seqpacket: the length of the host's next message, or -1 when the
@@ -187,6 +292,7 @@ static enum vs_fate rx_seq_hold(struct vq_vsock *v, struct vs_conn *c, ssize_t l
 	do
 		r = recv(c->fd, c->ibuf, (size_t)len, MSG_DONTWAIT);
 	while (r < 0 && errno == EINTR);
+	v->st.host_read_calls++;
 	c->ilen = (uint32_t)len;
 	c->ioff = 0;
 	if (r != len) {
@@ -196,41 +302,63 @@ static enum vs_fate rx_seq_hold(struct vq_vsock *v, struct vs_conn *c, ssize_t l
 	return VS_OPEN;
 }
 
-/*
- * Seqpacket: the next piece of the host's current message for c into the
- * chain in v->rxc, the last with SEQ_EOM.  A message that fits the buffer
- * and the credit is read straight into it; a longer one is read whole
- * into c->ibuf first (a seqpacket read takes a message or nothing).
- * Returns VS_RX_USED, VS_RX_UNUSED (c may be closed) or -EIO.
- */
-static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
+/* Seqpacket: the host's next message of len bytes straight into as many
+ * guest buffers as it takes (one recvmsg), each its share, the last with
+ * SEQ_EOM, if the credit and the buffers posted take it whole.
+ * VS_RX_UNUSED when they do not (or c closed). */
+static int rx_seq_direct(struct vq_vsock *v, struct vs_conn *c, uint32_t len,
+			 unsigned max)
 {
-	uint32_t room = (uint32_t)(v->rxc.in_len - VQ_VSOCK_HDR_SIZE);
-	uint32_t credit = vs_peer_credit(c), k;
+	uint32_t share[VS_RX_BATCH];
+	unsigned n, ns;
+	uint64_t total;
+	ssize_t r;
+	struct msghdr m = { .msg_iov = v->rx_slice };
 
-	if (room > VQ_VSOCK_MAX_PKT)
-		room = VQ_VSOCK_MAX_PKT;
+	if (len > vs_peer_credit(c))
+		return VS_RX_UNUSED;
+	rx_take(v, len, max);
+	n = rx_slice_chains(v, len, share, &total, &ns);
+	if (total < len) {
+		rx_give_back(v, 1);
+		return VS_RX_UNUSED;
+	}
+	m.msg_iovlen = len ? ns : 0;
+	do
+		r = recvmsg(c->fd, &m, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	v->st.host_read_calls++;
+	if (r != (ssize_t)len) {
+		rx_give_back(v, 1);
+		vs_conn_close(v, c, true);
+		return VS_RX_UNUSED;
+	}
+	return rx_deliver(v, c, share, n, len, VQ_VSOCK_SEQ_EOM);
+}
+
+/*
+ * Seqpacket: the host's current message for c, the last packet with
+ * SEQ_EOM.  A message the credit and the guest's buffers take whole is
+ * read straight into them; a longer one is read whole into c->ibuf first
+ * (a seqpacket read takes a message or nothing) and goes out a buffer at
+ * a time.  Returns the buffers filled, VS_RX_UNUSED (c may be closed), or
+ * -EIO.
+ */
+static int rx_seq(struct vq_vsock *v, struct vs_conn *c, unsigned max)
+{
+	uint32_t room = chain_room(&v->rxb[0]);
+	uint32_t credit = vs_peer_credit(c), k;
+	uint32_t share;
+
 	if (!c->ibuf) {
-		ssize_t len = rx_seq_peek(v, c), r;
+		ssize_t len = rx_seq_peek(v, c);
+		int r;
 
 		if (len < 0)
 			return VS_RX_UNUSED;
-		if ((uint32_t)len <= room && (uint32_t)len <= credit) {
-			unsigned n = vs_iov_slice(v->rxc.iov, v->rxc.nin,
-						  VQ_VSOCK_HDR_SIZE, (size_t)len,
-						  v->slice, VS_IOV_MAX);
-			struct msghdr m = { .msg_iov = v->slice,
-					    .msg_iovlen = len ? n : 0 };
-
-			do
-				r = recvmsg(c->fd, &m, MSG_DONTWAIT);
-			while (r < 0 && errno == EINTR);
-			if (r != len) {
-				vs_conn_close(v, c, true);
-				return VS_RX_UNUSED;
-			}
-			return rx_put_rw(v, c, (uint32_t)len, VQ_VSOCK_SEQ_EOM);
-		}
+		r = rx_seq_direct(v, c, (uint32_t)len, max);
+		if (r != VS_RX_UNUSED || c->dead)
+			return r;
 		if (rx_seq_hold(v, c, len) == VS_CLOSED || !c->ibuf)
 			return VS_RX_UNUSED;
 	}
@@ -241,42 +369,56 @@ static int rx_seq(struct vq_vsock *v, struct vs_conn *c)
 		k = credit;
 	if (!k)
 		return VS_RX_UNUSED;
-	vq_iov_from_buf(v->rxc.iov, v->rxc.nin, VQ_VSOCK_HDR_SIZE, c->ibuf + c->ioff, k);
+	vq_iov_from_buf(v->rxb[0].iov, v->rxb[0].nin, VQ_VSOCK_HDR_SIZE,
+			c->ibuf + c->ioff, k);
 	c->ioff += k;
+	share = k;
 	if (c->ioff < c->ilen)
-		return rx_put_rw(v, c, k, 0);
+		return rx_deliver(v, c, &share, 1, k, 0);
 	vs_ibuf_release(v, c);
-	return rx_put_rw(v, c, k, VQ_VSOCK_SEQ_EOM);
+	return rx_deliver(v, c, &share, 1, k, VQ_VSOCK_SEQ_EOM);
 }
 
-/* Stream: read what the host has, up to the credit, into the chain.
- * VS_RX_USED, VS_RX_UNUSED (nothing now, or c closed) or -EIO. */
-static int rx_stream(struct vq_vsock *v, struct vs_conn *c)
+/* How many guest buffers the next read of c should offer: double after a
+ * read that filled all it had (more is likely waiting), else what the
+ * last one filled.  A trickle keeps to one buffer and pops no more. */
+static void rx_hint(struct vs_conn *c, unsigned offered, unsigned filled, bool all)
 {
-	uint32_t room = (uint32_t)(v->rxc.in_len - VQ_VSOCK_HDR_SIZE);
-	uint32_t credit = vs_peer_credit(c);
-	unsigned n;
+	unsigned h = all ? 2 * offered : filled;
+
+	c->rx_hint = (uint8_t)(h < 1 ? 1 : h > VS_RX_BATCH ? VS_RX_BATCH : h);
+}
+
+/* Stream: read what the host has, up to the credit, into as many guest
+ * buffers as the last reads suggest (one readv).  Returns the buffers
+ * filled, VS_RX_UNUSED (nothing now, or c closed), or -EIO. */
+static int rx_stream(struct vq_vsock *v, struct vs_conn *c, unsigned max)
+{
+	uint32_t credit = vs_peer_credit(c), share[VS_RX_BATCH];
+	unsigned want = c->rx_hint ? c->rx_hint : 1, n, ns;
+	uint64_t total;
 	ssize_t r;
 
-	if (room > credit)
-		room = credit;
-	if (room > VQ_VSOCK_MAX_PKT)
-		room = VQ_VSOCK_MAX_PKT;
-	if (room == 0)
+	if (credit == 0)
 		return VS_RX_UNUSED;
-	n = vs_iov_slice(v->rxc.iov, v->rxc.nin, VQ_VSOCK_HDR_SIZE, room,
-			 v->slice, VS_IOV_MAX);
+	rx_take(v, credit, want < max ? want : max);
+	n = rx_slice_chains(v, credit, share, &total, &ns);
 	do
-		r = readv(c->fd, v->slice, (int)n);
+		r = readv(c->fd, v->rx_slice, (int)ns);
 	while (r < 0 && errno == EINTR);
+	v->st.host_read_calls++;
 	if (r > 0) {
+		int f = rx_deliver(v, c, share, n, (uint32_t)r, 0);
+
+		rx_hint(c, n, f > 0 ? (unsigned)f : 1, (uint64_t)r == total);
 		/* A short read drained the socket: new data brings a new
 		 * edge.  Not so an EOF already signalled: keep reading until
 		 * it shows. */
-		if ((size_t)r < room && !c->host_rdhup)
+		if ((uint64_t)r < total && !c->host_rdhup)
 			c->host_readable = false;
-		return rx_put_rw(v, c, (uint32_t)r, 0);
+		return f;
 	}
+	rx_give_back(v, 1);
 	if (r < 0 && !vs_is_fatal_sock_err(errno)) {
 		c->host_readable = false;
 		return VS_RX_UNUSED;
@@ -290,7 +432,7 @@ static int rx_stream(struct vq_vsock *v, struct vs_conn *c)
 	return VS_RX_UNUSED;
 }
 
-/* A control packet c owes, if any, into the chain. */
+/* A control packet c owes, if any, into rxb[0]. */
 static int rx_ctrl(struct vq_vsock *v, struct vs_conn *c, uint16_t op)
 {
 	struct vq_vsock_hdr h;
@@ -309,14 +451,15 @@ static int rx_ctrl(struct vq_vsock *v, struct vs_conn *c, uint16_t op)
 		h.flags = vq_le32(c->shut_flags);
 	if (op == VQ_VSOCK_OP_CREDIT_UPDATE)
 		v->st.credit_updates_sent++;
-	return rx_put_hdr(v, &h, 0) < 0 ? -EIO : VS_RX_USED;
+	return rx_send_ctrl(v, &h);
 }
 
 /*
- * One packet for c into the chain in v->rxc: the handshake's, else data,
- * else what else c owes.  VS_RX_USED, VS_RX_UNUSED (chain kept), -errno.
+ * Packets for c, starting in rxb[0] (up to max buffers): the handshake's,
+ * else data, else what else c owes.  Returns the buffers filled,
+ * VS_RX_UNUSED (rxb[0] kept), or -errno.
  */
-static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
+static int rx_conn(struct vq_vsock *v, struct vs_conn *c, unsigned max)
 {
 	uint16_t op = 0;
 
@@ -327,8 +470,8 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 		c->pend &= ~P_RESPONSE;
 		op = VQ_VSOCK_OP_RESPONSE;
 	} else if (vs_data_ready(c)) {
-		int r = c->type == VQ_VSOCK_TYPE_SEQPACKET ? rx_seq(v, c) :
-							     rx_stream(v, c);
+		int r = c->type == VQ_VSOCK_TYPE_SEQPACKET ? rx_seq(v, c, max) :
+							     rx_stream(v, c, max);
 
 		if (r != VS_RX_UNUSED || c->dead)
 			return r;
@@ -336,7 +479,7 @@ static int rx_conn(struct vq_vsock *v, struct vs_conn *c)
 	return rx_ctrl(v, c, op);
 }
 
-/* The oldest reply that belongs to no connection (RST) into the chain. */
+/* The oldest reply that belongs to no connection (RST) into rxb[0]. */
 static int rx_reply(struct vq_vsock *v)
 {
 	struct vq_vsock_hdr h;
@@ -345,23 +488,16 @@ static int rx_reply(struct vq_vsock *v)
 	hdr_init(v, &h, rp->lport, rp->pport, rp->type, VQ_VSOCK_OP_RST);
 	v->reply_head = (v->reply_head + 1) % v->reply_cap;
 	v->reply_len--;
-	return rx_put_hdr(v, &h, 0);
+	return rx_send_ctrl(v, &h);
 }
 
 /* Give back a chain popped and unused, publish what was filled. */
 static int rx_end(struct vq_vsock *v, int r)
 {
-	int f;
+	int u = rx_give_back(v, 0), f = rx_flush(v);
 
-	if (v->rx_spare) {
-		/* Popped but nothing to put in it: the next pop sees it. */
-		int u = vq_dev_unpop(v->rx, &v->rxc, 1);
-
-		v->rx_spare = false;
-		if (u < 0 && r >= 0)
-			r = u;
-	}
-	f = rx_flush(v);
+	if (u < 0 && r >= 0)
+		r = u;
 	if (f < 0 && r >= 0)
 		r = f;
 	return r;
@@ -396,11 +532,11 @@ int vs_process_rx(struct vq_vsock *v, unsigned budget)
 			continue;
 		}
 		c = v->rx_head;
-		r = rx_conn(v, c);
+		r = rx_conn(v, c, budget - done);
 		if (r < 0)
 			break;
 		if (r > 0) {
-			done++;
+			done += (unsigned)r;
 			idle = 0;
 		} else if (++idle > v->nconns + 1) {
 			break;          /* every connection passed: no livelock */

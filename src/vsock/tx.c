@@ -2,12 +2,14 @@
 /*
  * TX: packets from the guest.  Pop a burst, handle each packet, fill every
  * chain with length 0, flush once.  RW payload goes from guest memory
- * straight to the host socket with writev; what the socket does not take
- * is copied into the connection's buffer, which is never larger than the
- * credit we advertised, and fwd_cnt advances only as bytes reach the
- * socket.  Seqpacket: a guest message goes to the host socket in one
- * sendmsg, straight from guest memory when it came in one packet and the
- * socket takes it, else from the connection's buffer once its last packet
+ * straight to the host socket: the payloads of consecutive RW packets of
+ * one connection in a burst are gathered and written with one writev
+ * (stream) or one sendmmsg of whole messages (seqpacket).  What the socket
+ * does not take is copied into the connection's buffer, which is never
+ * larger than the credit we advertised, and fwd_cnt advances only as bytes
+ * reach the socket.  Seqpacket: a message whose packets did not all come
+ * in one burst, or that waits behind others, waits whole in the
+ * connection's buffer and goes out in one sendmsg once its last packet
  * (SEQ_EOM) arrived; the lengths of the buffered messages wait in a small
  * queue.
  */
@@ -17,6 +19,28 @@
 #include <unistd.h>
 
 #include "vsock_internal.h"
+
+/* The payloads gathered for one write, all of one connection, pointing
+ * into the burst's chains (valid until they are filled).  Seqpacket: whole
+ * messages (msg[], their lengths in mlen[]), then the start of one not
+ * ended yet at iov[open_iov, niov). */
+struct vs_gather {
+	struct vs_conn *c;
+	unsigned niov;
+	uint64_t len;                   /* bytes in iov[0, niov) */
+	unsigned nmsg;
+	bool open;                      /* seqpacket: a message not ended */
+	unsigned open_iov;
+	uint32_t open_len;
+	struct iovec iov[VS_SYSCALL_IOV];
+	struct mmsghdr msg[VS_TX_BURST];
+	uint32_t mlen[VS_TX_BURST];
+};
+
+struct vs_gather *vs_gather_new(void)
+{
+	return calloc(1, sizeof(struct vs_gather));
+}
 
 /* What tx_packet read from a header, in host order. */
 struct tx_hdr {
@@ -102,6 +126,173 @@ static enum vs_fate seq_queue(struct vq_vsock *v, struct vs_conn *c,
 	return VS_OPEN;
 }
 
+/* Skip the first n bytes of iov[0, cnt) in place: the index of the first
+ * iovec left. */
+static unsigned iov_skip(struct iovec *iov, unsigned cnt, size_t n)
+{
+	unsigned i;
+
+	for (i = 0; i < cnt && n >= iov[i].iov_len; i++)
+		n -= iov[i].iov_len;
+	if (i < cnt) {
+		iov[i].iov_base = (uint8_t *)iov[i].iov_base + n;
+		iov[i].iov_len -= n;
+	}
+	return i;
+}
+
+/* Stream: one writev of everything gathered; what the socket does not
+ * take goes to obuf (and the socket is full: it says so by EPOLLOUT). */
+static void gather_write_stream(struct vq_vsock *v, struct vs_gather *g,
+				struct vs_conn *c)
+{
+	size_t done = 0;
+	unsigned k;
+	ssize_t r;
+
+	do
+		r = vs_sock_writev(c->fd, g->iov, g->niov);
+	while (r < 0 && errno == EINTR);
+	v->st.host_write_calls++;
+	if (r < 0 && vs_is_fatal_sock_err(errno)) {
+		vs_conn_close(v, c, true);
+		return;
+	}
+	if (r > 0) {
+		done = (size_t)r;
+		vs_host_wrote(c, (uint32_t)r);
+	}
+	if (done < g->len) {
+		c->host_writable = false;
+		v->st.host_stalls++;
+		k = iov_skip(g->iov, g->niov, done);
+		if (vs_obuf_put_iov(c, g->iov + k, g->niov - k, g->len - done) < 0) {
+			vs_conn_close(v, c, true);
+			return;
+		}
+	}
+	vs_maybe_credit_update(v, c);
+}
+
+/* Seqpacket: the whole messages gathered in one sendmmsg; those the
+ * socket does not take, and the start of a message not ended, wait in
+ * obuf as before. */
+static void gather_write_seq(struct vq_vsock *v, struct vs_gather *g,
+			     struct vs_conn *c)
+{
+	unsigned i, sent = 0;
+	int r = 0;
+
+	if (g->nmsg) {
+		do
+			r = sendmmsg(c->fd, g->msg, g->nmsg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (r < 0 && errno == EINTR);
+		v->st.host_write_calls++;
+		if (r < 0 && vs_is_fatal_sock_err(errno)) {
+			vs_conn_close(v, c, true);
+			return;
+		}
+		sent = r < 0 ? 0 : (unsigned)r;
+	}
+	for (i = 0; i < sent; i++) {
+		if (g->msg[i].msg_len != g->mlen[i]) {
+			/* all or nothing on a SOCK_SEQPACKET socket */
+			vs_conn_close(v, c, true);
+			return;
+		}
+		vs_host_wrote(c, g->mlen[i]);
+	}
+	if (sent < g->nmsg) {
+		c->host_writable = false;
+		v->st.host_stalls++;
+	}
+	for (i = sent; i < g->nmsg; i++)
+		if (seq_queue(v, c, g->msg[i].msg_hdr.msg_iov,
+			      (unsigned)g->msg[i].msg_hdr.msg_iovlen, g->mlen[i],
+			      true) == VS_CLOSED)
+			return;
+	if (g->open && seq_queue(v, c, g->iov + g->open_iov, g->niov - g->open_iov,
+				 g->open_len, false) == VS_CLOSED)
+		return;
+	vs_maybe_credit_update(v, c);
+}
+
+/* Write what was gathered and start afresh. */
+static void gather_flush(struct vq_vsock *v)
+{
+	struct vs_gather *g = v->gat;
+	struct vs_conn *c = g->c;
+
+	if (!c)
+		return;
+	g->c = NULL;            /* closing c below must not come back here */
+	if (c->type == VQ_VSOCK_TYPE_SEQPACKET)
+		gather_write_seq(v, g, c);
+	else
+		gather_write_stream(v, g, c);
+	g->niov = 0;
+	g->len = 0;
+	g->nmsg = 0;
+	g->open = false;
+	g->open_len = 0;
+}
+
+void vs_gather_flush_conn(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (v->gat->c == c)
+		gather_flush(v);
+}
+
+/* May the next RW of c join the gather, ahead of nothing of c's?  Room
+ * for a chain's iovecs (and a message) is made by writing what is
+ * gathered; that may change the answer. */
+static bool gather_room(struct vq_vsock *v, struct vs_conn *c,
+			const struct vq_chain *ch)
+{
+	struct vs_gather *g = v->gat;
+
+	if (g->c && (g->c != c || g->niov + ch->nout > VS_SYSCALL_IOV ||
+		     g->nmsg == VS_TX_BURST))
+		gather_flush(v);
+	if (c->dead || !c->host_writable)
+		return false;
+	return c->type == VQ_VSOCK_TYPE_SEQPACKET ? !c->mq_len && !c->msg_open :
+						    !c->olen;
+}
+
+/* Gather the len payload bytes of ch for c; eom ends a seqpacket
+ * message. */
+static void gather_add(struct vq_vsock *v, struct vs_conn *c,
+		       const struct vq_chain *ch, uint32_t len, bool eom)
+{
+	struct vs_gather *g = v->gat;
+	unsigned n;
+
+	if (!g->open) {
+		g->open = true;
+		g->open_iov = g->niov;
+		g->open_len = 0;
+	}
+	g->c = c;
+	n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, g->iov + g->niov,
+			 VS_SYSCALL_IOV - g->niov);
+	g->niov += n;
+	g->len += len;
+	g->open_len += len;
+	if (c->type == VQ_VSOCK_TYPE_STREAM) {
+		g->open = false;
+		return;
+	}
+	if (eom) {
+		struct msghdr *m = &g->msg[g->nmsg].msg_hdr;
+
+		*m = (struct msghdr){ .msg_iov = g->iov + g->open_iov,
+				      .msg_iovlen = g->niov - g->open_iov };
+		g->mlen[g->nmsg++] = g->open_len;
+		g->open = false;
+	}
+}
+
 /* Seqpacket: one RW of a guest message; SEQ_EOM ends the message, which
  * then goes to the host socket whole.  (SEQ_EOR has no AF_UNIX form.) */
 static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
@@ -114,27 +305,15 @@ static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
 		return;
 	c->rx_cnt += len;
 	v->st.tx_bytes += len;
+	if (gather_room(v, c, ch)) {
+		gather_add(v, c, ch, len, eom);
+		return;
+	}
+	if (c->dead)
+		return;
+	/* Behind messages that wait, or the socket is full: wait too. */
 	n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
 			 VS_IOV_MAX);
-	if (eom && !c->msg_open && !c->mq_len && c->host_writable) {
-		/* A whole message in one packet, nothing ahead of it. */
-		ssize_t r;
-
-		do
-			r = vs_sock_writev(c->fd, v->slice, len ? n : 0);
-		while (r < 0 && errno == EINTR);
-		if (r == (ssize_t)len) {
-			vs_host_wrote(c, len);
-			vs_maybe_credit_update(v, c);
-			return;
-		}
-		if (r >= 0 || vs_is_fatal_sock_err(errno)) {
-			vs_conn_close(v, c, true);
-			return;
-		}
-		c->host_writable = false;
-		v->st.host_stalls++;
-	}
 	if (seq_queue(v, c, v->slice, n, len, eom) == VS_CLOSED)
 		return;
 	if (eom && c->host_writable && vs_obuf_drain(v, c) == VS_CLOSED)
@@ -146,7 +325,6 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 		  const struct vq_chain *ch, uint32_t len, uint32_t flags)
 {
 	unsigned n;
-	size_t done = 0;
 
 	if (c->type == VQ_VSOCK_TYPE_SEQPACKET) {
 		tx_seq_rw(v, c, ch, len, flags);
@@ -156,44 +334,21 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 		return;
 	c->rx_cnt += len;
 	v->st.tx_bytes += len;
+	if (gather_room(v, c, ch)) {
+		gather_add(v, c, ch, len, false);
+		return;
+	}
+	if (c->dead)
+		return;
+	/* Behind buffered bytes, or the socket is full: keep the order. */
 	n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
 			 VS_IOV_MAX);
-	if (!c->olen && c->host_writable) {
-		for (;;) {
-			ssize_t r = vs_sock_writev(c->fd, v->slice, n);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0 && vs_is_fatal_sock_err(errno)) {
-				vs_conn_close(v, c, true);
-				return;
-			}
-			if (r < 0) {
-				c->host_writable = false;
-				v->st.host_stalls++;
-			} else {
-				done = (size_t)r;
-				vs_host_wrote(c, (uint32_t)r);
-			}
-			break;
-		}
-		if (done < len) {
-			c->host_writable = false;
-			if (done)
-				v->st.host_stalls++;
-		}
+	if (vs_obuf_put_iov(c, v->slice, n, len) < 0) {
+		vs_conn_close(v, c, true);
+		return;
 	}
-	if (done < len) {
-		n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE + done,
-				 len - done, v->slice, VS_IOV_MAX);
-		if (vs_obuf_put_iov(c, v->slice, n, len - done) < 0) {
-			vs_conn_close(v, c, true);
-			return;
-		}
-		/* Writable but behind buffered bytes: keep the order, drain. */
-		if (c->host_writable && vs_obuf_drain(v, c) == VS_CLOSED)
-			return;
-	}
+	if (c->host_writable && vs_obuf_drain(v, c) == VS_CLOSED)
+		return;
 	vs_maybe_credit_update(v, c);
 }
 
@@ -272,6 +427,9 @@ static void tx_on_conn(struct vq_vsock *v, struct vs_conn *c,
 		       const struct vq_vsock_hdr *h, const struct tx_hdr *t,
 		       const struct vq_chain *ch)
 {
+	/* What c sent before this packet reaches its socket first. */
+	if (t->op != VQ_VSOCK_OP_RW)
+		vs_gather_flush_conn(v, c);
 	update_peer_credit(v, c, h);
 	switch (t->op) {
 	case VQ_VSOCK_OP_RESPONSE:
@@ -383,8 +541,11 @@ int vs_process_tx(struct vq_vsock *v, unsigned budget)
 			return done ? (int)done : n;
 		if (n == 0)
 			break;
-		for (i = 0; i < (unsigned)n; i++) {
+		for (i = 0; i < (unsigned)n; i++)
 			tx_packet(v, &v->txc[i]);
+		/* before the chains go back: the gather points into them */
+		gather_flush(v);
+		for (i = 0; i < (unsigned)n; i++) {
 			r = vq_dev_fill(v->tx, &v->txc[i], 0);
 			if (r < 0)
 				return r;

@@ -52,18 +52,18 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 	v->hash = calloc(nb, sizeof(*v->hash));
 	v->reply_cap = VS_REPLY_MAX + v->cfg.max_conns * 2;
 	v->replies = calloc(v->reply_cap, sizeof(*v->replies));
-	v->iov = calloc((VS_TX_BURST + 1) * VS_IOV_MAX, sizeof(*v->iov));
+	v->iov = calloc(VS_TX_BURST * VS_IOV_MAX, sizeof(*v->iov));
+	v->rx_iov = calloc(VS_RX_IOV, sizeof(*v->rx_iov));
+	v->rx_slice = calloc(VS_SYSCALL_IOV, sizeof(*v->rx_slice));
+	v->gat = vs_gather_new();
 	v->epfd = epoll_create1(EPOLL_CLOEXEC);
 	v->next_port = VS_PORT_FIRST;
-	if (!v->hash || !v->replies || !v->iov || v->epfd < 0) {
+	if (!v->hash || !v->replies || !v->iov || !v->rx_iov || !v->rx_slice ||
+	    !v->gat || v->epfd < 0) {
 		int err = v->epfd < 0 ? -errno : -ENOMEM;
 
-		if (v->epfd >= 0)
-			close(v->epfd);
-		free(v->hash);
-		free(v->replies);
-		free(v->iov);
-		free(v);
+		v->lst[0].fd = v->lst[1].fd = -1;
+		vq_vsock_free(v);
 		return err;
 	}
 	*out = v;
@@ -79,10 +79,14 @@ void vq_vsock_free(struct vq_vsock *v)
 	for (unsigned i = 0; i < 2; i++)
 		if (v->lst[i].fd >= 0)
 			close(v->lst[i].fd);
-	close(v->epfd);
+	if (v->epfd >= 0)
+		close(v->epfd);
 	free(v->hash);
 	free(v->replies);
 	free(v->iov);
+	free(v->rx_iov);
+	free(v->rx_slice);
+	free(v->gat);
 	free(v);
 }
 
@@ -95,7 +99,7 @@ int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 	v->tx = tx;
 	v->ev = ev;
 	v->seqpacket = vq_dev_features(rx) & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET);
-	v->rx_spare = false;
+	v->rx_n = 0;
 	v->rx_staged = 0;
 	return 0;
 }
@@ -105,7 +109,7 @@ void vq_vsock_detach(struct vq_vsock *v)
 	/* process_rx never keeps a popped chain between calls, so there is
 	 * nothing to give back. */
 	v->rx = v->tx = v->ev = NULL;
-	v->rx_spare = false;
+	v->rx_n = 0;
 	v->rx_staged = 0;
 }
 
@@ -129,7 +133,7 @@ void vq_vsock_stop(struct vq_vsock *v)
 	v->reply_len = 0;
 	v->reply_head = 0;
 	v->rx = v->tx = v->ev = NULL;
-	v->rx_spare = false;
+	v->rx_n = 0;
 	v->rx_staged = 0;
 	v->reset_pending = false;
 }

@@ -31,6 +31,9 @@
 #define VS_PORT_FIRST   1024u
 #define VS_PORT_LAST    0x7fffffffu
 #define VS_MSG_MAX      160u    /* the last bad input's message */
+#define VS_SYSCALL_IOV  1024u   /* iovecs one readv / writev takes (IOV_MAX) */
+#define VS_RX_BATCH     64u     /* guest buffers one host read fills */
+#define VS_RX_IOV       (VS_SYSCALL_IOV + VS_IOV_MAX)  /* their chains' iovecs */
 
 enum vs_state {
 	VS_HANDSHAKE,           /* host socket, reading its CONNECT line */
@@ -47,11 +50,12 @@ enum vs_fate {
 	VS_CLOSED,
 };
 
-/* What a step of the RX path did with the chain it was offered (a
- * negative value is an -errno). */
+/* What a step of the RX path did with the chain it was offered: a
+ * count of buffers filled (a read may fill more than the one offered), or
+ * a negative -errno. */
 enum vs_rx {
 	VS_RX_UNUSED = 0,       /* nothing to send: the chain is still free */
-	VS_RX_USED = 1,         /* a packet went into it */
+	VS_RX_USED = 1,         /* a packet went into it (and none other) */
 };
 
 /* Control packets a connection owes the guest. */
@@ -93,6 +97,7 @@ struct vs_conn {
 	bool ibuf_wait;                 /* a message waits for msg_budget */
 	bool host_readable, host_writable, host_eof, host_wr_shut;
 	bool host_rdhup;                /* the host shut down its side */
+	uint8_t rx_hint;                /* guest buffers the next read fills */
 	uint32_t guest_shut;            /* SHUTDOWN flags the guest sent */
 	char line[VS_LINE_MAX + 1];
 	uint32_t linelen;
@@ -128,16 +133,30 @@ struct vq_vsock {
 	bool seqpacket;                 /* VQ_VSOCK_F_SEQPACKET negotiated */
 	uint64_t ibuf_bytes;            /* held in every ibuf, <= msg_budget */
 	unsigned ibuf_waiters;          /* connections with ibuf_wait */
-	/* chain storage */
+	/* TX chain storage */
 	struct vq_chain txc[VS_TX_BURST];
-	struct vq_chain rxc;
-	bool rx_spare;                  /* rxc popped and unused */
-	unsigned rx_staged;             /* filled since the last flush */
-	struct iovec *iov;              /* (VS_TX_BURST + 1) * VS_IOV_MAX */
+	struct iovec *iov;              /* VS_TX_BURST * VS_IOV_MAX */
 	struct iovec slice[VS_IOV_MAX];
+	struct vs_gather *gat;          /* TX: payloads for one write */
+	/* RX: the chains popped and not yet filled or given back, in pop
+	 * order; rxb[0] is the one the loop hands out, the rest those a
+	 * read into many buffers took */
+	struct vq_chain rxb[VS_RX_BATCH];
+	unsigned rx_n;
+	unsigned rx_staged;             /* filled since the last flush */
+	struct iovec *rx_iov;           /* VS_RX_IOV, the rxb chains' iovecs */
+	unsigned rx_iov_used;
+	struct iovec *rx_slice;         /* VS_SYSCALL_IOV, their payload areas */
 	struct vq_vsock_stats st;
 	char bad_msg[VS_MSG_MAX];       /* the last bad input, "" if none */
 };
+
+/* An RX buffer the device can put a packet in: writable only, with room
+ * past the header (the check that counts a bad one is vs_check_rx_buf). */
+static inline bool vs_rx_buf_usable(const struct vq_chain *ch)
+{
+	return ch->nout == 0 && ch->in_len > VQ_VSOCK_HDR_SIZE;
+}
 
 static inline bool vs_is_fatal_sock_err(int e)
 {
@@ -176,6 +195,9 @@ VQ_INTERNAL void vs_seq_fit_window(struct vs_conn *c);
 
 /* tx.c, rx.c */
 VQ_INTERNAL int vs_process_tx(struct vq_vsock *v, unsigned budget);
+VQ_INTERNAL struct vs_gather *vs_gather_new(void);
+/* Write what TX gathered for c, if anything: before c changes hands. */
+VQ_INTERNAL void vs_gather_flush_conn(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL int vs_process_rx(struct vq_vsock *v, unsigned budget);
 
 /* bad.c: each returns true when the input passed; otherwise it counted

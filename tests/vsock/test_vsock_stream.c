@@ -6,6 +6,7 @@
  * Runs over split and packed rings.
  */
 #include <stddef.h>
+#include <sys/ioctl.h>
 
 #include "vsock_fixture.h"
 
@@ -55,7 +56,7 @@ static void hybrid_connect_line_parse(void)
 	CHECK_EQ(vq_vsock_parse_connect("CONNECT  12", &p), -EINVAL);
 }
 
-static void vsock_5_10_6_6_request_to_no_listener_gets_rst(void)
+static void vsock_5_10_6_5_request_to_no_listener_gets_rst(void)
 {
 	struct fx f;
 	struct vq_vsg_conn *c;
@@ -390,7 +391,7 @@ static void vsock_5_10_6_5_host_eof_then_guest_still_sends(void)
 }
 
 /* Guest RST closes the host socket at once. */
-static void vsock_5_10_6_4_guest_rst_closes_host_socket(void)
+static void vsock_5_10_6_5_guest_rst_closes_host_socket(void)
 {
 	struct fx f;
 	struct vq_vsg_conn *c;
@@ -547,9 +548,154 @@ static void vsock_stop_closes_host_sockets(void)
 	fx_fini(&f);
 }
 
+/* Host -> guest (issue 26): one readv fills many guest buffers.  128 KiB
+ * into 4 KiB buffers is 32 full packets (each hdr.len what landed in
+ * it), read in a handful of system calls as the reads learn the stream
+ * is long, not one per buffer. */
+static void rx_one_read_fills_many_buffers(void)
+{
+	static uint8_t buf[128 << 10], got[128 << 10];
+	struct fx f;
+	struct vq_vsg_conn *c;
+	uint64_t reads, pkts;
+
+	fx_init(&f, &dflt);
+	fx_listen(&f, 87);
+	c = fx_connect(&f, 87, VQ_VSOCK_TYPE_STREAM);
+	wait_state(&f, c);
+	fx_settle(&f);
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		buf[i] = fx_byte(87, i);
+	reads = vq_vsock_stats(f.dev)->host_read_calls;
+	pkts = vq_vsg_stats(f.g)->rx_pkts;
+	CHECK_EQ(write(fx_host(&f, 0), buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_read(c, got, sizeof(got)), sizeof(got));
+	CHECK(memcmp(buf, got, sizeof(buf)) == 0);
+	CHECK_EQ(vq_vsg_stats(f.g)->rx_pkts - pkts, 32);
+	reads = vq_vsock_stats(f.dev)->host_read_calls - reads;
+	fprintf(stderr, "   128 KiB in 32 buffers: %" PRIu64 " reads\n", reads);
+	CHECK(reads <= 8);
+	fx_fini(&f);
+}
+
+/* Host -> guest: a read never takes more than the guest's credit, however
+ * many buffers it could fill (5.10.6.3). */
+static void rx_batch_stops_at_credit(void)
+{
+	static uint8_t buf[64 << 10], got[64 << 10];
+	struct fx_opts o = { .guest_buf_alloc = 10000 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	uint32_t at = 0;
+	int rounds = 0;
+
+	fx_init(&f, &o);
+	fx_listen(&f, 88);
+	c = fx_connect(&f, 88, VQ_VSOCK_TYPE_STREAM);
+	wait_state(&f, c);
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		buf[i] = fx_byte(88, i);
+	CHECK_EQ(write(fx_host(&f, 0), buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	fx_settle(&f);
+	CHECK_EQ(vq_vsg_readable(c), 10000);    /* the window, not a byte more */
+	while (at < sizeof(got)) {
+		CHECK(++rounds < 1000);
+		at += vq_vsg_read(c, got + at, sizeof(got) - at);
+		CHECK(vq_vsg_readable(c) <= 10000);
+		fx_settle(&f);
+	}
+	CHECK(memcmp(buf, got, sizeof(buf)) == 0);
+	fx_fini(&f);
+}
+
+/* Guest -> host (issue 26): the payloads of one connection's packets in a
+ * burst go out in one writev; packets of two connections interleaved
+ * keep each stream's order. */
+static void tx_one_write_per_burst(void)
+{
+	static uint8_t buf[64 << 10], got[64 << 10];
+	struct fx_opts o = { .tx_pkt_max = 2048 };
+	struct fx f;
+	struct vq_vsg_conn *a, *b;
+	uint64_t writes;
+
+	fx_init(&f, &o);
+	fx_listen(&f, 89);
+	a = fx_connect(&f, 89, VQ_VSOCK_TYPE_STREAM);
+	b = fx_connect(&f, 89, VQ_VSOCK_TYPE_STREAM);
+	wait_state(&f, a);
+	wait_state(&f, b);
+	fx_settle(&f);
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		buf[i] = fx_byte(89, i);
+	writes = vq_vsock_stats(f.dev)->host_write_calls;
+	CHECK_EQ(vq_vsg_write(a, buf, sizeof(buf)), (long)sizeof(buf));
+	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 32);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_write_calls - writes, 1);
+	CHECK_EQ(read(fx_host(&f, 0), got, sizeof(got)), (ssize_t)sizeof(got));
+	CHECK(memcmp(buf, got, sizeof(buf)) == 0);
+	/* a, b, a, b: each switch writes what was gathered */
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ(vq_vsg_write(i % 2 ? b : a, buf + i * 2048, 2048), 2048);
+	writes = vq_vsock_stats(f.dev)->host_write_calls;
+	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 4);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_write_calls - writes, 4);
+	CHECK_EQ(read(fx_host(&f, 0), got, sizeof(got)), 4096);
+	CHECK(memcmp(got, buf, 2048) == 0 && memcmp(got + 2048, buf + 4096, 2048) == 0);
+	CHECK_EQ(read(fx_host(&f, 1), got, sizeof(got)), 4096);
+	CHECK(memcmp(got, buf + 2048, 2048) == 0 && memcmp(got + 2048, buf + 6144, 2048) == 0);
+	fx_fini(&f);
+}
+
+/* Guest -> host: a gathered write the socket takes only in part keeps the
+ * rest in order, forwards (fwd_cnt) only what reached the socket, so the
+ * guest's credit stays exact, and loses nothing. */
+static void tx_partial_write_keeps_order_and_credit(void)
+{
+	static uint8_t buf[64 << 10], got[64 << 10];
+	struct fx_opts o = { .tx_pkt_max = 2048, .host_sndbuf = 16384,
+			     .dev_buf_alloc = 64 << 10 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int hfd, queued = 0, rounds = 0;
+	uint32_t at = 0;
+
+	fx_init(&f, &o);
+	fx_listen(&f, 90);
+	c = fx_connect(&f, 90, VQ_VSOCK_TYPE_STREAM);
+	wait_state(&f, c);
+	fx_settle(&f);
+	hfd = fx_host(&f, 0);
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		buf[i] = fx_byte(90, i);
+	CHECK_EQ(vq_vsg_credit(c), sizeof(buf));
+	CHECK_EQ(vq_vsg_write(c, buf, sizeof(buf)), (long)sizeof(buf));
+	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 32);
+	CHECK(vq_vsock_stats(f.dev)->host_stalls >= 1);
+	fx_settle(&f);
+	CHECK_EQ(ioctl(hfd, FIONREAD, &queued), 0);
+	CHECK(queued > 0 && queued < (int)sizeof(buf));
+	/* the guest may send again only what reached the host socket */
+	CHECK(vq_vsg_credit(c) <= (uint32_t)queued);
+	while (at < sizeof(got)) {
+		ssize_t r = read(hfd, got + at, sizeof(got) - at);
+
+		CHECK(++rounds < 10000);
+		if (r > 0)
+			at += (uint32_t)r;
+		fx_settle(&f);
+	}
+	CHECK(memcmp(buf, got, sizeof(buf)) == 0);
+	/* forwarded: the window is open again (the device tells the guest
+	 * when its view of the window falls under half) */
+	CHECK(vq_vsg_credit(c) >= sizeof(buf) / 2);
+	fx_fini(&f);
+}
+
 static void run_all(void)
 {
-	RUN(vsock_5_10_6_6_request_to_no_listener_gets_rst);
+	RUN(vsock_5_10_6_5_request_to_no_listener_gets_rst);
 	RUN(vsock_guest_connects_host_stream_both_ways);
 	RUN(hybrid_connect_keeps_payload_behind_line);
 	RUN(hybrid_connect_bad_line_or_no_guest_listener_closes);
@@ -557,13 +703,17 @@ static void run_all(void)
 	RUN(backpressure_slow_host_bounded_no_loss);
 	RUN(vsock_5_10_6_5_half_close_both_directions);
 	RUN(vsock_5_10_6_5_host_eof_then_guest_still_sends);
-	RUN(vsock_5_10_6_4_guest_rst_closes_host_socket);
+	RUN(vsock_5_10_6_5_guest_rst_closes_host_socket);
 	RUN(vsock_many_connections_interleaved);
 	RUN(rx_used_batch_1_each_alone);
 	RUN(rx_used_batch_8_in_bursts);
 	RUN(rx_used_batch_5_tail_flushed);
 	RUN(vsock_5_10_6_7_transport_reset_event);
 	RUN(vsock_stop_closes_host_sockets);
+	RUN(rx_one_read_fills_many_buffers);
+	RUN(rx_batch_stops_at_credit);
+	RUN(tx_one_write_per_burst);
+	RUN(tx_partial_write_keeps_order_and_credit);
 }
 
 /* The config's reserved words must be zero: an old library refuses a

@@ -36,6 +36,7 @@ struct fx {
 	uint32_t host_port[FX_MAX_HOST];
 	unsigned nhost;
 	unsigned notifies[3];
+	int host_sndbuf;                /* SO_SNDBUF of the device's end, 0: default */
 };
 
 static uint64_t fx_features = 0;        /* extra ring features (packed) */
@@ -60,6 +61,9 @@ static inline int fx_host_connect(void *arg, uint32_t port, uint16_t type)
 				       SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0, sv), 0);
 	fx_set_nonblock(sv[0]);
 	fx_set_nonblock(sv[1]);
+	if (f->host_sndbuf)
+		CHECK_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &f->host_sndbuf,
+				    sizeof(f->host_sndbuf)), 0);
 	f->host[f->nhost] = sv[1];
 	f->host_port[f->nhost] = port;
 	f->nhost++;
@@ -82,6 +86,7 @@ struct fx_opts {
 	uint32_t tx_pkt_max;
 	uint64_t msg_budget;
 	uint16_t num;
+	int host_sndbuf;                /* SO_SNDBUF of the device's host ends */
 	bool no_ev;
 	bool no_seqpacket;              /* do not negotiate SEQPACKET */
 };
@@ -160,6 +165,7 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 			(o->no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
 
 	memset(f, 0, sizeof(*f));
+	f->host_sndbuf = o->host_sndbuf;
 	fx_rings(&f->p, f->drv, f->dq, f->ring, feat, num);
 	CHECK_EQ(vq_vsock_new(&dc, &f->dev), 0);
 	CHECK_EQ(vq_vsock_start(f->dev, f->dq[0], f->dq[1],
