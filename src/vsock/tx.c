@@ -293,34 +293,48 @@ static void gather_add(struct vq_vsock *v, struct vs_conn *c,
 	}
 }
 
+/* Take an RW of len payload bytes in ch for c: gathered for one write,
+ * or c closed (true); else (false) its payload is in v->slice, *n iovecs,
+ * for the caller to buffer behind what waits. */
+static bool rw_take(struct vq_vsock *v, struct vs_conn *c, const struct vq_chain *ch,
+		    uint32_t len, bool eom, unsigned *n)
+{
+	if (!rw_allowed(v, c, len))
+		return true;
+	c->rx_cnt += len;
+	v->st.tx_bytes += len;
+	if (!len && c->type == VQ_VSOCK_TYPE_STREAM)
+		return true;
+	if (gather_room(v, c, ch)) {
+		gather_add(v, c, ch, len, eom);
+		return true;
+	}
+	if (c->dead)
+		return true;
+	*n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
+			  VS_IOV_MAX);
+	return false;
+}
+
 /* Seqpacket: one RW of a guest message; SEQ_EOM ends the message, which
- * then goes to the host socket whole.  (SEQ_EOR has no AF_UNIX form.) */
+ * then goes to the host socket whole.  (SEQ_EOR has no AF_UNIX form.)
+ * Behind messages that wait, or with the socket full, it waits too. */
 static void tx_seq_rw(struct vq_vsock *v, struct vs_conn *c,
 		      const struct vq_chain *ch, uint32_t len, uint32_t flags)
 {
 	bool eom = flags & VQ_VSOCK_SEQ_EOM;
 	unsigned n;
 
-	if (!rw_allowed(v, c, len))
-		return;
-	c->rx_cnt += len;
-	v->st.tx_bytes += len;
-	if (gather_room(v, c, ch)) {
-		gather_add(v, c, ch, len, eom);
-		return;
-	}
-	if (c->dead)
-		return;
-	/* Behind messages that wait, or the socket is full: wait too. */
-	n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
-			 VS_IOV_MAX);
-	if (seq_queue(v, c, v->slice, n, len, eom) == VS_CLOSED)
+	if (rw_take(v, c, ch, len, eom, &n) ||
+	    seq_queue(v, c, v->slice, n, len, eom) == VS_CLOSED)
 		return;
 	if (eom && c->host_writable && vs_obuf_drain(v, c) == VS_CLOSED)
 		return;
 	vs_maybe_credit_update(v, c);
 }
 
+/* Stream: one RW; behind buffered bytes, or with the socket full, it is
+ * buffered to keep the order. */
 static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 		  const struct vq_chain *ch, uint32_t len, uint32_t flags)
 {
@@ -330,19 +344,8 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 		tx_seq_rw(v, c, ch, len, flags);
 		return;
 	}
-	if (!rw_allowed(v, c, len) || !len)
+	if (rw_take(v, c, ch, len, false, &n))
 		return;
-	c->rx_cnt += len;
-	v->st.tx_bytes += len;
-	if (gather_room(v, c, ch)) {
-		gather_add(v, c, ch, len, false);
-		return;
-	}
-	if (c->dead)
-		return;
-	/* Behind buffered bytes, or the socket is full: keep the order. */
-	n = vs_iov_slice(ch->iov, ch->nout, VQ_VSOCK_HDR_SIZE, len, v->slice,
-			 VS_IOV_MAX);
 	if (vs_obuf_put_iov(c, v->slice, n, len) < 0) {
 		vs_conn_close(v, c, true);
 		return;

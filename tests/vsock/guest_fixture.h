@@ -181,4 +181,23 @@ static inline struct vq_vsg_conn *gfx_connected(struct gfx *x, uint16_t type)
 	return c;
 }
 
+/* A started driver with the default config and a connection of type. */
+static inline struct vq_vsg_conn *gfx_up(struct gfx *x, uint64_t features, uint16_t type)
+{
+	gfx_init(x, features, 64);
+	gfx_start(x);
+	return gfx_connected(x, type);
+}
+
+/* The device sends on c: op with flags and n payload bytes (hdr.len n). */
+static inline void gfx_send_on(struct gfx *x, struct vq_vsg_conn *c, uint16_t type,
+			       uint16_t op, uint32_t flags, const void *payload, uint32_t n)
+{
+	struct vq_vsock_hdr h;
+
+	gfx_hdr(x, &h, vq_vsg_peer_port(c), vq_vsg_local_port(c), type, op, n);
+	h.flags = vq_le32(flags);
+	gfx_dev_send(x, &h, payload, n);
+}
+
 #endif

@@ -145,9 +145,7 @@ static void vsock_5_10_6_3_write_within_device_credit(void)
 	}
 	CHECK_EQ(at, 1000);
 	x.dev_fwd_cnt = 600;
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM,
-		VQ_VSOCK_OP_CREDIT_UPDATE, 0);
-	gfx_dev_send(&x, &h, NULL, 0);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
 	CHECK_EQ(vq_vsg_poll(x.g), 1 + 4);      /* the update, 4 TX returned */
 	CHECK_EQ(vq_vsg_credit(c), 600);
 	CHECK_EQ(vq_vsg_write(c, buf + 1000, sizeof(buf) - 1000), 600);
@@ -172,9 +170,7 @@ static void vsock_5_10_6_3_credit_update_after_read(void)
 	gfx_start(&x);
 	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
 	memset(data, 'd', sizeof(data));
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM,
-		VQ_VSOCK_OP_RW, sizeof(data));
-	gfx_dev_send(&x, &h, data, sizeof(data));
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, data, sizeof(data));
 	CHECK_EQ(vq_vsg_poll(x.g), 1);
 	CHECK_EQ(vq_vsg_readable(c), 3000);
 	CHECK_EQ(gfx_dev_recv_op(&x), -1);      /* nothing owed yet */
@@ -186,9 +182,7 @@ static void vsock_5_10_6_3_credit_update_after_read(void)
 	CHECK_EQ(vq_le32(h.fwd_cnt), 3000);
 	CHECK_EQ(vq_le32(h.buf_alloc), 4096);
 	CHECK(memcmp(data, got, sizeof(data)) == 0);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM,
-		VQ_VSOCK_OP_CREDIT_REQUEST, 0);
-	gfx_dev_send(&x, &h, NULL, 0);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_CREDIT_REQUEST, 0, NULL, 0);
 	CHECK(vq_vsg_poll(x.g) >= 1);
 	CHECK_EQ(gfx_dev_recv_op(&x), VQ_VSOCK_OP_CREDIT_UPDATE);
 	CHECK_EQ(vq_vsg_stats(x.g)->credit_updates_sent, 2);
@@ -262,16 +256,11 @@ static void vsock_5_10_6_6_messages_keep_bounds(void)
 	CHECK_EQ(pkts, 2);
 	/* from the device: 100 + 50 bytes, then an empty message */
 	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), -EAGAIN);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, 100);
-	gfx_dev_send(&x, &h, msg, 100);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, 0, msg, 100);
 	CHECK(vq_vsg_poll(x.g) >= 1);
 	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), -EAGAIN);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, 50);
-	h.flags = vq_le32(VQ_VSOCK_SEQ_EOM);
-	gfx_dev_send(&x, &h, msg, 50);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, 0);
-	h.flags = vq_le32(VQ_VSOCK_SEQ_EOM);
-	gfx_dev_send(&x, &h, NULL, 0);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, VQ_VSOCK_SEQ_EOM, msg, 50);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_SEQPACKET, VQ_VSOCK_OP_RW, VQ_VSOCK_SEQ_EOM, NULL, 0);
 	CHECK(vq_vsg_poll(x.g) >= 2);
 	CHECK_EQ(vq_vsg_read_msg(c, got, 149), -EMSGSIZE);
 	CHECK_EQ(vq_vsg_read_msg(c, got, 150), 150);
@@ -290,15 +279,10 @@ static void vsock_5_10_6_5_shutdown_then_rst(void)
 	struct vq_vsock_hdr h;
 	char b[8];
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 4);
-	gfx_dev_send(&x, &h, "tail", 4);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM,
-		VQ_VSOCK_OP_SHUTDOWN, 0);
-	h.flags = vq_le32(VQ_VSOCK_SHUTDOWN_RCV | VQ_VSOCK_SHUTDOWN_SEND);
-	gfx_dev_send(&x, &h, NULL, 0);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_STREAM);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, "tail", 4);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_SHUTDOWN,
+		    VQ_VSOCK_SHUTDOWN_RCV | VQ_VSOCK_SHUTDOWN_SEND, NULL, 0);
 	CHECK(vq_vsg_poll(x.g) >= 2);
 	CHECK_EQ(vq_vsg_peer_shutdown(c), 3);
 	CHECK(!vq_vsg_eof(c));
@@ -311,8 +295,7 @@ static void vsock_5_10_6_5_shutdown_then_rst(void)
 	vq_vsg_release(c);
 	/* the device's RST */
 	d = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(d), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RST, 0);
-	gfx_dev_send(&x, &h, NULL, 0);
+	gfx_send_on(&x, d, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RST, 0, NULL, 0);
 	CHECK(vq_vsg_poll(x.g) >= 1);
 	CHECK_EQ(vq_vsg_state(d), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsg_write(d, "x", 1), -EPIPE);

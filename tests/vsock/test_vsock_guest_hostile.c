@@ -126,12 +126,9 @@ static void hostile_hdr_len_beyond_used(void)
 	struct vq_vsock_hdr h;
 	char b[16];
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_STREAM);
 	other = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 5);
-	gfx_dev_send(&x, &h, "first", 5);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, "first", 5);
 	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 500);
 	memcpy(pkt, &h, sizeof(h));
 	CHECK_EQ(gfx_dev_write(&x, VQ_VSOCK_RXQ, pkt, sizeof(pkt), sizeof(pkt)), 0);
@@ -158,9 +155,7 @@ static void hostile_short_packets_and_wrong_cids(void)
 	struct vq_vsg_conn *c;
 	struct vq_vsock_hdr h;
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_STREAM);
 	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RST, 0);
 	CHECK_EQ(gfx_dev_write(&x, VQ_VSOCK_RXQ, &h, sizeof(h), 20), 0);
 	CHECK(vq_vsg_poll(x.g) >= 1);
@@ -187,17 +182,14 @@ static void hostile_rw_beyond_credit_resets(void)
 	static uint8_t data[4000], got[4096];
 	struct gfx x;
 	struct vq_vsg_conn *c;
-	struct vq_vsock_hdr h;
 
 	gfx_init(&x, ring_features, 64);
 	x.gc.buf_alloc = 4096;
 	gfx_start(&x);
 	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
 	memset(data, 'a', sizeof(data));
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 4000);
-	gfx_dev_send(&x, &h, data, 4000);
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 200);
-	gfx_dev_send(&x, &h, data, 200);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, data, 4000);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, data, 200);
 	CHECK(vq_vsg_poll(x.g) >= 2);
 	last_bad_is(&x, "5.10.6.3: RW of 200 bytes on ports 1 -> 50000, beyond the 96 bytes of credit left");
 	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
@@ -295,9 +287,7 @@ static void hostile_message_ends_bounded(void)
 	char b[4];
 	unsigned n;
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_SEQPACKET);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_SEQPACKET);
 	for (n = 0; n < 4097; n++) {
 		gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_SEQPACKET,
 			VQ_VSOCK_OP_RW, 1);
@@ -318,15 +308,10 @@ static void hostile_credit_lie_gives_none(void)
 {
 	struct gfx x;
 	struct vq_vsg_conn *c;
-	struct vq_vsock_hdr h;
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_STREAM);
 	x.dev_fwd_cnt = 1u << 31;
-	gfx_hdr(&x, &h, 1, vq_vsg_local_port(c), VQ_VSOCK_TYPE_STREAM,
-		VQ_VSOCK_OP_CREDIT_UPDATE, 0);
-	gfx_dev_send(&x, &h, NULL, 0);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
 	CHECK(vq_vsg_poll(x.g) >= 1);
 	CHECK_EQ(vq_vsg_credit(c), 0);
 	CHECK_EQ(vq_vsg_write(c, "x", 1), 0);
@@ -340,9 +325,7 @@ static void hostile_bad_events(void)
 	struct vq_vsg_conn *c;
 	struct vq_vsock_event e = { vq_le32(77) };
 
-	gfx_init(&x, ring_features, 64);
-	gfx_start(&x);
-	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	c = gfx_up(&x, ring_features, VQ_VSOCK_TYPE_STREAM);
 	CHECK_EQ(gfx_dev_write(&x, VQ_VSOCK_EVQ, &e, sizeof(e), 2), 0);
 	CHECK(vq_vsg_poll(x.g) >= 1);
 	last_bad_is(&x, "5.10.6.7: event of 2 bytes, less than the 4 of an event");
