@@ -9,8 +9,6 @@
 
 #include <virtq/vsock_guest.h>
 
-#include "internal.h"
-
 #define VSG_CONNECTING  VQ_VSG_CONNECTING
 #define VSG_ESTABLISHED VQ_VSG_ESTABLISHED
 #define VSG_CLOSED      VQ_VSG_CLOSED
