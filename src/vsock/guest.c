@@ -289,29 +289,6 @@ int vq_vsg_reap_tx(struct vq_vsg *g)
 	return n < 0 ? ring_failed(g, VQ_VSOCK_TXQ, n) : total;
 }
 
-static int poll_rx(struct vq_vsg *g)
-{
-	void *tokens[32];
-	uint32_t lens[32];
-	int n, i, r, total = 0;
-
-	while ((n = vq_drv_get_burst(g->cfg.rx, tokens, lens, 32)) > 0) {
-		for (i = 0; i < n; i++) {
-			unsigned s = untok(tokens[i]);
-
-			if (s >= g->nrx)
-				return vsg_bad_token(g, VQ_VSOCK_RXQ, s, g->nrx);
-			vsg_rx_packet(g, g->cfg.rx_area.hva + (uint64_t)s * g->rx_slot,
-				      lens[i]);
-			r = post_rx(g, s);
-			if (r < 0)
-				return r;
-		}
-		total += n;
-	}
-	return n < 0 ? ring_failed(g, VQ_VSOCK_RXQ, n) : total;
-}
-
 /* 5.10.6.7: TRANSPORT_RESET closes every connection (Linux resets every
  * socket); listening goes on. */
 static void event(struct vq_vsg *g, const uint8_t *buf, uint32_t len)
@@ -335,26 +312,40 @@ static void event(struct vq_vsg *g, const uint8_t *buf, uint32_t len)
 	}
 }
 
-static int poll_ev(struct vq_vsg *g)
+static void handle_rx(struct vq_vsg *g, unsigned s, uint32_t len)
+{
+	vsg_rx_packet(g, g->cfg.rx_area.hva + (uint64_t)s * g->rx_slot, len);
+}
+
+static void handle_ev(struct vq_vsg *g, unsigned s, uint32_t len)
+{
+	event(g, g->cfg.ev_area.hva + (uint64_t)s * VSG_EV_SIZE, len);
+}
+
+/* Queue q's used buffers (of nslots slots): each handled, then posted
+ * again.  How many, or -errno. */
+static int poll_q(struct vq_vsg *g, unsigned q, unsigned nslots,
+		  void (*handle)(struct vq_vsg *g, unsigned s, uint32_t len),
+		  int (*post)(struct vq_vsg *g, unsigned s))
 {
 	void *tokens[32];
 	uint32_t lens[32];
 	int n, i, r, total = 0;
 
-	while ((n = vq_drv_get_burst(g->cfg.ev, tokens, lens, 32)) > 0) {
+	while ((n = vq_drv_get_burst(qdrv(g, q), tokens, lens, 32)) > 0) {
 		for (i = 0; i < n; i++) {
 			unsigned s = untok(tokens[i]);
 
-			if (s >= g->nev)
-				return vsg_bad_token(g, VQ_VSOCK_EVQ, s, g->nev);
-			event(g, g->cfg.ev_area.hva + (uint64_t)s * VSG_EV_SIZE, lens[i]);
-			r = post_ev(g, s);
+			if (s >= nslots)
+				return vsg_bad_token(g, q, s, nslots);
+			handle(g, s, lens[i]);
+			r = post(g, s);
 			if (r < 0)
 				return r;
 		}
 		total += n;
 	}
-	return n < 0 ? ring_failed(g, VQ_VSOCK_EVQ, n) : total;
+	return n < 0 ? ring_failed(g, q, n) : total;
 }
 
 int vq_vsg_poll(struct vq_vsg *g)
@@ -364,12 +355,12 @@ int vq_vsg_poll(struct vq_vsg *g)
 	total = vq_vsg_reap_tx(g);
 	if (total < 0)
 		return total;
-	n = poll_rx(g);
+	n = poll_q(g, VQ_VSOCK_RXQ, g->nrx, handle_rx, post_rx);
 	if (n < 0)
 		return n;
 	total += n;
 	if (g->cfg.ev) {
-		n = poll_ev(g);
+		n = poll_q(g, VQ_VSOCK_EVQ, g->nev, handle_ev, post_ev);
 		if (n < 0)
 			return n;
 		total += n;

@@ -200,4 +200,16 @@ static inline void gfx_send_on(struct gfx *x, struct vq_vsg_conn *c, uint16_t ty
 	gfx_dev_send(x, &h, payload, n);
 }
 
+/* Every case of a program on a split ring, then on a packed one. */
+static inline int gfx_main(uint64_t *features, void (*run_all)(void))
+{
+	fprintf(stderr, "== split\n");
+	*features = 0;
+	run_all();
+	fprintf(stderr, "== packed\n");
+	*features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	run_all();
+	return 0;
+}
+
 #endif

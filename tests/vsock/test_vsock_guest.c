@@ -377,11 +377,5 @@ static void run_all(void)
 
 int main(void)
 {
-	fprintf(stderr, "== split\n");
-	ring_features = 0;
-	run_all();
-	fprintf(stderr, "== packed\n");
-	ring_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
-	run_all();
-	return 0;
+	return gfx_main(&ring_features, run_all);
 }
