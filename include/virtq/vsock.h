@@ -23,7 +23,7 @@
  * bytes reach the host socket: a slow host socket closes the guest's window,
  * nothing is buffered beyond it, and a guest that overruns it is reset.
  *
- * Seqpacket (VQ_VSOCK_F_SEQPACKET negotiated, 5.10.6.7): the host socket
+ * Seqpacket (VQ_VSOCK_F_SEQPACKET negotiated, 5.10.6.6): the host socket
  * is a SOCK_SEQPACKET one and each message keeps its bounds.  A guest
  * message (RW packets up to one with SEQ_EOM) is sent to the host socket
  * whole; a host message goes to the guest in packets as credit allows, the
@@ -34,6 +34,11 @@
  * by msg_budget, so guests that never give credit cannot make the device
  * hold 1 MiB per connection: a message past the budget stays in its
  * socket until another is delivered (host_msg_deferred).
+ *
+ * System calls per byte: one readv fills as many posted RX buffers as the
+ * connection's reads suggest (within the credit), one writev (seqpacket:
+ * sendmmsg) takes a TX burst's packets of one connection; the counters
+ * host_read_calls / host_write_calls say how many were made.
  *
  * Nothing here blocks and there is no loop: the caller polls vq_vsock_fd()
  * (readable when host sockets have news), kicks and calls, and runs the
@@ -66,8 +71,8 @@ extern "C" {
 #define VQ_VSOCK_TYPE_STREAM    1
 #define VQ_VSOCK_TYPE_SEQPACKET 2
 
-/* RW flags of a seqpacket connection (5.10.6.7): the packet ends a message,
- * and the message ends a record (MSG_EOR). */
+/* RW flags of a seqpacket connection (5.10.6.6.1): the packet ends a
+ * message, and the message ends a record (MSG_EOR). */
 #define VQ_VSOCK_SEQ_EOM (1u << 0)
 #define VQ_VSOCK_SEQ_EOR (1u << 1)
 
