@@ -12,9 +12,12 @@ static void vs_usage(FILE *f)
 {
 	fprintf(f,
 "usage: virtq-perf vsock (--socket-path PATH --uds-path HOST_PATH | --backend CMD) [options]\n"
+"       virtq-perf vsock --transport unix [options]\n"
 "Both ends of a vsock transfer around a vhost-user-vsock backend: the guest\n"
 "(our front-end and virtio-vsock driver) and the host program (on the\n"
 "backend's UNIX sockets).  Checks byte count and checksum of every transfer.\n"
+"  --transport vsock|unix  vsock (default), or the baseline: the same transfer\n"
+"                        between the same two threads over a UNIX socket pair\n"
 "  --socket-path PATH    the backend's vhost-user socket\n"
 "  --uds-path HOST_PATH  the backend's host side (its --uds-path)\n"
 "  --backend CMD         start this backend instead: \"CMD --socket-path TMP\n"
@@ -32,6 +35,12 @@ static void vs_usage(FILE *f)
 "  --type stream|seqpacket  SOCK_STREAM (default) or SOCK_SEQPACKET: --buf-size\n"
 "                        messages, each checked whole, in order, exact length\n"
 "  --latency             ping-pong of --buf-size messages, percentiles\n"
+"  --busy-poll USEC      our side (guest rings, host thread's sockets) polls\n"
+"                        this long before it sleeps (0)\n"
+"  --conns N             N concurrent streams (1 to 1024), --bytes shared\n"
+"                        among them; per-connection rates and fairness\n"
+"  --stall K             --conns: the receiver reads nothing from K of them\n"
+"                        until the others have ended\n"
 "  --iters N             --latency: round trips (10000)\n"
 "  --queue-size N        ring size (256)\n"
 "  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
@@ -49,7 +58,8 @@ static void vs_usage(FILE *f)
 enum {
 	V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_TYPE, V_LAT, V_ITERS, V_QSIZE, V_PACKED,
-	V_EVIDX, V_CID, V_PLACE, V_DLOG, V_DROPK, V_JSON, V_LAST = V_JSON,
+	V_EVIDX, V_CID, V_PLACE, V_DLOG, V_DROPK, V_JSON, V_TRANSPORT, V_BP, V_CONNS,
+	V_STALL, V_LAST = V_STALL,
 };
 
 static const struct option vs_long[] = {
@@ -76,6 +86,10 @@ static const struct option vs_long[] = {
 	{ "dirty-log", no_argument, NULL, V_DLOG },
 	{ "drop-kicks", required_argument, NULL, V_DROPK },
 	{ "json", no_argument, NULL, V_JSON },
+	{ "transport", required_argument, NULL, V_TRANSPORT },
+	{ "busy-poll", required_argument, NULL, V_BP },
+	{ "conns", required_argument, NULL, V_CONNS },
+	{ "stall", required_argument, NULL, V_STALL },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
 };
@@ -99,6 +113,7 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 {
 	static const char *const dirs[] = { "tx", "rx", NULL };
 	static const char *const types[] = { "stream", "seqpacket", NULL };
+	static const char *const transports[] = { "vsock", "unix", NULL };
 	struct vs_opts *o = opts;
 
 	switch (c) {
@@ -110,7 +125,10 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	case V_BYTES: o->bytes = cli_size(name, v, 1, UINT64_MAX >> 1); break;
 	case V_SECS: o->seconds = cli_double(name, v, 1e-3, 86400); break;
 	case V_BUF: o->buf_size = (uint32_t)cli_size(name, v, 1, 16u << 20); break;
-	case V_RCVBUF: o->rcvbuf = (uint32_t)cli_size(name, v, 4096, 64u << 20); break;
+	case V_RCVBUF:
+		o->rcvbuf = (uint32_t)cli_size(name, v, 4096, 64u << 20);
+		o->rcvbuf_given = true;
+		break;
 	case V_LOWAT: o->rcvlowat = (uint32_t)cli_size(name, v, 1, 64u << 20); break;
 	case V_TYPE: o->seqpacket = cli_choice(name, v, types); break;
 	case V_LAT: o->latency = true; break;
@@ -124,15 +142,43 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	case V_DLOG: o->dirty_log = true; break;
 	case V_DROPK: o->drop_kicks = (unsigned)cli_u64(name, v, 1, UINT32_MAX); break;
 	case V_JSON: o->json = true; break;
+	case V_TRANSPORT: o->unix_socket = cli_choice(name, v, transports); break;
+	case V_BP: o->busy_poll_us = cli_u64(name, v, 0, 10000000); break;
+	case V_CONNS: o->conns = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX); break;
+	case V_STALL: o->stall = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX - 1); break;
 	}
 }
 
 #define GIVEN(o) (given & (1ull << (o)))
 
+/* The UNIX socket pair has no backend, rings nor guest memory: what
+ * only the vsock transport takes is refused. */
+static void vs_check_unix(const struct vs_opts *o, uint64_t given)
+{
+	static const int vsock_only[] = {
+		V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_QSIZE, V_PACKED,
+		V_EVIDX, V_CID, V_DLOG, V_DROPK,
+	};
+
+	for (unsigned i = 0; i < sizeof(vsock_only) / sizeof(vsock_only[0]); i++)
+		if (GIVEN(vsock_only[i]))
+			cli_usage_error("--%s: --transport unix has no backend, rings "
+					"or guest memory", vs_long[vsock_only[i]].name);
+	/* SO_RCVLOWAT holds only a blocking read back */
+	if (o->rcvlowat > 1 && (o->conns || o->busy_poll_us))
+		cli_usage_error("--rcvlowat: with --transport unix and %s the reads do "
+				"not block, and SO_RCVLOWAT binds only blocking ones",
+				o->conns ? "--conns" : "--busy-poll");
+}
+
 /* Where the backend is: one of the two ways, and what only --backend
  * or only --socket-path takes. */
 static void vs_check_backend(const struct vs_opts *o, uint64_t given)
 {
+	if (o->unix_socket) {
+		vs_check_unix(o, given);
+		return;
+	}
 	if (o->backend && (o->socket_path || o->uds))
 		cli_usage_error("--backend: it makes its own sockets; give it or "
 				"--socket-path and --uds-path");
@@ -163,6 +209,15 @@ static void vs_check_transfer(const struct vs_opts *o, uint64_t given)
 	if (o->latency && o->buf_size > o->rcvbuf)
 		cli_usage_error("--buf-size: a latency message (%u) must fit --rcvbuf %u",
 				o->buf_size, o->rcvbuf);
+	if (o->conns && (o->latency || o->seqpacket || o->dirty_log))
+		cli_usage_error("--conns: streams only, without %s",
+				o->latency ? "--latency" : o->seqpacket ? "--type seqpacket" :
+				"--dirty-log");
+	if (GIVEN(V_STALL) && !o->conns)
+		cli_usage_error("--stall: only with --conns");
+	if (GIVEN(V_STALL) && o->stall >= o->conns)
+		cli_usage_error("--stall: %u of --conns %u: some connection must run",
+				o->stall, o->conns);
 	if (!o->seqpacket)
 		return;
 	/* Each message carries its number and checksum. */

@@ -9,6 +9,10 @@
 
 #include "backend.h"
 
+/* --conns at most (each is a file descriptor on both sides, and two for
+ * a socket pair). */
+#define VS_CONNS_MAX 1024u
+
 struct vs_opts {
 	const char *socket_path, *uds;
 	const char *backend;            /* a shell command */
@@ -19,6 +23,7 @@ struct vs_opts {
 	double seconds;                 /* 0: --bytes decides */
 	uint32_t buf_size;
 	uint32_t rcvbuf, rcvlowat;
+	bool rcvbuf_given;              /* unix: the sockets' buffers are set */
 	unsigned queue_size;
 	bool packed, event_idx;
 	uint64_t iters;                 /* latency round trips */
@@ -28,6 +33,10 @@ struct vs_opts {
 	bool dirty_log;
 	bool placement;                 /* probe CPUs 0 and 1 around the run */
 	unsigned drop_kicks;            /* send no kick for every Nth owed */
+	bool unix_socket;               /* --transport unix: the baseline */
+	uint64_t busy_poll_us;          /* our own side polls this long first */
+	unsigned conns;                 /* --conns: 0 = the one-connection run */
+	unsigned stall;                 /* receivers not read until the others end */
 };
 
 /* Parse argv into o; a bad command line is one line on stderr and exit 2,

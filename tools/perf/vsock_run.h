@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq-perf vsock: what its files share.  One run has a guest side (the
+ * main thread) and a host program (a second thread); between them either
+ * the vsock path (our front-end and driver, a backend, its UNIX sockets:
+ * vsock.c) or the baseline, a UNIX socket pair (vsock_unix.c).  The guest
+ * side moves data through a transport's calls (struct vs_xport), so both
+ * run the same transfers with the same checks:
+ *   vsock_guest.c   one connection, guest side: rx, tx, ping-pong, messages
+ *   vsock_host.c    one connection, host program
+ *   vsock_conns.c   --conns: many streams, both sides, and their fairness
+ */
+#ifndef VIRTQ_PERF_VSOCK_RUN_H
+#define VIRTQ_PERF_VSOCK_RUN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <virtq/vsock_guest.h>
+
+#include "backend.h"
+#include "dirty_log.h"
+#include "vsock_check.h"
+#include "vsock_opts.h"
+
+#define VS_PORT 5201u
+
+struct vs_run;
+struct vq_vhu_frontend;
+
+/* The guest's end of one connection. */
+struct vs_end {
+	struct vs_run *n;
+	struct vq_vsg_conn *c;  /* vsock */
+	int fd;                 /* unix: the guest's socket */
+	bool blocking;          /* unix: the calls block (one connection) */
+	bool ready;             /* unix, not blocking: worth a call (poll said
+				 * so, or none has failed yet) */
+	short want;             /* unix, not blocking: POLLIN / POLLOUT the last
+				 * call that could not move waits for */
+};
+
+/*
+ * A transport's calls on the guest side.  The data calls never block on
+ * the vsock transport; on a blocking unix end they return only when
+ * something moved (a busy-poll window of MSG_DONTWAIT calls first).
+ */
+struct vs_xport {
+	const char *name;       /* "vsock", "unix": the output's first word */
+	/* Stream: up to len bytes out: how many, 0 if none can go now,
+	 * -errno. */
+	long (*write)(struct vs_end *e, const void *buf, uint32_t len);
+	/* Stream: up to len bytes in, with --rcvlowat: how many; 0 when none
+	 * can be read now, or at the end (*eof true); -errno. */
+	long (*read)(struct vs_end *e, void *buf, uint32_t len, bool *eof);
+	/* Seqpacket: buf as one whole message: len, 0 if not now, -errno. */
+	long (*write_msg)(struct vs_end *e, const void *buf, uint32_t len);
+	/* Seqpacket: the next message into buf (cap bytes): its length (a
+	 * longer one says its real length), -EPIPE at the end of the
+	 * connection, -EAGAIN if none is whole yet, -errno (guest_err may
+	 * say why). */
+	long (*read_msg)(struct vs_end *e, void *buf, uint32_t cap);
+	/* Connect every end (n->ends): accept what the host program
+	 * connects, or connect to it.  0 or -errno. */
+	int (*open)(struct vs_run *n);
+	/* Our side is done: shut both directions down.  0, -ENOSPC if that
+	 * cannot go now (no TX buffer), -errno. */
+	int (*finish)(struct vs_end *e);
+	/* Our side failed: reset the connection, so the host program learns
+	 * of it. */
+	void (*abort)(struct vs_end *e);
+	/* Has the connection closed both ways? */
+	bool (*closed)(struct vs_end *e);
+	/* Move what is pending on every end (the vsock driver's poll): how
+	 * much moved, or -errno. */
+	int (*pump)(struct vs_run *n);
+	/* Nothing moved: sleep up to ms until one of the ends may move. */
+	int (*wait)(struct vs_run *n, struct vs_end *ends, unsigned nends, int ms);
+};
+
+extern const struct vs_xport vs_xport_vsock, vs_xport_unix;
+
+/* --conns: one connection's receiving side, for its rate.  The window
+ * is the time every connection streamed: from the moment the last one
+ * started to the moment the first one ended. */
+struct vs_flow {
+	struct vs_csum cs;      /* bytes and checksum received */
+	uint64_t mark;          /* bytes when the window opened */
+	uint64_t win;           /* bytes inside the window */
+	uint64_t held;          /* --stall: bytes waiting when it was resumed */
+	bool started, done;
+};
+
+struct vs_flows {
+	struct vs_flow *f;
+	unsigned n, started, done;
+	unsigned stall;         /* flows 0 .. stall-1 wait for the others */
+	bool resumed;           /* the others ended: the stalled ones are read */
+	uint64_t t_open, t_close;       /* the window (ns; 0: not yet) */
+	uint64_t t_first, t_last;
+};
+
+/* --conns: one connection's sending side. */
+struct vs_src {
+	uint8_t *buf;           /* the chunk being sent (--buf-size) */
+	uint32_t have, at;
+	uint64_t off;           /* bytes sent (atomic: the receiver reads it) */
+	uint64_t total;         /* to send; UINT64_MAX: until the deadline */
+	struct vs_csum cs;      /* of every chunk made */
+	bool done;
+};
+
+struct vs_run {
+	struct vs_opts o;
+	const struct vs_xport *x;
+	struct perf_backend be;
+	char sock[128], uds[128];
+	struct vq_vhu_frontend *fe;
+	struct vq_vsg *g;
+	int kick[3], call[3];
+	uint64_t cid;
+	unsigned host_opened;           /* atomic, --conns: connections the host
+					 * program has (tx: accepted) */
+	/* the guest's ends: one, or --conns */
+	struct vs_end *ends;
+	unsigned nends;
+	/* unix: the host program's sockets, one per end */
+	int *host_fds;
+	/* host thread */
+	pthread_t host;
+	int host_rc;
+	int host_lfd;                   /* vsock tx: the listener at HOST_PATH_PORT */
+	char host_path[160];
+	uint64_t host_total;            /* bytes the host sends (rx); UINT64_MAX:
+					 * until the deadline */
+	uint64_t host_bytes, host_csum;
+	uint64_t host_sent_csum;        /* stream latency: what the host sent */
+	char host_err[160];
+	int stop;                       /* atomic: guest side gave up */
+	int go;                         /* atomic, --conns: the senders may start */
+	/* guest side */
+	uint64_t t_first, t_last;       /* ns: first byte sent, last read */
+	uint64_t spin_end;              /* --busy-poll: this idle spell's end (0: none) */
+	double *lat;
+	uint64_t nlat;
+	uint64_t guest_bytes, guest_csum;
+	uint64_t guest_kicks, guest_waits;
+	uint64_t kicks_owed, kicks_dropped;     /* --drop-kicks */
+	/* seqpacket: whole messages each end checked and counted */
+	uint64_t guest_msgs, host_msgs;
+	char guest_err[160];
+	/* --conns */
+	struct vs_flows flows;          /* the receiver's */
+	struct vs_src *src;             /* the sender's */
+	uint64_t stall_sent;            /* --stall: the most sent on a stalled one
+					 * when the others had ended */
+	int64_t rss_idle_kb;            /* backend's anonymous memory, N idle
+					 * connections against none; -1: unknown */
+	/* --dirty-log: the log, and what the backend may write, watched */
+	struct perf_dlog dlog;
+	struct perf_dlog_watch wbuf, wring;
+	uint64_t buf_pages, ring_pages, unlogged;
+	double c2c_before, c2c_after;
+};
+
+static inline bool vs_stopped(struct vs_run *n)
+{
+	return __atomic_load_n(&n->stop, __ATOMIC_ACQUIRE);
+}
+
+/* vsock_guest.c: the guest side of one connection */
+/* Nothing moved this turn: within --busy-poll's window go on (0), else
+ * sleep until the transport may move; -EPIPE once the host side gave up. */
+int vs_guest_idle(struct vs_run *n, struct vs_end *ends, unsigned nends);
+/* Something moved: the next idle spell starts a new busy-poll window. */
+static inline void vs_guest_moved(struct vs_run *n)
+{
+	n->spin_end = 0;
+}
+/* Shut e down both ways, pumping until the transport takes it.  0 or
+ * -errno. */
+int vs_guest_finish(struct vs_run *n, struct vs_end *e);
+/* The transfer on the connected end e; 0 or -errno. */
+int vs_guest_transfer(struct vs_run *n, struct vs_end *e, uint64_t total, uint64_t deadline);
+
+/* vsock_host.c: the host program */
+/* send or recv of up to len bytes with flags: without MSG_DONTWAIT the
+ * same call with it through --busy-poll's window first, then blocking.
+ * The count, 0 at EOF, -errno (-EAGAIN only with MSG_DONTWAIT). */
+ssize_t vs_sock_io(struct vs_run *n, int fd, void *p, size_t len, bool wr, int flags);
+/* The host end of the connection to the guest: CONNECT through the
+ * backend (rx, latency) or accept at HOST_PATH_PORT (tx); unix: the
+ * pair's.  fd or -1 with host_err said. */
+int vs_host_connect(struct vs_run *n, unsigned i);
+void *vs_host_main(void *arg);
+
+/* vsock_unix.c: the socket pairs, n->nends of them.  0 or -errno (said). */
+int vs_unix_setup(struct vs_run *n);
+void vs_unix_free(struct vs_run *n);
+
+/* vsock_conns.c: --conns */
+/* The senders' and receivers' state, before either side starts.  0 or
+ * -ENOMEM. */
+int vs_conns_prepare(struct vs_run *n);
+void vs_conns_free(struct vs_run *n);
+int vs_conns_guest(struct vs_run *n);
+/* Both ends saw the same streams?  guest_bytes and guest_csum become the
+ * received total and the sum of the checksums; false with the reason on
+ * stderr. */
+bool vs_conns_verified(struct vs_run *n);
+/* What the report adds: JSON fields (",..."), text lines. */
+void vs_conns_json(struct vs_run *n);
+void vs_conns_text(struct vs_run *n);
+/* The receiver's bookkeeping (vsock_conns.c), for both sides. */
+void vs_flow_got(struct vs_run *n, unsigned i, const uint8_t *p, size_t k);
+void vs_flow_end(struct vs_run *n, unsigned i);
+/* Is connection i held back by --stall now? */
+bool vs_flow_paused(const struct vs_run *n, unsigned i);
+/* The others ended: held[i] are the bytes waiting on stalled i. */
+void vs_flow_resume(struct vs_run *n, const uint64_t *held);
+/* Sender i's next step: a chunk made when the last went, then put() what
+ * it takes.  Bytes moved, 0, -errno; src.done once all went (or the
+ * deadline came at a chunk's end). */
+long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline,
+		 long (*put)(void *ctx, unsigned i, const void *p, uint32_t len), void *ctx);
+
+/* vsock_conns_host.c: --conns, the host program */
+void *vs_conns_host(void *arg);
+
+/* vsock.c */
+/* The backend's anonymous memory (kB, /proc/PID/status RssAnon), -1 if
+ * none was started or it cannot be read. */
+int64_t vs_backend_rss_anon(struct vs_run *n);
+
+#endif
