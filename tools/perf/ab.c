@@ -180,10 +180,11 @@ static void bound_note(struct ab_run *run, const char *b)
 	snprintf(run->bound + k, sizeof(run->bound) - k, "; %s", b);
 }
 
-/* Run one member; its ops/s and placement from its JSON. */
-static int run_member(const struct argl *args, double *ops, enum perf_place *pl)
+/* Run one member; its metric and placement from its JSON. */
+static int run_member(const struct argl *args, const char *metric, double *ops,
+		      enum perf_place *pl)
 {
-	char out[8192];
+	char out[8192], key[80];
 	size_t len = 0;
 	int fd[2], st;
 	pid_t pid;
@@ -216,10 +217,11 @@ static int run_member(const struct argl *args, double *ops, enum perf_place *pl)
 		return -EINVAL;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return -ECHILD;
-	p = strstr(out, "\"ops_per_sec\":");
+	snprintf(key, sizeof(key), "\"%s\":", metric);
+	p = strstr(out, key);
 	if (!p)
 		return -EPROTO;
-	*ops = strtod(p + 14, NULL);
+	*ops = strtod(p + strlen(key), NULL);
 	*pl = PLACE_UNKNOWN;
 	p = strstr(out, "\"placement\":\"");
 	if (p) {
@@ -320,6 +322,10 @@ static void ab_usage(FILE *f)
 "                      A-B, B-A; below 6 the interval is wide (a warning)\n"
 "  --seconds S         length of each run that sets none of --seconds,\n"
 "                      --ops, --bytes or --iters (0.5)\n"
+"  --metric NAME       the number of the runs' JSON to compare (ops_per_sec);\n"
+"                      one ending in _us or _ns is a time: lower is better\n"
+"  --ratio             show B/A and its interval as ratios (0.62x), not\n"
+"                      as the change B/A - 1\n"
 "  --same-placement    keep only pairs whose two runs saw the same\n"
 "                      placement (near-near or far-far)\n"
 "  --json              one JSON object on stdout instead of the table\n"
@@ -343,7 +349,28 @@ struct ab_cfg {
 	char cmd[1024];         /* the workload, as one line */
 };
 
-enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET };
+enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET, O_METRIC, O_RATIO };
+
+/* A JSON key the runs print: lower case, digits, '_'. */
+static const char *metric_name(const char *name, const char *v)
+{
+	size_t i, len = strlen(v);
+
+	for (i = 0; i < len; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '_'))
+			break;
+	if (!len || i < len || len > 64)
+		cli_usage_error("%s: '%s' is not a JSON key of a run (e.g. ops_per_sec, p50_us)",
+				name, v);
+	return v;
+}
+
+static bool metric_is_time(const char *m)
+{
+	size_t len = strlen(m);
+
+	return len > 3 && (!strcmp(m + len - 3, "_us") || !strcmp(m + len - 3, "_ns"));
+}
 
 static void ab_option(void *opts, int c, const char *name, const char *v)
 {
@@ -368,6 +395,11 @@ static void ab_option(void *opts, int c, const char *name, const char *v)
 		cfg->plot = v;
 		break;
 	case O_QUIET: cfg->quiet = true; break;
+	case O_METRIC:
+		cfg->run.metric = metric_name(name, v);
+		cfg->run.lower_better = metric_is_time(v);
+		break;
+	case O_RATIO: cfg->run.ratio = true; break;
 	}
 }
 
@@ -382,13 +414,15 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ "json", no_argument, 0, O_JSON },
 		{ "plot", required_argument, 0, O_PLOT },
 		{ "quiet", no_argument, 0, O_QUIET },
+		{ "metric", required_argument, 0, O_METRIC },
+		{ "ratio", no_argument, 0, O_RATIO },
 		PERF_OPT_HELP, PERF_OPT_VERSION,
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
 
 	/* "+": the workload's options are its own, not ours */
-	perf_opts_parse(argc, argv, "ab", "+:", lo, O_QUIET + 1, ab_usage, ab_option, c);
+	perf_opts_parse(argc, argv, "ab", "+:", lo, O_RATIO + 1, ab_usage, ab_option, c);
 	if (optind >= argc)
 		cli_usage_error("a workload is needed after the options: ring, net "
 				"or vsock (see --help)");
@@ -541,7 +575,7 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 		for (side = 0; side < 2 && r == 0; side++) {
 			bool is_a = (side == 0) == p->a_first;
 
-			r = run_member(&m[is_a ? 0 : 1], is_a ? &p->a : &p->b,
+			r = run_member(&m[is_a ? 0 : 1], run->metric, is_a ? &p->a : &p->b,
 				       is_a ? &p->pa : &p->pb);
 			if (r < 0 && r != -EINVAL) {
 				char buf[1024];
@@ -565,7 +599,7 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 			ab_progress(run, wi, k, p, pp);
 	}
 	if (r == 0)
-		w->err = perf_ab_compute(va, vb, w->kept, true, &w->st);
+		w->err = perf_ab_compute(va, vb, w->kept, !run->lower_better, &w->st);
 	free(va);
 	free(vb);
 	return r;
@@ -604,7 +638,8 @@ static void ab_warn_kept(const struct ab_run *run)
 
 int perf_ab_main(int argc, char **argv)
 {
-	struct ab_cfg c = { .run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5 } };
+	struct ab_cfg c = { .run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5,
+				     .metric = "ops_per_sec" } };
 	struct argl (*m)[2];
 	char msg[160];
 	unsigned wi;

@@ -118,6 +118,9 @@ struct ab_run {
 	const char *cmd;                /* the workload command line */
 	unsigned pairs;
 	double seconds;                 /* added to members that set no length */
+	const char *metric;             /* the runs' JSON number compared */
+	bool lower_better;              /* the metric is a time */
+	bool ratio;                     /* the table shows B/A, not B/A - 1 */
 	char bound[256];                /* what ends each run: "0.5 s", "64M bytes" */
 	bool bound_same;                /* one bound for every run */
 	bool same_placement;

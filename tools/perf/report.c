@@ -103,9 +103,22 @@ static void pct(char *buf, size_t n, double v)
 		snprintf(buf, n, "%+.2f%%", v * 100);
 }
 
+/* The change as a percentage, or with --ratio as B/A ("0.620x"). */
+static void change_str(char *buf, size_t n, double v, bool ratio)
+{
+	if (isnan(v))
+		snprintf(buf, n, "n/a");
+	else if (ratio)
+		snprintf(buf, n, "%.3fx", 1 + v);
+	else
+		pct(buf, n, v);
+}
+
 void perf_ab_table(FILE *f, const struct ab_run *r)
 {
 	unsigned i, first_a = (r->pairs + 1) / 2;
+	bool ops = !strcmp(r->metric, "ops_per_sec");
+	char ha[80], hb[80];
 
 	/* Say what really ends a run: ab's --seconds only bounds members
 	 * that set no length of their own. */
@@ -115,13 +128,21 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		r->bound_same ? "" : "runs end at ", r->bound,
 		r->bound_same ? " per run" : "");
 	fprintf(f, "  workload: %s\n  A: %s\n  B: %s\n", r->cmd, r->a, r->b);
-	fprintf(f, "  metric: operations/s (higher is better); change = B/A - 1 "
-		"of the geometric means;\n  95%% CI: Student t (n - 1 degrees of "
+	if (ops)
+		fprintf(f, "  metric: operations/s (higher is better); ");
+	else
+		fprintf(f, "  metric: %s (%s is better); ", r->metric,
+			r->lower_better ? "lower" : "higher");
+	fprintf(f, "%s of the geometric means;\n  95%% CI: Student t (n - 1 degrees of "
 		"freedom) of the mean paired log(B/A)%s\n\n",
+		r->ratio ? "ratio = B/A" : "change = B/A - 1",
 		r->same_placement ? ";\n  only pairs whose members saw the same "
 		"placement (near-near or far-far)" : "");
-	fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %s\n", "workload", "A ops/s",
-		"B ops/s", "change", "95% CI", "faster", "near/far/mixed");
+	snprintf(ha, sizeof(ha), "A %s", ops ? "ops/s" : r->metric);
+	snprintf(hb, sizeof(hb), "B %s", ops ? "ops/s" : r->metric);
+	fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %s\n", "workload", ha, hb,
+		r->ratio ? "B/A" : "change", "95% CI", r->lower_better ? "B lower" : "faster",
+		"near/far/mixed");
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 		char a[32], b[32], ch[32], lo[32], hi[32], ci[80], fa[32];
@@ -135,9 +156,9 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		}
 		perf_si(a, sizeof(a), w->st.gmean_a);
 		perf_si(b, sizeof(b), w->st.gmean_b);
-		pct(ch, sizeof(ch), w->st.change);
-		pct(lo, sizeof(lo), w->st.ci_lo);
-		pct(hi, sizeof(hi), w->st.ci_hi);
+		change_str(ch, sizeof(ch), w->st.change, r->ratio);
+		change_str(lo, sizeof(lo), w->st.ci_lo, r->ratio);
+		change_str(hi, sizeof(hi), w->st.ci_hi, r->ratio);
 		snprintf(ci, sizeof(ci), "[%s, %s]", lo, hi);
 		snprintf(fa, sizeof(fa), "%u/%u", w->st.faster, w->st.n);
 		fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %u/%u/%u\n", w->label,
@@ -172,8 +193,9 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 	json_str(f, r->b);
 	fprintf(f, ",\"pairs\":%u,\"seconds\":%g,\"run_bound\":", r->pairs, r->seconds);
 	json_str(f, r->bound);
-	fprintf(f, ",\"same_placement\":%s,\"metric\":\"ops_per_sec\",\"results\":[",
-		r->same_placement ? "true" : "false");
+	fprintf(f, ",\"same_placement\":%s,\"metric\":", r->same_placement ? "true" : "false");
+	json_str(f, r->metric);
+	fprintf(f, ",\"lower_is_better\":%s,\"results\":[", r->lower_better ? "true" : "false");
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 
