@@ -112,6 +112,61 @@ static void stream_checksum_chunking_and_bytes(void)
 	CHECK(vs_csum_final(&shifted) != vs_csum_final(&whole));
 }
 
+/* The pattern repeats every 1 MiB, each lap plus its count. */
+#define LAP (1u << 20)
+static uint8_t big[3 * LAP], big2[3 * LAP];
+
+/* A stream's bytes do not depend on how they were asked for: any chunk
+ * at any alignment, across the pattern's laps, gives the bytes of one
+ * fill; and the next lap is not the first again. */
+static void stream_fill_any_chunking(void)
+{
+	size_t off = 0, k = 1;
+
+	vs_stream_fill(big, 5, sizeof(big));
+	while (off < sizeof(big2)) {
+		size_t n = k < sizeof(big2) - off ? k : sizeof(big2) - off;
+
+		vs_stream_fill(big2 + off, 5 + off, n);
+		off += n;
+		k = k * 5 + 3;
+	}
+	CHECK(memcmp(big, big2, sizeof(big)) == 0);
+	CHECK(memcmp(big, big + LAP, LAP) != 0);
+	/* --conns: a stream far away is another stream */
+	vs_stream_fill(big2, 5 + (1ull << 40), LAP);
+	CHECK(memcmp(big, big2, LAP) != 0);
+}
+
+/* The checksum is its definition (vsock_check.h): the sum over the
+ * stream's 64-bit words w_k of (w_k ^ k * C1) * C2, a partial last word
+ * padded with zeros, plus the length; however fast it is computed. */
+static uint64_t csum_by_definition(const uint8_t *p, uint64_t n)
+{
+	uint64_t h = 0, k;
+
+	for (k = 0; 8 * k < n; k++) {
+		uint64_t w = 0;
+
+		memcpy(&w, p + 8 * k, n - 8 * k < 8 ? n - 8 * k : 8);
+		h += (w ^ (k * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+	}
+	return h + n;
+}
+
+static void stream_checksum_is_its_definition(void)
+{
+	struct vs_csum c = { 0 }, d = { 0 };
+	size_t n = sizeof(big) - 3;
+
+	vs_stream_fill(big, 0, sizeof(big));
+	vs_csum_add(&c, big, n);
+	CHECK_EQ(vs_csum_final(&c), csum_by_definition(big, n));
+	vs_csum_add(&d, big, 13);
+	vs_csum_add(&d, big + 13, n - 13);
+	CHECK_EQ(vs_csum_final(&d), csum_by_definition(big, n));
+}
+
 int main(void)
 {
 	vs_pattern_init(0x5eed);
@@ -121,5 +176,7 @@ int main(void)
 	RUN(seqpacket_out_of_order_fails);
 	RUN(seqpacket_corrupted_message_fails);
 	RUN(stream_checksum_chunking_and_bytes);
+	RUN(stream_fill_any_chunking);
+	RUN(stream_checksum_is_its_definition);
 	return 0;
 }

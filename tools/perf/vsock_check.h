@@ -13,7 +13,10 @@
 
 /* The checksum both ends compute: 64-bit words of the stream at aligned
  * offsets, each mixed with its index, so lost, duplicated, reordered or
- * changed bytes show; independent of how the stream was chunked. */
+ * changed bytes show; independent of how the stream was chunked.  It is
+ * the sum over words w_k of (w_k ^ k * 0x9E3779B97F4A7C15) *
+ * 0xBF58476D1CE4E5B9 (a partial last word padded with zeros), plus the
+ * length. */
 struct vs_csum {
 	uint64_t off, h;
 	uint8_t part[8];
