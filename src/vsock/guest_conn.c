@@ -10,11 +10,18 @@
 
 #include "guest_internal.h"
 
+static struct vq_vsg_conn **bucket(struct vq_vsg *g, uint32_t l, uint32_t p)
+{
+	uint64_t h = ((uint64_t)l << 32 | p) * 0x9E3779B97F4A7C15ull;
+
+	return &g->hash[(h >> 32) % VSG_HASH];
+}
+
 struct vq_vsg_conn *vsg_conn_find(struct vq_vsg *g, uint32_t l, uint32_t p)
 {
 	struct vq_vsg_conn *c;
 
-	for (c = g->conns; c; c = c->next)
+	for (c = *bucket(g, l, p); c; c = c->hnext)
 		if (c->lport == l && c->pport == p && !c->released)
 			return c;
 	return NULL;
@@ -42,6 +49,8 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
 	c->pport = p;
 	c->next = g->conns;
 	g->conns = c;
+	c->hnext = *bucket(g, l, p);
+	*bucket(g, l, p) = c;
 	return c;
 }
 
@@ -53,6 +62,11 @@ void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
 		p = &(*p)->next;
 	if (*p)
 		*p = c->next;
+	p = bucket(g, c->lport, c->pport);
+	while (*p && *p != c)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = c->hnext;
 	free(c->rbuf);
 	free(c->msg_end);
 	free(c);

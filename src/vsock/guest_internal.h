@@ -20,6 +20,7 @@
 #define VSG_MSGS        4096u   /* seqpacket messages received, unread */
 #define VSG_BACKLOG     64u
 #define VSG_MSG_MAX     192u
+#define VSG_HASH        256u    /* connection buckets, by port pair */
 
 #define PEND_RESPONSE   (1u << 0)
 #define PEND_CREDIT     (1u << 1)
@@ -28,6 +29,7 @@
 struct vq_vsg_conn {
 	struct vq_vsg *g;
 	struct vq_vsg_conn *next;
+	struct vq_vsg_conn *hnext;      /* in its bucket */
 	uint32_t lport, pport;
 	uint16_t type;
 	enum vq_vsg_state state;
@@ -52,6 +54,9 @@ struct vsg_orphan {
 struct vq_vsg {
 	struct vq_vsg_config cfg;
 	struct vq_vsg_conn *conns;
+	/* every packet finds its connection here, not in a walk of them
+	 * all: hundreds may be open */
+	struct vq_vsg_conn *hash[VSG_HASH];
 	uint32_t listen[VSG_LISTEN_MAX];
 	unsigned nlisten;
 	struct vsg_orphan orphans[VSG_ORPHANS];

@@ -361,6 +361,64 @@ static void vsock_5_10_6_4_unknown_type_gets_rst(void)
 	gfx_fini(&x);
 }
 
+/* 5.10.6: a packet belongs to the connection of its port pair, however
+ * many are open: 300 connections the guest made and 300 it accepted on
+ * one port (the same local port, peers apart), each given its own
+ * bytes in an order of its own; a reset one takes nothing more and a
+ * packet for it finds no other. */
+#define MANY 300u
+
+static void vsock_5_10_6_packets_find_their_connection_among_many(void)
+{
+	static struct vq_vsg_conn *c[2 * MANY];
+	struct gfx x;
+	struct vq_vsock_hdr h;
+	uint8_t b[8];
+	unsigned i;
+
+	gfx_init(&x, ring_features, 64);
+	x.gc.backlog = MANY;
+	gfx_start(&x);
+	for (i = 0; i < MANY; i++)
+		c[i] = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	CHECK_EQ(vq_vsg_listen(x.g, 9), 0);
+	for (i = 0; i < MANY; i++) {
+		gfx_hdr(&x, &h, 20000 + i, 9, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_REQUEST, 0);
+		gfx_dev_send(&x, &h, NULL, 0);
+		CHECK(vq_vsg_poll(x.g) >= 1);
+		CHECK_EQ(gfx_dev_recv_op(&x), VQ_VSOCK_OP_RESPONSE);
+		c[MANY + i] = vq_vsg_accept(x.g, 9);
+		CHECK(c[MANY + i] != NULL);
+	}
+	vq_vsg_reset(c[7]);
+	CHECK_EQ(gfx_dev_recv_op(&x), VQ_VSOCK_OP_RST);
+	/* backwards, so no connection is found by being the newest */
+	for (i = 2 * MANY; i-- > 0;) {
+		if (i == 7)
+			continue;
+		memcpy(b, &i, sizeof(i));
+		memcpy(b + 4, &i, sizeof(i));
+		gfx_send_on(&x, c[i], VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, b, 8);
+		CHECK(vq_vsg_poll(x.g) >= 1);
+	}
+	gfx_hdr(&x, &h, 1, 50007, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 1);
+	gfx_dev_send(&x, &h, "z", 1);           /* the reset one's ports */
+	CHECK(vq_vsg_poll(x.g) >= 1);
+	CHECK_EQ(vq_vsg_orphan_op(x.g, 50007), VQ_VSOCK_OP_RW);
+	for (i = 0; i < 2 * MANY; i++) {
+		unsigned got[2];
+
+		if (i == 7)
+			continue;
+		CHECK_EQ(vq_vsg_readable(c[i]), 8);
+		CHECK_EQ(vq_vsg_read(c[i], got, 8), 8);
+		CHECK_EQ(got[0], i);
+		CHECK_EQ(got[1], i);
+	}
+	CHECK_EQ(vq_vsg_stats(x.g)->bad, 0);
+	gfx_fini(&x);
+}
+
 static void run_all(void)
 {
 	RUN(guest_config_checked);
@@ -373,6 +431,7 @@ static void run_all(void)
 	RUN(vsock_5_10_6_5_shutdown_then_rst);
 	RUN(vsock_5_10_6_7_transport_reset);
 	RUN(vsock_5_10_6_4_unknown_type_gets_rst);
+	RUN(vsock_5_10_6_packets_find_their_connection_among_many);
 }
 
 int main(void)
