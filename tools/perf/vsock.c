@@ -707,6 +707,8 @@ int perf_vsock_main(int argc, char **argv)
 	n.host_total = n.o.seconds > 0 ? UINT64_MAX : n.o.bytes;
 	if (n.o.latency && !(n.lat = calloc(n.o.iters, sizeof(double))))
 		goto out;
+	/* before the host program connects anything */
+	n.rss_before_kb = vs_backend_rss_anon(&n);
 	if (host_start(&n) < 0)
 		goto out;
 	r = n.o.conns ? vs_conns_guest(&n) : guest_run(&n);

@@ -295,13 +295,12 @@ static void guest_all_closed(struct vs_run *n)
 
 int vs_conns_guest(struct vs_run *n)
 {
-	int64_t before = vs_backend_rss_anon(n), after;
 	uint64_t deadline;
 	int r = n->x->open(n);
+	int64_t after = vs_backend_rss_anon(n);
 
-	after = vs_backend_rss_anon(n);
-	if (before >= 0 && after >= 0)
-		n->rss_idle_kb = after - before;
+	if (n->rss_before_kb >= 0 && after >= 0)
+		n->rss_idle_kb = after - n->rss_before_kb;
 	n->t_first = vq_rt_now_ns();
 	deadline = n->o.seconds > 0 ? n->t_first + (uint64_t)(n->o.seconds * 1e9) : 0;
 	__atomic_store_n(&n->go, 1, __ATOMIC_RELEASE);

@@ -156,8 +156,10 @@ struct vs_run {
 	struct vs_src *src;             /* the sender's */
 	uint64_t stall_sent;            /* --stall: the most sent on a stalled one
 					 * when the others had ended */
-	int64_t rss_idle_kb;            /* backend's anonymous memory, N idle
-					 * connections against none; -1: unknown */
+	int64_t rss_before_kb;          /* backend's anonymous memory before the
+					 * host program starts; -1: unknown */
+	int64_t rss_idle_kb;            /* its growth with N idle connections;
+					 * -1: unknown */
 	/* --dirty-log: the log, and what the backend may write, watched */
 	struct perf_dlog dlog;
 	struct perf_dlog_watch wbuf, wring;
