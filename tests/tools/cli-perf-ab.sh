@@ -9,7 +9,9 @@
 #   - --plot writes the chart to FILE and nothing else to stdout: --json
 #     stays one JSON line;
 #   - a run that sets its own length gets no --seconds from ab (vsock
-#     --latency, which refuses one).
+#     --latency, which refuses one);
+#   - --metric compares another number of the runs (a time: lower is
+#     better), --ratio prints B/A (issue 26's targets are ratios).
 #
 #   cli-perf-ab.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
@@ -48,6 +50,32 @@ if [ $rc -eq 0 ] && grep -q '"run_bound":"20 round trips"' "$D/out"; then
 	echo "ok   vsock --latency: 20 round trips per run"
 else
 	no "vsock --latency: exit $rc: $(grep -v '^summary' "$D/err")"
+fi
+
+# --metric p50_us is a time: lower is better, the column says so, and
+# --ratio prints B/A and its interval as ratios (A and B both the UNIX
+# socket baseline, which needs no backend)
+"$perf" ab --quiet --pairs 2 --ratio --metric p50_us -- vsock --transport unix \
+	--latency --iters 50 >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "metric: p50_us (lower is better); ratio = B/A" "$D/out" &&
+   grep -q "A p50_us.*B/A.*B lower" "$D/out" && grep -qE "^  vsock .*[0-9]x +\[" "$D/out"; then
+	echo "ok   --metric p50_us --ratio: $(grep '^  vsock' "$D/out")"
+else
+	no "--metric p50_us --ratio: exit $rc: $(cat "$D/err" "$D/out")"
+fi
+"$perf" ab --quiet --pairs 2 --json --metric p50_us -- vsock --transport unix \
+	--latency --iters 50 >"$D/out" 2>"$D/err"
+grep -q '"metric":"p50_us","lower_is_better":true' "$D/out" ||
+	no "--metric in the JSON: $(cat "$D/err" "$D/out")"
+# a metric the runs do not print: the run fails, said
+"$perf" ab --quiet --pairs 2 --metric no_such_key -- vsock --transport unix \
+	--latency --iters 5 >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "run failed" "$D/err"; then
+	echo "ok   --metric no_such_key: $(grep 'run failed' "$D/err")"
+else
+	no "--metric no_such_key: exit $rc: $(cat "$D/err")"
 fi
 
 # an unwritable chart: refused before the runs (they would take 20 s)

@@ -108,6 +108,22 @@ bad "vsock: --cid with --backend"       vsock --backend true --cid 4
 bad "vsock: --rcvlowat with seqpacket"  vsock $s --type seqpacket --rcvlowat 4K
 bad "vsock: --used-batch without --backend" vsock $s --used-batch 0
 bad "vsock: --quiet did nothing"        vsock $s --quiet
+bad "vsock: transport"                  vsock --transport tcp
+bad "vsock: unix with --backend"        vsock --transport unix --backend true
+bad "vsock: unix with --socket-path"    vsock --transport unix $s
+bad "vsock: unix with --packed"         vsock --transport unix --packed on
+bad "vsock: unix with --dirty-log"      vsock --transport unix --dirty-log
+bad "vsock: unix --rcvlowat, busy poll" vsock --transport unix --rcvlowat 4K --busy-poll 10
+bad "vsock: unix --rcvlowat, --conns"   vsock --transport unix --rcvlowat 4K --conns 2
+bad "vsock: --busy-poll sign"           vsock $s --busy-poll -1
+bad "vsock: --conns 0"                  vsock $s --conns 0
+bad "vsock: --conns too many"           vsock $s --conns 1025
+bad "vsock: --conns with --latency"     vsock $s --conns 4 --latency
+bad "vsock: --conns with seqpacket"     vsock $s --conns 4 --type seqpacket
+bad "vsock: --stall without --conns"    vsock $s --stall 1
+bad "vsock: --stall every connection"   vsock $s --conns 4 --stall 4
+good "vsock: the unix baseline"         vsock --transport unix --bytes 1M
+good "vsock: unix, 8 connections, 1 stalled" vsock --transport unix --bytes 1M --conns 8 --stall 1
 
 # ab (its own options; a run's are its workload's)
 bad "ab: no workload"                   ab
@@ -119,6 +135,8 @@ bad "ab: --plot extension"              ab --plot chart.jpg -- ring
 bad "ab: --seconds without effect"      ab --seconds 1 -- ring --ops 100
 bad "ab: an open quote"                 ab --a "--used-batch '1" -- ring
 bad "ab: a run's options refused"       ab --quiet --pairs 6 -- ring --bogus
+bad "ab: --metric not a JSON key"       ab --metric p50-us -- ring
+bad "ab: --metric empty"                ab --metric "" -- ring
 
 # c2c
 bad "c2c: not a pair"                   c2c 0

@@ -21,6 +21,15 @@
 # stopped, every page of the receive buffers and used rings that changed
 # must be marked: "unlogged" 0, and pages of both kinds did change.
 #
+# The UNIX socket baseline (--transport unix, issue 26 item 1): the same
+# transfers and checks over a socket pair, no backend.  Busy polling on
+# our side (--busy-poll, item 3).  Many connections (--conns, item 4):
+# every stream checked byte for byte, the per-connection rates and the
+# fairness reported, the backend's memory per idle connection; and
+# --stall: one receiver reads nothing until the others ended, which must
+# not stall them, and what waited at a vsock guest stayed within the
+# window it advertised (its credit).
+#
 # usage: test_vsock_e2e.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
 perf=$1
@@ -30,10 +39,13 @@ fail=0
 run() {
 	name=$1
 	shift
-	out=$("$perf" vsock --backend "$daemon" "$@" 2>&1)
+	case " $* " in
+	*" --transport unix "*) out=$("$perf" vsock "$@" 2>&1) ;;
+	*) out=$("$perf" vsock --backend "$daemon" "$@" 2>&1) ;;
+	esac
 	rc=$?
 	if [ $rc -eq 0 ] && echo "$out" | grep -q "verified"; then
-		echo "ok   $name: $(echo "$out" | grep '^vsock')"
+		echo "ok   $name: $(echo "$out" | grep -E '^(vsock|unix)')"
 	else
 		echo "FAIL $name (rc=$rc):"
 		echo "$out" | sed 's/^/    /'
@@ -74,6 +86,71 @@ run seq_latency         --type seqpacket --latency --iters 200 --buf-size 64
 run seq_latency_20k     --type seqpacket --latency --iters 50 --buf-size 20000
 
 field() { echo "$2" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+
+# the baseline: the same transfers over a UNIX socket pair
+run unix_rx             --transport unix --direction rx --bytes 4M
+run unix_tx_odd         --transport unix --direction tx --bytes 3000001 --buf-size 4093
+run unix_rx_lowat       --transport unix --direction rx --bytes 2M --rcvlowat 4K --rcvbuf 64K
+run unix_latency        --transport unix --latency --iters 200 --buf-size 64
+run unix_latency_bp     --transport unix --latency --iters 200 --buf-size 64 --busy-poll 50
+msgs 512 unix_seq_tx    --transport unix --type seqpacket --direction tx --bytes 2M --buf-size 4096
+msgs 32 unix_seq_rx_64k --transport unix --type seqpacket --direction rx --bytes 2M --buf-size 64K
+run unix_seq_latency    --transport unix --type seqpacket --latency --iters 200 --buf-size 64
+# busy polling on our side, on the backend's too
+run latency_busy_poll   --latency --iters 200 --buf-size 64 --busy-poll 50 --backend-busy-poll 50
+run tx_busy_poll        --direction tx --bytes 4M --busy-poll 20
+
+# conns N NAME ARGS...: N streams, each verified; the JSON has N rates, a
+# fairness in [0, 1] and (vsock) the memory per idle connection
+conns() {
+	want=$1 name=$2
+	shift 2
+	case " $* " in
+	*" --transport unix "*) out=$("$perf" vsock --json --conns "$want" "$@" 2>&1) ;;
+	*) out=$("$perf" vsock --backend "$daemon" --json --conns "$want" "$@" 2>&1) ;;
+	esac
+	rc=$?
+	js=$(echo "$out" | grep '^{')
+	rates=$(echo "$js" | sed -n 's/.*"conn_gbps":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | grep -c .)
+	fair=$(field fairness "$js")
+	if [ $rc -eq 0 ] && [ "$(field verified "$js")" = true ] &&
+	   [ "$(field conns "$js")" = "$want" ] && [ "$rates" = "$want" ] &&
+	   awk -v f="$fair" 'BEGIN { exit !(f >= 0 && f <= 1) }' &&
+	   { case " $* " in *" --transport unix "*) true ;;
+	     *) [ -n "$(field idle_kb_per_conn "$js")" ] ;; esac; }; then
+		echo "ok   $name: $(field gbps "$js") Gbit/s, fairness $fair, idle kB/conn $(field idle_kb_per_conn "$js")"
+	else
+		echo "FAIL $name (rc=$rc):"
+		echo "$out" | sed 's/^/    /'
+		fail=1
+	fi
+}
+
+conns 16 conns_rx_16          --direction rx --bytes 16M
+conns 16 conns_tx_16_packed   --direction tx --bytes 16M --packed on
+conns 256 conns_rx_256        --direction rx --bytes 64M
+conns 256 conns_tx_256        --direction tx --bytes 64M --buf-size 4K
+conns 64 unix_conns_rx_64     --transport unix --direction rx --bytes 16M
+conns 64 unix_conns_tx_64     --transport unix --direction tx --bytes 16M
+conns 4 conns_tx_seconds      --direction tx --seconds 0.2 --busy-poll 20
+
+# --stall 1: the others end while one receiver reads nothing; then it is
+# read to its end.  rx: what waited at the guest is within its window.
+stall() {
+	name=$1
+	shift
+	conns 8 "$name" --stall 1 "$@"
+	held=$(field stall_held "$js")
+	case $name in
+	*rx*) [ -n "$held" ] && [ "$held" -gt 0 ] && [ "$held" -le 65536 ] ||
+		{ echo "FAIL $name: $held bytes waited, not within the 64K window"; fail=1; } ;;
+	*) [ -n "$held" ] && [ "$held" -gt 0 ] ||
+		{ echo "FAIL $name: nothing waited at the stalled receiver"; fail=1; } ;;
+	esac
+}
+
+stall stall_rx                --direction rx --bytes 16M --rcvbuf 64K
+stall stall_tx                --direction tx --bytes 16M
 
 dlog() {
 	name=$1
