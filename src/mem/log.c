@@ -6,6 +6,8 @@
  */
 #include <virtq/mem.h>
 
+#include "log_batch.h"
+
 bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 {
 	uint64_t last;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem/log_batch.h"
 #include "ring_internal.h"
 
 bool vq_ring_num_valid(uint64_t features, uint32_t num)

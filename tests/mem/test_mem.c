@@ -2,6 +2,8 @@
 /* The guest memory map: translation never trusts an address or a length. */
 #include <virtq/mem.h>
 
+#include "mem/log_batch.h"
+
 #include "vq_test.h"
 
 static _Alignas(4096) uint8_t a[4096], b[4096];
