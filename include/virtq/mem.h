@@ -28,6 +28,9 @@ struct vq_mem_region {
 	uint64_t size;          /* bytes, > 0 */
 	uint64_t uaddr;         /* start in the frontend's address space */
 	void *hva;              /* start in this process */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_mem_add refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* The most regions a map holds (vhost-user's largest slot count). */
@@ -121,6 +124,9 @@ struct vq_iotlb_entry {
 	uint64_t size;          /* > 0 */
 	uint64_t uaddr;         /* start in the frontend's address space */
 	unsigned perm;          /* VQ_ACCESS_* */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_mem_iotlb_update refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* Called on the translating thread for an address no entry holds.  It
@@ -161,6 +167,9 @@ void vq_mem_iotlb_reclaim(struct vq_mem *m);
 struct vq_dirty_log {
 	uint8_t *bits;
 	uint64_t size;          /* bytes of bitmap: covers size * 8 pages */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_dev_set_log refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* Does the log have a bit for every page of [gpa, gpa+len)? */

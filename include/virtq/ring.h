@@ -83,6 +83,9 @@ struct vq_dev_config {
 	 */
 	uint16_t avail_idx;
 	uint16_t used_idx;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_dev_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* A chain popped from the available ring, as iovecs into guest memory. */
@@ -240,6 +243,9 @@ struct vq_drv_config {
 	void *indirect;
 	uint64_t indirect_gpa;
 	uint16_t indirect_max;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_drv_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* A guest-physical buffer segment. */

@@ -78,6 +78,9 @@ struct vq_net_queue {
 #define EVICT_CLOCK_CALLS 256u
 #define EVICT_WINDOW_MAX_NS 50000000ull
 
+_Static_assert(VQ_NET_DROP_MAX <= VQ_NET_DROP_SLOTS,
+	       "a new drop reason needs a slot in struct vq_net_stats");
+
 static const char *const drop_names[VQ_NET_DROP_MAX] = {
 	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
 	[VQ_NET_DROP_BAD_HDR] = "bad_hdr",
@@ -102,7 +105,8 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	uint64_t f;
 
 	*out = NULL;
-	if (!cfg->dev || (cfg->role != VQ_NET_RX && cfg->role != VQ_NET_TX) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !cfg->dev ||
+	    (cfg->role != VQ_NET_RX && cfg->role != VQ_NET_TX) ||
 	    cfg->max_frame > VQ_NET_MAX_FRAME)
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));

@@ -640,7 +640,7 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 		return -ENOMEM;
 	}
 	pd->base.ops = pd->in_order ? &packed_dev_in_order_ops : &packed_dev_ops;
-	pd->base.cfg = *cfg;
+	pd->base.cfg = vq_dev_setup_of(cfg);
 	pd->desc = cfg->ring.desc;
 	pd->drv_event = cfg->ring.driver;
 	pd->dev_event = cfg->ring.device;

@@ -550,7 +550,7 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 		return -ENOMEM;
 	}
 	pq->base.ops = in_order ? &packed_drv_in_order_ops : &packed_drv_ops;
-	pq->base.cfg = *cfg;
+	pq->base.cfg = vq_drv_setup_of(cfg);
 	pq->desc = cfg->ring.desc;
 	pq->drv_event = cfg->ring.driver;
 	pq->dev_event = cfg->ring.device;

@@ -286,7 +286,7 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	int r;
 
 	*out = NULL;
-	if (!cfg->mem || !ring_features_ok(cfg->features) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !cfg->mem || !ring_features_ok(cfg->features) ||
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;
@@ -418,7 +418,7 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 {
 	struct vq_dev_log *l = d->log;
 
-	if (nring > 2)
+	if (nring > 2 || (log && !VQ_RESERVED_ZERO(log)))
 		return -EINVAL;
 	if (!log) {
 		if (l) {
@@ -519,7 +519,7 @@ const char *vq_dev_error_msg(const struct vq_dev *d) { return d->errmsg; }
 int vq_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 {
 	*out = NULL;
-	if (!ring_features_ok(cfg->features) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !ring_features_ok(cfg->features) ||
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;

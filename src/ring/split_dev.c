@@ -604,7 +604,7 @@ int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
-	s->base.cfg = *cfg;
+	s->base.cfg = vq_dev_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);

@@ -594,7 +594,7 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
-	s->base.cfg = *cfg;
+	s->base.cfg = vq_drv_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);

@@ -106,7 +106,7 @@ static void dirty_log_batch_marks_written_pages(void)
 {
 	struct vq_mem *m = two_adjacent_regions();
 	uint8_t bits[8] = { 0 };
-	struct vq_dirty_log log = { bits, sizeof(bits) };
+	struct vq_dirty_log log = { .bits = bits, .size = sizeof(bits) };
 	struct vq_log_batch bt = { .log = &log };
 	struct iovec one = { a + 0x100, 64 }, across[2] = { { a + 0xfc0, 64 }, { b, 64 } };
 
