@@ -17,10 +17,11 @@
 
 #define NRESERVED(s) (sizeof((s).reserved) / sizeof((s).reserved[0]))
 
-/* At least four words, and last: a new field takes words from the end's
- * reserve and every older field keeps its offset. */
+/* Reserved words last: a new field takes words from the reserve and every
+ * older field keeps its offset.  (A struct starts with four or more; the
+ * reserve shrinks as later versions use it.) */
 #define RESERVED_LAST(type)                                                  \
-	_Static_assert(sizeof(((type *)0)->reserved) >= 4 * 8 &&            \
+	_Static_assert(sizeof(((type *)0)->reserved) >= 8 &&                \
 		       offsetof(type, reserved) +                            \
 		       sizeof(((type *)0)->reserved) == sizeof(type),        \
 		       #type ": reserved words missing or not last")

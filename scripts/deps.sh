@@ -8,7 +8,8 @@ set -euo pipefail
 # in dpdk-dev, not in dpdk.
 want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
 case "${1:-build}" in
-test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev) ;;
+test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev
+	     abigail-tools) ;;
 bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
 esac
 

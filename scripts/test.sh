@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Build and run every test: the README's test command and CI's only step.
 #
-#   build/        gcc, -Werror: all tests
+#   build/        gcc, -Werror: all tests, then the ABI check (abi-check.sh)
 #   build-clang/  clang, -Werror: all tests
 #   build-release/ gcc -O3, -Werror: compiled only (the demo's build; -O3
 #                 finds warnings the debug build does not)
@@ -98,6 +98,17 @@ else
 	failed_names+=(install)
 fi
 rm -rf "$dest"
+
+# The ABI against the stored release baseline (abi/*.abi, gcc's DWARF:
+# so after the gcc build).  An intended break regenerates the baseline
+# with scripts/abi-baseline.sh, deliberately.
+echo "== abi: libvirtq.so against abi/libvirtq-*.abi"
+if scripts/abi-check.sh build; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failed_names+=(abi-check)
+fi
 
 setup build-clang clang -Dwerror=true
 run build-clang
