@@ -36,7 +36,7 @@ static inline struct virtq_event_suppress *dev_event(struct ring_pair *p)
 
 static inline uint16_t slot_flags(struct ring_pair *p, unsigned slot)
 {
-	return ring_desc(p)[slot].flags;
+	return vq_le16(ring_desc(p)[slot].flags);
 }
 
 /* A buffer in guest memory: its address and host pointer. */
