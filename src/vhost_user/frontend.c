@@ -743,8 +743,9 @@ int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 
 	if (!proto(f, VQ_VHU_PROTOCOL_F_RARP))
 		return ferr(f, -ENOTSUP, "SEND_RARP: PROTOCOL_F_RARP not negotiated");
-	for (unsigned i = 0; i < 6; i++)
-		v |= (uint64_t)mac[i] << (8 * i);
+	/* The MAC's bytes in payload order, as QEMU copies them: the codec
+	 * writes the u64 as it is in memory (vhost-user numbers are native). */
+	memcpy(&v, mac, 6);
 	return call_u64(f, VQ_VHU_SEND_RARP, v);
 }
 
