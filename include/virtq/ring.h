@@ -163,7 +163,7 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n);
  * c->in_len).  Nothing is visible to the driver until vq_dev_flush().
  * With IN_ORDER chains must be filled in the order they were popped;
  * consecutive chains written completely are then published as one used
- * entry (2.7.9 / 2.8.22 "In-order use of descriptors").
+ * entry (2.7.9 / 2.8.8 "In-order use of descriptors").
  * Returns 0 or -EINVAL (caller error: length too big, order broken).
  */
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len);

@@ -139,13 +139,13 @@ static inline void add_in(struct ring_pair *p, uint64_t gpa, uint32_t len,
 /* Is the queue broken with exactly err and a message? */
 #define CHECK_DEV_BROKEN(p, e) do {                                          \
 	CHECK_EQ(vq_dev_error((p)->dev), (e));                               \
-	CHECK(vq_dev_error_msg((p)->dev)[0] != '\0');                        \
+	CHECK_RULE_FIRST(vq_dev_error_msg((p)->dev));                        \
 	fprintf(stderr, "   (dev: %s)\n", vq_dev_error_msg((p)->dev));       \
 } while (0)
 
 #define CHECK_DRV_BROKEN(p, e) do {                                          \
 	CHECK_EQ(vq_drv_error((p)->drv), (e));                               \
-	CHECK(vq_drv_error_msg((p)->drv)[0] != '\0');                        \
+	CHECK_RULE_FIRST(vq_drv_error_msg((p)->drv));                        \
 	fprintf(stderr, "   (drv: %s)\n", vq_drv_error_msg((p)->drv));       \
 } while (0)
 

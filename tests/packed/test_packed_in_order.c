@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * VIRTIO_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.22 "In-order use of
+ * VIRTIO_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.8 "In-order use of
  * descriptors"): one used descriptor per batch, at the batch's first slot,
  * carrying the id of its last buffer; the buffers before it are used
  * completely and the used position skips every slot of the batch.
