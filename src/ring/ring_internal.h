@@ -16,8 +16,9 @@
 #include "internal.h"
 
 /*
- * Memory ordering on shared ring memory.  The ring is plain memory shared
- * with another thread or process.  The words the two sides hand over
+ * Memory ordering on shared ring memory (the labels: docs/RULES.md, with
+ * each rule's pair and the test that breaks without it).  The ring is
+ * plain memory shared with another thread or process.  The words the two sides hand over
  * (indices, flags, event fields) are accessed with atomic builtins; the
  * descriptor bodies and used elements are ordered by the release store that
  * publishes them and the acquire load that discovers them (D1/D3, P1/P3,

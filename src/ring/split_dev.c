@@ -393,7 +393,8 @@ static void sd_published(struct split_dev *s, uint16_t old, unsigned n)
 	}
 	s->nstaged = 0;
 	/* The used index passed signalled_used: 2^16 entries went by without
-	 * a signal and the old value means nothing any more (RULES). */
+	 * a signal and the old value means nothing any more
+	 * (docs/RULES.md, "2^16 without a signal"). */
 	if ((uint16_t)(new_idx - s->signalled_used) < (uint16_t)(new_idx - old))
 		s->signalled_valid = false;
 	s->used_idx = new_idx;
