@@ -328,7 +328,7 @@ static int sq_used_count(struct split_drv *s)
 
 		if (unlikely((uint16_t)(idx - s->last_used) > sq_published(s)))
 			return vq_drv_break(&s->base, -EINVAL,
-					    "used index moved from %u to %u with %u buffers outstanding",
+					    "2.7.8: used index moved from %u to %u with %u buffers outstanding",
 					    s->last_used, idx, sq_published(s));
 		s->used_shadow = idx;
 	}
@@ -359,13 +359,13 @@ static int sq_read_used(struct split_drv *s, uint16_t *idp, uint32_t *lenp)
 
 	if (unlikely(id >= s->num))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used id %u >= queue size %u", id, s->num);
+				    "2.7.8: used id %u >= queue size %u", id, s->num);
 	if (unlikely(!s->head[id].token || !sq_head_published(s, &s->head[id])))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used id %u was never made available", id);
+				    "2.7.8: used id %u was never made available", id);
 	if (unlikely(len > s->head[id].in_len))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used length %u larger than the buffer's %llu (id %u)",
+				    "2.7.8.2: used length %u larger than the buffer's %llu (id %u)",
 				    len, (unsigned long long)s->head[id].in_len, id);
 	*idp = (uint16_t)id;
 	*lenp = len;
@@ -424,7 +424,7 @@ static int sq_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 		k = (uint16_t)(s->head[id].avail_pos - s->head[front].avail_pos) + 1u;
 		if (unlikely(k > s->outstanding || k > (unsigned)avail))
 			return vq_drv_break(q, -EINVAL,
-					    "in-order used id %u completes %u buffers, only %d used (2.7.9)",
+					    "2.7.9: in-order used id %u completes %u buffers, only %d used",
 					    id, k, avail);
 		s->batch_left = k;
 		s->batch_last_len = l;
@@ -594,7 +594,7 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
-	s->base.cfg = *cfg;
+	s->base.cfg = vq_drv_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
