@@ -10,10 +10,11 @@
  *        CONNS connections at once, each sends a header and BYTES of a
  *        seeded stream, then waits for the receiver's trailer (byte count
  *        and 64-bit checksum) and compares it with its own.
- *   gvsock recv (-p PORT | -u PATH) [-j CONNS] [-r BYTES -d USEC]
+ *   gvsock recv (-p PORT | -u PATH) [-j CONNS] [-r BYTES -d USEC] [-H sec]
  *        accept CONNS connections, check every byte and the checksum of
  *        each, answer with the trailer.  -r reads at most BYTES at a time,
- *        -d sleeps USEC after each read: a slow reader.
+ *        -d sleeps USEC after each read: a slow reader.  -H: connection 0
+ *        stops reading for that long once it has an eighth of its stream.
  *   gvsock echo (-p PORT | -u PATH) [-j CONNS]
  *        accept CONNS connections; each announces a length, gets that many
  *        bytes echoed back.
@@ -26,13 +27,15 @@
  *        SOCK_SEQPACKET client of msgecho: MSGS messages of 1 byte to 96 KiB,
  *        each must come back whole in one read, no more, no less, intact.
  *   gvsock duplex (-c CID -p PORT | -u PATH -P PORT) -L PORT|PATH -n BYTES [-j CONNS]
- *                 [-r BYTES -d USEC] [-S sec] [-W sec]
+ *                 [-r BYTES -d USEC] [-H sec] [-S sec] [-E STALLS] [-W sec]
  *        both ways at once: CONNS "send" connections as above, while the
  *        listener at -L (a vsock port; with -u a UNIX path) takes CONNS
- *        "recv" connections (-r/-d as for recv).  A monitor watches every
- *        connection's byte count: one that stands still for -S seconds
- *        (5) while another moved is a stall, reported and failed; nothing
- *        moving at all for max(-W, 4 * -S) seconds is a hang.  Prints each
+ *        "recv" connections (-r/-d/-H as for recv).  A monitor watches
+ *        every connection's byte count: one that stands still for -S
+ *        seconds (5) while another moved is a stall (STALL); the run
+ *        passes with exactly -E of them (0), so a connection held on
+ *        purpose (-H) can be told to stand still alone.  Nothing moving at
+ *        all for max(-W, 4 * -S) seconds is a hang.  Prints each
  *        connection's duration, longest pause and (receivers) the most
  *        bytes once waiting in its socket (CONN), and a DUPLEX summary.
  *   gvsock cid   print this side's local CID.
@@ -80,6 +83,8 @@ static size_t read_max;                 /* -r: bytes per read, 0: BUFSZ */
 static unsigned int read_pause_us;      /* -d: sleep after each read */
 static const char *listen_addr;         /* -L: where duplex listens */
 static double stall_secs = 5;           /* -S */
+static double hold_secs;                /* -H: receiver 0 stops reading */
+static int expect_stalls;               /* -E */
 
 /* duplex: a connection's progress, written by its child, read by the
  * monitor (the parent) through shared memory. */
@@ -101,6 +106,14 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_secs(double secs)
+{
+	struct timespec ts = { (time_t)secs, (long)((secs - (time_t)secs) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 static void progress(int state, uint64_t bytes)
@@ -365,6 +378,10 @@ static int one_recv(int fd, int i)
 		progress(CONN_RUN, off);
 		if (read_pause_us)
 			usleep(read_pause_us);
+		if (hold_secs > 0 && i == 0 && off >= h.len / 8) {
+			sleep_secs(hold_secs);
+			hold_secs = 0;
+		}
 	}
 	t.status = bad >= 0 || off != h.len;
 	t.bytes = off;
@@ -642,7 +659,7 @@ static double watch(const struct conn_prog *tab, struct conn_watch *w, int n,
 			continue;
 		if (still > stall_secs && others_moved(w, n, i)) {
 			w[i].stalled = 1;
-			printf("STALL dir=%s conn=%d bytes=%llu still=%.1f result=FAIL\n",
+			printf("STALL dir=%s conn=%d bytes=%llu still=%.1f\n",
 			       i < conns ? "send" : "recv", i % conns,
 			       (unsigned long long)w[i].seen, still);
 		}
@@ -676,12 +693,12 @@ static int duplex_report(const struct conn_prog *tab, const struct conn_watch *w
 	for (int i = 0; i < 2 * conns; i++) {
 		int d = i >= conns, st = atomic_load(&tab[i].state);
 		double secs = st == CONN_DONE ? tab[i].t_end - tab[i].t_start : -1;
-		int ok = !w[i].rc && st == CONN_DONE && !w[i].stalled;
+		int ok = !w[i].rc && st == CONN_DONE;
 
-		printf("CONN dir=%s conn=%d bytes=%llu secs=%.3f longest_pause=%.3f queued_max=%d result=%s\n",
+		printf("CONN dir=%s conn=%d bytes=%llu secs=%.3f longest_pause=%.3f stalled=%d queued_max=%d result=%s\n",
 		       d ? "recv" : "send", i % conns,
 		       (unsigned long long)atomic_load(&tab[i].bytes), secs,
-		       w[i].longest, tab[i].queued_max, ok ? "PASS" : "FAIL");
+		       w[i].longest, w[i].stalled, tab[i].queued_max, ok ? "PASS" : "FAIL");
 		pass[d] += ok;
 		stalls += w[i].stalled;
 		if (w[i].rc > worst)
@@ -696,10 +713,10 @@ static int duplex_report(const struct conn_prog *tab, const struct conn_watch *w
 	for (int d = 0; d < 2; d++)
 		if (lo[d] > hi[d])
 			lo[d] = hi[d];  /* none finished */
-	int ok = pass[0] == conns && pass[1] == conns && !hung;
+	int ok = pass[0] == conns && pass[1] == conns && !hung && stalls == expect_stalls;
 
-	printf("DUPLEX conns=%d send_pass=%d recv_pass=%d stalls=%d hung=%d send_secs=%.3f..%.3f recv_secs=%.3f..%.3f longest_pause=%.3f result=%s\n",
-	       conns, pass[0], pass[1], stalls, hung, lo[0], hi[0], lo[1], hi[1], longest,
+	printf("DUPLEX conns=%d send_pass=%d recv_pass=%d stalls=%d expected_stalls=%d hung=%d send_secs=%.3f..%.3f recv_secs=%.3f..%.3f longest_pause=%.3f result=%s\n",
+	       conns, pass[0], pass[1], stalls, expect_stalls, hung, lo[0], hi[0], lo[1], hi[1], longest,
 	       ok ? "PASS" : "FAIL");
 	return ok ? 0 : worst ? worst : 1;
 }
@@ -804,7 +821,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 
 	optind = 2;
-	while ((c = getopt(argc, argv, "c:p:u:P:n:j:W:r:d:L:S:")) != -1) {
+	while ((c = getopt(argc, argv, "c:p:u:P:n:j:W:r:d:L:S:H:E:")) != -1) {
 		switch (c) {
 		case 'c': cid = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'p': port = (unsigned int)strtoul(optarg, NULL, 0); break;
@@ -817,6 +834,8 @@ int main(int argc, char **argv)
 		case 'd': read_pause_us = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': listen_addr = optarg; break;
 		case 'S': stall_secs = atof(optarg); break;
+		case 'H': hold_secs = atof(optarg); break;
+		case 'E': expect_stalls = atoi(optarg); break;
 		default: return 2;
 		}
 	}
