@@ -140,6 +140,21 @@ static bool sq_use_indirect(const struct split_drv *s, unsigned n)
 	return s->can_indirect && n > 1 && n <= s->base.cfg.indirect_max;
 }
 
+/* The ring slots a chain of n segments takes (1 when it goes indirect):
+ * the count, -EINVAL if it could never fit, -ENOSPC if it does not now. */
+static int sq_slots(const struct split_drv *s, unsigned n, bool *indirect)
+{
+	unsigned ndesc;
+
+	*indirect = sq_use_indirect(s, n);
+	ndesc = *indirect ? 1 : n;
+	if (ndesc > s->num)
+		return -EINVAL;
+	if (ndesc > s->num_free)
+		return -ENOSPC;
+	return (int)ndesc;
+}
+
 /* Record a head as added and put it in the avail ring (published later, in
  * kick_prepare: D1, one release store per batch). */
 static void sq_expose(struct split_drv *s, uint16_t head, const struct vq_seg *seg,
@@ -171,15 +186,13 @@ static int sq_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 		  unsigned nin, void *token)
 {
 	struct split_drv *s = to_sq(q);
-	unsigned n = nout + nin, ndesc, i;
-	bool indirect = sq_use_indirect(s, n);
+	unsigned n = nout + nin, i;
 	uint16_t head = s->free_head, at;
+	bool indirect;
+	int ndesc = sq_slots(s, n, &indirect);
 
-	ndesc = indirect ? 1 : n;
-	if (ndesc > s->num)
-		return -EINVAL;
-	if (ndesc > s->num_free)
-		return -ENOSPC;
+	if (ndesc < 0)
+		return ndesc;
 	if (indirect) {
 		sq_write_indirect(s, head, head, seg, nout, n);
 		s->free_head = s->next[head];
@@ -203,15 +216,13 @@ static int sq_add_in_order(struct vq_drv *q, const struct vq_seg *seg,
 			   unsigned nout, unsigned nin, void *token)
 {
 	struct split_drv *s = to_sq(q);
-	unsigned n = nout + nin, ndesc, i;
-	bool indirect = sq_use_indirect(s, n);
+	unsigned n = nout + nin, i;
 	uint16_t head = s->next_desc, at;
+	bool indirect;
+	int ndesc = sq_slots(s, n, &indirect);
 
-	ndesc = indirect ? 1 : n;
-	if (ndesc > s->num)
-		return -EINVAL;
-	if (ndesc > s->num_free)
-		return -ENOSPC;
+	if (ndesc < 0)
+		return ndesc;
 	/* Descriptors in table order: next = x + 1, wrapping to 0 (2.7.9). */
 	if (indirect) {
 		sq_write_indirect(s, head, head, seg, nout, n);
