@@ -379,6 +379,7 @@ struct conns_rates {
 	double secs;            /* the window */
 	bool whole;             /* no window: the whole run */
 	double min, max, fair;
+	double total;           /* the running ones' rates summed */
 };
 
 static double flow_rate(const struct vs_run *n, unsigned i, const struct conns_rates *c)
@@ -405,6 +406,7 @@ static void conns_rates(const struct vs_run *n, struct conns_rates *c)
 		c->max = fmax(c->max, r);
 		sum += r;
 	}
+	c->total = sum;
 	c->fair = sum / (fl->n - fl->stall);
 }
 
@@ -422,10 +424,12 @@ void vs_conns_json(struct vs_run *n)
 	struct conns_rates c;
 
 	conns_rates(n, &c);
-	printf(",\"conns\":%u,\"window_s\":%.6f,\"window\":\"%s\",\"conn_gbps_min\":%.4f"
-	       ",\"conn_gbps_max\":%.4f,\"fair_gbps\":%.4f,\"fairness\":%.4f",
-	       n->nends, c.secs, c.whole ? "whole run" : "all streaming", c.min * 8 / 1e9,
-	       c.max * 8 / 1e9, c.fair * 8 / 1e9, c.fair > 0 ? c.min / c.fair : 0);
+	printf(",\"conns\":%u,\"window_s\":%.6f,\"window\":\"%s\",\"window_gbps\":%.4f"
+	       ",\"conn_gbps_min\":%.4f,\"conn_gbps_max\":%.4f,\"fair_gbps\":%.4f"
+	       ",\"fairness\":%.4f",
+	       n->nends, c.secs, c.whole ? "whole run" : "all streaming", c.total * 8 / 1e9,
+	       c.min * 8 / 1e9, c.max * 8 / 1e9, c.fair * 8 / 1e9,
+	       c.fair > 0 ? c.min / c.fair : 0);
 	if (n->flows.stall)
 		printf(",\"stall\":%u,\"stall_held\":%" PRIu64 ",\"stall_sent\":%" PRIu64,
 		       n->flows.stall, most_held(n), n->stall_sent);
