@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ static int host_wait(struct host_conns *h, struct epoll_event *ev, int max)
 		if (now < h->spin_end)
 			ms = 0;
 	}
+	if (!ms)
+		sched_yield();  /* as the guest's spin (vs_guest_idle) */
 	r = epoll_wait(h->ep, ev, max, ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,8 @@ ssize_t vs_sock_io(struct vs_run *n, int fd, void *p, size_t len, bool wr, int f
 			return -errno;
 		if (vq_rt_now_ns() >= end)
 			end = 0;
+		else
+			sched_yield();  /* as the guest's spin (vs_guest_idle) */
 	}
 }
 
