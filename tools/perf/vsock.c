@@ -214,6 +214,9 @@ static int guest_setup(struct vs_run *n)
 		r = dlog_watch(n, &gc);
 	if (r < 0)
 		return r;
+	/* no calls until we sleep (guest_wait) */
+	vq_drv_disable_cb(gc.rx);
+	vq_drv_disable_cb(gc.tx);
 	return vq_vsg_start(n->g);
 }
 
@@ -230,35 +233,52 @@ static int dlog_check(struct vs_run *n)
 	return 0;
 }
 
-/* Nothing moved: sleep until the device calls (callbacks on, re-check). */
+/* Nothing moved: sleep until the device calls (callbacks on, re-check).
+ * The TX ring's calls only when a send found no room since the last
+ * sleep: otherwise a used TX buffer is nothing to wake for (it is taken
+ * back at the next poll), and each call costs the device an eventfd
+ * write and us a wake-up (a ping-pong: one of each per round trip). */
 static int guest_wait(struct vs_run *n, int timeout_ms)
 {
 	struct vq_drv *rx = vq_vhu_frontend_queue(n->fe, 0);
 	struct vq_drv *tx = vq_vhu_frontend_queue(n->fe, 1);
 	struct pollfd pf[2] = { { .fd = n->call[0], .events = POLLIN },
 				{ .fd = n->call[1], .events = POLLIN } };
-	int a = vq_drv_enable_cb(rx), b = vq_drv_enable_cb(tx), r = 0;
+	bool want_tx = n->tx_blocked || vq_vsg_tx_free(n->g) == 0;
+	int a = vq_drv_enable_cb(rx), b = want_tx ? vq_drv_enable_cb(tx) : 0, r = 0;
 
 	if (a < 0 || b < 0)
 		return a < 0 ? a : b;
 	if (a == 0 && b == 0) {
 		n->guest_waits++;
-		r = poll(pf, 2, timeout_ms);
+		r = poll(pf, want_tx ? 2 : 1, timeout_ms);
 		if (r < 0 && errno != EINTR)
 			r = -errno;
-		vq_evt_drain(n->call[0]);
-		vq_evt_drain(n->call[1]);
+		for (unsigned i = 0; r > 0 && i < 2; i++)
+			if (pf[i].revents)
+				vq_evt_drain(n->call[i]);
 	}
 	vq_drv_disable_cb(rx);
-	vq_drv_disable_cb(tx);
+	if (want_tx)
+		vq_drv_disable_cb(tx);
+	n->tx_blocked = false;
 	return r < 0 ? r : 0;
 }
 
 /* ---- the vsock transport's calls ---- */
 
+/* A send that found no room (TX buffers, descriptors or credit): the
+ * next sleep waits for used TX buffers too. */
+static long vx_sent(struct vs_end *e, long r)
+{
+	if (r == 0 || r == -ENOSPC)
+		e->n->tx_blocked = true;
+	return r;
+}
+
 static long vx_write(struct vs_end *e, const void *buf, uint32_t len)
 {
-	return vq_vsg_write(e->c, buf, len);
+	return vx_sent(e, vq_vsg_write(e->c, buf, len));
 }
 
 static long vx_read(struct vs_end *e, void *buf, uint32_t len, bool *eof)
@@ -278,7 +298,7 @@ static long vx_read(struct vs_end *e, void *buf, uint32_t len, bool *eof)
 
 static long vx_write_msg(struct vs_end *e, const void *buf, uint32_t len)
 {
-	return vq_vsg_write_msg(e->c, buf, len);
+	return vx_sent(e, vq_vsg_write_msg(e->c, buf, len));
 }
 
 static long vx_read_msg(struct vs_end *e, void *buf, uint32_t cap)
@@ -359,7 +379,8 @@ static int vx_finish(struct vs_end *e)
 {
 	if (vq_vsg_state(e->c) == VQ_VSG_CLOSED)
 		return 0;
-	return vq_vsg_shutdown(e->c, VQ_VSOCK_SHUTDOWN_SEND | VQ_VSOCK_SHUTDOWN_RCV);
+	return (int)vx_sent(e, vq_vsg_shutdown(e->c, VQ_VSOCK_SHUTDOWN_SEND |
+							VQ_VSOCK_SHUTDOWN_RCV));
 }
 
 static void vx_abort(struct vs_end *e)

@@ -143,6 +143,8 @@ struct vs_run {
 	/* guest side */
 	uint64_t t_first, t_last;       /* ns: first byte sent, last read */
 	uint64_t spin_end;              /* --busy-poll: this idle spell's end (0: none) */
+	bool tx_blocked;                /* vsock: a send found no room since the
+					 * last sleep */
 	double *lat;
 	uint64_t nlat;
 	uint64_t guest_bytes, guest_csum;
