@@ -163,26 +163,33 @@ static long guest_put(void *ctx, unsigned i, const void *p, uint32_t len)
 }
 
 /* tx: every connection's share, round robin as credit allows; each one
- * closes when its share went. */
+ * closes when its share went.  A turn starts at the connection the last
+ * one could not serve: starting at the first each time gave the first
+ * ones every TX buffer the device freed, and the last ones none. */
 static int guest_send_all(struct vs_run *n, uint64_t deadline)
 {
-	unsigned i, left = n->nends;
+	unsigned i, k, left = n->nends, start = 0;
 
 	while (left) {
 		int p = n->x->pump(n);
-		bool moved = p > 0;
+		bool moved = p > 0, blocked = false;
 
 		if (p < 0)
 			return p;
-		for (i = 0; i < n->nends; i++) {
+		for (k = 0; k < n->nends; k++) {
 			long w;
 
+			i = (start + k) % n->nends;
 			if (n->src[i].done)
 				continue;
 			w = vs_src_step(n, i, deadline, guest_put, n);
 			if (w < 0)
 				return (int)w;
 			moved |= w > 0;
+			if (w == 0 && !n->src[i].done && !blocked) {
+				blocked = true;
+				start = i;
+			}
 			if (n->src[i].done) {
 				int f = vs_guest_finish(n, &n->ends[i]);
 
