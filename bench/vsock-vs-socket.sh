@@ -94,11 +94,16 @@ for w in r["results"]:
 PYEOF
 }
 
-# ab ARGS...: run, record the command and the table
+# ab ARGS...: run, record the command and the table; a failed run (e.g. a
+# fairness of 0: a starved connection, which a geometric mean cannot take)
+# is recorded with its message, and the next set runs
 ab() {
 	echo "\$ virtq-perf ab --json --pairs $pairs $*" >> "$out"
-	"$perf" ab --quiet --json --pairs "$pairs" "$@" > "$tmp/ab.json" 2> "$tmp/ab.err" ||
-		{ cat "$tmp/ab.err" >&2; grep -v '^summary' "$tmp/ab.err" >> "$out"; return 1; }
+	if ! "$perf" ab --quiet --json --pairs "$pairs" "$@" > "$tmp/ab.json" 2> "$tmp/ab.err"; then
+		grep -v '^summary' "$tmp/ab.err" | sed 's/^/FAILED: /' >> "$out"
+		echo >> "$out"
+		return 0
+	fi
 	table "$tmp/ab.json" >> "$out"
 	echo >> "$out"
 }
