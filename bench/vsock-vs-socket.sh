@@ -11,7 +11,10 @@
 #      Targets: B/A >= 0.6 at 64 KiB, >= 0.5 at 4 KiB.
 #   2. ping-pong p50 of 64 B, busy polling on both sides (ours with
 #      --busy-poll, the backend's with --backend-busy-poll): B/A <= 2.
-#      Then the same without busy polling, for reference.
+#      Where the threads run decides it (waking an idle vCPU costs tens of
+#      microseconds): first as the scheduler places them, then on the same
+#      CPUs for both transports: our two threads on CPU 0 (--cpu 0,0), the
+#      backend on CPU 1 (taskset in its command).  Then without polling.
 #   3. 256 connections: A = one connection, B = 256 (both --conns, the same
 #      code), aggregate B/A >= 0.8; and the fairness (the slowest
 #      connection's rate over the fair share, in the window all streamed)
@@ -129,11 +132,18 @@ ab --a "--transport unix" --b "$b" -- vsock --bytes "$bytes" --buf-size 4K,64K \
 	--direction rx,tx --placement on
 
 echo "## 2. ping-pong 64 B, p50, busy polling on both sides (target: B/A <= 2)" >> "$out"
+echo "##    threads where the scheduler puts them" >> "$out"
 ab --metric p50_us --a "--transport unix" --b "$b --backend-busy-poll $bp" -- \
 	vsock --latency --buf-size 64 --iters "$iters" --busy-poll "$bp" --placement on
-echo "## 2b. the same without busy polling (for reference)" >> "$out"
+echo "## 2b. the same on the same CPUs: our two threads on CPU 0, the backend on CPU 1" >> "$out"
+ab --metric p50_us --a "--transport unix" \
+	--b "--backend 'taskset -c 1 $daemon' --backend-busy-poll $bp" -- \
+	vsock --latency --buf-size 64 --iters "$iters" --busy-poll "$bp" --cpu 0,0
+echo "## 2c. without busy polling, as the scheduler places them, then as in 2b" >> "$out"
 ab --metric p50_us --a "--transport unix" --b "$b" -- \
 	vsock --latency --buf-size 64 --iters "$iters" --placement on
+ab --metric p50_us --a "--transport unix" --b "--backend 'taskset -c 1 $daemon'" -- \
+	vsock --latency --buf-size 64 --iters "$iters" --cpu 0,0
 
 echo "## 3. 256 connections against one, vsock (target: aggregate B/A >= 0.8)" >> "$out"
 ab --a "--conns 1" --b "--conns 256" -- vsock $b --bytes "$cbytes" --direction rx,tx \

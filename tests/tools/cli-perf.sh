@@ -122,6 +122,9 @@ bad "vsock: --conns with --latency"     vsock $s --conns 4 --latency
 bad "vsock: --conns with seqpacket"     vsock $s --conns 4 --type seqpacket
 bad "vsock: --stall without --conns"    vsock $s --stall 1
 bad "vsock: --stall every connection"   vsock $s --conns 4 --stall 4
+bad "vsock: --cpu not present"          vsock $s --cpu "0,$nocpu"
+bad "vsock: --cpu not a pair"           vsock $s --cpu 0
+good "vsock: unix, both threads on CPU 0" vsock --transport unix --latency --iters 50 --cpu 0,0
 good "vsock: the unix baseline"         vsock --transport unix --bytes 1M
 good "vsock: unix, 8 connections, 1 stalled" vsock --transport unix --bytes 1M --conns 8 --stall 1
 

@@ -98,6 +98,7 @@ msgs 32 unix_seq_rx_64k --transport unix --type seqpacket --direction rx --bytes
 run unix_seq_latency    --transport unix --type seqpacket --latency --iters 200 --buf-size 64
 # busy polling on our side, on the backend's too
 run latency_busy_poll   --latency --iters 200 --buf-size 64 --busy-poll 50 --backend-busy-poll 50
+run latency_pinned      --latency --iters 200 --buf-size 64 --cpu 0,0
 run tx_busy_poll        --direction tx --bytes 4M --busy-poll 20
 
 # conns N NAME ARGS...: N streams, each verified; the JSON has N rates, a

@@ -52,7 +52,7 @@ void perf_opts_end(int argc, char **argv)
 		cli_usage_error("unexpected argument '%s' (see --help)", argv[optind]);
 }
 
-void perf_cpu_pair(const char *opt, const char *val, int cpu[2])
+void perf_cpu_pair(const char *opt, const char *val, int cpu[2], bool distinct)
 {
 	const char *comma = strchr(val, ',');
 	char first[24];
@@ -63,7 +63,7 @@ void perf_cpu_pair(const char *opt, const char *val, int cpu[2])
 	first[comma - val] = '\0';
 	cpu[0] = cli_cpu(opt, first);
 	cpu[1] = cli_cpu(opt, comma + 1);
-	if (cpu[0] == cpu[1])
+	if (distinct && cpu[0] == cpu[1])
 		cli_usage_error("%s: '%s' names one CPU twice; the two sides need two",
 				opt, val);
 }

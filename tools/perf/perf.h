@@ -38,8 +38,8 @@ uint64_t perf_opts_parse(int argc, char **argv, const char *workload,
 /* After the options: a word left over is an error (one line, exit 2). */
 void perf_opts_end(int argc, char **argv);
 
-/* "A,B": two different CPUs this machine has. */
-void perf_cpu_pair(const char *opt, const char *val, int cpu[2]);
+/* "A,B": two CPUs this machine has; different ones if distinct. */
+void perf_cpu_pair(const char *opt, const char *val, int cpu[2], bool distinct);
 
 /* ---- the ring workload (ring.c) ---- */
 struct ring_opts {

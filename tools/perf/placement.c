@@ -163,7 +163,7 @@ int perf_c2c_main(int argc, char **argv)
 
 	perf_opts_parse(argc, argv, "c2c", ":", lo, 0, c2c_usage, NULL, NULL);
 	if (optind < argc)
-		perf_cpu_pair("A,B", argv[optind++], cpu);
+		perf_cpu_pair("A,B", argv[optind++], cpu, true);
 	perf_opts_end(argc, argv);
 	ns = perf_c2c_ns(cpu[0], cpu[1]);
 	if (ns < 0) {

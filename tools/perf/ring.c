@@ -529,7 +529,7 @@ static void ring_option(void *opts, int c, const char *name, const char *v)
 	case O_DIR: o->rx = cli_choice(name, v, directions); break;
 	case O_SEC: o->seconds = cli_double(name, v, 1e-3, 86400); break;
 	case O_OPS: o->ops = cli_u64(name, v, 1, UINT64_MAX); break;
-	case O_CPU: perf_cpu_pair(name, v, o->cpu); break;
+	case O_CPU: perf_cpu_pair(name, v, o->cpu, true); break;
 	case O_JSON: o->json = true; break;
 	}
 }

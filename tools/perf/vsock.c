@@ -444,11 +444,24 @@ static double probe(void)
 	return ns < 0 ? NAN : ns;
 }
 
+/* --cpu: the set of CPU cpu. */
+static cpu_set_t vs_cpu_set(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return set;
+}
+
 /* The host program's side, then its thread: in tx over vsock the guest
  * connects to HOST_PATH_PORT, so that listens first; in rx the guest
  * listens first.  0 or -1 (said). */
 static int host_start(struct vs_run *n)
 {
+	pthread_attr_t attr;
+	int r;
+
 	if (!n->o.unix_socket && !n->o.latency && !n->o.rx) {
 		snprintf(n->host_path, sizeof(n->host_path), "%s_%u", n->o.uds, VS_PORT);
 		n->host_lfd = vq_vsock_uds_listen(n->host_path, n->o.seqpacket ?
@@ -461,8 +474,17 @@ static int host_start(struct vs_run *n)
 	} else if (!n->o.unix_socket) {
 		vq_vsg_listen(n->g, VS_PORT);
 	}
-	if (pthread_create(&n->host, NULL, n->o.conns ? vs_conns_host : vs_host_main, n)) {
-		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+	pthread_attr_init(&attr);
+	if (n->o.cpu[1] >= 0) {
+		cpu_set_t set = vs_cpu_set(n->o.cpu[1]);
+
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	}
+	r = pthread_create(&n->host, &attr, n->o.conns ? vs_conns_host : vs_host_main, n);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		fprintf(stderr, "virtq-perf vsock: cannot start the host thread: %s\n",
+			strerror(r));
 		return -1;
 	}
 	return 0;
@@ -543,13 +565,13 @@ static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
 {
 	const char *dir = n->o.latency ? "latency" : n->o.rx ? "rx" : "tx";
 
-	printf("{\"workload\":\"vsock\",\"transport\":\"%s\",\"busy_poll_us\":%" PRIu64
+	printf("{\"workload\":\"vsock\",\"transport\":\"%s\",\"cpu\":[%d,%d],\"busy_poll_us\":%" PRIu64
 	       ",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
 	       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
 	       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
 	       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
 	       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
-	       n->x->name, n->o.busy_poll_us,
+	       n->x->name, n->o.cpu[0], n->o.cpu[1], n->o.busy_poll_us,
 	       n->o.seqpacket ? "seqpacket" : "stream", dir, n->guest_bytes, n->o.buf_size,
 	       n->o.rcvbuf, n->o.rcvlowat, v->secs, v->bps,
 	       n->o.latency ? 0 : v->bps * 8 / 1e9, ok ? "true" : "false", n->guest_csum,
@@ -724,6 +746,16 @@ int perf_vsock_main(int argc, char **argv)
 		n.c2c_before = probe();
 	if (vs_setup(&n) < 0)
 		goto out;
+	/* after the backend started: it would inherit the CPU */
+	if (n.o.cpu[0] >= 0) {
+		cpu_set_t set = vs_cpu_set(n.o.cpu[0]);
+
+		if ((r = pthread_setaffinity_np(pthread_self(), sizeof(set), &set))) {
+			fprintf(stderr, "virtq-perf vsock: --cpu %d: %s\n", n.o.cpu[0],
+				strerror(r));
+			goto out;
+		}
+	}
 	/* --seconds: until the deadline */
 	n.host_total = n.o.seconds > 0 ? UINT64_MAX : n.o.bytes;
 	if (n.o.latency && !(n.lat = calloc(n.o.iters, sizeof(double))))

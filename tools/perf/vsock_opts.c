@@ -41,6 +41,8 @@ static void vs_usage(FILE *f)
 "                        among them; per-connection rates and fairness\n"
 "  --stall K             --conns: the receiver reads nothing from K of them\n"
 "                        until the others have ended\n"
+"  --cpu G,H             pin the guest side to CPU G, the host program to H\n"
+"                        (may be the same; a backend we start is not pinned)\n"
 "  --iters N             --latency: round trips (10000)\n"
 "  --queue-size N        ring size (256)\n"
 "  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
@@ -59,7 +61,7 @@ enum {
 	V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_TYPE, V_LAT, V_ITERS, V_QSIZE, V_PACKED,
 	V_EVIDX, V_CID, V_PLACE, V_DLOG, V_DROPK, V_JSON, V_TRANSPORT, V_BP, V_CONNS,
-	V_STALL, V_LAST = V_STALL,
+	V_STALL, V_CPU, V_LAST = V_CPU,
 };
 
 static const struct option vs_long[] = {
@@ -90,6 +92,7 @@ static const struct option vs_long[] = {
 	{ "busy-poll", required_argument, NULL, V_BP },
 	{ "conns", required_argument, NULL, V_CONNS },
 	{ "stall", required_argument, NULL, V_STALL },
+	{ "cpu", required_argument, NULL, V_CPU },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
 };
@@ -106,6 +109,7 @@ static void vs_defaults(struct vs_opts *o)
 	o->queue_size = 256;
 	o->event_idx = true;
 	o->iters = 10000;
+	o->cpu[0] = o->cpu[1] = -1;
 }
 
 /* One option's value into o. */
@@ -146,6 +150,7 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	case V_BP: o->busy_poll_us = cli_u64(name, v, 0, 10000000); break;
 	case V_CONNS: o->conns = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX); break;
 	case V_STALL: o->stall = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX - 1); break;
+	case V_CPU: perf_cpu_pair(name, v, o->cpu, false); break;
 	}
 }
 

@@ -37,6 +37,7 @@ struct vs_opts {
 	uint64_t busy_poll_us;          /* our own side polls this long first */
 	unsigned conns;                 /* --conns: 0 = the one-connection run */
 	unsigned stall;                 /* receivers not read until the others end */
+	int cpu[2];                     /* --cpu: guest side, host program; -1: free */
 };
 
 /* Parse argv into o; a bad command line is one line on stderr and exit 2,
