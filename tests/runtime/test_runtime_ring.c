@@ -267,6 +267,95 @@ static void runtime_v4_missed_kick_found_after_quiet_period(void)
 	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
 }
 
+/*
+ * A ring filled outside its own turn (a receive ring an fd's callback
+ * fills): the device overrides only has_avail ("nothing to put in it"),
+ * the loop takes the vq_dev calls for the rest from dev, and its quiet look
+ * covers the ring like any other: the call the driver asked for and we
+ * judged too early goes out (2.7.10 used buffer notification).
+ */
+static bool nothing_to_put(void *ring)
+{
+	(void)ring;
+	return false;
+}
+
+static int no_turn(struct vq_rt_queue *q, void *arg,
+		   const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	return 0;
+}
+
+static void device_filled_elsewhere_late_call(uint64_t features)
+{
+	static const struct vq_rt_ring_ops some = { .has_avail = nothing_to_put };
+	struct ring_pair p;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_counters *c;
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	struct iovec iov[4];
+	struct vq_chain ch = { .iov = iov, .iov_max = 4 };
+	struct vq_seg seg;
+	void *tok;
+	uint32_t len;
+	int call = vq_evt_new();
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	/* ops alone must name every call but signal_owed */
+	qc = (struct vq_rt_queue_config){ .ops = &some, .kick_fd = -1,
+					  .call_fd = call, .process = no_turn };
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), -EINVAL);
+	qc.dev = p.dev;
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	c = vq_rt_queue_counters(q);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* goes idle */
+	CHECK(!vq_rt_queue_active(q));
+
+	/* A, filled elsewhere with callbacks on: called (dev's should_signal
+	 * through vq_rt_queue_signal). */
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)4), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+	CHECK_EQ(vq_rt_queue_signal(q), 1);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	/* B, with callbacks off: not called. */
+	vq_drv_disable_cb(p.drv);
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)5), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+	CHECK_EQ(vq_rt_queue_signal(q), 0);
+	/* The driver asks for the call; its failed barrier hides B. */
+	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
+	CHECK_EQ(c->calls_late, 1);
+	CHECK_EQ(c->calls_sent, 2);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	/* has_avail is the device's: the driver's buffer is no missed kick */
+	CHECK_EQ(c->kicks_missed, 0);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	vq_rt_loop_free(l);
+	pair_fini(&p);
+	close(call);
+}
+
+static void runtime_quiet_look_covers_ring_filled_elsewhere(void)
+{
+	device_filled_elsewhere_late_call(0);
+	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
+					  VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
 /* ---- driver side ---- */
 
 struct dstage {
@@ -425,6 +514,7 @@ int main(void)
 	RUN(runtime_v4_device_enable_notify_recheck);
 	RUN(runtime_v4_missed_kick_found_after_quiet_period);
 	RUN(runtime_used_call_judged_again_after_quiet_period);
+	RUN(runtime_quiet_look_covers_ring_filled_elsewhere);
 	RUN(runtime_d4_driver_enable_cb_recheck);
 	RUN(runtime_driver_sleeps_and_wakes_on_call);
 	return 0;
