@@ -2,6 +2,7 @@
 /* The vhost-user daemons' shared start-up and control loop (daemon.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,8 +12,6 @@
 #include "daemon.h"
 
 volatile sig_atomic_t vqd_stop;
-
-#define MAX_FDS 16
 
 double vqd_now(void)
 {
@@ -222,12 +221,20 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* An idle wait: the control timeout, bounded by the hooks' quiet period. */
-static int wait_ms(const struct vqd_ctl *c)
+/* Wait for the vhost-user socket: on the data path's loop if it shares
+ * this thread, else in poll.  1 readable, 0 not (yet), -errno. */
+static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
 {
-	int tmo = ctl_timeout(c), q = c->hooks ? c->hooks->quiet_ms : 0;
+	struct pollfd pf = { .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
+	int r;
 
-	return q > 0 && (tmo < 0 || tmo > q) ? q : tmo;
+	if (c->hooks && c->hooks->wait)
+		return c->hooks->wait(c->arg, pf.fd, timeout_ms);
+	/* A negative fd (reconnecting) is ignored by poll. */
+	r = poll(&pf, 1, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	return r > 0 && pf.revents;
 }
 
 /* What serving the vhost-user socket leaves the loop to do. */
@@ -296,31 +303,15 @@ static void ctl_tick(struct vqd_ctl *c)
 
 int vqd_run(struct vqd_ctl *c)
 {
-	const struct vqd_hooks *h = c->hooks;
-
 	while (!vqd_stop) {
-		struct pollfd pf[1 + MAX_FDS];
-		unsigned n = 1;
-		bool idle = true;
 		enum ctl_next next;
-		int r;
+		int r = ctl_wait(c, ctl_timeout(c));
 
-		if (h && h->before) {
-			r = h->before(c->arg, pf + 1, MAX_FDS, &idle);
-			if (r < 0)
-				continue;
-			n += (unsigned)r;
-		}
-		/* A negative fd (reconnecting) is ignored by poll. */
-		pf[0] = (struct pollfd){ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
-		r = poll(pf, n, idle ? wait_ms(c) : 0);
-		if (r < 0 && errno != EINTR)
+		if (r < 0)
 			return 1;
 		if (vqd_stop)
 			break;
-		if (h && h->after)
-			h->after(c->arg, pf + 1, n - 1, r, idle);
-		next = ctl_serve(c, r > 0 && pf[0].revents);
+		next = ctl_serve(c, r > 0);
 		if (next == CTL_HUNG_UP)
 			return hung_up(c);
 		if (next == CTL_ONCE_DONE)
