@@ -34,7 +34,7 @@ echo "# frontend (virtq-perf net) on CPU 0, virtq-net worker on CPU 1; $PAIRS pa
 ab() { "$VPERF" ab --pairs "$PAIRS" --seconds "$SECS" "$@" 2>/dev/null; echo; }
 
 echo "## used-batch: A = --used-batch 1, B = once per burst (64 B TX, sink)"
-ab --a "--backend-opt=--used-batch=1" --b "--backend-opt=--used-batch=0" -- \
+ab --a "--used-batch 1" --b "--used-batch 0" -- \
 	net --backend "$VNET --quiet --cpu 1 --busy-poll 1000000 sink" --cpu 0 \
 	--direction tx --size 64,1518 --packed off,on
 
@@ -45,5 +45,5 @@ ab --a "--in-order off" --b "--in-order on" -- \
 
 echo "## busy-poll: A = sleep on eventfds, B = 50 us busy polling on both sides (64 B RR, loopback)"
 echo "## (transactions/s; the JSON of each run also has p50/p99 latency and kicks per transaction)"
-ab --a "--busy-poll 0 --backend-opt=--busy-poll=0" --b "--busy-poll 50 --backend-opt=--busy-poll=50" -- \
+ab --a "--busy-poll 0 --backend-busy-poll 0" --b "--busy-poll 50 --backend-busy-poll 50" -- \
 	net --backend "$VNET --quiet --cpu 1 loopback" --cpu 0 --direction rr --packed off,on

@@ -10,7 +10,7 @@
 #
 # --iommu: iommu-support=1 (translate through the vhost-user IOTLB).
 # "--fwd=X" and "--cpu=N" are accepted too (one word each, for
-# virtq-perf net --backend-opt).
+# virtq-perf net --backend-arg).
 # Forwarding runs on CPU --cpu (1); the main lcore is the other CPU.
 set -eu
 FWD=rxonly IOMMU= CPU=1 SOCK=

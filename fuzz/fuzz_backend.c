@@ -6,6 +6,10 @@
  * back-end must close every fd and unmap every region when the connection
  * ends, whatever came before.
  *
+ * Every message the back-end logs (all levels, so every format runs on
+ * hostile values) must be one non-empty line, and the reason a connection
+ * closed must name the spec's place first.
+ *
  * Record: u8 fdspec (bits 0-1 count, bit 2 first fd is the memfd), u16 len,
  * len bytes of message.
  */
@@ -20,7 +24,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <virtq/log.h>
 #include <virtq/vhost_user_backend.h>
+
+#include "spec_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -108,6 +115,14 @@ static const struct vq_vhu_device_ops ops = {
 	.send_rarp = send_rarp, .set_mtu = set_mtu,
 };
 
+static void check_log(void *arg, enum vq_log_level level, const char *msg)
+{
+	(void)arg;
+	if (level < VQ_LOG_ERR || level > VQ_LOG_DEBUG || !msg[0] ||
+	    strchr(msg, '\n'))
+		die("a log message that is not one line");
+}
+
 static int guest_fd = -1;
 
 static void send_rec(int s, const uint8_t *p, size_t len, unsigned nfds,
@@ -148,6 +163,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t pos = 0;
 
 	if (guest_fd < 0) {
+		if (vq_set_log(check_log, NULL, VQ_LOG_DEBUG))
+			die("vq_set_log");
 		guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
 		/* every page present: a postcopy the input sets up (ADVISE,
 		 * LISTEN) then has no fault to wait on, which nobody here
@@ -182,6 +199,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} while (r > 0);
 	if (r == 0 || vq_vhu_backend_connected(b))
 		die("connection still open after EOF");
+	if (vq_vhu_backend_error_msg(b)[0] &&
+	    !spec_section_first(vq_vhu_backend_error_msg(b)))
+		die("a close reason that does not name the spec's place first");
 	vq_vhu_backend_free(b);
 	if (qstate[0] != Q_IDLE || qstate[1] != Q_IDLE)
 		die("a queue not stopped for good at the end");

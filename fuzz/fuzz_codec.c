@@ -15,6 +15,8 @@
 
 #include <virtq/vhost_user.h>
 
+#include "spec_msg.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void die(const char *why)
@@ -73,6 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  sizeof(err));
 	if (r > 0)
 		die("positive return");
+	/* the spec's place first (docs/vhost-user.md, "Messages") */
+	if (r < 0 && !spec_section_first(err))
+		die("an error message that does not name the spec's place first");
 	if (r < 0 && m.nfds)
 		die("fds kept on error");
 	if (m.nfds > nfds)

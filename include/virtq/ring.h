@@ -59,6 +59,25 @@ uint64_t vq_ring_layout(uint64_t features, uint16_t num, uint64_t off[3]);
  * packed: any size; both at most 32768) */
 bool vq_ring_num_valid(uint64_t features, uint32_t num);
 
+/*
+ * The size and alignment the spec gives each of a ring's three areas, in
+ * struct vq_ring_addr's order (2.7 split, 2.8.10.1 packed), for a layout and
+ * queue size: what a device checks the addresses it is given against.  A
+ * split ring's event words (used_event, avail_event) count only with
+ * VIRTIO_F_EVENT_IDX, as only then are they touched.  0, or -EINVAL if num
+ * is not valid for the layout.
+ */
+int vq_ring_areas(uint64_t features, uint16_t num, uint64_t size[3],
+		  uint64_t align[3]);
+
+/*
+ * The used index of a split ring whose device area is at device, read from
+ * memory with acquire: where a device resumes a ring the driver kept
+ * (vhost-user's SET_VRING_BASE gives only the avail index).  0, or -EINVAL
+ * for a packed ring, which keeps no used index in memory.
+ */
+int vq_ring_used_idx(uint64_t features, const void *device, uint16_t *idx);
+
 /* ------------------------------------------------------------------ */
 /* Device side                                                         */
 /* ------------------------------------------------------------------ */

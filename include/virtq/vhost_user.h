@@ -12,6 +12,13 @@
  * Names: functions are vq_vhu_*, constants VQ_VHU_* (the spec's VHOST_USER_*
  * without the prefix, so they cannot clash with other headers).
  * All numbers on the wire are in the machine's native byte order (spec).
+ *
+ * Growth (docs/DESIGN.md, "ABI"): struct vq_vhu_region is the protocol's
+ * own region description and never changes.  struct vq_vhu_msg is the
+ * protocol's message decoded: a payload kind the protocol adds becomes a
+ * member of its union, which stays VQ_VHU_MSG_UNION_SIZE bytes (the largest
+ * payload, a config space, fixes it), so the struct keeps its size and
+ * layout.
  */
 #ifndef VIRTQ_VHOST_USER_H
 #define VIRTQ_VHOST_USER_H
@@ -153,6 +160,9 @@ struct vq_vhu_region {
 	uint64_t mmap_offset;
 };
 
+/* The size of vq_vhu_msg's payload union, fixed: larger than any payload. */
+#define VQ_VHU_MSG_UNION_SIZE 272u
+
 /* A decoded message.  fds[0, nfds) are owned by the message. */
 struct vq_vhu_msg {
 	uint32_t request;
@@ -201,6 +211,7 @@ struct vq_vhu_msg {
 			uint8_t perm;   /* VQ_VHU_IOTLB_PERM_* */
 			uint8_t type;   /* VQ_VHU_IOTLB_* */
 		} iotlb;
+		uint8_t size_fixed[VQ_VHU_MSG_UNION_SIZE];
 	} u;
 };
 

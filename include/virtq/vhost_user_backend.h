@@ -16,12 +16,24 @@
  * One thread uses a backend handle; the device callbacks are called on it.
  * queue_stop must not return while the device still touches the queue: the
  * library frees the ring and may unmap memory right after.
+ *
+ * The library says what has no caller to return to through the log
+ * callback (virtq/log.h); it never prints.
+ *
+ * Growth (docs/DESIGN.md, "ABI"): struct vq_vhu_device and its ops table end
+ * in reserved words that must be zero (vq_vhu_backend_new refuses others
+ * with -EINVAL), so a field added later takes a reserved word and its zero
+ * means the old behaviour.  The library's own structs grow at their end:
+ * struct vq_vhu_queue is handed to the device as a pointer to library
+ * memory, and the stats are copied through calls that take the caller's
+ * size.
  */
 #ifndef VIRTQ_VHOST_USER_BACKEND_H
 #define VIRTQ_VHOST_USER_BACKEND_H
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -32,7 +44,8 @@
 extern "C" {
 #endif
 
-/* A ring handed to the device when it starts. */
+/* A ring handed to the device when it starts (library memory, valid during
+ * the call; new fields go at the end). */
 struct vq_vhu_queue {
 	unsigned index;
 	struct vq_dev *vq;      /* valid until queue_stop(index) */
@@ -76,6 +89,8 @@ struct vq_vhu_device_ops {
 	 * when the device cannot carry it (a failed REPLY_ACK; QEMU then
 	 * does not start the device). */
 	int (*set_mtu)(void *opaque, uint16_t mtu);
+	/* Must be NULL: callbacks a later version adds. */
+	void *reserved[4];
 };
 
 struct vq_vhu_device {
@@ -88,6 +103,8 @@ struct vq_vhu_device {
 	uint32_t config_len;            /* bytes of config space */
 	const struct vq_vhu_device_ops *ops;
 	void *opaque;
+	/* Must be zero: fields a later version adds. */
+	uint64_t reserved[4];
 };
 
 /* Protocol features the backend library implements. */
@@ -105,7 +122,8 @@ struct vq_vhu_device {
 
 struct vq_vhu_backend;
 
-/* -EINVAL for a bad device description, -ENOMEM. */
+/* -EINVAL for a bad device description (a reserved word of it or of its ops
+ * not zero included), -ENOMEM. */
 int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		       struct vq_vhu_backend **out);
 /* Tear down any connection, close sockets, unlink a socket we created. */
@@ -156,7 +174,8 @@ uint64_t vq_vhu_backend_features(const struct vq_vhu_backend *b);
 uint64_t vq_vhu_backend_protocol_features(const struct vq_vhu_backend *b);
 /* Why the last connection was closed ("" if it was not for an error). */
 const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b);
-/* IOTLB traffic (a guest behind a vIOMMU), over all connections so far. */
+/* IOTLB traffic (a guest behind a vIOMMU), over all connections so far.
+ * New counters go at the end. */
 struct vq_vhu_iotlb_stats {
 	uint64_t misses;                /* asked of the front-end */
 	uint64_t misses_unsent;         /* no back-end channel, or it failed */
@@ -165,12 +184,16 @@ struct vq_vhu_iotlb_stats {
 	uint64_t refused;               /* updates or invalidations refused */
 	uint64_t quiesce_timeouts;      /* invalidations a queue held up */
 };
-/* Safe from any thread. */
-void vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
-				struct vq_vhu_iotlb_stats *s);
+/* Copy the counters into s, of size bytes (sizeof *s as the caller was
+ * built): a smaller struct gets its fields, a larger one zeroes past the
+ * library's.  Returns how many bytes the library filled.  Safe from any
+ * thread. */
+size_t vq_vhu_backend_iotlb_stats(struct vq_vhu_backend *b,
+				  struct vq_vhu_iotlb_stats *s, size_t size);
 
 /* Postcopy migrations (PROTOCOL_F_PAGEFAULT, offered where the process
- * may open a userfaultfd), over all connections so far. */
+ * may open a userfaultfd), over all connections so far.  New counters go
+ * at the end. */
 struct vq_vhu_postcopy_stats {
 	uint64_t advises;               /* userfaultfds handed to the front-end */
 	uint64_t listens;               /* POSTCOPY_LISTENs */
@@ -178,9 +201,9 @@ struct vq_vhu_postcopy_stats {
 	uint64_t acks;                  /* "our addresses are known" acks */
 	uint64_t ends;                  /* POSTCOPY_ENDs */
 };
-/* Safe from any thread. */
-void vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
-				   struct vq_vhu_postcopy_stats *s);
+/* As vq_vhu_backend_iotlb_stats. */
+size_t vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
+				     struct vq_vhu_postcopy_stats *s, size_t size);
 
 /* Milliseconds a half-received message may stall before the connection
  * is dropped (default 5000); applies from the next connection. */

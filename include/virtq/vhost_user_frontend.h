@@ -12,6 +12,10 @@
  * back-end, not only ours.
  *
  * Calls block on the socket (bounded by a timeout).  One thread per handle.
+ *
+ * Growth (docs/DESIGN.md, "ABI"): struct vq_vhu_frontend_config ends in
+ * reserved words that must be zero (-EINVAL otherwise), so a field added
+ * later takes one and its zero means the old behaviour.
  */
 #ifndef VIRTQ_VHOST_USER_FRONTEND_H
 #define VIRTQ_VHOST_USER_FRONTEND_H
@@ -51,16 +55,19 @@ struct vq_vhu_frontend_config {
 	uint64_t iommu_page;
 	char *err;                      /* optional: why connect failed */
 	size_t errlen;
+	/* Must be zero: fields a later version adds. */
+	uint64_t reserved[4];
 };
 
 struct vq_vhu_frontend;
 
 /*
  * Connect to the back-end at path (or use the connected socket fd, which the
- * front-end then owns) and negotiate: SET_OWNER, features, protocol
- * features, queue count (MQ), guest memory (SET_MEM_TABLE, or ADD_MEM_REG
- * with CONFIGURE_MEM_SLOTS).  The rings are not set up yet.
- * Returns 0 or -errno (and cfg->err says why).
+ * front-end then owns, closing it on failure) and negotiate: SET_OWNER,
+ * features, protocol features, queue count (MQ), guest memory
+ * (SET_MEM_TABLE, or ADD_MEM_REG with CONFIGURE_MEM_SLOTS).  The rings are
+ * not set up yet.  Returns 0 or -errno (and cfg->err says why); -EINVAL for
+ * a reserved word that is not zero.
  */
 int vq_vhu_frontend_connect(const char *path,
 			    const struct vq_vhu_frontend_config *cfg,
@@ -90,9 +97,10 @@ int vq_vhu_frontend_kick_fd(const struct vq_vhu_frontend *f, unsigned i);
 int vq_vhu_frontend_call_fd(const struct vq_vhu_frontend *f, unsigned i);
 
 /* After start: where ring i's three areas lie in guest-physical memory, in
- * struct vq_ring_addr's order (descriptors, driver area, device area), so a
- * caller can check what the back-end wrote there against the dirty log.  0, or
- * -EINVAL for a ring that is not set up. */
+ * struct vq_ring_addr's order (descriptors, driver area, device area), each
+ * as long as vq_ring_areas() says, so a caller can check what the back-end
+ * wrote there against the dirty log.  0, or -EINVAL for a ring that is not
+ * set up. */
 int vq_vhu_frontend_ring_gpa(const struct vq_vhu_frontend *f, unsigned i,
 			     struct vq_gpa_range area[3]);
 

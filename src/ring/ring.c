@@ -43,6 +43,41 @@ uint64_t vq_ring_layout(uint64_t features, uint16_t num, uint64_t off[3])
 	return off[2] + virtq_split_used_size(num);
 }
 
+int vq_ring_areas(uint64_t features, uint16_t num, uint64_t size[3],
+		  uint64_t align[3])
+{
+	/* the event words only with EVENT_IDX: without it nobody touches them */
+	uint64_t event = vq_has(features, VIRTIO_F_EVENT_IDX) ? 2 : 0;
+
+	if (!vq_ring_num_valid(features, num))
+		return -EINVAL;
+	size[0] = 16ull * num;
+	align[0] = 16;
+	if (vq_has(features, VIRTIO_F_RING_PACKED)) {
+		/* 2.8.10.1: the two event suppression structures */
+		size[1] = size[2] = sizeof(struct virtq_event_suppress);
+		align[1] = align[2] = 4;
+		return 0;
+	}
+	/* 2.7: flags, idx, ring[num], then used_event / avail_event */
+	size[1] = virtq_split_avail_size(num) - 2 + event;
+	align[1] = 2;
+	size[2] = virtq_split_used_size(num) - 2 + event;
+	align[2] = 4;
+	return 0;
+}
+
+int vq_ring_used_idx(uint64_t features, const void *device, uint16_t *idx)
+{
+	const struct virtq_used *u = device;
+
+	if (vq_has(features, VIRTIO_F_RING_PACKED))
+		return -EINVAL;
+	/* acquire: what the index covers was written before it */
+	*idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
+	return 0;
+}
+
 static int vq_vbreak(int *errp, char *msg, size_t size, int err,
 		     const char *fmt, va_list ap)
 {

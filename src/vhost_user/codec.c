@@ -14,25 +14,11 @@
 #include <virtq/spec.h>
 #include <virtq/vhost_user.h>
 
-#include "internal.h"
+#include "codec_internal.h"
 
-enum fd_rule {
-	FD_NONE,        /* no fd */
-	FD_REGIONS,     /* one per memory region */
-	FD_ONE,         /* exactly one */
-	FD_VRING,       /* one, unless the payload says "no fd" */
-	FD_DISCARD,     /* zero or one, closed unused (REM_MEM_REG, spec) */
-};
-
-struct req_desc {
-	const char *name;
-	enum vq_vhu_payload req;        /* request payload */
-	enum vq_vhu_payload reply;      /* explicit reply payload, or NONE */
-	enum fd_rule fds;
-	bool vring;                     /* carries a vring index */
-	enum fd_rule reply_fds;         /* FD_NONE or FD_ONE */
-	bool postcopy_echo;             /* listening: the reply echoes req */
-};
+/* The ABI fixes the message's size: a new payload fits the union. */
+_Static_assert(sizeof(((struct vq_vhu_msg *)0)->u) == VQ_VHU_MSG_UNION_SIZE,
+	       "vq_vhu_msg's union changed size");
 
 #define DX(id, rq, rp, f, v, rf, pe) \
 	[VQ_VHU_##id] = { "VHOST_USER_" #id, rq, rp, f, v, rf, pe }
@@ -85,11 +71,32 @@ static const struct req_desc backend_reqs[VQ_VHU_BACKEND_REQUEST_MAX + 1] = {
 #undef D
 #undef DX
 
-#define REGION_WIRE 32u
-#define IOTLB_WIRE 32u
-#define MEM_HDR_WIRE 8u
+static const struct vhu_payload_size payload_sizes[] = {
+	[VQ_VHU_P_NONE] = { 0, 0, 0 },
+	[VQ_VHU_P_U64] = { 8, 8, 0 },
+	[VQ_VHU_P_STATE] = { 8, 8, 0 },
+	[VQ_VHU_P_ADDR] = { 40, 40, 0 },
+	[VQ_VHU_P_MEM] = { MEM_HDR_WIRE + REGION_WIRE,
+			   MEM_HDR_WIRE + REGION_WIRE * VQ_VHU_MEM_TABLE_MAX,
+			   REGION_WIRE },
+	[VQ_VHU_P_REGION] = { 8 + REGION_WIRE, 8 + REGION_WIRE, 0 },
+	[VQ_VHU_P_CONFIG] = { VQ_VHU_CONFIG_HDR_SIZE, VQ_VHU_PAYLOAD_MAX, 1 },
+	[VQ_VHU_P_VRING_FD] = { 8, 8, 0 },
+	[VQ_VHU_P_LOG] = { 16, 16, 0 },
+	/* as DPDK's vhost sends it; QEMU reads any payload (libvhost-user
+	 * sends a u64), but we never ask for a log, and a decoded message
+	 * re-encodes to the same bytes */
+	[VQ_VHU_P_EMPTY] = { 0, 0, 0 },
+	[VQ_VHU_P_IOTLB] = { IOTLB_WIRE, IOTLB_WIRE, 0 },
+	[VQ_VHU_P_POSTCOPY_ACK] = { 8, 8, 0 },
+};
 
-static const struct req_desc *lookup_in(bool backend, uint32_t request)
+const struct vhu_payload_size *vhu_payload_size(enum vq_vhu_payload kind)
+{
+	return (unsigned)kind < VQ_ARRAY_SIZE(payload_sizes) ? &payload_sizes[kind] : NULL;
+}
+
+const struct req_desc *vhu_lookup_in(bool backend, uint32_t request)
 {
 	if (backend)
 		return request <= VQ_VHU_BACKEND_REQUEST_MAX &&
@@ -101,7 +108,7 @@ static const struct req_desc *lookup_in(bool backend, uint32_t request)
 
 static const struct req_desc *lookup(uint32_t request)
 {
-	return lookup_in(false, request);
+	return vhu_lookup_in(false, request);
 }
 
 const char *vq_vhu_request_name(uint32_t request)
@@ -143,43 +150,30 @@ static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 /* Is size a valid payload size for kind (before looking inside)? */
 static bool size_ok(enum vq_vhu_payload kind, uint32_t size)
 {
-	switch (kind) {
-	case VQ_VHU_P_NONE:
-		return size == 0;
-	case VQ_VHU_P_U64:
-	case VQ_VHU_P_STATE:
-	case VQ_VHU_P_VRING_FD:
-		return size == 8;
-	case VQ_VHU_P_ADDR:
-		return size == 40;
-	case VQ_VHU_P_IOTLB:
-		return size == IOTLB_WIRE;
-	case VQ_VHU_P_LOG:
-		return size == 16;
-	case VQ_VHU_P_EMPTY:
-		/* as DPDK's vhost sends it; QEMU reads any payload (libvhost-user
-		 * sends a u64), but we never ask for a log, and a decoded
-		 * message re-encodes to the same bytes */
-		return size == 0;
-	case VQ_VHU_P_REGION:
-		return size == 8 + REGION_WIRE;
-	case VQ_VHU_P_MEM:
-		return size >= MEM_HDR_WIRE + REGION_WIRE &&
-		       size <= MEM_HDR_WIRE + REGION_WIRE * VQ_VHU_MEM_TABLE_MAX &&
-		       (size - MEM_HDR_WIRE) % REGION_WIRE == 0;
-	case VQ_VHU_P_CONFIG:
-		return size >= VQ_VHU_CONFIG_HDR_SIZE && size <= VQ_VHU_PAYLOAD_MAX;
-	case VQ_VHU_P_POSTCOPY_ACK:
-		return size == 8;
-	}
-	return false;
+	const struct vhu_payload_size *ps = vhu_payload_size(kind);
+
+	return ps && size >= ps->min && size <= ps->max &&
+	       (ps->step == 0 || (size - ps->min) % ps->step == 0);
 }
 
-struct hdr {
-	uint32_t request, flags, size;
-};
+/* What size_ok takes, for messages. */
+static const char *size_rule(enum vq_vhu_payload kind, char *buf, size_t len)
+{
+	const struct vhu_payload_size *ps = vhu_payload_size(kind);
 
-static void get_hdr(const void *buf, struct hdr *h)
+	if (ps && ps->min == ps->max)
+		snprintf(buf, len, "%u bytes", ps->min);
+	else if (ps && ps->step == 1)
+		snprintf(buf, len, "%u to %u bytes", ps->min, ps->max);
+	else if (ps)
+		snprintf(buf, len, "%u to %u bytes in steps of %u", ps->min,
+			 ps->max, ps->step);
+	else
+		snprintf(buf, len, "a payload we know");
+	return buf;
+}
+
+static void get_hdr(const void *buf, struct vhu_hdr *h)
 {
 	memcpy(&h->request, buf, 4);
 	memcpy(&h->flags, (const char *)buf + 4, 4);
@@ -192,31 +186,36 @@ static void get_hdr(const void *buf, struct hdr *h)
  * of those requests is longer (a table holds at least one region), so the
  * shape names it; whether it is expected is the back-end's business.
  */
-static bool postcopy_ack_shape(const struct hdr *h)
+bool vhu_postcopy_ack_shape(const struct vhu_hdr *h)
 {
 	return h->flags == VQ_VHU_VERSION && h->size == 8 &&
 	       (h->request == 0 || h->request == VQ_VHU_SET_MEM_TABLE ||
 		h->request == VQ_VHU_ADD_MEM_REG || h->request == VQ_VHU_REM_MEM_REG);
 }
 
-static int check_hdr(const struct hdr *h, bool reply, bool backend,
+static int check_hdr(const struct vhu_hdr *h, bool reply, bool backend,
 		     const struct req_desc **dp, char *err, size_t errlen)
 {
-	const struct req_desc *d = lookup_in(backend, h->request);
+	const struct req_desc *d = vhu_lookup_in(backend, h->request);
 
 	if ((h->flags & VQ_VHU_FLAG_VERSION_MASK) != VQ_VHU_VERSION)
-		return fail(err, errlen, -EINVAL, "bad version %u in flags 0x%x",
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Header\": version %u in flags 0x%x, not 1",
 			    h->flags & VQ_VHU_FLAG_VERSION_MASK, h->flags);
 	if (h->flags & ~(VQ_VHU_FLAG_VERSION_MASK | VQ_VHU_FLAG_REPLY | VQ_VHU_FLAG_NEED_REPLY))
-		return fail(err, errlen, -EINVAL, "unknown flag bits 0x%x",
-			    h->flags);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Header\": unknown bits 0x%x in flags 0x%x",
+			    h->flags & ~(VQ_VHU_FLAG_VERSION_MASK | VQ_VHU_FLAG_REPLY |
+					 VQ_VHU_FLAG_NEED_REPLY), h->flags);
 	if (!!(h->flags & VQ_VHU_FLAG_REPLY) != reply)
 		return fail(err, errlen, -EINVAL, reply ?
-			    "reply flag missing in a reply" :
-			    "reply flag set in a request");
+			    "vhost-user \"Header\": a reply without the reply flag (flags 0x%x)" :
+			    "vhost-user \"Header\": a request with the reply flag (flags 0x%x)",
+			    h->flags);
 	if (!d)
-		return fail(err, errlen, -EOPNOTSUPP, "unknown request %u",
-			    h->request);
+		return fail(err, errlen, -EOPNOTSUPP,
+			    "vhost-user \"%s message types\": request %u is not one we implement",
+			    backend ? "Back-end" : "Front-end", h->request);
 	*dp = d;
 	return 0;
 }
@@ -224,11 +223,11 @@ static int check_hdr(const struct hdr *h, bool reply, bool backend,
 int vq_vhu_check_request_hdr(const void *hdr, uint32_t *payload_size)
 {
 	const struct req_desc *d = NULL;        /* set when check_hdr is 0 */
-	struct hdr h;
+	struct vhu_hdr h;
 	int r;
 
 	get_hdr(hdr, &h);
-	if (postcopy_ack_shape(&h)) {
+	if (vhu_postcopy_ack_shape(&h)) {
 		*payload_size = h.size;
 		return 0;
 	}
@@ -287,12 +286,15 @@ static int region_ok(const struct vq_vhu_region *r, unsigned i, char *err,
 		     size_t errlen)
 {
 	if (r->size == 0)
-		return fail(err, errlen, -EINVAL, "region %u has size 0", i);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"Memory regions description\": region %u has size 0", i);
 	if (wraps(r->gpa, r->size) || wraps(r->uaddr, r->size) ||
 	    wraps(r->mmap_offset, r->size))
 		return fail(err, errlen, -EINVAL,
-			    "region %u: address + size 0x%llx wraps", i,
-			    (unsigned long long)r->size);
+			    "vhost-user \"Memory regions description\": region %u: 0x%llx bytes at guest 0x%llx, user 0x%llx or offset 0x%llx wrap around",
+			    i, (unsigned long long)r->size, (unsigned long long)r->gpa,
+			    (unsigned long long)r->uaddr,
+			    (unsigned long long)r->mmap_offset);
 	return 0;
 }
 
@@ -320,7 +322,7 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		m->u.log.offset = rd64(p + 8);
 		if (m->u.log.size == 0 || wraps(m->u.log.offset, m->u.log.size))
 			return fail(err, errlen, -EINVAL,
-				    "log of 0x%llx bytes at offset 0x%llx",
+				    "vhost-user \"Log description\": a log of 0x%llx bytes at offset 0x%llx is empty or wraps around",
 				    (unsigned long long)m->u.log.size,
 				    (unsigned long long)m->u.log.offset);
 		return 0;
@@ -329,8 +331,8 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 
 		if (v & ~(uint64_t)(VQ_VHU_VRING_IDX_MASK | VQ_VHU_VRING_NOFD))
 			return fail(err, errlen, -EINVAL,
-				    "reserved bits set in vring fd payload 0x%llx",
-				    (unsigned long long)v);
+				    "%s: payload 0x%llx sets bits other than the index (0-7) and no-fd (8)",
+				    vq_vhu_request_name(m->request), (unsigned long long)v);
 		m->u.vring_fd.index = v & VQ_VHU_VRING_IDX_MASK;
 		m->u.vring_fd.nofd = v & VQ_VHU_VRING_NOFD;
 		return 0;
@@ -362,12 +364,12 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		n = rd32(p);
 		if (n == 0 || n > VQ_VHU_MEM_TABLE_MAX)
 			return fail(err, errlen, -EINVAL,
-				    "memory table with %u regions (1..%u)", n,
+				    "VHOST_USER_SET_MEM_TABLE: %u regions, not 1 to %u", n,
 				    VQ_VHU_MEM_TABLE_MAX);
 		if (m->size != MEM_HDR_WIRE + n * REGION_WIRE)
 			return fail(err, errlen, -EMSGSIZE,
-				    "memory table of %u regions in %u bytes", n,
-				    m->size);
+				    "VHOST_USER_SET_MEM_TABLE: %u regions in a %u-byte payload, not %u",
+				    n, m->size, MEM_HDR_WIRE + n * REGION_WIRE);
 		m->u.mem.nregions = n;
 		for (uint32_t i = 0; i < n; i++) {
 			struct vq_vhu_region *r = &m->u.mem.regions[i];
@@ -383,7 +385,11 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 				if (overlap(r->gpa, r->size, o->gpa, o->size) ||
 				    overlap(r->uaddr, r->size, o->uaddr, o->size))
 					return fail(err, errlen, -EINVAL,
-						    "regions %u and %u overlap", j, i);
+						    "vhost-user \"Memory regions description\": regions %u and %u overlap (guest 0x%llx and 0x%llx, user 0x%llx and 0x%llx)",
+						    j, i, (unsigned long long)o->gpa,
+						    (unsigned long long)r->gpa,
+						    (unsigned long long)o->uaddr,
+						    (unsigned long long)r->uaddr);
 			}
 		}
 		return 0;
@@ -394,10 +400,12 @@ static int parse_payload(struct vq_vhu_msg *m, const uint8_t *p, char *err,
 		if (m->u.config.size > VQ_VHU_CONFIG_MAX ||
 		    m->size != VQ_VHU_CONFIG_HDR_SIZE + m->u.config.size)
 			return fail(err, errlen, -EMSGSIZE,
-				    "config of %u bytes in a %u-byte payload",
-				    m->u.config.size, m->size);
+				    "vhost-user \"Virtio device config space\": %u bytes of config in a %u-byte payload (at most %u)",
+				    m->u.config.size, m->size, VQ_VHU_CONFIG_MAX);
 		if (m->u.config.offset + m->u.config.size < m->u.config.offset)
-			return fail(err, errlen, -EINVAL, "config offset wraps");
+			return fail(err, errlen, -EINVAL,
+				    "vhost-user \"Virtio device config space\": %u bytes at offset %u wrap around",
+				    m->u.config.size, m->u.config.offset);
 		memcpy(m->u.config.data, p + VQ_VHU_CONFIG_HDR_SIZE, m->u.config.size);
 		return 0;
 	}
@@ -412,18 +420,21 @@ static int iotlb_ok(const struct vq_vhu_msg *m, unsigned a, unsigned b,
 	unsigned t = m->u.iotlb.type, perm = m->u.iotlb.perm;
 
 	if (t != a && t != b)
-		return fail(err, errlen, -EINVAL, "IOTLB message type %u on this channel", t);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"IOMMU support\": IOTLB message type %u, not %u or %u on this channel",
+			    t, a, b);
 	if (t == VQ_VHU_IOTLB_INVALIDATE)
 		return 0;
 	if (perm == 0 || perm > VQ_VHU_IOTLB_PERM_RW)
-		return fail(err, errlen, -EINVAL, "IOTLB permission %u", perm);
+		return fail(err, errlen, -EINVAL,
+			    "vhost-user \"An IOTLB message\": permission %u, not 1 to 3", perm);
 	/* a range may end on the last address (vhost's last = start + size - 1) */
 	if (t == VQ_VHU_IOTLB_UPDATE &&
 	    (m->u.iotlb.size == 0 ||
 	     m->u.iotlb.iova + (m->u.iotlb.size - 1) < m->u.iotlb.iova ||
 	     m->u.iotlb.uaddr + (m->u.iotlb.size - 1) < m->u.iotlb.uaddr))
 		return fail(err, errlen, -EINVAL,
-			    "IOTLB update of 0x%llx bytes at IOVA 0x%llx -> 0x%llx",
+			    "vhost-user \"An IOTLB message\": an update of 0x%llx bytes at IOVA 0x%llx to 0x%llx is empty or wraps around",
 			    (unsigned long long)m->u.iotlb.size,
 			    (unsigned long long)m->u.iotlb.iova,
 			    (unsigned long long)m->u.iotlb.uaddr);
@@ -452,8 +463,8 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	case VQ_VHU_SET_VRING_NUM:
 		if (m->u.state.num == 0 || m->u.state.num > VIRTQ_MAX_QUEUE_SIZE)
 			return fail(err, errlen, -EINVAL,
-				    "queue size %u not in 1..%u", m->u.state.num,
-				    VIRTQ_MAX_QUEUE_SIZE);
+				    "VHOST_USER_SET_VRING_NUM: queue size %u is not 1 to %u",
+				    m->u.state.num, VIRTQ_MAX_QUEUE_SIZE);
 		break;
 	/* GET_VRING_BASE num is reserved ("must be set to 0"), but DPDK's
 	 * virtio-user sends the ring size there: it carries nothing, so it is
@@ -461,26 +472,27 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	case VQ_VHU_SET_VRING_ENABLE:
 		if (m->u.state.num > 1)
 			return fail(err, errlen, -EINVAL,
-				    "SET_VRING_ENABLE num %u is not 0 or 1",
+				    "VHOST_USER_SET_VRING_ENABLE: num %u is not 0 or 1",
 				    m->u.state.num);
 		break;
 	case VQ_VHU_SET_VRING_ADDR:
 		if (m->u.addr.flags & ~VQ_VHU_VRING_F_LOG)
 			return fail(err, errlen, -EINVAL,
-				    "unknown vring address flags 0x%x",
+				    "VHOST_USER_SET_VRING_ADDR: unknown flags 0x%x (only VHOST_VRING_F_LOG, 0x1)",
 				    m->u.addr.flags);
 		break;
 	case VQ_VHU_SET_STATUS:
 		if (m->u.u64 > 0xff)
 			return fail(err, errlen, -EINVAL,
-				    "device status 0x%llx does not fit 8 bits",
+				    "VHOST_USER_SET_STATUS: status 0x%llx does not fit 8 bits",
 				    (unsigned long long)m->u.u64);
 		break;
 	case VQ_VHU_GET_CONFIG:
 	case VQ_VHU_SET_CONFIG:
 		if (m->u.config.flags > 1)
 			return fail(err, errlen, -EINVAL,
-				    "unknown config flags 0x%x", m->u.config.flags);
+				    "%s: config flags 0x%x, not 0 or 1", d->name,
+				    m->u.config.flags);
 		break;
 	case VQ_VHU_IOTLB_MSG:
 		return iotlb_ok(m, VQ_VHU_IOTLB_UPDATE, VQ_VHU_IOTLB_INVALIDATE, err, errlen);
@@ -506,58 +518,34 @@ static int fds_expected(const struct vq_vhu_msg *m, enum fd_rule rule)
 	return 0;
 }
 
-static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
-		  unsigned nqueues, bool reply, bool backend, uint32_t expect,
-		  bool ack, struct vq_vhu_msg *m, char *err, size_t errlen)
+/* QEMU's postcopy acknowledgment: a u64, no fd. */
+static int decode_postcopy_ack(const uint8_t *buf, size_t len, unsigned nfds,
+			       const struct vhu_hdr *h, struct vq_vhu_msg *m,
+			       char *err, size_t errlen)
 {
-	const struct req_desc *d = NULL;
-	struct hdr h;
-	int want, r;
+	m->request = h->request;
+	m->flags = h->flags;
+	m->size = h->size;
+	m->kind = VQ_VHU_P_POSTCOPY_ACK;
+	if (len != VQ_VHU_HDR_SIZE + 8)
+		return fail(err, errlen, -EMSGSIZE,
+			    "vhost-user \"Migration\": a postcopy acknowledgment of %zu bytes, not 8",
+			    len - VQ_VHU_HDR_SIZE);
+	if (nfds)
+		return fail(err, errlen, -EBADF,
+			    "vhost-user \"Migration\": a postcopy acknowledgment with %u fds, not 0",
+			    nfds);
+	return parse_payload(m, buf + VQ_VHU_HDR_SIZE, NULL, 0);
+}
 
-	memset(m, 0, sizeof(*m));
-	if (err && errlen)
-		err[0] = '\0';
-	if (nfds > VQ_VHU_MAX_FDS) {
-		r = fail(err, errlen, -EBADF, "%u fds, at most %u", nfds,
-			 VQ_VHU_MAX_FDS);
-		goto out_close;
-	}
-	if (len < VQ_VHU_HDR_SIZE) {
-		r = fail(err, errlen, -EMSGSIZE, "truncated header (%zu bytes)",
-			 len);
-		goto out_close;
-	}
-	get_hdr(buf, &h);
-	if (!reply && !backend && postcopy_ack_shape(&h)) {
-		m->request = h.request;
-		m->flags = h.flags;
-		m->size = h.size;
-		m->kind = VQ_VHU_P_POSTCOPY_ACK;
-		if (len != VQ_VHU_HDR_SIZE + 8) {
-			r = fail(err, errlen, -EMSGSIZE,
-				 "postcopy acknowledgment of %zu bytes",
-				 len - VQ_VHU_HDR_SIZE);
-			goto out_close;
-		}
-		if (nfds) {
-			r = fail(err, errlen, -EBADF,
-				 "postcopy acknowledgment with %u fds", nfds);
-			goto out_close;
-		}
-		parse_payload(m, (const uint8_t *)buf + VQ_VHU_HDR_SIZE, NULL, 0);
-		return 0;
-	}
-	r = check_hdr(&h, reply, backend, &d, err, errlen);
-	if (r)
-		goto out_close;
-	if (reply && h.request != expect) {
-		r = fail(err, errlen, -EPROTO, "reply to request %u, expected %u",
-			 h.request, expect);
-		goto out_close;
-	}
-	m->request = h.request;
-	m->flags = h.flags;
-	m->size = h.size;
+/* The payload m carries as d's request or reply (a REPLY_ACK's u64, a
+ * postcopy echo's request payload), checked against its size; the
+ * header's flags and request already were. */
+static int decode_kind(const struct req_desc *d, bool reply, bool ack,
+		       size_t len, struct vq_vhu_msg *m, char *err, size_t errlen)
+{
+	char rule[48];
+
 	if (reply && d->postcopy_echo && !ack)
 		m->kind = d->req;
 	else if (reply)
@@ -565,64 +553,105 @@ static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
 			  ack ? VQ_VHU_P_U64 : VQ_VHU_P_NONE;
 	else
 		m->kind = d->req;
-	if (reply && m->kind == VQ_VHU_P_NONE) {
-		r = fail(err, errlen, -EPROTO, "%s has no reply", d->name);
-		goto out_close;
-	}
+	if (reply && m->kind == VQ_VHU_P_NONE)
+		return fail(err, errlen, -EPROTO, "%s: a reply, but it has none", d->name);
 	/* An empty GET_CONFIG reply is the back-end's error report (spec). */
-	if (reply && m->kind == VQ_VHU_P_CONFIG && h.size == 0) {
-		r = fail(err, errlen, -EIO, "back-end refused GET_CONFIG");
-		goto out_close;
-	}
-	if (!size_ok(m->kind, h.size)) {
-		r = fail(err, errlen, -EMSGSIZE, "%s: bad payload size %u",
-			 d->name, h.size);
-		goto out_close;
-	}
-	if (len != VQ_VHU_HDR_SIZE + (size_t)h.size) {
-		r = fail(err, errlen, -EMSGSIZE,
-			 "%s: %zu bytes for a %u-byte payload", d->name,
-			 len - VQ_VHU_HDR_SIZE, h.size);
-		goto out_close;
-	}
-	r = parse_payload(m, (const uint8_t *)buf + VQ_VHU_HDR_SIZE, err, errlen);
-	if (r)
-		goto out_close;
-	if (backend) {
-		r = iotlb_ok(m, VQ_VHU_IOTLB_MISS, VQ_VHU_IOTLB_ACCESS_FAIL, err, errlen);
-		if (r)
-			goto out_close;
-		want = fds_expected(m, d->fds);
-	} else if (!reply) {
-		r = check_fields(m, nqueues, d, err, errlen);
-		if (r)
-			goto out_close;
-		want = fds_expected(m, d->fds);
-	} else {
-		want = m->kind == d->reply && d->reply_fds == FD_ONE ? 1 : 0;
-	}
+	if (reply && m->kind == VQ_VHU_P_CONFIG && m->size == 0)
+		return fail(err, errlen, -EIO,
+			    "VHOST_USER_GET_CONFIG: the back-end refused it (an empty reply)");
+	if (!size_ok(m->kind, m->size))
+		return fail(err, errlen, -EMSGSIZE, "%s: a %u-byte payload, not %s",
+			    d->name, m->size, size_rule(m->kind, rule, sizeof(rule)));
+	if (len != VQ_VHU_HDR_SIZE + (size_t)m->size)
+		return fail(err, errlen, -EMSGSIZE,
+			    "%s: %zu bytes after a header that announces %u", d->name,
+			    len - VQ_VHU_HDR_SIZE, m->size);
+	return 0;
+}
+
+/* m takes the want fds it must carry (-1: "0 or 1, closed unused"). */
+static int take_fds(struct vq_vhu_msg *m, const struct req_desc *d, int want,
+		    const int *fds, unsigned nfds, char *err, size_t errlen)
+{
 	if (want < 0) {
 		close_all(fds, nfds);   /* spec: close it without using it */
 		return 0;
 	}
-	if ((unsigned)want != nfds) {
-		r = fail(err, errlen, -EBADF, "%s: %u fds, expected %d", d->name,
-			 nfds, want);
-		goto out_close;
-	}
+	if ((unsigned)want != nfds)
+		return fail(err, errlen, -EBADF, "%s: %u fds, expected %d", d->name,
+			    nfds, want);
 	for (unsigned i = 0; i < nfds; i++) {
-		if (fds[i] < 0) {
-			r = fail(err, errlen, -EBADF, "%s: invalid fd", d->name);
-			goto out_close;
-		}
+		if (fds[i] < 0)
+			return fail(err, errlen, -EBADF, "%s: fd %d is not valid",
+				    d->name, fds[i]);
 		m->fds[i] = fds[i];
 	}
 	m->nfds = nfds;
 	return 0;
+}
 
-out_close:
-	close_all(fds, nfds);
-	m->nfds = 0;
+/* A message's header and payload, then its fds; on any error every fd is
+ * closed. */
+static int decode_msg(const uint8_t *buf, size_t len, const int *fds,
+		      unsigned nfds, unsigned nqueues, bool reply, bool backend,
+		      uint32_t expect, bool ack, struct vq_vhu_msg *m, char *err,
+		      size_t errlen)
+{
+	const struct req_desc *d = NULL;
+	struct vhu_hdr h;
+	int r;
+
+	if (nfds > VQ_VHU_MAX_FDS)
+		return fail(err, errlen, -EBADF,
+			    "vhost-user \"Communication\": %u fds, at most %u in one message",
+			    nfds, VQ_VHU_MAX_FDS);
+	if (len < VQ_VHU_HDR_SIZE)
+		return fail(err, errlen, -EMSGSIZE,
+			    "vhost-user \"Header\": %zu bytes, less than the %u-byte header",
+			    len, VQ_VHU_HDR_SIZE);
+	get_hdr(buf, &h);
+	if (!reply && !backend && vhu_postcopy_ack_shape(&h))
+		return decode_postcopy_ack(buf, len, nfds, &h, m, err, errlen);
+	r = check_hdr(&h, reply, backend, &d, err, errlen);
+	if (r)
+		return r;
+	if (reply && h.request != expect)
+		return fail(err, errlen, -EPROTO,
+			    "vhost-user \"Communication\": a reply to request %u, expected %u",
+			    h.request, expect);
+	m->request = h.request;
+	m->flags = h.flags;
+	m->size = h.size;
+	r = decode_kind(d, reply, ack, len, m, err, errlen);
+	if (!r)
+		r = parse_payload(m, buf + VQ_VHU_HDR_SIZE, err, errlen);
+	if (r)
+		return r;
+	if (backend)
+		r = iotlb_ok(m, VQ_VHU_IOTLB_MISS, VQ_VHU_IOTLB_ACCESS_FAIL, err, errlen);
+	else if (!reply)
+		r = check_fields(m, nqueues, d, err, errlen);
+	if (r)
+		return r;
+	return take_fds(m, d, reply ? (m->kind == d->reply && d->reply_fds == FD_ONE) :
+			fds_expected(m, d->fds), fds, nfds, err, errlen);
+}
+
+static int decode(const void *buf, size_t len, const int *fds, unsigned nfds,
+		  unsigned nqueues, bool reply, bool backend, uint32_t expect,
+		  bool ack, struct vq_vhu_msg *m, char *err, size_t errlen)
+{
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if (err && errlen)
+		err[0] = '\0';
+	r = decode_msg(buf, len, fds, nfds, nqueues, reply, backend, expect, ack,
+		       m, err, errlen);
+	if (r) {
+		close_all(fds, nfds);
+		m->nfds = 0;
+	}
 	return r;
 }
 
@@ -648,155 +677,4 @@ int vq_vhu_decode_reply(const void *buf, size_t len, const int *fds,
 {
 	return decode(buf, len, fds, nfds, 0, true, false, expect, ack, msg, err,
 		      errlen);
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void wr64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static void put_region(uint8_t *p, const struct vq_vhu_region *r)
-{
-	wr64(p, r->gpa);
-	wr64(p + 8, r->size);
-	wr64(p + 16, r->uaddr);
-	wr64(p + 24, r->mmap_offset);
-}
-
-static ssize_t encode(const struct req_desc *d, const struct vq_vhu_msg *m,
-		      void *buf, size_t cap)
-{
-	bool reply = m->flags & VQ_VHU_FLAG_REPLY;
-	enum vq_vhu_payload kind;
-	uint8_t *p = buf, *q;
-	uint32_t size;
-
-	if (m->kind == VQ_VHU_P_POSTCOPY_ACK) {
-		struct hdr h = { m->request, m->flags, 8 };
-
-		if (!postcopy_ack_shape(&h))
-			return -EINVAL;
-		kind = VQ_VHU_P_POSTCOPY_ACK;
-	} else if (!d) {
-		return -EINVAL;
-	} else {
-		kind = reply ? (d->reply != VQ_VHU_P_NONE ? d->reply : VQ_VHU_P_U64) : d->req;
-		if (reply && d->postcopy_echo && m->kind == d->req)
-			kind = d->req;
-	}
-	if (m->kind != kind && !(reply && kind == VQ_VHU_P_CONFIG && m->kind == VQ_VHU_P_NONE))
-		return -EINVAL;
-	switch (m->kind) {
-	case VQ_VHU_P_NONE:
-	case VQ_VHU_P_EMPTY:
-		size = 0;
-		break;
-	case VQ_VHU_P_LOG:
-		size = 16;
-		break;
-	case VQ_VHU_P_U64:
-	case VQ_VHU_P_STATE:
-	case VQ_VHU_P_VRING_FD:
-	case VQ_VHU_P_POSTCOPY_ACK:
-		size = 8;
-		break;
-	case VQ_VHU_P_ADDR:
-		size = 40;
-		break;
-	case VQ_VHU_P_IOTLB:
-		size = IOTLB_WIRE;
-		break;
-	case VQ_VHU_P_REGION:
-		size = 8 + REGION_WIRE;
-		break;
-	case VQ_VHU_P_MEM:
-		if (m->u.mem.nregions == 0 || m->u.mem.nregions > VQ_VHU_MEM_TABLE_MAX)
-			return -EINVAL;
-		size = MEM_HDR_WIRE + REGION_WIRE * m->u.mem.nregions;
-		break;
-	case VQ_VHU_P_CONFIG:
-		if (m->u.config.size > VQ_VHU_CONFIG_MAX)
-			return -EINVAL;
-		size = VQ_VHU_CONFIG_HDR_SIZE + m->u.config.size;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (cap < VQ_VHU_HDR_SIZE + (size_t)size)
-		return -ENOBUFS;
-	memset(p, 0, VQ_VHU_HDR_SIZE + size);
-	wr32(p, m->request);
-	wr32(p + 4, m->flags);
-	wr32(p + 8, size);
-	q = p + VQ_VHU_HDR_SIZE;
-	switch (m->kind) {
-	case VQ_VHU_P_NONE:
-	case VQ_VHU_P_EMPTY:
-		break;
-	case VQ_VHU_P_U64:
-	case VQ_VHU_P_POSTCOPY_ACK:
-		wr64(q, m->u.u64);
-		break;
-	case VQ_VHU_P_LOG:
-		wr64(q, m->u.log.size);
-		wr64(q + 8, m->u.log.offset);
-		break;
-	case VQ_VHU_P_VRING_FD:
-		wr64(q, (m->u.vring_fd.index & VQ_VHU_VRING_IDX_MASK) |
-			(m->u.vring_fd.nofd ? VQ_VHU_VRING_NOFD : 0));
-		break;
-	case VQ_VHU_P_STATE:
-		wr32(q, m->u.state.index);
-		wr32(q + 4, m->u.state.num);
-		break;
-	case VQ_VHU_P_ADDR:
-		wr32(q, m->u.addr.index);
-		wr32(q + 4, m->u.addr.flags);
-		wr64(q + 8, m->u.addr.desc);
-		wr64(q + 16, m->u.addr.used);
-		wr64(q + 24, m->u.addr.avail);
-		wr64(q + 32, m->u.addr.log);
-		break;
-	case VQ_VHU_P_IOTLB:
-		wr64(q, m->u.iotlb.iova);
-		wr64(q + 8, m->u.iotlb.size);
-		wr64(q + 16, m->u.iotlb.uaddr);
-		q[24] = m->u.iotlb.perm;
-		q[25] = m->u.iotlb.type;
-		break;
-	case VQ_VHU_P_REGION:
-		put_region(q + 8, &m->u.region);
-		break;
-	case VQ_VHU_P_MEM:
-		wr32(q, m->u.mem.nregions);
-		for (uint32_t i = 0; i < m->u.mem.nregions; i++)
-			put_region(q + MEM_HDR_WIRE + i * REGION_WIRE,
-				   &m->u.mem.regions[i]);
-		break;
-	case VQ_VHU_P_CONFIG:
-		wr32(q, m->u.config.offset);
-		wr32(q + 4, m->u.config.size);
-		wr32(q + 8, m->u.config.flags);
-		memcpy(q + VQ_VHU_CONFIG_HDR_SIZE, m->u.config.data, m->u.config.size);
-		break;
-	}
-	return VQ_VHU_HDR_SIZE + size;
-}
-
-ssize_t vq_vhu_encode(const struct vq_vhu_msg *m, void *buf, size_t cap)
-{
-	return encode(lookup(m->request), m, buf, cap);
-}
-
-ssize_t vq_vhu_encode_backend_request(const struct vq_vhu_msg *m, void *buf,
-				      size_t cap)
-{
-	if (m->flags & VQ_VHU_FLAG_REPLY)
-		return -EINVAL;
-	return encode(lookup_in(true, m->request), m, buf, cap);
 }

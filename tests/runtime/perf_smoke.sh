@@ -9,8 +9,8 @@ perf=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 for layout in split packed; do
-	for args in "" "--in-order on" "--used-batch 1" "--event-idx off" \
-		    "--busy-poll 20" "--size 300 --dir rx --in-order on" \
+	for args in "" "--in-order on" "--used-batch 1" "--used-batch 0" "--event-idx off" \
+		    "--busy-poll 20" "--size 300 --direction rx --in-order on" \
 		    "--size 1500 --queue-size 64 --used-batch 7"; do
 		out=$("$perf" ring --layout $layout $args --ops 20000 --placement off --json) ||
 			fail "ring --layout $layout $args"
@@ -29,10 +29,10 @@ echo "$out" | grep -q '"label":"size=64"' || fail "ab label 64: $out"
 [ "$(echo "$out" | grep -o '"order":"BA"' | wc -l)" -eq 2 ] || fail "ab order: $out"
 
 # a configuration is split as a shell would: a quoted value is one word
-out=$("$perf" ab --quiet --pairs 1 --json --a "--used-batch '1'" --b "--used-batch \"64\"" -- \
+out=$("$perf" ab --quiet --pairs 2 --json --a "--used-batch '1'" --b "--used-batch \"64\"" -- \
 	ring --ops 2000 --placement off) || fail "ab quoted: $out"
-echo "$out" | grep -q '"pairs":1' || echo "$out" | grep -q '"order":"AB"' || fail "ab quoted: $out"
-if "$perf" ab --quiet --pairs 1 --a "--used-batch '1" -- ring --ops 10 >/dev/null 2>&1; then
+echo "$out" | grep -q '"pairs":2' || echo "$out" | grep -q '"order":"AB"' || fail "ab quoted: $out"
+if "$perf" ab --quiet --pairs 2 --a "--used-batch '1" -- ring --ops 10 >/dev/null 2>&1; then
 	fail "ab: an open quote accepted"
 fi
 

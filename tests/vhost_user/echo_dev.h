@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <virtq/runtime.h>
@@ -242,6 +243,26 @@ static inline int echo_poll_once(struct echo *e, int timeout_ms)
 			r = -ECONNRESET;
 	}
 	return r;
+}
+
+/* sendmsg the niov iovecs with fd beside them (SCM_RIGHTS; fd < 0: none),
+ * as a peer that means to send exactly this. */
+static inline ssize_t send_with_fd(int s, struct iovec *iov, int niov, int fd)
+{
+	union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } c;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
+	struct cmsghdr *cm;
+
+	if (fd >= 0) {
+		mh.msg_control = c.b;
+		mh.msg_controllen = sizeof(c.b);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(s, &mh, 0);
 }
 
 /* ---- leak checks ---- */

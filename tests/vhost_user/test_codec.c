@@ -10,6 +10,7 @@
 
 #include <virtq/vhost_user.h>
 
+#include "spec_msg.h"
 #include "vq_test.h"
 
 #define NQ 4
@@ -59,8 +60,10 @@ static int dec(struct raw *r, int *fds, unsigned nfds, struct vq_vhu_msg *m)
 	int ret = vq_vhu_decode_request(r->b, r->len, fds, nfds, NQ, m, err,
 					sizeof(err));
 
-	if (ret)
+	if (ret) {
 		fprintf(stderr, "   decode: %d %s\n", ret, err);
+		CHECK(spec_section_first(err));
+	}
 	return ret;
 }
 
@@ -700,8 +703,10 @@ static int dec_be(struct raw *r, int *fds, unsigned nfds, struct vq_vhu_msg *m)
 	int ret = vq_vhu_decode_backend_request(r->b, r->len, fds, nfds, m, err,
 						sizeof(err));
 
-	if (ret)
+	if (ret) {
 		fprintf(stderr, "   decode (back-end channel): %d %s\n", ret, err);
+		CHECK(spec_section_first(err));
+	}
 	return ret;
 }
 

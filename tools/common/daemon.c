@@ -7,11 +7,24 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <virtq/log.h>
 #include <virtq/runtime.h>
 
 #include "daemon.h"
 
 volatile sig_atomic_t vqd_stop;
+
+static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	fprintf(stderr, "%s\n", msg);
+}
+
+void vqd_log_to_stderr(bool quiet)
+{
+	vq_set_log(log_stderr, NULL, quiet ? VQ_LOG_WARNING : VQ_LOG_INFO);
+}
 
 double vqd_now(void)
 {
@@ -60,8 +73,8 @@ void vqd_json_backend(struct vq_vhu_backend *b)
 	struct vq_vhu_iotlb_stats io;
 	struct vq_vhu_postcopy_stats pc;
 
-	vq_vhu_backend_iotlb_stats(b, &io);
-	vq_vhu_backend_postcopy_stats(b, &pc);
+	vq_vhu_backend_iotlb_stats(b, &io, sizeof(io));
+	vq_vhu_backend_postcopy_stats(b, &pc, sizeof(pc));
 	printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
 	       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
 	       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
@@ -262,9 +275,6 @@ static enum ctl_next ctl_serve(struct vqd_ctl *c, bool readable)
 		if (vq_vhu_backend_connected(c->b))
 			c->was_connected = true;
 	} while (r > 0 && !vqd_stop);
-	if (r < 0 && r != -ECONNRESET)
-		fprintf(stderr, "%s: connection closed: %s\n", c->cli->name,
-			vq_vhu_backend_error_msg(c->b));
 	if (vq_vhu_backend_connected(c->b))
 		return CTL_GO_ON;
 	/* Nothing to accept on and no reconnecting: that was an inherited

@@ -118,6 +118,11 @@ _Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);
 
+/* The library's log on stderr, one line a message: warnings and errors,
+ * and connections opening and ending unless quiet (the library prints
+ * nothing itself: virtq/log.h). */
+void vqd_log_to_stderr(bool quiet);
+
 /* CLOCK_MONOTONIC in seconds. */
 double vqd_now(void);
 

@@ -1309,6 +1309,7 @@ int main(int argc, char **argv)
 		.name = "virtq-net", .features = offered_features(&d),
 		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
 	};
+	vqd_log_to_stderr(d.com.quiet);
 	r = vq_vhu_backend_new(&dev, &ctl.b);
 	d.b = ctl.b;
 	if (r < 0) {

@@ -211,6 +211,9 @@ static int run_member(const struct argl *args, double *ops, enum perf_place *pl)
 	close(fd[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
+	/* its command line was refused: it said why */
+	if (WIFEXITED(st) && WEXITSTATUS(st) == CLI_EXIT_USAGE)
+		return -EINVAL;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return -ECHILD;
 	p = strstr(out, "\"ops_per_sec\":");
@@ -310,27 +313,66 @@ static void option_name(const struct argl *w, unsigned i, char *buf, size_t n)
 static void ab_usage(FILE *f)
 {
 	fprintf(f,
-"usage: virtq-perf ab [options] -- WORKLOAD [workload options]\n"
+"usage: virtq-perf ab [options] -- ring|net|vsock [workload options]\n"
 "  --a \"ARGS\"          options of configuration A (appended to the workload)\n"
 "  --b \"ARGS\"          options of configuration B\n"
-"  --pairs N           pairs per workload (20); order alternates A-B, B-A\n"
-"  --seconds S         length of each run unless the workload sets\n"
-"                      --seconds or --ops (0.5)\n"
+"  --pairs N           pairs per workload, at least 2 (20); order alternates\n"
+"                      A-B, B-A; below 6 the interval is wide (a warning)\n"
+"  --seconds S         length of each run that sets none of --seconds,\n"
+"                      --ops, --bytes or --iters (0.5)\n"
 "  --same-placement    keep only pairs whose two runs saw the same\n"
 "                      placement (near-near or far-far)\n"
 "  --json              one JSON object on stdout instead of the table\n"
 "  --plot FILE         chart of the change with its interval (gnuplot;\n"
 "                      .png, .svg or .txt)\n"
-"  --quiet             no progress line\n"
+"  --quiet             no progress lines\n"
+"  --help, --version\n"
 "An option value with commas (except --cpu) makes one workload per value:\n"
 "  virtq-perf ab --a \"--used-batch 1\" --b \"--used-batch 64\" -- \\\n"
 "      ring --layout split --size 256,512,4096,65536\n");
 }
 
-int perf_ab_main(int argc, char **argv)
+struct ab_cfg {
+	struct ab_run run;
+	const char *plot;
+	bool json, quiet;
+	bool seconds_given;
+	bool seconds_used;      /* a member took ab's --seconds */
+	char **work;            /* the workload's words */
+	unsigned nwork;
+	char cmd[1024];         /* the workload, as one line */
+};
+
+enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET };
+
+static void ab_option(void *opts, int c, const char *name, const char *v)
 {
-	enum { O_A = 256, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET,
-	       O_HELP };
+	struct ab_cfg *cfg = opts;
+
+	switch (c) {
+	case O_A: cfg->run.a = v; break;
+	case O_B: cfg->run.b = v; break;
+	/* one pair has no spread: no interval */
+	case O_PAIRS:
+		cfg->run.pairs = (unsigned)cli_u64(name, v, PERF_AB_MIN_PAIRS, 100000);
+		break;
+	case O_SEC:
+		cfg->run.seconds = cli_double(name, v, 1e-3, 3600);
+		cfg->seconds_given = true;
+		break;
+	case O_SAME: cfg->run.same_placement = true; break;
+	case O_JSON: cfg->json = true; break;
+	case O_PLOT:
+		if (!perf_ab_plot_term(v))
+			cli_usage_error("%s: '%s' does not end in .png, .svg or .txt", name, v);
+		cfg->plot = v;
+		break;
+	case O_QUIET: cfg->quiet = true; break;
+	}
+}
+
+static void ab_parse(int argc, char **argv, struct ab_cfg *c)
+{
 	static const struct option lo[] = {
 		{ "a", required_argument, 0, O_A },
 		{ "b", required_argument, 0, O_B },
@@ -340,224 +382,265 @@ int perf_ab_main(int argc, char **argv)
 		{ "json", no_argument, 0, O_JSON },
 		{ "plot", required_argument, 0, O_PLOT },
 		{ "quiet", no_argument, 0, O_QUIET },
-		{ "help", no_argument, 0, O_HELP },
+		PERF_OPT_HELP, PERF_OPT_VERSION,
 		{ 0, 0, 0, 0 },
 	};
-	struct ab_run run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5 };
-	const char *plot = NULL;
-	bool json = false, quiet = false, progress;
-	struct argl work = { 0 }, aa = { 0 }, bb = { 0 };
-	struct expansion e = { .n = 0 };
-	char cmd[1024], secs[32], bound[96];
-	unsigned nw = 1, wi, k, i;
-	uint64_t v;
-	int c, r, ret = 1;
+	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
-		switch (c) {
-		case O_A:
-			run.a = optarg;
-			break;
-		case O_B:
-			run.b = optarg;
-			break;
-		case O_PAIRS:
-			if (!perf_parse_u64(optarg, &v) || v == 0 || v > 100000)
-				goto bad;
-			run.pairs = (unsigned)v;
-			break;
-		case O_SEC:
-			if (!perf_parse_double(optarg, &run.seconds) ||
-			    !(run.seconds > 0))
-				goto bad;
-			break;
-		case O_SAME:
-			run.same_placement = true;
-			break;
-		case O_JSON:
-			json = true;
-			break;
-		case O_PLOT:
-			plot = optarg;
-			break;
-		case O_QUIET:
-			quiet = true;
-			break;
-		case O_HELP:
-			ab_usage(stdout);
-			return 0;
-		default:
-			ab_usage(stderr);
-			return 2;
+	/* "+": the workload's options are its own, not ours */
+	perf_opts_parse(argc, argv, "ab", "+:", lo, O_QUIET + 1, ab_usage, ab_option, c);
+	if (optind >= argc)
+		cli_usage_error("a workload is needed after the options: ring, net "
+				"or vsock (see --help)");
+	cli_choice("workload", argv[optind], workloads);
+	c->work = argv + optind;
+	c->nwork = (unsigned)(argc - optind);
+}
+
+/* Does a member's command line set its own length?  (vsock --latency
+ * runs --iters round trips, 10000 unless given, and takes no --seconds.) */
+static bool run_sets_length(const struct argl *m)
+{
+	return has_opt(m, "--seconds") || has_opt(m, "--ops") || has_opt(m, "--bytes") ||
+	       has_opt(m, "--iters") || (!strcmp(m->v[1], "vsock") && has_opt(m, "--latency"));
+}
+
+/* Workload wi's two members: the workload's words with each list at its
+ * value, then A's or B's options, a run length unless one is set, and
+ * --json.  Its label and arguments go into w. */
+static int ab_members(struct ab_cfg *c, const struct argl *work,
+		      const struct expansion *e, const struct argl ab[2],
+		      unsigned wi, struct argl m[2])
+{
+	struct ab_workload *w = &c->run.w[wi];
+	unsigned rem = wi, k, i, side;
+	char secs[32], bound[96];
+	size_t ll = 0;
+	int r = 0;
+
+	snprintf(secs, sizeof(secs), "%g", c->run.seconds);
+	for (side = 0; side < 2; side++) {
+		r |= argl_push(&m[side], "virtq-perf");
+		for (i = 0; i < work->n; i++)
+			r |= argl_push(&m[side], work->v[i]);
+	}
+	for (k = e->n; k-- > 0;) {
+		unsigned sel = rem % e->cnt[k];
+
+		rem /= e->cnt[k];
+		for (side = 0; side < 2; side++) {
+			free(m[side].v[e->idx[k] + 1]);
+			m[side].v[e->idx[k] + 1] = strdup(e->vals[k][sel]);
+			if (!m[side].v[e->idx[k] + 1])
+				r = -ENOMEM;
 		}
 	}
-	if (optind >= argc) {
-		ab_usage(stderr);
-		return 2;
+	if (r < 0)
+		return r;
+	for (k = 0; k < e->n && ll < sizeof(w->label); k++) {
+		char name[64];
+		const char *val = m[0].v[e->idx[k] + 1];
+		const char *eq = strchr(val, '=');
+
+		option_name(work, e->idx[k], name, sizeof(name));
+		ll += (size_t)snprintf(w->label + ll, sizeof(w->label) - ll,
+				       "%s%s=%s", k ? " " : "", name,
+				       strncmp(val, "--", 2) == 0 && eq ? eq + 1 : val);
 	}
-	if (strcmp(argv[optind], "ring") != 0 && strcmp(argv[optind], "net") != 0 &&
-	    strcmp(argv[optind], "vsock") != 0) {
-		fprintf(stderr, "virtq-perf ab: unknown workload '%s' (known: ring, net, vsock)\n",
-			argv[optind]);
-		return 2;
+	if (!e->n)
+		snprintf(w->label, sizeof(w->label), "%s", work->v[0]);
+	argl_join(&m[0], 2, w->args, sizeof(w->args));
+	for (side = 0; side < 2; side++) {
+		for (i = 0; i < ab[side].n; i++)
+			r |= argl_push(&m[side], ab[side].v[i]);
+		if (!run_sets_length(&m[side])) {
+			r |= argl_push(&m[side], "--seconds");
+			r |= argl_push(&m[side], secs);
+			c->seconds_used = true;
+		}
+		r |= argl_push(&m[side], "--json");
+		run_bound(&m[side], bound, sizeof(bound));
+		bound_note(&c->run, bound);
 	}
-	for (i = (unsigned)optind; i < (unsigned)argc; i++)
-		if (argl_push(&work, argv[i]) < 0)
-			goto out;
-	if (argl_split(&aa, run.a) < 0 || argl_split(&bb, run.b) < 0) {
-		fprintf(stderr, "virtq-perf ab: --a or --b: a quote left open, or too many words\n");
-		goto out;
-	}
-	argl_join(&work, 0, cmd, sizeof(cmd));
-	run.cmd = cmd;
-	r = expand_prepare(&work, &e);
-	if (r < 0) {
-		fprintf(stderr, "virtq-perf ab: too many lists or values\n");
-		goto out;
-	}
+	return r < 0 ? -E2BIG : 0;
+}
+
+/* Every workload's members, before anything runs: a bad --a, --b or list
+ * is found at once, not after an hour of runs. */
+static struct argl (*ab_plan(struct ab_cfg *c))[2]
+{
+	struct argl work = { .n = 0 }, ab[2] = { { .n = 0 }, { .n = 0 } };
+	struct argl (*m)[2] = NULL;
+	struct expansion e = { .n = 0 };
+	unsigned i, nw = 1;
+	int r = 0;
+
+	for (i = 0; i < c->nwork; i++)
+		r |= argl_push(&work, c->work[i]);
+	if (r < 0)
+		cli_usage_error("the workload has more than %u words", MAX_ARGS - 8);
+	if (argl_split(&ab[0], c->run.a) < 0)
+		cli_usage_error("--a: a quote left open, or too many words");
+	if (argl_split(&ab[1], c->run.b) < 0)
+		cli_usage_error("--b: a quote left open, or too many words");
+	argl_join(&work, 0, c->cmd, sizeof(c->cmd));
+	c->run.cmd = c->cmd;
+	if (expand_prepare(&work, &e) < 0)
+		cli_usage_error("the workload has more than 16 lists or 32 values in one");
 	for (i = 0; i < e.n; i++)
 		nw *= e.cnt[i];
-	run.nw = nw;
-	run.w = calloc(nw, sizeof(*run.w));
-	if (!run.w)
-		goto out;
-	snprintf(secs, sizeof(secs), "%g", run.seconds);
-	progress = !quiet && isatty(2);
-
-	for (wi = 0; wi < nw; wi++) {
-		struct ab_workload *w = &run.w[wi];
-		struct argl m[2];
-		double *va, *vb;
-		unsigned rem = wi, kept = 0, side;
-		size_t ll = 0;
-
-		memset(m, 0, sizeof(m));
-		/* this workload's arguments: each list at its value */
-		for (side = 0; side < 2; side++) {
-			argl_push(&m[side], "virtq-perf");
-			for (i = 0; i < work.n; i++)
-				argl_push(&m[side], work.v[i]);
-		}
-		w->label[0] = '\0';
-		for (k = e.n; k-- > 0;) {
-			unsigned sel = rem % e.cnt[k];
-
-			rem /= e.cnt[k];
-			for (side = 0; side < 2; side++) {
-				free(m[side].v[e.idx[k] + 1]);
-				m[side].v[e.idx[k] + 1] = strdup(e.vals[k][sel]);
-			}
-		}
-		for (k = 0; k < e.n; k++) {
-			char name[64];
-			const char *val = m[0].v[e.idx[k] + 1];
-			const char *eq = strchr(val, '=');
-
-			option_name(&work, e.idx[k], name, sizeof(name));
-			ll += (size_t)snprintf(w->label + ll, sizeof(w->label) - ll,
-					       "%s%s=%s", k ? " " : "", name,
-					       strncmp(val, "--", 2) == 0 && eq ? eq + 1 : val);
-			if (ll >= sizeof(w->label))
-				break;
-		}
-		if (!e.n)
-			snprintf(w->label, sizeof(w->label), "%s", work.v[0]);
-		argl_join(&m[0], 2, w->args, sizeof(w->args));
-		for (i = 0; i < aa.n; i++)
-			argl_push(&m[0], aa.v[i]);
-		for (i = 0; i < bb.n; i++)
-			argl_push(&m[1], bb.v[i]);
-		for (side = 0; side < 2; side++) {
-			if (!has_opt(&m[side], "--seconds") && !has_opt(&m[side], "--ops") &&
-			    !has_opt(&m[side], "--bytes") && !has_opt(&m[side], "--iters")) {
-				argl_push(&m[side], "--seconds");
-				argl_push(&m[side], secs);
-			}
-			argl_push(&m[side], "--json");
-			run_bound(&m[side], bound, sizeof(bound));
-			bound_note(&run, bound);
-		}
-
-		w->pairs = calloc(run.pairs, sizeof(*w->pairs));
-		va = calloc(run.pairs, sizeof(double));
-		vb = calloc(run.pairs, sizeof(double));
-		if (!w->pairs || !va || !vb)
-			goto out;
-		for (k = 0; k < run.pairs; k++) {
-			struct ab_pair *p = &w->pairs[k];
-			enum perf_place pp;
-
-			p->a_first = (k % 2) == 0;
-			for (side = 0; side < 2; side++) {
-				bool is_a = (side == 0) == p->a_first;
-
-				r = run_member(&m[is_a ? 0 : 1], is_a ? &p->a : &p->b,
-					       is_a ? &p->pa : &p->pb);
-				if (r < 0) {
-					char buf[1024];
-
-					argl_join(&m[is_a ? 0 : 1], 1, buf, sizeof(buf));
-					fprintf(stderr, "%svirtq-perf ab: run failed (%s): "
-						"virtq-perf %s\n", progress ? "\n" : "",
-						strerror(-r), buf);
-					goto out;
-				}
-			}
-			w->npairs++;
-			pp = perf_place_pair(p->pa, p->pb);
-			w->place[pp]++;
-			if (run.same_placement && pp != PLACE_NEAR && pp != PLACE_FAR)
-				continue;
-			va[kept] = p->a;
-			vb[kept] = p->b;
-			kept++;
-			if (progress) {
-				char sa[32], sb[32];
-
-				perf_si(sa, sizeof(sa), p->a);
-				perf_si(sb, sizeof(sb), p->b);
-				fprintf(stderr, "\r\033[Kab: workload %u/%u [%s] pair %u/%u "
-					"%s  A %s  B %s  (%+.1f%%)", wi + 1, nw, w->label,
-					k + 1, run.pairs, perf_place_name(pp), sa, sb,
-					(p->b / p->a - 1) * 100);
-			}
-		}
-		w->kept = kept;
-		w->err = perf_ab_compute(va, vb, kept, true, &w->st);
-		free(va);
-		free(vb);
-		if (!quiet) {
-			char ch[32];
-
-			snprintf(ch, sizeof(ch), "%+.2f%%", w->st.change * 100);
-			fprintf(stderr, "%sab: workload %u/%u [%s] done: change %s, "
-				"near/far/mixed %u/%u/%u\n", progress ? "\r\033[K" : "",
-				wi + 1, nw, w->label, w->err ? "n/a" : ch,
-				w->place[PLACE_NEAR], w->place[PLACE_FAR],
-				w->place[PLACE_MIXED]);
-		}
-		argl_free(&m[0]);
-		argl_free(&m[1]);
+	c->run.nw = nw;
+	c->run.w = calloc(nw, sizeof(*c->run.w));
+	m = calloc(nw, sizeof(*m));
+	for (i = 0; c->run.w && m && i < nw && r == 0; i++)
+		r = ab_members(c, &work, &e, ab, i, m[i]);
+	if (!c->run.w || !m || r < 0) {
+		fprintf(stderr, "virtq-perf ab: %s\n", strerror(r < 0 ? -r : ENOMEM));
+		exit(CLI_EXIT_RUNTIME);
 	}
-	if (json)
-		perf_ab_json(stdout, &run);
-	else
-		perf_ab_table(stdout, &run);
-	ret = 0;
-	if (plot && perf_ab_plot(plot, &run) < 0)
-		ret = 1;
-out:
-	if (run.w)
-		for (wi = 0; wi < run.nw; wi++)
-			free(run.w[wi].pairs);
-	free(run.w);
+	if (c->seconds_given && !c->seconds_used)
+		cli_usage_error("--seconds: every run sets its own length (%s)", c->run.bound);
 	expand_free(&e);
 	argl_free(&work);
-	argl_free(&aa);
-	argl_free(&bb);
+	argl_free(&ab[0]);
+	argl_free(&ab[1]);
+	return m;
+}
+
+static void ab_progress(const struct ab_run *run, unsigned wi, unsigned k,
+			const struct ab_pair *p, enum perf_place pp)
+{
+	char sa[32], sb[32];
+
+	perf_si(sa, sizeof(sa), p->a);
+	perf_si(sb, sizeof(sb), p->b);
+	fprintf(stderr, "\r\033[Kab: workload %u/%u [%s] pair %u/%u %s  A %s  B %s  (%+.1f%%)",
+		wi + 1, run->nw, run->w[wi].label, k + 1, run->pairs,
+		perf_place_name(pp), sa, sb, (p->b / p->a - 1) * 100);
+}
+
+/* Run workload wi's pairs, alternating which member goes first, and its
+ * statistics over the pairs kept.  0, or the failing run's -errno
+ * (-EINVAL: its command line was refused, and it said why). */
+static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool progress)
+{
+	struct ab_workload *w = &run->w[wi];
+	double *va = calloc(run->pairs, sizeof(double));
+	double *vb = calloc(run->pairs, sizeof(double));
+	unsigned k, side;
+	int r = 0;
+
+	w->pairs = calloc(run->pairs, sizeof(*w->pairs));
+	if (!w->pairs || !va || !vb)
+		r = -ENOMEM;
+	for (k = 0; k < run->pairs && r == 0; k++) {
+		struct ab_pair *p = &w->pairs[k];
+		enum perf_place pp;
+
+		p->a_first = (k % 2) == 0;
+		for (side = 0; side < 2 && r == 0; side++) {
+			bool is_a = (side == 0) == p->a_first;
+
+			r = run_member(&m[is_a ? 0 : 1], is_a ? &p->a : &p->b,
+				       is_a ? &p->pa : &p->pb);
+			if (r < 0 && r != -EINVAL) {
+				char buf[1024];
+
+				argl_join(&m[is_a ? 0 : 1], 1, buf, sizeof(buf));
+				fprintf(stderr, "%svirtq-perf ab: run failed (%s): virtq-perf %s\n",
+					progress ? "\n" : "", strerror(-r), buf);
+			}
+		}
+		if (r < 0)
+			break;
+		w->npairs++;
+		pp = perf_place_pair(p->pa, p->pb);
+		w->place[pp]++;
+		if (run->same_placement && pp != PLACE_NEAR && pp != PLACE_FAR)
+			continue;
+		va[w->kept] = p->a;
+		vb[w->kept] = p->b;
+		w->kept++;
+		if (progress)
+			ab_progress(run, wi, k, p, pp);
+	}
+	if (r == 0)
+		w->err = perf_ab_compute(va, vb, w->kept, true, &w->st);
+	free(va);
+	free(vb);
+	return r;
+}
+
+static void ab_done_line(const struct ab_run *run, unsigned wi, bool progress)
+{
+	const struct ab_workload *w = &run->w[wi];
+	char ch[32];
+
+	snprintf(ch, sizeof(ch), "%+.2f%%", w->st.change * 100);
+	fprintf(stderr, "%sab: workload %u/%u [%s] done: change %s, near/far/mixed %u/%u/%u\n",
+		progress ? "\r\033[K" : "", wi + 1, run->nw, w->label,
+		w->err ? "n/a" : ch, w->place[PLACE_NEAR], w->place[PLACE_FAR],
+		w->place[PLACE_MIXED]);
+}
+
+/* One line when --same-placement left a workload fewer pairs than the
+ * statistics want (too few --pairs were warned about before the runs). */
+static void ab_warn_kept(const struct ab_run *run)
+{
+	unsigned i, few = 0, least = run->pairs;
+
+	for (i = 0; i < run->nw; i++) {
+		if (run->w[i].kept < PERF_AB_FEW_PAIRS)
+			few++;
+		if (run->w[i].kept < least)
+			least = run->w[i].kept;
+	}
+	if (few && run->pairs >= PERF_AB_FEW_PAIRS)
+		fprintf(stderr, "virtq-perf ab: warning: --same-placement kept fewer "
+			"than %u pairs in %u of %u workloads (fewest %u): their "
+			"intervals are wide or missing\n", PERF_AB_FEW_PAIRS, few,
+			run->nw, least);
+}
+
+int perf_ab_main(int argc, char **argv)
+{
+	struct ab_cfg c = { .run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5 } };
+	struct argl (*m)[2];
+	char msg[160];
+	unsigned wi;
+	bool progress;
+	int r = 0, ret;
+
+	ab_parse(argc, argv, &c);
+	/* before an hour of runs, not after */
+	if (c.plot && perf_ab_plot_ready(c.plot) < 0)
+		return CLI_EXIT_RUNTIME;
+	m = ab_plan(&c);
+	if (perf_ab_pairs_check(c.run.pairs, msg, sizeof(msg)) > 0)
+		fprintf(stderr, "virtq-perf ab: warning: %s\n", msg);
+	progress = !c.quiet && isatty(2);
+	for (wi = 0; wi < c.run.nw && r == 0; wi++) {
+		r = ab_measure(&c.run, wi, m[wi], progress);
+		if (r == 0 && !c.quiet)
+			ab_done_line(&c.run, wi, progress);
+	}
+	ret = r == -EINVAL ? CLI_EXIT_USAGE : r < 0 ? CLI_EXIT_RUNTIME : 0;
+	if (r == 0) {
+		ab_warn_kept(&c.run);
+		if (c.json)
+			perf_ab_json(stdout, &c.run);
+		else
+			perf_ab_table(stdout, &c.run);
+		fflush(stdout);
+		if (c.plot && perf_ab_plot(c.plot, &c.run) < 0)
+			ret = CLI_EXIT_RUNTIME;
+	}
+	for (wi = 0; wi < c.run.nw; wi++) {
+		free(c.run.w[wi].pairs);
+		argl_free(&m[wi][0]);
+		argl_free(&m[wi][1]);
+	}
+	free(c.run.w);
+	free(m);
 	return ret;
-bad:
-	fprintf(stderr, "virtq-perf ab: bad value '%s'\n", optarg);
-	return 2;
 }

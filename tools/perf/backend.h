@@ -3,6 +3,11 @@
  * virtq-perf: a backend daemon the workload starts (--backend) and stops,
  * with its sockets in a private directory, and the latency percentiles
  * the net and vsock workloads report.
+ *
+ * Neither outlives virtq-perf: the daemon gets PR_SET_PDEATHSIG, and on
+ * SIGINT, SIGTERM or SIGHUP a handler stops it and removes the directory
+ * (async-signal-safe calls only), then re-raises the signal so that the
+ * exit status says how virtq-perf ended.
  */
 #ifndef VIRTQ_PERF_BACKEND_H
 #define VIRTQ_PERF_BACKEND_H
@@ -14,11 +19,44 @@
 
 struct perf_backend {
 	const char *who;        /* "virtq-perf net": prefixes messages */
-	char dir[64];           /* private directory for its sockets ("": none) */
-	pid_t pid;              /* 0: not running */
+	char dir[80];           /* private directory for its sockets ("": none) */
+	pid_t pid;              /* 0: not running (read by the signal handler) */
 };
 
-/* Make the private directory /tmp/virtq-perf-<tag>.XXXXXX.  0 or -errno. */
+/* What a workload's --backend-arg, --used-batch and --backend-busy-poll
+ * give the backend it starts (the same in net and vsock). */
+#define PERF_BACKEND_MAX_ARGS 16
+struct perf_backend_opts {
+	const char *arg[PERF_BACKEND_MAX_ARGS];
+	unsigned narg;
+	int64_t used_batch;             /* -1: the backend's default */
+	int64_t busy_poll;              /* -1: the backend's default */
+	const char *given;              /* the first of them given, or NULL */
+	char num[2][24];                /* the two numbers as words */
+};
+
+void perf_backend_opts_init(struct perf_backend_opts *bo);
+
+/* Take name's value if name is one of the three ("--backend-arg", ...):
+ * true, or false for any other option.  A bad value: one line, exit 2. */
+bool perf_backend_opt(struct perf_backend_opts *bo, const char *name, const char *val);
+
+/* They are for a backend virtq-perf starts: without one (started false)
+ * one line, exit 2. */
+void perf_backend_opts_check(const struct perf_backend_opts *bo, bool started);
+
+/* Append them to args[k...] as the backend's words ("--used-batch", "N",
+ * "--busy-poll", "U", then each --backend-arg); the new k.  args has room
+ * for 4 + PERF_BACKEND_MAX_ARGS more. */
+unsigned perf_backend_opts_words(struct perf_backend_opts *bo, const char **args,
+				 unsigned k);
+
+/*
+ * Make the private directory $TMPDIR/virtq-perf-<tag>.XXXXXX (TMPDIR
+ * unset: /tmp) and have it removed, with the daemon stopped, if a signal
+ * ends virtq-perf.  0 or -errno (-ENAMETOOLONG: TMPDIR too long for the
+ * socket paths inside it), said on stderr.
+ */
 int perf_backend_mkdir(struct perf_backend *b, const char *who, const char *tag);
 
 /* "<dir>/<name>" into buf. */
@@ -26,20 +64,24 @@ void perf_backend_path(const struct perf_backend *b, const char *name,
 		       char *buf, size_t n);
 
 /*
- * Start path with argv (its stdout goes to our stderr, so its statistics
- * do not mix with our JSON), then wait up to 5 s until ready(arg) says it
- * serves.  On failure say so (naming label), stop it and return -errno:
- * -ECHILD if it exited, -ETIMEDOUT if it never got ready.
+ * Start the daemon: "exec CMD ARGS..." through /bin/sh, CMD as the user
+ * wrote it (--backend) and each of args[] (NULL-terminated) quoted as one
+ * word.  Its stdout goes to our stderr, so its statistics do not mix with
+ * our JSON.  Then wait up to 5 s until ready(arg) says it serves.  On
+ * failure say so, stop it and return -errno: -ECHILD if it exited,
+ * -ETIMEDOUT if it never got ready.
  */
-int perf_backend_start(struct perf_backend *b, const char *label, const char *path,
-		       char *const argv[], bool (*ready)(void *arg), void *arg);
+int perf_backend_start(struct perf_backend *b, const char *cmd,
+		       const char *const *args, bool (*ready)(void *arg), void *arg);
 
-/* SIGTERM it and wait; remove the directory and what is in it. */
+/* SIGTERM it (SIGKILL if it is still there after 5 s) and reap it; remove
+ * the directory and what is in it. */
 void perf_backend_stop(struct perf_backend *b);
 
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec
- * fds are not inherited); if exec fails the child says so and exits 127.
- * The child's pid, or -errno. */
+ * fds are not inherited) and which gets SIGTERM when this thread ends;
+ * if exec fails the child says so and exits 127.  The child's pid, or
+ * -errno.  Call it from the thread that lives longest (the main one). */
 pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_fd);
 
 /* Does a UNIX stream socket at path accept a connection?  (A probe the

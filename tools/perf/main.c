@@ -2,55 +2,70 @@
 /*
  * virtq-perf: the measurement tool.  Subcommands:
  *   ring   the two-thread ring benchmark
+ *   net    a vhost-user-net guest against a backend
+ *   vsock  both ends of a vsock transfer around a backend
  *   ab     paired A/B runs of a workload, with geometric means and intervals
  *   c2c    the core-to-core placement probe on its own
  */
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "perf.h"
 
-bool perf_parse_either(const char *s, const char *no, const char *yes, bool *v)
+uint64_t perf_opts_parse(int argc, char **argv, const char *workload,
+			 const char *optstring, const struct option *lo, int nopts,
+			 void (*usage)(FILE *), perf_opt_fn *option, void *opts)
 {
-	if (strcmp(s, no) && strcmp(s, yes))
-		return false;
-	*v = !strcmp(s, yes);
-	return true;
-}
+	/* The workload's name, kept for messages ("virtq-perf ring"). */
+	static char prog[32];
+	uint64_t given = 0;
+	int c, i;
 
-bool perf_parse_onoff(const char *s, bool *v)
-{
-	if (!strcmp(s, "on") || !strcmp(s, "1") || !strcmp(s, "yes")) {
-		*v = true;
-		return true;
+	snprintf(prog, sizeof(prog), "virtq-perf %s", workload);
+	cli_set_prog(prog);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, optstring, lo, NULL)) != -1) {
+		char name[40];
+
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == 'V') {
+			cli_print_version();
+			exit(0);
+		}
+		if (c < 0 || c >= nopts)
+			cli_getopt_error(c, argv);
+		for (i = 0; lo[i].name && lo[i].val != c; i++)
+			;
+		snprintf(name, sizeof(name), "--%s", lo[i].name ? lo[i].name : "?");
+		given |= 1ull << c;
+		option(opts, c, name, optarg);
 	}
-	if (!strcmp(s, "off") || !strcmp(s, "0") || !strcmp(s, "no")) {
-		*v = false;
-		return true;
-	}
-	return false;
+	return given;
 }
 
-bool perf_parse_u64(const char *s, uint64_t *v)
+void perf_opts_end(int argc, char **argv)
 {
-	char *end;
-
-	if (!*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	return !errno && *end == '\0';
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s' (see --help)", argv[optind]);
 }
 
-bool perf_parse_double(const char *s, double *v)
+void perf_cpu_pair(const char *opt, const char *val, int cpu[2])
 {
-	char *end;
+	const char *comma = strchr(val, ',');
+	char first[24];
 
-	errno = 0;
-	*v = strtod(s, &end);
-	return !errno && *s && *end == '\0' && isfinite(*v);
+	if (!comma || (size_t)(comma - val) >= sizeof(first))
+		cli_usage_error("%s: '%s' is not two CPUs A,B", opt, val);
+	memcpy(first, val, (size_t)(comma - val));
+	first[comma - val] = '\0';
+	cpu[0] = cli_cpu(opt, first);
+	cpu[1] = cli_cpu(opt, comma + 1);
+	if (cpu[0] == cpu[1])
+		cli_usage_error("%s: '%s' names one CPU twice; the two sides need two",
+				opt, val);
 }
 
 /* 12.3M style, three significant digits. */
@@ -80,34 +95,37 @@ static void usage(FILE *f)
 "  vsock  both ends of a vsock transfer around a vhost-user-vsock backend\n"
 "  ab     paired A/B runs of a workload: geometric means, change, 95%% CI\n"
 "  c2c    core-to-core one-way cache-line latency (placement probe)\n"
+"  --help, --version\n"
 "'virtq-perf COMMAND --help' for a command's options; see virtq-perf(1).\n");
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
-	if (!strcmp(argv[1], "ring"))
-		return perf_ring_main(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "net"))
-		return perf_net_main(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "vsock"))
-		return perf_vsock_main(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "ab"))
-		return perf_ab_main(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "c2c"))
-		return perf_c2c_main(argc - 1, argv + 1);
+	static const struct {
+		const char *name;
+		int (*main)(int argc, char **argv);
+	} cmds[] = {
+		{ "ring", perf_ring_main }, { "net", perf_net_main },
+		{ "vsock", perf_vsock_main }, { "ab", perf_ab_main },
+		{ "c2c", perf_c2c_main },
+	};
+	unsigned i;
+
+	cli_set_prog("virtq-perf");
+	if (argc < 2)
+		cli_usage_error("a command is needed: ring, net, vsock, ab or c2c "
+				"(see --help)");
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("virtq-perf %s\n", VIRTQ_VERSION);
+		cli_print_version();
 		return 0;
 	}
-	fprintf(stderr, "virtq-perf: unknown command '%s'\n", argv[1]);
-	usage(stderr);
-	return 2;
+	cli_usage_error("unknown command '%s': ring, net, vsock, ab or c2c "
+			"(see --help)", argv[1]);
 }

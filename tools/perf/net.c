@@ -15,10 +15,9 @@
  * The backend is either at --socket-path or started by us (--backend CMD,
  * run through /bin/sh with "--socket-path TMP" appended) and stopped at the
  * end.  --json prints one object with "ops_per_sec", so `virtq-perf ab`
- * can pair runs of it.
+ * can pair runs of it.  The options are net_opts.c's.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -34,36 +33,11 @@
 
 #include "backend.h"
 #include "dirty_log.h"
-#include "internal.h"
+#include "net.h"
 #include "perf.h"
+#include "prefetch.h"
 
-enum dir { D_TX, D_RX, D_RR };
-
-struct net_opts {
-	const char *socket_path;
-	const char *backend;
-	const char *backend_opt[16];    /* appended to backend */
-	unsigned nbackend_opt;
-	enum dir dir;
-	unsigned size;
-	bool packed, in_order, event_idx, mrg, indirect;
-	int64_t busy_poll_us;           /* -1: poll forever (never sleep) */
-	unsigned queue_size;
-	unsigned burst;
-	double seconds;
-	uint64_t count;
-	int cpu;
-	int peer_cpu;                   /* placement probe partner; -1: none */
-	bool peer_cpu_set;
-	bool json;
-	bool hugetlb;
-	bool verify;
-	bool dirty_log;
-	uint64_t iommu_page;            /* --iommu: bytes per IOTLB entry */
-	unsigned drop_kicks;            /* send no kick for every Nth owed */
-};
-
-#define RXBUF 2048u
+#define RXBUF NET_RXBUF
 
 struct net_run {
 	struct net_opts o;
@@ -96,223 +70,6 @@ struct net_run {
 	char sock[100];
 };
 
-static void net_usage(FILE *f)
-{
-	fprintf(f,
-"usage: virtq-perf net (--socket-path PATH | --backend CMD) [options]\n"
-"  --direction tx|rx|rr  we send, we receive, or request-response (tx)\n"
-"  --size BYTES          frame size without the virtio-net header (64)\n"
-"  --packed on|off       packed ring (off)\n"
-"  --in-order on|off     VIRTIO_F_IN_ORDER (off)\n"
-"  --event-idx on|off    VIRTIO_F_EVENT_IDX (on)\n"
-"  --mrg-rxbuf on|off    VIRTIO_NET_F_MRG_RXBUF (on)\n"
-"  --indirect on|off     VIRTIO_F_INDIRECT_DESC (off)\n"
-"  --busy-poll USEC      poll this long for used buffers, then sleep on the\n"
-"                        call eventfd; default: poll without sleeping\n"
-"  --queue-size N        ring size (256)\n"
-"  --burst N             frames per kick decision (32)\n"
-"  --seconds S           run time (5)\n"
-"  --count N             stop after N frames (or transactions)\n"
-"  --cpu N               pin to CPU N\n"
-"  --peer-cpu N|off      the backend's CPU: probe the core-to-core latency\n"
-"                        between it and --cpu before and after the run and\n"
-"                        report the placement (default with --backend and\n"
-"                        --cpu on a 2-CPU machine: the other CPU; the probe\n"
-"                        runs while no backend is polling)\n"
-"  --hugetlb             guest memory on huge pages\n"
-"  --verify              rx/rr: check every received frame's length and bytes\n"
-"  --dirty-log           switch on live-migration logging first, as QEMU does\n"
-"                        when a migration starts; with --verify, check that\n"
-"                        every byte the backend wrote into a receive buffer\n"
-"                        lies in a page it marked before returning it; at\n"
-"                        the end, with the rings stopped, every used-ring\n"
-"                        page it changed must be marked too\n"
-"  --iommu PAGE          be a guest behind a vIOMMU: VIRTIO_F_ACCESS_PLATFORM,\n"
-"                        rings and buffers at I/O virtual addresses, all\n"
-"                        memory mapped up front in IOTLB entries of PAGE\n"
-"                        bytes (a power of two >= 4096); the backend's\n"
-"                        misses are counted (with --verify, any fails)\n"
-"  --drop-kicks N        fault injection: send no kick for every Nth the\n"
-"                        ring asks for (a driver whose barrier failed):\n"
-"                        the backend must find those buffers on its own\n"
-"  --backend CMD         start this backend (\"CMD --socket-path TMP\")\n"
-"  --backend-opt OPT     append OPT to CMD (repeatable; one word, so that\n"
-"                        'virtq-perf ab' can vary backend options)\n"
-"  --json                one JSON object with ops_per_sec\n");
-}
-
-enum {
-	N_SOCK = 300, N_BACKEND, N_DIR, N_SIZE, N_PACKED, N_INORDER, N_EVIDX,
-	N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS, N_COUNT, N_CPU,
-	N_JSON, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_BOPT, N_PEER, N_HELP,
-	N_DROPK,
-};
-
-static const struct option net_long[] = {
-	{ "socket-path", required_argument, NULL, N_SOCK },
-	{ "backend", required_argument, NULL, N_BACKEND },
-	{ "direction", required_argument, NULL, N_DIR },
-	{ "size", required_argument, NULL, N_SIZE },
-	{ "packed", required_argument, NULL, N_PACKED },
-	{ "in-order", required_argument, NULL, N_INORDER },
-	{ "event-idx", required_argument, NULL, N_EVIDX },
-	{ "mrg-rxbuf", required_argument, NULL, N_MRG },
-	{ "indirect", required_argument, NULL, N_INDIRECT },
-	{ "busy-poll", required_argument, NULL, N_BP },
-	{ "queue-size", required_argument, NULL, N_QSIZE },
-	{ "burst", required_argument, NULL, N_BURST },
-	{ "seconds", required_argument, NULL, N_SECS },
-	{ "count", required_argument, NULL, N_COUNT },
-	{ "cpu", required_argument, NULL, N_CPU },
-	{ "peer-cpu", required_argument, NULL, N_PEER },
-	{ "json", no_argument, NULL, N_JSON },
-	{ "hugetlb", no_argument, NULL, N_HUGE },
-	{ "verify", no_argument, NULL, N_VERIFY },
-	{ "dirty-log", no_argument, NULL, N_DLOG },
-	{ "iommu", required_argument, NULL, N_IOMMU },
-	{ "backend-opt", required_argument, NULL, N_BOPT },
-	{ "drop-kicks", required_argument, NULL, N_DROPK },
-	{ "help", no_argument, NULL, N_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-static int net_parse(int argc, char **argv, struct net_opts *o)
-{
-	uint64_t v;
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->dir = D_TX;
-	o->size = 64;
-	o->event_idx = o->mrg = true;
-	o->busy_poll_us = -1;
-	o->queue_size = 256;
-	o->burst = 32;
-	o->seconds = 5;
-	o->cpu = o->peer_cpu = -1;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", net_long, NULL)) != -1) {
-		bool *flag = NULL;
-
-		switch (c) {
-		case N_SOCK: o->socket_path = optarg; break;
-		case N_BACKEND: o->backend = optarg; break;
-		case N_DIR:
-			if (!strcmp(optarg, "tx"))
-				o->dir = D_TX;
-			else if (!strcmp(optarg, "rx"))
-				o->dir = D_RX;
-			else if (!strcmp(optarg, "rr"))
-				o->dir = D_RR;
-			else
-				goto bad;
-			break;
-		case N_SIZE:
-			if (!perf_parse_u64(optarg, &v) || v < VQ_NET_MIN_FRAME ||
-			    v > RXBUF - 12)
-				goto bad;
-			o->size = (unsigned)v;
-			break;
-		case N_PACKED: flag = &o->packed; break;
-		case N_INORDER: flag = &o->in_order; break;
-		case N_EVIDX: flag = &o->event_idx; break;
-		case N_MRG: flag = &o->mrg; break;
-		case N_INDIRECT: flag = &o->indirect; break;
-		case N_BP:
-			if (!perf_parse_u64(optarg, &v) || v > 10000000)
-				goto bad;
-			o->busy_poll_us = (int64_t)v;
-			break;
-		case N_QSIZE:
-			if (!perf_parse_u64(optarg, &v) || v < 2 || v > 32768)
-				goto bad;
-			o->queue_size = (unsigned)v;
-			break;
-		case N_BURST:
-			if (!perf_parse_u64(optarg, &v) || v < 1 || v > 1024)
-				goto bad;
-			o->burst = (unsigned)v;
-			break;
-		case N_SECS:
-			if (!perf_parse_double(optarg, &o->seconds) || o->seconds <= 0)
-				goto bad;
-			break;
-		case N_COUNT:
-			if (!perf_parse_u64(optarg, &o->count))
-				goto bad;
-			break;
-		case N_CPU:
-			if (!perf_parse_u64(optarg, &v) || v >= CPU_SETSIZE)
-				goto bad;
-			o->cpu = (int)v;
-			break;
-		case N_PEER:
-			o->peer_cpu_set = true;
-			if (!strcmp(optarg, "off"))
-				o->peer_cpu = -1;
-			else if (perf_parse_u64(optarg, &v) && v < CPU_SETSIZE)
-				o->peer_cpu = (int)v;
-			else
-				goto bad;
-			break;
-		case N_JSON: o->json = true; break;
-		case N_HUGE: o->hugetlb = true; break;
-		case N_VERIFY: o->verify = true; break;
-		case N_DROPK:
-			if (!perf_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX)
-				goto bad;
-			o->drop_kicks = (unsigned)v;
-			break;
-		case N_DLOG: o->dirty_log = true; break;
-		case N_IOMMU:
-			if (!perf_parse_u64(optarg, &o->iommu_page) || o->iommu_page < 4096 ||
-			    (o->iommu_page & (o->iommu_page - 1)))
-				goto bad;
-			break;
-		case N_BOPT:
-			if (o->nbackend_opt == 16 || strchr(optarg, '\''))
-				goto bad;
-			o->backend_opt[o->nbackend_opt++] = optarg;
-			break;
-		case N_HELP:
-		case 'h':
-			net_usage(stdout);
-			exit(0);
-		default:
-			net_usage(stderr);
-			return -1;
-		}
-		if (flag && !perf_parse_onoff(optarg, flag))
-			goto bad;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-perf net: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (!o->socket_path == !o->backend) {
-		fprintf(stderr, "virtq-perf net: give one of --socket-path and --backend\n");
-		return -1;
-	}
-	if (!o->packed && (o->queue_size & (o->queue_size - 1))) {
-		fprintf(stderr, "virtq-perf net: a split ring's size is a power of two\n");
-		return -1;
-	}
-	/* An external backend may be polling the peer CPU, which would
-	 * starve the probe: only a backend we start and stop is probed by
-	 * default. */
-	if (!o->peer_cpu_set && o->backend && o->cpu >= 0 &&
-	    sysconf(_SC_NPROCESSORS_ONLN) == 2)
-		o->peer_cpu = o->cpu == 0 ? 1 : 0;
-	if (o->peer_cpu >= 0 && o->cpu < 0) {
-		fprintf(stderr, "virtq-perf net: --peer-cpu needs --cpu\n");
-		return -1;
-	}
-	return 0;
-bad:
-	fprintf(stderr, "virtq-perf net: bad value '%s'\n", optarg);
-	return -1;
-}
-
 /* ---- the backend we start ---- */
 
 /* It serves once its socket accepts. */
@@ -328,25 +85,22 @@ static bool backend_ready(void *arg)
 	return true;
 }
 
-/* "CMD --socket-path TMP" through /bin/sh, with the --backend-opt words. */
+/* "CMD [--used-batch N] [--busy-poll U] [ARG...] --socket-path TMP" */
 static int backend_start(struct net_run *n)
 {
-	char *cmd, opts[1024] = "";
-	size_t k = 0;
+	const char *args[PERF_BACKEND_MAX_ARGS + 7];
+	unsigned k;
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf net", "net");
 	if (r < 0)
 		return r;
 	perf_backend_path(&n->be, "net.sock", n->sock, sizeof(n->sock));
-	for (unsigned i = 0; i < n->o.nbackend_opt && k < sizeof(opts); i++)
-		k += (size_t)snprintf(opts + k, sizeof(opts) - k, " '%s'", n->o.backend_opt[i]);
-	if (asprintf(&cmd, "exec %s%s --socket-path %s", n->o.backend, opts, n->sock) < 0)
-		return -ENOMEM;
-	r = perf_backend_start(&n->be, n->o.backend, "/bin/sh",
-			       (char *const[]){ "sh", "-c", cmd, NULL }, backend_ready, n);
-	free(cmd);
-	return r;
+	k = perf_backend_opts_words(&n->o.bo, args, 0);
+	args[k++] = "--socket-path";
+	args[k++] = n->sock;
+	args[k] = NULL;
+	return perf_backend_start(&n->be, n->o.backend, args, backend_ready, n);
 }
 
 /* ---- set-up ---- */
@@ -470,7 +224,7 @@ static int net_setup(struct net_run *n)
 		if (r < 0)
 			return r;
 	}
-	n->prefetchw = vq_has_prefetchw();
+	n->prefetchw = perf_cpu_prefetchw();
 	n->hdr_len = vq_net_hdr_len(n->features);
 	n->rxq = vq_vhu_frontend_queue(n->f, 0);
 	n->txq = vq_vhu_frontend_queue(n->f, 1);
@@ -597,7 +351,7 @@ static int run_tx(struct net_run *n, uint64_t t0)
 			/* The backend is done with it and we write it next
 			 * (the free list is a stack): ask for its line now,
 			 * in parallel with the rest, not store by store. */
-			vq_prefetch_w(n->prefetchw, n->txmem + (b - 1) * n->txstride);
+			perf_prefetch_for_write(n->prefetchw, n->txmem + (b - 1) * n->txstride);
 		}
 		n->pkts += (unsigned)r;
 		n->bytes += (uint64_t)r * n->o.size;
@@ -717,57 +471,72 @@ err:
 
 /* ---- rr: one frame out, wait for it back ---- */
 
+/* Wait until the frame numbered seq comes back or tdead passes: 1 back,
+ * 0 not (lost, or the run is over), or -errno.  Other frames that arrive
+ * (late answers) are given back. */
+static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
+{
+	for (;;) {
+		uint64_t pkts = n->pkts, bytes = n->bytes;
+		uint32_t got = ~0u, len;
+		unsigned more = 0;
+		void *tok;
+		int r = vq_drv_get(n->rxq, &tok, &len);
+
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			if (vq_rt_now_ns() >= tdead)
+				return 0;
+			if ((r = wait_used(n, n->rxq, n->rx_call, &n->rc)) < 0)
+				return r;
+			continue;
+		}
+		/* rx_consume counts frames; rr counts transactions */
+		r = rx_consume(n, tok, len, &more, &got);
+		n->pkts = pkts;
+		n->bytes = bytes;
+		if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
+			return r;
+		if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
+			return r;
+		if (got == seq)
+			return 1;
+	}
+}
+
+/* A transaction waits for its answer up to 1 s, and never past the end
+ * of the run: against a backend that answers nothing, --seconds still
+ * ends it.  -ENOMSG: not one transaction was answered. */
 static int run_rr(struct net_run *n, uint64_t t0)
 {
-	uint64_t checks = 0, lost = 0;
+	uint64_t end = t0 + (uint64_t)(n->o.seconds * 1e9), lost = 0;
 	uint32_t seq = 0;
+	bool cut = false;
 	int r;
 
 	n->lat_cap = 1 << 20;
 	n->lat = malloc(sizeof(double) * n->lat_cap);
 	if (!n->lat)
 		return -ENOMEM;
-	while (!time_up(n, t0, &checks)) {
-		uint8_t *fr = n->txmem + n->hdr_len;
+	while (!(n->o.count && n->pkts >= n->o.count)) {
 		struct vq_seg s = { n->txgpa, n->hdr_len + n->o.size };
 		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
-		bool back = false;
 		void *tok;
 		uint32_t len;
-		unsigned more = 0;
+		int back;
 
-		frame_fill(fr, n->o.size, seq);
+		if (ts >= end)
+			break;
+		if (tdead > end)
+			tdead = end;
+		frame_fill(n->txmem + n->hdr_len, n->o.size, seq);
 		if ((r = vq_drv_add(n->txq, &s, 1, 0, (void *)1)) < 0)
 			return r;
 		if ((r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
 			return r;
-		while (!back) {
-			uint32_t got = ~0u;
-
-			r = vq_drv_get(n->rxq, &tok, &len);
-			if (r < 0)
-				return r;
-			if (r == 0) {
-				if (vq_rt_now_ns() > tdead) {
-					lost++;
-					break;
-				}
-				if ((r = wait_used(n, n->rxq, n->rx_call, &n->rc)) < 0)
-					return r;
-				continue;
-			}
-			/* rx_consume counts frames; rr counts transactions */
-			uint64_t sp = n->pkts, sb = n->bytes;
-
-			r = rx_consume(n, tok, len, &more, &got);
-			n->pkts = sp;
-			n->bytes = sb;
-			if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
-				return r;
-			if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
-				return r;
-			back = got == seq;
-		}
+		if ((back = rr_await(n, seq, tdead)) < 0)
+			return back;
 		/* The TX buffer comes back once the backend consumed it. */
 		while ((r = vq_drv_get(n->txq, &tok, &len)) == 0) {
 			if (vq_rt_now_ns() > tdead + 1000000000ull)
@@ -780,9 +549,15 @@ static int run_rr(struct net_run *n, uint64_t t0)
 				n->lat[n->nlat++] = (double)(vq_rt_now_ns() - ts) / 1e3;
 			n->pkts++;
 			n->bytes += n->o.size;
+		} else if (tdead < end) {
+			lost++;
+		} else {
+			cut = true;     /* by the end of the run, not lost */
 		}
 		seq++;
 	}
+	if ((lost || cut) && !n->pkts)
+		return -ENOMSG;
 	if (lost)
 		fprintf(stderr, "virtq-perf net: %" PRIu64 " transactions got no answer within 1 s\n", lost);
 	return 0;
@@ -868,8 +643,7 @@ int perf_net_main(int argc, char **argv)
 	int r;
 
 	memset(&n, 0, sizeof(n));
-	if (net_parse(argc, argv, &n.o) < 0)
-		return 2;
+	net_parse(argc, argv, &n.o);
 	signal(SIGPIPE, SIG_IGN);
 	n.c2c_before = probe(&n.o);
 	if (n.o.backend && backend_start(&n) < 0) {
@@ -889,7 +663,10 @@ int perf_net_main(int argc, char **argv)
 		r = n.o.dir == D_TX ? run_tx(&n, t0) : n.o.dir == D_RX ? run_rx(&n, t0)
 								 : run_rr(&n, t0);
 		n.elapsed = (double)(vq_rt_now_ns() - t0) / 1e9;
-		if (r < 0)
+		if (r == -ENOMSG)
+			fprintf(stderr, "virtq-perf net: rr: nothing answered in %g s: "
+				"is the backend in loopback mode?\n", n.o.seconds);
+		else if (r < 0)
 			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
 				strerror(-r));
 	}

@@ -3,13 +3,43 @@
 #ifndef VIRTQ_PERF_H
 #define VIRTQ_PERF_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include <virtq/runtime.h>
 
+#include "cli.h"
 #include "stats.h"
+
+/* ---- command lines: every workload follows cli.h ----
+ * Each workload's long options include these two. */
+#define PERF_OPT_HELP { "help", no_argument, NULL, 'h' }
+#define PERF_OPT_VERSION { "version", no_argument, NULL, 'V' }
+
+/* The callback perf_opts_parse gives each option: c is its val, name is
+ * "--name" (for messages), val its value or NULL. */
+typedef void perf_opt_fn(void *opts, int c, const char *name, const char *val);
+
+/*
+ * Parse a workload's argv (argv[0] is its name) with getopt_long and lo:
+ * messages say "virtq-perf WORKLOAD"; an option whose val is below nopts
+ * goes to option(opts, ...) and sets bit val of the mask returned;
+ * --help prints usage on stdout and exits 0, --version prints the version
+ * and exits 0, anything else is getopt's error (one line, exit 2).
+ * optstring is ":" or, to stop at the first word that is not an option,
+ * "+:".  optind is left at the first word not parsed.
+ */
+uint64_t perf_opts_parse(int argc, char **argv, const char *workload,
+			 const char *optstring, const struct option *lo, int nopts,
+			 void (*usage)(FILE *), perf_opt_fn *option, void *opts);
+
+/* After the options: a word left over is an error (one line, exit 2). */
+void perf_opts_end(int argc, char **argv);
+
+/* "A,B": two different CPUs this machine has. */
+void perf_cpu_pair(const char *opt, const char *val, int cpu[2]);
 
 /* ---- the ring workload (ring.c) ---- */
 struct ring_opts {
@@ -17,7 +47,8 @@ struct ring_opts {
 	bool in_order;
 	bool event_idx;
 	bool rx;                /* device writes the payload (default: reads) */
-	unsigned used_batch;    /* fills per flush; 1 = vq_dev_push each */
+	unsigned used_batch;    /* fills per flush; 1 = vq_dev_push each,
+				 * 0 = one flush per pop burst */
 	unsigned burst;         /* driver adds / device pops per burst */
 	uint64_t busy_poll_us;
 	unsigned queue_size;
@@ -96,15 +127,16 @@ struct ab_run {
 
 void perf_ab_table(FILE *f, const struct ab_run *r);
 void perf_ab_json(FILE *f, const struct ab_run *r);
-/* 0, 1 if gnuplot is not installed (skipped with a message), -1 error. */
+/* gnuplot's terminal for file's extension (.png, .svg, .txt), or NULL. */
+const char *perf_ab_plot_term(const char *file);
+/* Can the chart be drawn: gnuplot installed and file writable?  0, or -1
+ * said in one line. */
+int perf_ab_plot_ready(const char *file);
+/* Draw it (gnuplot's output never reaches our stdout).  0, or -1 said in
+ * one line. */
 int perf_ab_plot(const char *file, const struct ab_run *r);
 
-/* Small helpers (main.c). */
-bool perf_parse_onoff(const char *s, bool *v);
-/* s is one of two words: *v says whether it is yes. */
-bool perf_parse_either(const char *s, const char *no, const char *yes, bool *v);
-bool perf_parse_u64(const char *s, uint64_t *v);
-bool perf_parse_double(const char *s, double *v);
+/* 12.3M style, three significant digits (main.c). */
 void perf_si(char *buf, size_t n, double v);
 
 #endif

@@ -6,6 +6,7 @@
  * (~160 ns), which changes a cross-core ring benchmark 2-4x.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -142,23 +143,35 @@ double perf_c2c_ns(int cpu_a, int cpu_b)
 	return med;
 }
 
+static void c2c_usage(FILE *f)
+{
+	fprintf(f,
+"usage: virtq-perf c2c [A,B]\n"
+"One-way core-to-core cache-line latency between CPUs A and B (0,1), and\n"
+"the placement it means (near below %.0f ns, else far).\n"
+"  --help, --version\n", PERF_NEAR_NS);
+}
+
 /* virtq-perf c2c [A,B]: print the probe and the placement it means. */
 int perf_c2c_main(int argc, char **argv)
 {
-	int a = 0, b = 1;
+	static const struct option lo[] = {
+		PERF_OPT_HELP, PERF_OPT_VERSION, { NULL, 0, NULL, 0 },
+	};
+	int cpu[2] = { 0, 1 };
 	double ns;
 
-	if (argc > 1 && sscanf(argv[1], "%d,%d", &a, &b) != 2) {
-		fprintf(stderr, "usage: virtq-perf c2c [A,B]\n");
-		return 2;
-	}
-	ns = perf_c2c_ns(a, b);
+	perf_opts_parse(argc, argv, "c2c", ":", lo, 0, c2c_usage, NULL, NULL);
+	if (optind < argc)
+		perf_cpu_pair("A,B", argv[optind++], cpu);
+	perf_opts_end(argc, argv);
+	ns = perf_c2c_ns(cpu[0], cpu[1]);
 	if (ns < 0) {
-		fprintf(stderr, "c2c: cannot run on CPUs %d,%d: %s\n", a, b,
-			strerror((int)-ns));
+		fprintf(stderr, "virtq-perf c2c: cannot run on CPUs %d,%d: %s\n",
+			cpu[0], cpu[1], strerror((int)-ns));
 		return 1;
 	}
-	printf("c2c %d,%d: %.1f ns one-way (%s)\n", a, b, ns,
+	printf("c2c %d,%d: %.1f ns one-way (%s)\n", cpu[0], cpu[1], ns,
 	       perf_place_name(perf_place_classify(ns, ns)));
 	return 0;
 }

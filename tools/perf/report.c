@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* virtq-perf output: the ring report, its JSON, the A/B table, the A/B
  * JSON, and the A/B chart through gnuplot. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,8 +116,8 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		r->bound_same ? " per run" : "");
 	fprintf(f, "  workload: %s\n  A: %s\n  B: %s\n", r->cmd, r->a, r->b);
 	fprintf(f, "  metric: operations/s (higher is better); change = B/A - 1 "
-		"of the geometric means;\n  95%% CI: normal approximation of "
-		"the mean paired log(B/A)%s\n\n",
+		"of the geometric means;\n  95%% CI: Student t (n - 1 degrees of "
+		"freedom) of the mean paired log(B/A)%s\n\n",
 		r->same_placement ? ";\n  only pairs whose members saw the same "
 		"placement (near-near or far-far)" : "");
 	fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %s\n", "workload", "A ops/s",
@@ -188,8 +191,9 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 		json_num(f, w->err ? NAN : w->st.ci_lo);
 		fputc(',', f);
 		json_num(f, w->err ? NAN : w->st.ci_hi);
-		fprintf(f, "],\"faster\":%u,\"placement\":{\"near\":%u,\"far\":%u,"
+		fprintf(f, "],\"few_pairs\":%s,\"faster\":%u,\"placement\":{\"near\":%u,\"far\":%u,"
 			"\"mixed\":%u,\"unknown\":%u},\"runs\":[",
+			w->err || w->st.few_pairs ? "true" : "false",
 			w->err ? 0 : w->st.faster, w->place[PLACE_NEAR],
 			w->place[PLACE_FAR], w->place[PLACE_MIXED],
 			w->place[PLACE_UNKNOWN]);
@@ -209,34 +213,74 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 	fputs("]}\n", f);
 }
 
-static bool have_gnuplot(void)
+const char *perf_ab_plot_term(const char *file)
 {
-	return system("command -v gnuplot >/dev/null 2>&1") == 0;
+	static const struct { const char *ext, *term; } terms[] = {
+		{ ".png", "pngcairo size 900,500" },
+		{ ".svg", "svg size 900,500" },
+		{ ".txt", "dumb size 100,30" },
+	};
+	const char *ext = strrchr(file, '.');
+	unsigned i;
+
+	for (i = 0; ext && i < sizeof(terms) / sizeof(terms[0]); i++)
+		if (!strcmp(ext, terms[i].ext))
+			return terms[i].term;
+	return NULL;
+}
+
+int perf_ab_plot_ready(const char *file)
+{
+	int fd;
+
+	if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "virtq-perf ab: --plot: gnuplot is not installed\n");
+		return -1;
+	}
+	/* Open it as gnuplot will; a file we made only to try goes again. */
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		close(fd);
+		unlink(file);
+		return 0;
+	}
+	if (errno == EEXIST)
+		fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "virtq-perf ab: --plot: %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* file in a gnuplot string: '...' with each ' doubled */
+static void gp_quoted(FILE *g, const char *s)
+{
+	fputc('\'', g);
+	for (; *s; s++)
+		fputs(*s == '\'' ? "''" : (char[2]){ *s, 0 }, g);
+	fputc('\'', g);
 }
 
 int perf_ab_plot(const char *file, const struct ab_run *r)
 {
-	const char *ext = strrchr(file, '.');
-	const char *term = "pngcairo size 900,500";
 	double lo = 0, hi = 0;
+	struct stat sb;
 	unsigned i;
 	FILE *g;
 	int st;
 
-	if (!have_gnuplot()) {
-		fprintf(stderr, "virtq-perf ab: gnuplot is not installed; "
-			"skipping the plot %s\n", file);
-		return 1;
-	}
-	if (ext && strcmp(ext, ".svg") == 0)
-		term = "svg size 900,500";
-	else if (ext && strcmp(ext, ".txt") == 0)
-		term = "dumb size 100,30";
-	g = popen("gnuplot", "w");
-	if (!g)
+	/* Should it fail to open the file, gnuplot writes the chart to its
+	 * stdout: never ours (it may be the JSON). */
+	g = popen("exec gnuplot >/dev/null", "w");
+	if (!g) {
+		fprintf(stderr, "virtq-perf ab: --plot: gnuplot: %s\n", strerror(errno));
 		return -1;
-	fprintf(g, "set terminal %s\nset output '%s'\n", term, file);
-	fputs("$d << EOD\n", g);
+	}
+	fprintf(g, "set terminal %s\nset output ", perf_ab_plot_term(file));
+	gp_quoted(g, file);
+	fputs("\n$d << EOD\n", g);
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 
@@ -263,8 +307,8 @@ int perf_ab_plot(const char *file, const struct ab_run *r)
 	      "plot $d using 1:2:xtic(5) with boxes lc rgb '#4a7ebb', "
 	      "$d using 1:2:3:4 with yerrorbars lc rgb 'black' pt 0\n", g);
 	st = pclose(g);
-	if (st != 0) {
-		fprintf(stderr, "virtq-perf ab: gnuplot failed\n");
+	if (st != 0 || stat(file, &sb) < 0 || sb.st_size == 0) {
+		fprintf(stderr, "virtq-perf ab: --plot: gnuplot did not write %s\n", file);
 		return -1;
 	}
 	return 0;

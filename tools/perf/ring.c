@@ -4,9 +4,9 @@
  * tools/virtio/ringtest).  A driver thread on one CPU posts buffers in
  * bursts and reaps them; a device thread on another runs the runtime loop
  * over the queue, popping bursts and publishing used entries every
- * --used-batch fills.  Either side that runs out of work busy polls for
- * --busy-poll us, then sleeps on its eventfd; kicks and calls are sent only
- * when the ring's suppression logic asks for them.
+ * --used-batch fills (0: once per pop burst).  Either side that runs out
+ * of work busy polls for --busy-poll us, then sleeps on its eventfd; kicks
+ * and calls are sent only when the ring's suppression logic asks for them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -113,16 +113,17 @@ static int dev_process(struct vq_rt_queue *q, void *arg,
 			r = vq_dev_fill(b->dev, &c[i], len);
 			if (r < 0)
 				return r;
-			if (++staged >= ub) {
-				r = vq_dev_flush(b->dev);
-				if (r < 0)
-					return r;
-				done += staged;
-				staged = 0;
-				r = vq_rt_queue_signal(q);
-				if (r < 0)
-					return r;
-			}
+			/* every ub fills; ub 0: at the end of each pop */
+			if (++staged < ub || (!ub && i + 1 < (unsigned)n))
+				continue;
+			r = vq_dev_flush(b->dev);
+			if (r < 0)
+				return r;
+			done += staged;
+			staged = 0;
+			r = vq_rt_queue_signal(q);
+			if (r < 0)
+				return r;
 		}
 	}
 	if (staged) {
@@ -430,18 +431,21 @@ static void ring_usage(FILE *f)
 "  --layout split|packed   ring layout (split)\n"
 "  --in-order on|off       VIRTIO_F_IN_ORDER (off)\n"
 "  --event-idx on|off      VIRTIO_F_EVENT_IDX (on)\n"
-"  --used-batch N          device fills per used-index publish; 1 = push\n"
-"                          each entry on its own (32)\n"
-"  --burst N               buffers per driver add burst / device pop (32)\n"
+"  --used-batch N          the device publishes used entries every N; 1 =\n"
+"                          each on its own, 0 = once per pop burst (32)\n"
+"  --burst N               buffers per driver add burst / device pop, at\n"
+"                          most the queue size (32)\n"
 "  --busy-poll USEC        busy-poll window of both sides; 0 = sleep on\n"
 "                          the eventfd when dry (0)\n"
-"  --queue-size N          (256)\n"
-"  --size S                payload bytes the device copies; 0 = none (0)\n"
-"  --dir tx|rx             device reads (tx) or writes (rx) the payload (tx)\n"
+"  --queue-size N          (256; split: a power of two)\n"
+"  --size S[K|M]           payload bytes the device copies; 0 = none (0)\n"
+"  --direction tx|rx       with --size: the device reads (tx) or writes (rx)\n"
+"                          the payload (tx)\n"
 "  --seconds T | --ops N   run length (2 s)\n"
 "  --cpu A,B               driver and device CPUs (0,1)\n"
 "  --placement on|off      probe core-to-core latency before/after (on)\n"
-"  --json                  one JSON object on stdout\n");
+"  --json                  one JSON object on stdout\n"
+"  --help, --version\n");
 }
 
 static void perf_ring_defaults(struct ring_opts *o)
@@ -457,144 +461,97 @@ static void perf_ring_defaults(struct ring_opts *o)
 	o->placement = true;
 }
 
+enum { O_LAYOUT, O_INORDER, O_EIDX, O_UB, O_BURST, O_BP, O_QS, O_SIZE,
+       O_DIR, O_SEC, O_OPS, O_CPU, O_PLACE, O_JSON };
+
+static const struct option ring_long[] = {
+	{ "layout", required_argument, 0, O_LAYOUT },
+	{ "in-order", required_argument, 0, O_INORDER },
+	{ "event-idx", required_argument, 0, O_EIDX },
+	{ "used-batch", required_argument, 0, O_UB },
+	{ "burst", required_argument, 0, O_BURST },
+	{ "busy-poll", required_argument, 0, O_BP },
+	{ "queue-size", required_argument, 0, O_QS },
+	{ "size", required_argument, 0, O_SIZE },
+	{ "direction", required_argument, 0, O_DIR },
+	{ "seconds", required_argument, 0, O_SEC },
+	{ "ops", required_argument, 0, O_OPS },
+	{ "cpu", required_argument, 0, O_CPU },
+	{ "placement", required_argument, 0, O_PLACE },
+	{ "json", no_argument, 0, O_JSON },
+	PERF_OPT_HELP, PERF_OPT_VERSION,
+	{ 0, 0, 0, 0 },
+};
+
+static const char *const layouts[] = { "split", "packed", NULL };
+static const char *const directions[] = { "tx", "rx", NULL };
+
+/* What the options say together: refuse what conflicts or does nothing. */
+static void ring_check(struct ring_opts *o, unsigned given)
+{
+	cpu_set_t allowed;
+
+	if ((given & 1u << O_SEC) && (given & 1u << O_OPS))
+		cli_usage_error("--seconds and --ops: give one run length");
+	if ((given & 1u << O_DIR) && !o->size)
+		cli_usage_error("--direction: without --size no payload moves");
+	if (!vq_ring_num_valid(o->packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0,
+			       o->queue_size))
+		cli_usage_error("--queue-size: %u is not valid for the %s layout "
+				"(split: a power of two)", o->queue_size,
+				o->packed ? "packed" : "split");
+	if (o->burst > o->queue_size) {
+		if (given & 1u << O_BURST)
+			cli_usage_error("--burst: %u is more than the queue size %u",
+					o->burst, o->queue_size);
+		o->burst = o->queue_size;
+	}
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
+	    (!CPU_ISSET(o->cpu[0], &allowed) || !CPU_ISSET(o->cpu[1], &allowed)))
+		cli_usage_error("--cpu: CPUs %d,%d are not both available to this "
+				"process", o->cpu[0], o->cpu[1]);
+}
+
+static void ring_option(void *opts, int c, const char *name, const char *v)
+{
+	struct ring_opts *o = opts;
+
+	switch (c) {
+	case O_LAYOUT: o->packed = cli_choice(name, v, layouts); break;
+	case O_INORDER: o->in_order = cli_onoff(name, v); break;
+	case O_EIDX: o->event_idx = cli_onoff(name, v); break;
+	case O_PLACE: o->placement = cli_onoff(name, v); break;
+	case O_UB: o->used_batch = (unsigned)cli_u64(name, v, 0, 65536); break;
+	case O_BURST: o->burst = (unsigned)cli_u64(name, v, 1, MAX_BURST); break;
+	case O_BP: o->busy_poll_us = cli_u64(name, v, 0, 10000000); break;
+	case O_QS: o->queue_size = (unsigned)cli_u64(name, v, 1, 32768); break;
+	case O_SIZE: o->size = (unsigned)cli_size(name, v, 0, 1u << 24); break;
+	case O_DIR: o->rx = cli_choice(name, v, directions); break;
+	case O_SEC: o->seconds = cli_double(name, v, 1e-3, 86400); break;
+	case O_OPS: o->ops = cli_u64(name, v, 1, UINT64_MAX); break;
+	case O_CPU: perf_cpu_pair(name, v, o->cpu); break;
+	case O_JSON: o->json = true; break;
+	}
+}
+
+static void ring_parse(int argc, char **argv, struct ring_opts *o)
+{
+	uint64_t given;
+
+	perf_ring_defaults(o);
+	given = perf_opts_parse(argc, argv, "ring", ":", ring_long, O_JSON + 1, ring_usage,
+				ring_option, o);
+	perf_opts_end(argc, argv);
+	ring_check(o, (unsigned)given);
+}
+
 int perf_ring_main(int argc, char **argv)
 {
-	enum { O_LAYOUT = 256, O_INORDER, O_EIDX, O_UB, O_BURST, O_BP, O_QS,
-	       O_SIZE, O_DIR, O_SEC, O_OPS, O_CPU, O_PLACE, O_JSON, O_HELP };
-	static const struct option lo[] = {
-		{ "layout", required_argument, 0, O_LAYOUT },
-		{ "in-order", required_argument, 0, O_INORDER },
-		{ "event-idx", required_argument, 0, O_EIDX },
-		{ "used-batch", required_argument, 0, O_UB },
-		{ "burst", required_argument, 0, O_BURST },
-		{ "busy-poll", required_argument, 0, O_BP },
-		{ "queue-size", required_argument, 0, O_QS },
-		{ "size", required_argument, 0, O_SIZE },
-		{ "dir", required_argument, 0, O_DIR },
-		{ "seconds", required_argument, 0, O_SEC },
-		{ "ops", required_argument, 0, O_OPS },
-		{ "cpu", required_argument, 0, O_CPU },
-		{ "placement", required_argument, 0, O_PLACE },
-		{ "json", no_argument, 0, O_JSON },
-		{ "help", no_argument, 0, O_HELP },
-		{ 0, 0, 0, 0 },
-	};
 	struct ring_opts o;
 	struct ring_result res;
-	uint64_t v;
-	int c, r;
+	int r;
 
-	perf_ring_defaults(&o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case O_LAYOUT:
-			if (strcmp(optarg, "split") == 0)
-				o.packed = false;
-			else if (strcmp(optarg, "packed") == 0)
-				o.packed = true;
-			else
-				goto bad;
-			break;
-		case O_INORDER:
-			if (!perf_parse_onoff(optarg, &o.in_order))
-				goto bad;
-			break;
-		case O_EIDX:
-			if (!perf_parse_onoff(optarg, &o.event_idx))
-				goto bad;
-			break;
-		case O_PLACE:
-			if (!perf_parse_onoff(optarg, &o.placement))
-				goto bad;
-			break;
-		case O_UB:
-			if (!perf_parse_u64(optarg, &v) || v == 0 || v > 65536)
-				goto bad;
-			o.used_batch = (unsigned)v;
-			break;
-		case O_BURST:
-			if (!perf_parse_u64(optarg, &v) || v == 0 || v > MAX_BURST)
-				goto bad;
-			o.burst = (unsigned)v;
-			break;
-		case O_BP:
-			if (!perf_parse_u64(optarg, &v) || v > 10000000)
-				goto bad;
-			o.busy_poll_us = v;
-			break;
-		case O_QS:
-			if (!perf_parse_u64(optarg, &v) || v == 0 || v > 32768)
-				goto bad;
-			o.queue_size = (unsigned)v;
-			break;
-		case O_SIZE:
-			if (!perf_parse_u64(optarg, &v) || v > (1u << 24)) {
-				if (strchr(optarg, ','))
-					fprintf(stderr, "virtq-perf ring: a list of sizes "
-						"is for 'virtq-perf ab'\n");
-				goto bad;
-			}
-			o.size = (unsigned)v;
-			break;
-		case O_DIR:
-			if (strcmp(optarg, "tx") == 0)
-				o.rx = false;
-			else if (strcmp(optarg, "rx") == 0)
-				o.rx = true;
-			else
-				goto bad;
-			break;
-		case O_SEC:
-			if (!perf_parse_double(optarg, &o.seconds) || !(o.seconds > 0))
-				goto bad;
-			o.ops = 0;
-			break;
-		case O_OPS:
-			if (!perf_parse_u64(optarg, &o.ops) || o.ops == 0)
-				goto bad;
-			break;
-		case O_CPU:
-			if (sscanf(optarg, "%d,%d", &o.cpu[0], &o.cpu[1]) != 2 ||
-			    o.cpu[0] < 0 || o.cpu[1] < 0 || o.cpu[0] == o.cpu[1])
-				goto bad;
-			break;
-		case O_JSON:
-			o.json = true;
-			break;
-		case O_HELP:
-			ring_usage(stdout);
-			return 0;
-		default:
-			ring_usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-perf ring: unexpected argument '%s'\n",
-			argv[optind]);
-		return 2;
-	}
-	if (!vq_ring_num_valid(o.packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0,
-			       o.queue_size)) {
-		fprintf(stderr, "virtq-perf ring: queue size %u is not valid for "
-			"the %s layout\n", o.queue_size, o.packed ? "packed" : "split");
-		return 2;
-	}
-	if (o.burst > o.queue_size)
-		o.burst = o.queue_size;
-	{
-		cpu_set_t allowed;
-
-		if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
-		    (o.cpu[0] >= CPU_SETSIZE || o.cpu[1] >= CPU_SETSIZE ||
-		     !CPU_ISSET(o.cpu[0], &allowed) || !CPU_ISSET(o.cpu[1], &allowed))) {
-			fprintf(stderr, "virtq-perf ring: CPUs %d,%d are not both "
-				"available to this process (--cpu A,B)\n",
-				o.cpu[0], o.cpu[1]);
-			return 2;
-		}
-	}
+	ring_parse(argc, argv, &o);
 	r = perf_ring_run(&o, &res);
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf ring: %s\n", strerror(-r));
@@ -605,8 +562,4 @@ int perf_ring_main(int argc, char **argv)
 	else
 		perf_ring_report(stdout, &o, &res);
 	return 0;
-bad:
-	fprintf(stderr, "virtq-perf ring: bad value '%s' for --%s\n", optarg,
-		lo[c - O_LAYOUT].name);
-	return 2;
 }

@@ -1,16 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Paired A/B statistics, pure functions: geometric means, the change B/A - 1
- * from unrounded values, how many pairs B won, and the 95% normal-
- * approximation interval of the mean of the paired log(B/A).
+ * from unrounded values, how many pairs B won, and the 95% Student t
+ * interval (n - 1 degrees of freedom) of the mean of the paired log(B/A).
  */
 #ifndef VIRTQ_PERF_STATS_H
 #define VIRTQ_PERF_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
-/* z for a two-sided 95% normal interval */
-#define PERF_Z95 1.959963984540054
+/* Pairs below which no interval exists (one pair has no spread), and below
+ * which the interval rests on too few runs to trust: with 5 pairs
+ * t(0.975, 4) = 2.78 makes it 42% wider than the normal one would be. */
+#define PERF_AB_MIN_PAIRS 2
+#define PERF_AB_FEW_PAIRS 6
+
+/* t(0.975, df): the two-sided 95% quantile of Student's t with df degrees
+ * of freedom (df >= 1; NaN for 0). */
+double perf_t975(unsigned df);
+
+/* Is n pairs enough?  -1: fewer than PERF_AB_MIN_PAIRS (refuse), 1: fewer
+ * than PERF_AB_FEW_PAIRS (warn; msg says why), 0: enough.  msg gets a
+ * phrase without the program's name. */
+int perf_ab_pairs_check(unsigned n, char *msg, size_t len);
 
 struct perf_ab_stats {
 	unsigned n;             /* pairs */
@@ -20,8 +33,9 @@ struct perf_ab_stats {
 	unsigned faster;        /* pairs where B beat A */
 	double mean_log;        /* mean of log(b_i / a_i) */
 	double sd_log;          /* its sample standard deviation (n - 1) */
-	double ci_lo;           /* exp(mean_log -+ z * sd_log / sqrt(n)) - 1; */
-	double ci_hi;           /* NaN when n < 2 */
+	double ci_lo;           /* exp(mean_log -+ t * sd_log / sqrt(n)) - 1, */
+	double ci_hi;           /* t = perf_t975(n - 1); NaN when n < 2 */
+	bool few_pairs;         /* n < PERF_AB_FEW_PAIRS */
 };
 
 /* Geometric mean of n > 0 positive values (through logs: no overflow);

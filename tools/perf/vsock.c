@@ -29,12 +29,12 @@
  * SO_VM_SOCKETS_BUFFER_SIZE) and --rcvlowat (the guest reads only when that
  * much is queued, SO_RCVLOWAT).
  *
- * With --backend PATH the backend is started here (with --used-batch,
+ * With --backend CMD the backend is started here (with --used-batch,
  * --backend-busy-poll, --backend-arg passed on) and stopped at the end, so
- * `virtq-perf ab` can compare backend settings.
+ * `virtq-perf ab` can compare backend settings.  The options are
+ * vsock_opts.c's.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -55,33 +55,10 @@
 #include "perf.h"
 #include "dirty_log.h"
 #include "vsock_check.h"
+#include "vsock_opts.h"
 #include "vsock/vsock_guest.h"
 
 #define PORT 5201u
-#define MAX_BARGS 16
-
-struct vs_opts {
-	const char *socket_path, *uds, *backend;
-	const char *bargs[MAX_BARGS];
-	unsigned nbargs;
-	int used_batch;                 /* -1: backend default */
-	int64_t backend_busy_poll;      /* -1: backend default */
-	bool rx;                        /* host -> guest */
-	bool latency;
-	uint64_t bytes;
-	double seconds;                 /* 0: --bytes decides */
-	uint32_t buf_size;
-	uint32_t rcvbuf, rcvlowat;
-	unsigned queue_size;
-	bool packed, event_idx;
-	uint64_t iters;                 /* latency round trips */
-	uint64_t cid;                   /* with --socket-path: expected CID (0: any) */
-	bool json, quiet;
-	bool seqpacket;                  /* --type seqpacket: whole messages */
-	bool dirty_log;
-	bool placement;                 /* probe CPUs 0 and 1 around the run */
-	unsigned drop_kicks;            /* send no kick for every Nth owed */
-};
 
 /* ------------------------------------------------------------------ */
 
@@ -117,244 +94,6 @@ struct vs_run {
 	double c2c_before, c2c_after;
 };
 
-static void vs_usage(FILE *f)
-{
-	fprintf(f,
-"usage: virtq-perf vsock (--socket-path PATH --uds-path HOST_PATH | --backend VIRTQ_VSOCK) [options]\n"
-"Both ends of a vsock transfer around a vhost-user-vsock backend: the guest\n"
-"(our front-end and virtio-vsock driver) and the host program (on the\n"
-"backend's UNIX sockets).  Checks byte count and checksum of every transfer.\n"
-"  --socket-path PATH    the backend's vhost-user socket\n"
-"  --uds-path HOST_PATH  the backend's host side (its --uds-path)\n"
-"  --backend PATH        start this virtq-vsock instead (and stop it after)\n"
-"  --used-batch N        --backend: its RX used batch (1: each on its own)\n"
-"  --backend-busy-poll U --backend: its --busy-poll\n"
-"  --backend-arg ARG     --backend: one more argument (repeatable)\n"
-"  --direction rx|tx     rx: host -> guest (default); tx: guest -> host\n"
-"  --bytes N[K|M|G]      bytes to transfer (64M)\n"
-"  --seconds S           transfer for S seconds instead of --bytes\n"
-"  --buf-size N[K]       sender's write size (64K)\n"
-"  --rcvbuf N[K|M]       guest receive buffer (buf_alloc) per connection (256K)\n"
-"  --rcvlowat N[K]       guest reads only when N bytes are queued (1)\n"
-"  --type stream|seqpacket  SOCK_STREAM (default) or SOCK_SEQPACKET: --buf-size\n"
-"                        messages, each checked whole, in order, exact length\n"
-"  --latency             ping-pong of --buf-size messages, percentiles\n"
-"  --iters N             latency round trips (10000)\n"
-"  --queue-size N        ring size (256)\n"
-"  --packed on|off --event-idx on|off   ring features asked for (off, on)\n"
-"  --cid N               with --socket-path: the guest CID to expect\n"
-"  --placement on|off    probe the c2c latency of CPUs 0 and 1 before and after\n"
-"                        (the vCPUs' placement, for virtq-perf ab) (off)\n"
-"  --dirty-log           live-migration logging on first, as QEMU does; at the\n"
-"                        end every page the backend wrote must be marked\n"
-"  --drop-kicks N        fault injection: send no kick for every Nth the\n"
-"                        ring asks for (a driver whose barrier failed)\n"
-"  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
-"  --quiet\n");
-}
-
-enum {
-	V_SOCK = 256, V_UDS, V_BACKEND, V_UB, V_BBP, V_BARG, V_DIR, V_BYTES, V_SECS,
-	V_BUF, V_RCVBUF, V_LOWAT, V_LAT, V_ITERS, V_QSIZE, V_PACKED, V_EVIDX,
-	V_CID, V_TYPE, V_DLOG, V_PLACE, V_JSON, V_QUIET, V_HELP, V_DROPK,
-};
-
-static const struct option vs_long[] = {
-	{ "socket-path", required_argument, NULL, V_SOCK },
-	{ "uds-path", required_argument, NULL, V_UDS },
-	{ "backend", required_argument, NULL, V_BACKEND },
-	{ "used-batch", required_argument, NULL, V_UB },
-	{ "backend-busy-poll", required_argument, NULL, V_BBP },
-	{ "backend-arg", required_argument, NULL, V_BARG },
-	{ "direction", required_argument, NULL, V_DIR },
-	{ "bytes", required_argument, NULL, V_BYTES },
-	{ "seconds", required_argument, NULL, V_SECS },
-	{ "buf-size", required_argument, NULL, V_BUF },
-	{ "rcvbuf", required_argument, NULL, V_RCVBUF },
-	{ "rcvlowat", required_argument, NULL, V_LOWAT },
-	{ "latency", no_argument, NULL, V_LAT },
-	{ "iters", required_argument, NULL, V_ITERS },
-	{ "queue-size", required_argument, NULL, V_QSIZE },
-	{ "packed", required_argument, NULL, V_PACKED },
-	{ "event-idx", required_argument, NULL, V_EVIDX },
-	{ "cid", required_argument, NULL, V_CID },
-	{ "type", required_argument, NULL, V_TYPE },
-	{ "dirty-log", no_argument, NULL, V_DLOG },
-	{ "placement", required_argument, NULL, V_PLACE },
-	{ "json", no_argument, NULL, V_JSON },
-	{ "quiet", no_argument, NULL, V_QUIET },
-	{ "drop-kicks", required_argument, NULL, V_DROPK },
-	{ "help", no_argument, NULL, V_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* 64K, 1M, 1G (powers of two) or a plain number. */
-static bool parse_size(const char *s, uint64_t *v)
-{
-	char buf[32];
-	size_t n = strlen(s);
-	uint64_t mul = 1;
-
-	if (!n || n >= sizeof(buf))
-		return false;
-	memcpy(buf, s, n + 1);
-	switch (buf[n - 1]) {
-	case 'k': case 'K': mul = 1ull << 10; buf[n - 1] = 0; break;
-	case 'm': case 'M': mul = 1ull << 20; buf[n - 1] = 0; break;
-	case 'g': case 'G': mul = 1ull << 30; buf[n - 1] = 0; break;
-	}
-	if (!perf_parse_u64(buf, v) || *v > UINT64_MAX / mul)
-		return false;
-	*v *= mul;
-	return true;
-}
-
-static int vs_parse(int argc, char **argv, struct vs_opts *o)
-{
-	uint64_t v;
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->used_batch = -1;
-	o->backend_busy_poll = -1;
-	o->rx = true;
-	o->bytes = 64ull << 20;
-	o->buf_size = 65536;
-	o->rcvbuf = 256 * 1024;
-	o->rcvlowat = 1;
-	o->queue_size = 256;
-	o->event_idx = true;
-	o->iters = 10000;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", vs_long, NULL)) != -1) {
-		bool *flag = NULL;
-
-		switch (c) {
-		case V_SOCK: o->socket_path = optarg; break;
-		case V_UDS: o->uds = optarg; break;
-		case V_BACKEND: o->backend = optarg; break;
-		case V_UB:
-			if (!perf_parse_u64(optarg, &v) || v > 65536)
-				goto bad;
-			o->used_batch = (int)v;
-			break;
-		case V_BBP:
-			if (!perf_parse_u64(optarg, &v) || v > 10000000)
-				goto bad;
-			o->backend_busy_poll = (int64_t)v;
-			break;
-		case V_BARG:
-			if (o->nbargs >= MAX_BARGS)
-				goto bad;
-			o->bargs[o->nbargs++] = optarg;
-			break;
-		case V_DIR:
-			if (!perf_parse_either(optarg, "tx", "rx", &o->rx))
-				goto bad;
-			break;
-		case V_BYTES:
-			if (!parse_size(optarg, &o->bytes) || !o->bytes)
-				goto bad;
-			break;
-		case V_SECS:
-			if (!perf_parse_double(optarg, &o->seconds) || o->seconds < 0)
-				goto bad;
-			break;
-		case V_BUF:
-			if (!parse_size(optarg, &v) || !v || v > (16u << 20))
-				goto bad;
-			o->buf_size = (uint32_t)v;
-			break;
-		case V_RCVBUF:
-			if (!parse_size(optarg, &v) || v < 4096 || v > (64u << 20))
-				goto bad;
-			o->rcvbuf = (uint32_t)v;
-			break;
-		case V_LOWAT:
-			if (!parse_size(optarg, &v) || !v || v > (64u << 20))
-				goto bad;
-			o->rcvlowat = (uint32_t)v;
-			break;
-		case V_LAT: o->latency = true; break;
-		case V_DLOG: o->dirty_log = true; break;
-		case V_ITERS:
-			if (!perf_parse_u64(optarg, &o->iters) || !o->iters ||
-			    o->iters > 100000000)
-				goto bad;
-			break;
-		case V_QSIZE:
-			if (!perf_parse_u64(optarg, &v) || v < 16 || v > 32768)
-				goto bad;
-			o->queue_size = (unsigned)v;
-			break;
-		case V_PACKED: flag = &o->packed; break;
-		case V_EVIDX: flag = &o->event_idx; break;
-		case V_PLACE: flag = &o->placement; break;
-		case V_TYPE:
-			if (!perf_parse_either(optarg, "stream", "seqpacket", &o->seqpacket))
-				goto bad;
-			break;
-		case V_CID:
-			if (!perf_parse_u64(optarg, &o->cid) || o->cid < 3)
-				goto bad;
-			break;
-		case V_JSON: o->json = true; break;
-		case V_QUIET: o->quiet = true; break;
-		case V_DROPK:
-			if (!perf_parse_u64(optarg, &v) || v < 1 || v > UINT32_MAX)
-				goto bad;
-			o->drop_kicks = (unsigned)v;
-			break;
-		case V_HELP:
-		case 'h':
-			vs_usage(stdout);
-			exit(0);
-		default:
-			vs_usage(stderr);
-			return -1;
-		}
-		if (flag && !perf_parse_onoff(optarg, flag))
-			goto bad;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "virtq-perf vsock: unexpected argument '%s'\n", argv[optind]);
-		return -1;
-	}
-	if (!o->backend == !(o->socket_path && o->uds)) {
-		fprintf(stderr, "virtq-perf vsock: give --backend, or --socket-path and --uds-path\n");
-		return -1;
-	}
-	if (o->rcvlowat > o->rcvbuf) {
-		fprintf(stderr, "virtq-perf vsock: --rcvlowat is larger than --rcvbuf\n");
-		return -1;
-	}
-	if (o->latency && o->buf_size > o->rcvbuf) {
-		fprintf(stderr, "virtq-perf vsock: a latency message must fit --rcvbuf\n");
-		return -1;
-	}
-	if (o->seqpacket) {
-		/* Each message carries its number and checksum. */
-		if (o->buf_size < VS_MSG_HDR) {
-			fprintf(stderr, "virtq-perf vsock: a seqpacket message needs at least %u bytes\n",
-				VS_MSG_HDR);
-			return -1;
-		}
-		/* The guest holds a message until it is whole (as Linux). */
-		if (o->buf_size > o->rcvbuf) {
-			fprintf(stderr, "virtq-perf vsock: a seqpacket message must fit --rcvbuf\n");
-			return -1;
-		}
-		if (o->rcvlowat != 1) {
-			fprintf(stderr, "virtq-perf vsock: --rcvlowat applies to streams\n");
-			return -1;
-		}
-	}
-	return 0;
-bad:
-	fprintf(stderr, "virtq-perf vsock: bad value '%s'\n", optarg);
-	return -1;
-}
-
 /* ---- the backend we start ---- */
 
 /* It serves once both sockets exist (no probing connection: --once). */
@@ -366,11 +105,14 @@ static bool backend_ready(void *arg)
 	return stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0;
 }
 
+/* "CMD --socket-path TMP/vu.sock --uds-path TMP/h.sock --guest-cid 3
+ * --quiet --once [--used-batch N] [--busy-poll U] [ARG...]" */
 static int backend_start(struct vs_run *n)
 {
-	const char *args[32 + MAX_BARGS];
-	char ub[16], bp[24];
-	unsigned k = 0, i;
+	const char *args[13 + PERF_BACKEND_MAX_ARGS] = {
+		"--socket-path", n->sock, "--uds-path", n->uds, "--guest-cid", "3",
+		"--quiet", "--once",
+	};
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf vsock", "vsock");
@@ -378,32 +120,10 @@ static int backend_start(struct vs_run *n)
 		return r;
 	perf_backend_path(&n->be, "vu.sock", n->sock, sizeof(n->sock));
 	perf_backend_path(&n->be, "h.sock", n->uds, sizeof(n->uds));
-	args[k++] = n->o.backend;
-	args[k++] = "--socket-path";
-	args[k++] = n->sock;
-	args[k++] = "--uds-path";
-	args[k++] = n->uds;
-	args[k++] = "--guest-cid";
-	args[k++] = "3";
-	args[k++] = "--quiet";
-	args[k++] = "--once";
-	if (n->o.used_batch >= 0) {
-		snprintf(ub, sizeof(ub), "%d", n->o.used_batch);
-		args[k++] = "--used-batch";
-		args[k++] = ub;
-	}
-	if (n->o.backend_busy_poll >= 0) {
-		snprintf(bp, sizeof(bp), "%" PRId64, n->o.backend_busy_poll);
-		args[k++] = "--busy-poll";
-		args[k++] = bp;
-	}
-	for (i = 0; i < n->o.nbargs; i++)
-		args[k++] = n->o.bargs[i];
-	args[k] = NULL;
+	args[perf_backend_opts_words(&n->o.bo, args, 8)] = NULL;
 	n->o.socket_path = n->sock;
 	n->o.uds = n->uds;
-	return perf_backend_start(&n->be, n->o.backend, n->o.backend,
-				  (char *const *)args, backend_ready, n);
+	return perf_backend_start(&n->be, n->o.backend, args, backend_ready, n);
 }
 
 /* ---- the guest ---- */
@@ -1226,18 +946,223 @@ static double probe(void)
 	return ns < 0 ? NAN : ns;
 }
 
+/* The host program's side of the connection, then its thread: in tx the
+ * guest connects to HOST_PATH_PORT, so that listens first.  0 or -1
+ * (said). */
+static int host_start(struct vs_run *n, struct host_arg *ha, char *hpath, size_t len)
+{
+	if (!n->o.latency && !n->o.rx) {
+		snprintf(hpath, len, "%s_%u", n->o.uds, PORT);
+		ha->lfd = vq_vsock_uds_listen(hpath, n->o.seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
+								    : VQ_VSOCK_TYPE_STREAM);
+		if (ha->lfd < 0) {
+			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
+				strerror(-ha->lfd));
+			return -1;
+		}
+	} else {
+		vq_vsg_listen(n->g, PORT);
+	}
+	if (pthread_create(&n->host, NULL, host_main, ha)) {
+		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* The guest's side: connect (tx) or accept, then move the data.  0 or
+ * -errno; on an error the host thread is told to stop. */
+static int guest_run(struct vs_run *n, struct wait_conn *wc, uint64_t total)
+{
+	const struct vs_opts *o = &n->o;
+	uint64_t dl;
+	int r;
+
+	if (!o->latency && !o->rx) {
+		wc->c = o->seqpacket ? vq_vsg_connect_type(n->g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
+				     : vq_vsg_connect(n->g, PORT);
+		r = wc->c ? guest_until(n, conn_ready, wc, 10) : -ENOMEM;
+		if (r == 0 && vq_vsg_state(wc->c) != VSG_ESTABLISHED)
+			r = -ECONNREFUSED;
+		n->t_first = vq_rt_now_ns();
+	} else {
+		r = guest_until(n, conn_ready, wc, 10);
+	}
+	/* tx: the clock runs from the connection */
+	dl = o->seconds > 0 ? vq_rt_now_ns() + (uint64_t)(o->seconds * 1e9) : 0;
+	if (r == 0) {
+		if (o->seqpacket)
+			r = guest_messages(n, wc->c, total, !o->rx && !o->latency ? dl : 0);
+		else if (o->latency)
+			r = guest_echo(n, wc->c);
+		else if (o->rx)
+			/* with --seconds the host ends the stream (EOF) at its deadline */
+			r = guest_receive(n, wc->c);
+		else
+			r = guest_send(n, wc->c, total, dl);
+		/* Let the close handshake finish (RST from the device). */
+		if (r == 0 && !o->latency)
+			guest_until(n, conn_done, wc, 5);
+	}
+	if (r < 0) {
+		__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
+		/* A host blocked on the connection learns of the end only
+		 * from the device: reset it. */
+		if (wc->c) {
+			vq_vsg_reset(wc->c);
+			wc->c = NULL;
+		}
+	}
+	return r;
+}
+
+/* Did both ends see the same transfer? */
+static bool vs_verified(struct vs_run *n)
+{
+	bool ok;
+
+	if (n->o.seqpacket) {
+		/* Each message was checked as it arrived; both ends must have
+		 * seen the same ones. */
+		return n->host_msgs == n->guest_msgs && n->host_bytes == n->guest_bytes &&
+		       n->host_csum == n->guest_csum &&
+		       (!n->o.latency || n->host_msgs == n->o.iters);
+	}
+	if (n->o.latency) {
+		ok = n->host_bytes == n->o.iters * n->o.buf_size &&
+		     n->host_csum == n->host_sent_csum;
+		n->guest_bytes = n->host_bytes;
+		n->guest_csum = n->host_csum;
+		return ok;
+	}
+	return n->host_bytes == n->guest_bytes && n->host_csum == n->guest_csum;
+}
+
+/* The rates: *secs and bytes (or, --latency, round trips) per second. */
+struct vs_rates {
+	double secs, bps, mps;
+	struct perf_lat l;
+};
+
+static void vs_rates(struct vs_run *n, struct vs_rates *v)
+{
+	v->secs = n->t_last > n->t_first ? (double)(n->t_last - n->t_first) / 1e9 : 0;
+	v->bps = v->secs > 0 ? (double)n->guest_bytes / v->secs : 0;
+	v->mps = v->secs > 0 ? (double)n->guest_msgs / v->secs : 0;
+	v->l = (struct perf_lat){ NAN, NAN, NAN, NAN };
+	if (n->o.latency && n->nlat) {
+		double sum = 0;
+
+		for (uint64_t i = 0; i < n->nlat; i++)
+			sum += n->lat[i];
+		perf_lat_pcts(n->lat, n->nlat, &v->l);
+		/* transactions per second as the A/B metric */
+		v->bps = sum > 0 ? (double)n->nlat / (sum / 1e6) : 0;
+		v->secs = sum / 1e6;
+	}
+}
+
+static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
+{
+	const char *dir = n->o.latency ? "latency" : n->o.rx ? "rx" : "tx";
+
+	printf("{\"workload\":\"vsock\",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
+	       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
+	       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
+	       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
+	       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
+	       n->o.seqpacket ? "seqpacket" : "stream", dir, n->guest_bytes, n->o.buf_size,
+	       n->o.rcvbuf, n->o.rcvlowat, v->secs, v->bps,
+	       n->o.latency ? 0 : v->bps * 8 / 1e9, ok ? "true" : "false", n->guest_csum,
+	       n->guest_kicks, n->guest_waits, n->kicks_dropped);
+	if (n->o.seqpacket)
+		printf(",\"messages\":%" PRIu64, n->guest_msgs);
+	if (n->o.seqpacket && !n->o.latency)
+		printf(",\"msgs_per_sec\":%.1f", v->mps);
+	if (n->o.dirty_log)
+		printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
+		       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
+		       n->buf_pages, n->ring_pages, n->unlogged);
+	if (n->o.placement && !isnan(n->c2c_before) && !isnan(n->c2c_after))
+		printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
+		       n->c2c_before, n->c2c_after);
+	if (n->o.placement)
+		printf(",\"placement\":\"%s\"",
+		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)));
+	if (n->o.latency)
+		printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
+		       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
+		       n->nlat, v->l.p50, v->l.p90, v->l.p99, v->l.p999);
+	printf("}\n");
+}
+
+static void vs_text(struct vs_run *n, const struct vs_rates *v, bool ok)
+{
+	const struct perf_lat *l = &v->l;
+	const char *dir = n->o.rx ? "rx" : "tx";
+
+	if (n->o.seqpacket && n->o.latency)
+		printf("vsock latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+		       n->nlat, n->o.buf_size, v->bps, l->p50, l->p90, l->p99, l->p999,
+		       ok ? "verified" : "MESSAGE COUNT MISMATCH");
+	else if (n->o.seqpacket)
+		printf("vsock %s seqpacket: %" PRIu64 " messages of %u B = %" PRIu64 " bytes in %.3f s = "
+		       "%.0f msg/s, %.3f Gbit/s (rcvbuf %u); check sum %016" PRIx64 " %s\n",
+		       dir, n->guest_msgs, n->o.buf_size, n->guest_bytes, v->secs, v->mps,
+		       v->bps * 8 / 1e9, n->o.rcvbuf, n->guest_csum, ok ? "verified" : "MISMATCH");
+	else if (n->o.latency)
+		printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
+		       n->nlat, n->o.buf_size, v->bps, l->p50, l->p90, l->p99, l->p999,
+		       ok ? "verified" : "ECHO MISMATCH (bytes or content)");
+	else
+		printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
+		       "checksum %016" PRIx64 " %s\n",
+		       dir, n->guest_bytes, v->secs, v->bps * 8 / 1e9, n->o.buf_size, n->o.rcvbuf,
+		       n->o.rcvlowat, n->guest_csum, ok ? "verified" : "MISMATCH");
+	if (n->o.placement)
+		printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
+		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)),
+		       n->c2c_before, n->c2c_after, PERF_NEAR_NS);
+	if (n->o.dirty_log)
+		printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
+		       " ring pages; %" PRIu64 " of them not marked\n",
+		       n->buf_pages, n->ring_pages, n->unlogged);
+}
+
+/* The result, and why a check failed (stderr).  The exit status. */
+static int vs_report(struct vs_run *n)
+{
+	bool ok = vs_verified(n);
+	struct vs_rates v;
+
+	vs_rates(n, &v);
+	if (n->o.json)
+		vs_json(n, &v, ok);
+	else
+		vs_text(n, &v, ok);
+	if (n->unlogged)
+		fprintf(stderr, "virtq-perf vsock: --dirty-log: %" PRIu64
+			" pages the backend wrote are not marked in the log\n", n->unlogged);
+	if (!ok && n->o.seqpacket)
+		fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+			" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
+			n->guest_msgs, n->guest_csum, n->host_msgs, n->host_csum);
+	else if (!ok)
+		fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
+			" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
+			n->guest_bytes, n->guest_csum, n->host_bytes, n->host_csum);
+	return ok && !n->unlogged ? 0 : 1;
+}
+
 int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n;
 	struct host_arg ha = { .n = &n, .lfd = -1 };
 	struct wait_conn wc = { .n = &n, .port = PORT };
-	uint64_t total;
-	char hpath[160];
-	bool ok;
+	char hpath[160] = "";
 	int r, rc = 1;
 
-	if (vs_parse(argc, argv, &n.o) < 0)
-		return 2;
+	vs_parse(argc, argv, &n.o);
 	signal(SIGPIPE, SIG_IGN);
 	vs_pattern_init(0x5eed);
 	n.c2c_before = n.c2c_after = NAN;
@@ -1249,79 +1174,13 @@ int perf_vsock_main(int argc, char **argv)
 	}
 	if (guest_setup(&n) < 0)
 		goto out;
-	total = n.o.bytes;
-	if (n.o.seconds > 0)
-		total = UINT64_MAX;
-	ha.total = total;
-	if (n.o.latency) {
-		n.lat = calloc(n.o.iters, sizeof(double));
-		if (!n.lat)
-			goto out;
-	}
-	if (!n.o.latency && !n.o.rx) {
-		/* The guest connects to the host: listen at HOST_PATH_PORT. */
-		snprintf(hpath, sizeof(hpath), "%s_%u", n.o.uds, PORT);
-		ha.lfd = vq_vsock_uds_listen(hpath, n.o.seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
-								 : VQ_VSOCK_TYPE_STREAM);
-		if (ha.lfd < 0) {
-			fprintf(stderr, "virtq-perf vsock: listen %s: %s\n", hpath,
-				strerror(-ha.lfd));
-			goto out;
-		}
-	} else {
-		vq_vsg_listen(n.g, PORT);
-	}
-	if (pthread_create(&n.host, NULL, host_main, &ha)) {
-		fprintf(stderr, "virtq-perf vsock: cannot start the host thread\n");
+	/* --seconds: until the deadline */
+	ha.total = n.o.seconds > 0 ? UINT64_MAX : n.o.bytes;
+	if (n.o.latency && !(n.lat = calloc(n.o.iters, sizeof(double))))
 		goto out;
-	}
-	if (!n.o.latency && !n.o.rx) {
-		wc.c = n.o.seqpacket ? vq_vsg_connect_type(n.g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
-				     : vq_vsg_connect(n.g, PORT);
-		if (!wc.c) {
-			r = -ENOMEM;
-		} else {
-			r = guest_until(&n, conn_ready, &wc, 10);
-			if (r == 0 && vq_vsg_state(wc.c) != VSG_ESTABLISHED)
-				r = -ECONNREFUSED;
-		}
-	} else {
-		r = guest_until(&n, conn_ready, &wc, 10);
-	}
-	if (r == 0) {
-		if (n.o.seqpacket) {
-			uint64_t dl = n.o.seconds > 0 && !n.o.rx && !n.o.latency ?
-				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
-
-			if (!n.o.rx && !n.o.latency)
-				n.t_first = vq_rt_now_ns();
-			r = guest_messages(&n, wc.c, total, dl);
-		} else if (n.o.latency) {
-			r = guest_echo(&n, wc.c);
-		} else if (n.o.rx) {
-			/* With --seconds the host ends the stream (EOF) at
-			 * its deadline. */
-			r = guest_receive(&n, wc.c);
-		} else {
-			uint64_t dl = n.o.seconds > 0 ?
-				vq_rt_now_ns() + (uint64_t)(n.o.seconds * 1e9) : 0;
-
-			n.t_first = vq_rt_now_ns();
-			r = guest_send(&n, wc.c, total, dl);
-		}
-		/* Let the close handshake finish (RST from the device). */
-		if (r == 0 && !n.o.latency)
-			guest_until(&n, conn_done, &wc, 5);
-	}
-	if (r < 0) {
-		__atomic_store_n(&n.stop, 1, __ATOMIC_RELEASE);
-		/* A host blocked on the connection learns of the end only
-		 * from the device: reset it. */
-		if (wc.c) {
-			vq_vsg_reset(wc.c);
-			wc.c = NULL;
-		}
-	}
+	if (host_start(&n, &ha, hpath, sizeof(hpath)) < 0)
+		goto out;
+	r = guest_run(&n, &wc, ha.total);
 	pthread_join(n.host, NULL);
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n",
@@ -1337,107 +1196,7 @@ int perf_vsock_main(int argc, char **argv)
 		goto out;
 	if (n.o.placement)
 		n.c2c_after = probe();
-	if (n.o.seqpacket) {
-		/* Each message was checked as it arrived; both ends must have
-		 * seen the same ones. */
-		ok = n.host_msgs == n.guest_msgs && n.host_bytes == n.guest_bytes &&
-		     n.host_csum == n.guest_csum && (!n.o.latency || n.host_msgs == n.o.iters);
-	} else if (n.o.latency) {
-		ok = n.host_bytes == n.o.iters * n.o.buf_size &&
-		     n.host_csum == n.host_sent_csum;
-		n.guest_bytes = n.host_bytes;
-		n.guest_csum = n.host_csum;
-	} else {
-		ok = n.host_bytes == n.guest_bytes && n.host_csum == n.guest_csum;
-	}
-	{
-		double secs = n.t_last > n.t_first ? (double)(n.t_last - n.t_first) / 1e9 : 0;
-		double bps = secs > 0 ? (double)n.guest_bytes / secs : 0;
-		struct perf_lat l = { NAN, NAN, NAN, NAN };
-		const char *dir = n.o.latency ? "latency" : n.o.rx ? "rx" : "tx";
-		const char *type = n.o.seqpacket ? "seqpacket" : "stream";
-		double mps = secs > 0 ? (double)n.guest_msgs / secs : 0;
-
-		if (n.o.latency && n.nlat) {
-			double sum = 0;
-
-			for (uint64_t i = 0; i < n.nlat; i++)
-				sum += n.lat[i];
-			perf_lat_pcts(n.lat, n.nlat, &l);
-			/* transactions per second as the A/B metric */
-			bps = sum > 0 ? (double)n.nlat / (sum / 1e6) : 0;
-			secs = sum / 1e6;
-		}
-		if (n.o.json) {
-			printf("{\"workload\":\"vsock\",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
-			       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
-			       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
-			       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
-			       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
-			       type, dir, n.guest_bytes, n.o.buf_size, n.o.rcvbuf, n.o.rcvlowat,
-			       secs, bps, n.o.latency ? 0 : bps * 8 / 1e9,
-			       ok ? "true" : "false", n.guest_csum, n.guest_kicks,
-			       n.guest_waits, n.kicks_dropped);
-			if (n.o.seqpacket)
-				printf(",\"messages\":%" PRIu64, n.guest_msgs);
-			if (n.o.seqpacket && !n.o.latency)
-				printf(",\"msgs_per_sec\":%.1f", mps);
-			if (n.o.dirty_log)
-				printf(",\"dirty_log\":true,\"dirty_pages\":%" PRIu64
-				       ",\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64,
-				       n.buf_pages, n.ring_pages, n.unlogged);
-			if (n.o.placement && !isnan(n.c2c_before) && !isnan(n.c2c_after))
-				printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
-				       n.c2c_before, n.c2c_after);
-			if (n.o.placement)
-				printf(",\"placement\":\"%s\"",
-				       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)));
-			if (n.o.latency)
-				printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
-				       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
-				       n.nlat, l.p50, l.p90, l.p99, l.p999);
-			printf("}\n");
-		} else if (n.o.seqpacket && n.o.latency) {
-			printf("vsock latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
-			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
-			       ok ? "verified" : "MESSAGE COUNT MISMATCH");
-		} else if (n.o.seqpacket) {
-			printf("vsock %s seqpacket: %" PRIu64 " messages of %u B = %" PRIu64 " bytes in %.3f s = "
-			       "%.0f msg/s, %.3f Gbit/s (rcvbuf %u); check sum %016" PRIx64 " %s\n",
-			       dir, n.guest_msgs, n.o.buf_size, n.guest_bytes, secs, mps, bps * 8 / 1e9,
-			       n.o.rcvbuf, n.guest_csum, ok ? "verified" : "MISMATCH");
-		} else if (n.o.latency) {
-			printf("vsock latency: %" PRIu64 " round trips of %u B, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
-			       n.nlat, n.o.buf_size, bps, l.p50, l.p90, l.p99, l.p999,
-			       ok ? "verified" : "ECHO MISMATCH (bytes or content)");
-		} else {
-			printf("vsock %s: %" PRIu64 " bytes in %.3f s = %.3f Gbit/s (buf %u, rcvbuf %u, rcvlowat %u); "
-			       "checksum %016" PRIx64 " %s\n",
-			       dir, n.guest_bytes, secs, bps * 8 / 1e9, n.o.buf_size, n.o.rcvbuf,
-			       n.o.rcvlowat, n.guest_csum,
-			       ok ? "verified" : "MISMATCH");
-		}
-		if (n.o.placement && !n.o.json)
-			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
-			       perf_place_name(perf_place_classify(n.c2c_before, n.c2c_after)),
-			       n.c2c_before, n.c2c_after, PERF_NEAR_NS);
-		if (n.o.dirty_log && !n.o.json)
-			printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
-			       " ring pages; %" PRIu64 " of them not marked\n",
-			       n.buf_pages, n.ring_pages, n.unlogged);
-		if (n.unlogged)
-			fprintf(stderr, "virtq-perf vsock: --dirty-log: %" PRIu64
-				" pages the backend wrote are not marked in the log\n", n.unlogged);
-		if (!ok && n.o.seqpacket)
-			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
-				" messages sum %016" PRIx64 ", host %" PRIu64 " messages sum %016" PRIx64 "\n",
-				n.guest_msgs, n.guest_csum, n.host_msgs, n.host_csum);
-		else if (!ok)
-			fprintf(stderr, "virtq-perf vsock: transfer check failed: guest %" PRIu64
-				" bytes csum %016" PRIx64 ", host %" PRIu64 " bytes csum %016" PRIx64 "\n",
-				n.guest_bytes, n.guest_csum, n.host_bytes, n.host_csum);
-		rc = ok && !n.unlogged ? 0 : 1;
-	}
+	rc = vs_report(&n);
 out:
 	if (ha.lfd >= 0) {
 		close(ha.lfd);

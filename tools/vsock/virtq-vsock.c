@@ -617,6 +617,7 @@ int main(int argc, char **argv)
 		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
 		.ops = &vsock_ops, .opaque = &d,
 	};
+	vqd_log_to_stderr(d.com.quiet);
 	r = vq_vhu_backend_new(&dev, &ctl.b);
 	if (r < 0) {
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
