@@ -252,8 +252,11 @@ static bool ring_wanted(struct daemon *d, unsigned qi)
 	return vq_vsock_event_pending(d->vs);
 }
 
+static void q_disable(void *p);
+
 /* Work found for rings that asked for no kicks (host data for RX, RX
- * buffers taken that unblock TX): give them a turn. */
+ * buffers taken that unblock TX): give them a turn.  Rings waiting for a
+ * kick they no longer need stop asking for it. */
 static void wake_wanted(struct daemon *d)
 {
 	unsigned i;
@@ -261,9 +264,14 @@ static void wake_wanted(struct daemon *d)
 	for (i = 0; i < NQ; i++) {
 		struct ring *r = &d->q[i];
 
-		if (r->rtq && !r->armed && !vq_rt_queue_active(r->rtq) &&
-		    ring_wanted(d, i))
-			vq_rt_queue_wake(r->rtq);
+		if (!r->rtq || vq_rt_queue_active(r->rtq))
+			continue;
+		if (ring_wanted(d, i)) {
+			if (!r->armed)
+				vq_rt_queue_wake(r->rtq);
+		} else if (r->armed) {
+			q_disable(r);
+		}
 	}
 }
 
