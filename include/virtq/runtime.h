@@ -161,7 +161,7 @@ struct vq_rt_queue_config {
 };
 
 struct vq_rt_loop_config {
-	uint64_t busy_poll_ns;          /* 0: enable notify and sleep when dry */
+	uint64_t busy_poll_ns;          /* 0: go idle at once when dry */
 	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
 	void *clock_arg;
 };
@@ -177,10 +177,13 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 
 /*
  * One round: give every active queue one turn; a queue that ran dry busy
- * polls (if configured), then enables notifications (re-processing if the
- * re-check finds buffers) and goes idle.  If every queue is idle, sleep in
- * epoll for up to timeout_ms (-1: until a kick, an fd or vq_rt_loop_stop),
- * and at most VQ_RT_QUIET_MS.  A sleep that times out reads the idle rings
+ * polls (if configured), then goes idle with notifications still off
+ * (while the loop has other work its ring is read each round instead, and
+ * its driver need not kick).  If every queue is idle and nothing else is
+ * ready, the idle rings are read, and before a sleep each queue enables
+ * notifications and re-checks (processing, not sleeping, if it finds
+ * buffers).  The sleep is in epoll for up to timeout_ms (-1: until a kick,
+ * an fd or vq_rt_loop_stop), and at most VQ_RT_QUIET_MS.  A sleep that times out reads the idle rings
  * once: buffers found there were never kicked (counted in kicks_missed) and
  * are processed, and a call the driver is owed is sent (calls_late).
  * Ready fds (vq_rt_loop_add_fd) get a turn in the same round as the queues.

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * The device-side poll loop.  Each queue is either active (notifications
- * disabled, processed every round) or idle (notifications enabled, its kick
- * eventfd in the epoll set, its ring read each busy round).  A queue goes
- * idle only after it ran dry, its busy-poll window (if any) found nothing,
- * and vq_dev_enable_notify's re-check found nothing: the order that loses
- * no kick (V4).  Other fds (fd.c) share the rounds and the epoll set.
+ * disabled, processed every round) or idle (its ring read each busy round,
+ * its kick eventfd in the epoll set).  A queue goes idle after it ran dry
+ * and its busy-poll window (if any) found nothing, with notifications
+ * still off: while the loop works on other queues or fds it reads the ring
+ * anyway, and a driver that sees notifications off does not kick for
+ * nothing.  Only before the loop sleeps does each idle queue enable them,
+ * and vq_dev_enable_notify's re-check finding nothing is what lets it
+ * sleep: the order that loses no kick (V4).  Other fds (fd.c) share the
+ * rounds and the epoll set.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -219,6 +223,7 @@ static void queue_wake(struct vq_rt_queue *q)
 	if (q->active)
 		return;
 	q->active = true;
+	q->armed = false;
 	q->loop->nactive++;
 	q->r.disable_notify(q->r.disable_arg);
 }
@@ -231,6 +236,7 @@ void vq_rt_queue_wake(struct vq_rt_queue *q)
 static void queue_sleep(struct vq_rt_queue *q)
 {
 	q->active = false;
+	q->armed = false;
 	q->loop->nactive--;
 }
 
@@ -337,16 +343,7 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 		if (b == VQ_BP_OTHER)
 			return n;
 	}
-	r = q->r.enable_notify(q->r.enable_arg);
-	if (r < 0)
-		return r;
-	if (r > 0) {
-		/* Buffers arrived while enabling: process them now; the
-		 * driver may have seen notifications disabled and not
-		 * kicked. */
-		q->r.disable_notify(q->r.disable_arg);
-		return n;
-	}
+	/* Idle, notifications still off until the loop sleeps (idle_look). */
 	queue_sleep(q);
 	return n;
 }
@@ -465,6 +462,43 @@ static void wake_ready(struct vq_rt_loop *l)
 	}
 }
 
+/*
+ * Nothing active: look at the idle rings not asking for kicks (their
+ * driver does not kick), and, before a sleep (arm), have each ask for them
+ * and look again (V4): buffers published meanwhile, which the driver may
+ * not have kicked for, are processed instead of slept on.  Returns how many
+ * queues woke, or -errno.
+ */
+static int idle_look(struct vq_rt_loop *l, bool arm)
+{
+	unsigned i;
+	int woke = 0, r;
+
+	for (i = 0; i < l->nq; i++) {
+		struct vq_rt_queue *q = l->q[i];
+
+		if (q->active || q->armed)
+			continue;
+		if (rt_has_avail(q)) {
+			queue_wake(q);
+			woke++;
+			continue;
+		}
+		if (!arm)
+			continue;
+		r = q->r.enable_notify(q->r.enable_arg);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			queue_wake(q);
+			woke++;
+		} else {
+			q->armed = true;
+		}
+	}
+	return woke;
+}
+
 /* Every active queue's turn, the first one rotating. */
 static int queues_round(struct vq_rt_loop *l)
 {
@@ -512,8 +546,17 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 		if (++l->undrained < (l->nwatched ? FD_POLL_ROUNDS : KICK_DRAIN_ROUNDS))
 			return done;
 		timeout_ms = 0;
-	} else if (timeout_ms < 0 || timeout_ms > VQ_RT_QUIET_MS) {
-		timeout_ms = VQ_RT_QUIET_MS;
+	} else {
+		/* Idle.  A round that did work sleeps not yet: the next one
+		 * looks again first (a reply is often that close behind),
+		 * and a ring is armed only when that one finds nothing. */
+		if (done > 0)
+			timeout_ms = 0;
+		r = idle_look(l, timeout_ms != 0);
+		if (r != 0)
+			return r < 0 ? r : done;
+		if (timeout_ms < 0 || timeout_ms > VQ_RT_QUIET_MS)
+			timeout_ms = VQ_RT_QUIET_MS;
 	}
 	l->undrained = 0;
 	r = poll_events(l, timeout_ms);

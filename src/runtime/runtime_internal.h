@@ -51,6 +51,7 @@ struct vq_rt_queue {
 	void *arg;
 	struct vq_rt_budget budget;
 	bool active;
+	bool armed;                     /* idle, notifications enabled */
 	struct vq_rt_counters cnt;
 };
 

@@ -245,8 +245,9 @@ static void loop_budget_limits_turn_and_shares(void)
 	vq_rt_loop_free(l);
 }
 
-/* A dry queue busy polls for the window (fake clock), misses, enables
- * notifications and sleeps; a real eventfd kick wakes it; nothing lost. */
+/* A dry queue busy polls for the window (fake clock), misses and goes
+ * idle; it enables notifications when the loop sleeps; a real eventfd kick
+ * wakes it; nothing lost. */
 static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 {
 	struct fclock clk = { .t = 0, .step = 100 };
@@ -267,15 +268,22 @@ static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 	CHECK_EQ(c->bp_hits, 0);
 	/* 1000 ns window, 100 ns a reading: 11 readings */
 	CHECK_EQ(clk.reads, 11);
-	CHECK_EQ(f.enables, 1);
-	CHECK(f.notify);
 	CHECK(!vq_rt_queue_active(q));
 	CHECK_EQ(c->packets, 10);
 	CHECK_EQ(c->calls_sent, 1);
+	/* no sleep yet: notifications stay off */
+	CHECK_EQ(f.enables, 0);
+	CHECK(!f.notify);
 
 	/* Idle and nothing kicked: the loop does not process. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK_EQ(f.turns, 1);
+	CHECK_EQ(f.enables, 0);
+	/* A sleep (1 ms, quiet) asks for kicks first. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
+	CHECK_EQ(f.enables, 1);
+	CHECK(f.notify);
+	CHECK(!vq_rt_queue_active(q));
 
 	/* The driver adds 5 and kicks (notifications were enabled). */
 	f.avail += 5;
@@ -313,8 +321,9 @@ static void loop_busy_poll_hit_keeps_queue_active(void)
 	vq_rt_loop_free(l);
 }
 
-/* V4: enable_notify's re-check finds buffers the driver added meanwhile
- * (it saw notifications disabled and did not kick).  The loop must disable
+/* V4: before the loop sleeps, an idle queue enables notifications and
+ * looks again: buffers the driver added meanwhile (it saw notifications
+ * disabled and did not kick) are found.  The loop must not sleep, disable
  * notifications again and process them without waiting for a kick. */
 static void loop_enable_notify_recheck_reprocesses(void)
 {
@@ -323,10 +332,16 @@ static void loop_enable_notify_recheck_reprocesses(void)
 	struct vq_rt_queue *q;
 	struct vq_rt_loop *l;
 	int kick = vq_evt_new();
+	uint64_t t0;
 
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
 	q = add_fake(l, &f, kick);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 2);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(f.enables, 0);
+	t0 = vq_rt_now_ns();
+	CHECK_EQ(vq_rt_loop_run_once(l, 5000), 0);      /* would sleep: enables */
+	CHECK(vq_rt_now_ns() - t0 < 2000000000ull);     /* and did not */
 	CHECK_EQ(f.enables, 1);
 	CHECK(vq_rt_queue_active(q));
 	CHECK(!f.notify);
@@ -334,7 +349,10 @@ static void loop_enable_notify_recheck_reprocesses(void)
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 4);
 	CHECK_EQ(vq_rt_queue_counters(q)->packets, 6);
 	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
 	CHECK_EQ(f.enables, 2);
+	CHECK(f.notify);
 	vq_rt_loop_free(l);
 	close(kick);
 }
@@ -387,10 +405,12 @@ static void loop_idle_queue_read_while_others_busy(void)
 	cb = vq_rt_queue_counters(qb);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256 + 1);
 	CHECK(!vq_rt_queue_active(qb));
-	CHECK(b.notify);
+	/* a keeps the loop from sleeping: b's ring is read, not armed */
+	CHECK(!b.notify);
 
-	/* The driver adds 3 to b and kicks: b is active after the next
-	 * round's ring read, with its kick still unread. */
+	/* The driver adds 3 to b and kicks anyway (a hint it may ignore):
+	 * b is active after the next round's ring read, with its kick still
+	 * unread. */
 	b.avail += 3;
 	CHECK_EQ(vq_evt_signal(kick), 0);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
@@ -418,7 +438,7 @@ static void loop_idle_queue_read_while_others_busy(void)
 	CHECK(!vq_rt_queue_active(qb));
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
 	CHECK_EQ(b.turns, 2);
-	CHECK_EQ(b.enables, 2);
+	CHECK_EQ(b.enables, 0);         /* the loop never slept */
 	vq_rt_loop_free(l);
 	close(kick);
 }

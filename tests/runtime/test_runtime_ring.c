@@ -6,6 +6,7 @@
  * not kick); and the device publishes a used buffer after the driver found
  * none and before it enables callbacks (the device sees callbacks disabled
  * and does not call).  The enable re-checks (V4, D4/P4) must catch both.
+ * The device loop enables notifications only before it sleeps.
  */
 #include <virtq/runtime.h>
 
@@ -19,7 +20,27 @@ struct stage {
 	unsigned dry_seen;
 	int inject_kick;        /* what kick_prepare said for the injected add */
 	unsigned processed;
+	bool inject_on_enable;  /* play the driver in the enable race once */
 };
+
+/* The driver adds a buffer as the device enables notifications, before
+ * the device's store is visible: it sees them disabled and does not kick. */
+static int stage_enable(void *ring)
+{
+	struct stage *s = ring;
+
+	if (s->inject_on_enable) {
+		struct vq_seg seg = { s->buf, 64 };
+
+		s->inject_on_enable = false;
+		CHECK_EQ(vq_drv_add(s->p->drv, &seg, 1, 0, (void *)3), 0);
+		s->inject_kick = vq_drv_kick_prepare(s->p->drv);
+	}
+	return vq_dev_enable_notify(s->p->dev);
+}
+
+/* Only enable_notify is staged; the rest are the ring's own. */
+static const struct vq_rt_ring_ops stage_ops = { .enable_notify = stage_enable };
 
 /* Device process: pop and push everything; the first time the queue is
  * found dry, play the driver: add a buffer and publish it. */
@@ -61,9 +82,9 @@ static void device_recheck(uint64_t features)
 	pair_init(&p, features, 16, 1, 1);
 	s.buf = pair_alloc(&p, 64);
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
-					  .call_fd = -1, .process = stage_process,
-					  .arg = &s };
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .ops = &stage_ops,
+					  .ring = &s, .kick_fd = kick, .call_fd = -1,
+					  .process = stage_process, .arg = &s };
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
 	/* Three buffers first, so that with EVENT_IDX the device's
 	 * avail_event is stale (0) by the time the queue runs dry at 3: the
@@ -79,12 +100,13 @@ static void device_recheck(uint64_t features)
 		vq_evt_drain(kick);
 	}
 
-	/* Round 1: 3 buffers, then dry; the driver adds before the device
-	 * enables notifications; they were disabled, so it does not kick ... */
+	/* Round 1: 3 buffers, then dry; the driver adds right after the
+	 * device found the ring dry, with notifications disabled, so it does
+	 * not kick ... */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 3);
 	CHECK_EQ(s.inject_kick, 0);
 	CHECK_EQ(vq_evt_drain(kick), 0);
-	/* ... and enable_notify's re-check found it: the queue stays active */
+	/* ... and the idle ring is read before anything sleeps: active */
 	CHECK(vq_rt_queue_active(q));
 	/* Round 2 processes it without any kick. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
@@ -93,7 +115,26 @@ static void device_recheck(uint64_t features)
 	CHECK_EQ(vq_rt_queue_counters(q)->packets, 4);
 	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 0);
 
-	/* Now idle with notifications on: the next add must kick. */
+	/* Round 3, V4 proper: about to sleep, the device enables
+	 * notifications; the driver adds before that store is visible and
+	 * does not kick; enable_notify's re-check must find the buffer and
+	 * the loop must not sleep. */
+	s.inject_on_enable = true;
+	{
+		uint64_t t0 = vq_rt_now_ns();
+
+		CHECK_EQ(vq_rt_loop_run_once(l, 2000), 0);
+		CHECK(vq_rt_now_ns() - t0 < 1000000000ull);
+	}
+	CHECK_EQ(s.inject_kick, 0);
+	CHECK_EQ(vq_evt_drain(kick), 0);
+	CHECK(vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(s.processed, 5);
+	CHECK(!vq_rt_queue_active(q));
+
+	/* Asleep with notifications on: the next add must kick. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
 	{
 		struct vq_seg seg = { s.buf, 64 };
 
@@ -161,6 +202,7 @@ static void device_missed_kick(uint64_t features)
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* dry: goes idle */
 	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);        /* asleep on its kick */
 
 	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)1), 0);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);       /* owed, not sent */
@@ -226,7 +268,7 @@ static void device_late_call(uint64_t features)
 	vq_drv_disable_cb(p.drv);
 	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)2), 0);
 	CHECK(vq_rt_drv_kick(p.drv, kick, &dc) >= 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);      /* the kick */
+	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);      /* found (read or kicked) */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
 	CHECK(!vq_rt_queue_active(q));
 	CHECK_EQ(c->calls_sent, 1);
