@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vq_test.h"
+#include "fake_ring.h"
 
 /* ---- an fd and what its callback saw ---- */
 struct ffd {
@@ -59,17 +59,6 @@ static void ffd_put(struct ffd *f, unsigned n)
 	CHECK_EQ(write(f->wr, b, n), n);
 }
 
-static void log_turn(char *log, char name)
-{
-	size_t l;
-
-	if (!log)
-		return;
-	l = strlen(log);
-	if (l < 63)
-		log[l] = name;
-}
-
 /* Take what the pipe holds (a byte a unit) into the backlog, then do up
  * to the budget of the backlog. */
 static int ffd_cb(struct vq_rt_fd *h, void *arg, uint32_t revents,
@@ -111,73 +100,30 @@ static void ffd_add(struct vq_rt_loop *l, struct ffd *f, uint32_t events)
 	CHECK(f->h != NULL);
 }
 
-/* ---- a fake ring ---- */
-struct fring {
-	unsigned long long avail;       /* buffers the "driver" made available */
-	unsigned enables;
-	unsigned turns;
-	bool woken_work;                /* a wake brought one unit */
-	char name;
-	char *log;
-};
-
-static bool fr_has_avail(void *r)
+/* A loop with default config and the fd f (a new pipe) on it, EPOLLIN. */
+static struct vq_rt_loop *loop_with_fd(struct ffd *f)
 {
-	return ((struct fring *)r)->avail > 0;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_loop *l;
+
+	ffd_open(f, 'f');
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	ffd_add(l, f, EPOLLIN);
+	return l;
 }
 
-static void fr_disable(void *r)
+static void loop_end(struct vq_rt_loop *l, struct ffd *f)
 {
+	vq_rt_loop_free(l);
+	ffd_close(f);
 }
 
-static int fr_enable(void *r)
+/* Let epoll say the fd is ready (the sleep ends at once), then run the
+ * round that gives it its turn: the work done. */
+static int ready_then_round(struct vq_rt_loop *l)
 {
-	struct fring *f = r;
-
-	f->enables++;
-	return f->avail > 0;
-}
-
-static bool fr_should_signal(void *r)
-{
-	return false;
-}
-
-static const struct vq_rt_ring_ops fr_ops = {
-	.has_avail = fr_has_avail, .disable_notify = fr_disable,
-	.enable_notify = fr_enable, .should_signal = fr_should_signal,
-};
-
-static int fr_process(struct vq_rt_queue *q, void *arg,
-		      const struct vq_rt_budget *b, uint64_t *bytes)
-{
-	struct fring *f = arg;
-	unsigned n = 0;
-
-	f->turns++;
-	log_turn(f->log, f->name);
-	if (f->woken_work) {
-		f->woken_work = false;
-		n++;
-	}
-	while (f->avail && n < b->pkts) {
-		f->avail--;
-		n++;
-	}
-	*bytes += n;
-	return (int)n;
-}
-
-static struct vq_rt_queue *add_fake(struct vq_rt_loop *l, struct fring *f)
-{
-	struct vq_rt_queue_config qc = {
-		.ops = &fr_ops, .ring = f, .kick_fd = -1, .call_fd = -1,
-		.process = fr_process, .arg = f,
-	};
-	struct vq_rt_queue *q;
-
-	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
-	return q;
+	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
+	return vq_rt_loop_run_once(l, 0);
 }
 
 static uint64_t ms_now(void)
@@ -191,13 +137,9 @@ static uint64_t ms_now(void)
  * call with EPOLLIN, and none after the callback drained it. */
 static void fd_callback_runs_when_readable(void)
 {
-	struct vq_rt_loop_config lc = { 0 };
-	struct vq_rt_loop *l;
 	struct ffd f;
+	struct vq_rt_loop *l = loop_with_fd(&f);
 
-	ffd_open(&f, 'f');
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	ffd_add(l, &f, EPOLLIN);
 	CHECK_EQ(vq_rt_fd_events(f.h), EPOLLIN);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK_EQ(vq_rt_loop_run_once(l, 10), 0);       /* quiet: no call */
@@ -212,8 +154,7 @@ static void fd_callback_runs_when_readable(void)
 	CHECK_EQ(vq_rt_loop_run_once(l, 10), 0);       /* drained */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK_EQ(f.calls, 1);
-	vq_rt_loop_free(l);
-	ffd_close(&f);
+	loop_end(l, &f);
 }
 
 /*
@@ -224,17 +165,12 @@ static void fd_callback_runs_when_readable(void)
  */
 static void fd_budget_spent_gets_next_round(void)
 {
-	struct vq_rt_loop_config lc = { 0 };
-	struct vq_rt_loop *l;
 	struct ffd f;
+	struct vq_rt_loop *l = loop_with_fd(&f);
 
-	ffd_open(&f, 'f');
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	ffd_add(l, &f, EPOLLIN);
 	f.backlog = 500;
 	ffd_put(&f, 100);
-	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
+	CHECK_EQ(ready_then_round(l), 256);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 88);
 	CHECK_EQ(f.calls, 3);
@@ -242,8 +178,7 @@ static void fd_budget_spent_gets_next_round(void)
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK_EQ(f.calls, 3);
 	CHECK_EQ(f.units, 600);
-	vq_rt_loop_free(l);
-	ffd_close(&f);
+	loop_end(l, &f);
 }
 
 /*
@@ -254,17 +189,12 @@ static void fd_budget_spent_gets_next_round(void)
  */
 static void fd_pause_and_resume(void)
 {
-	struct vq_rt_loop_config lc = { 0 };
-	struct vq_rt_loop *l;
 	struct ffd f;
+	struct vq_rt_loop *l = loop_with_fd(&f);
 
-	ffd_open(&f, 'f');
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	ffd_add(l, &f, EPOLLIN);
 	ffd_put(&f, 7);
 	f.pause_when_called = true;
-	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
+	CHECK_EQ(ready_then_round(l), 0);
 	CHECK_EQ(f.calls, 1);
 	CHECK_EQ(vq_rt_fd_events(f.h), 0);
 	/* paused: neither data nor a hang-up gives it a turn */
@@ -276,43 +206,38 @@ static void fd_pause_and_resume(void)
 	/* room again */
 	f.pause_when_called = false;
 	CHECK_EQ(vq_rt_fd_set_events(f.h, EPOLLIN), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 7);
+	CHECK_EQ(ready_then_round(l), 7);
 	CHECK_EQ(f.calls, 2);
 	CHECK(f.revents & EPOLLIN);
 	CHECK(f.revents & EPOLLHUP);
 	/* a hang-up stays: the callback takes the fd away */
 	f.remove_self = true;
-	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
+	CHECK_EQ(ready_then_round(l), 0);
 	CHECK_EQ(f.calls, 3);
 	CHECK_EQ(vq_rt_loop_run_once(l, 10), 0);
 	CHECK_EQ(f.calls, 3);
-	vq_rt_loop_free(l);
-	ffd_close(&f);
+	loop_end(l, &f);
 }
 
 /* What add and set refuse: readiness the loop cannot keep (edge-triggered,
  * one-shot, exclusive), no callback, no fd, an fd twice, a regular file. */
 static void fd_add_refuses_what_it_cannot_watch(void)
 {
-	struct vq_rt_loop_config lc = { 0 };
-	struct vq_rt_loop *l;
 	struct vq_rt_fd *h = (void *)1;
 	struct ffd f;
+	struct vq_rt_loop *l = loop_with_fd(&f);
 	int file;
 	char path[] = "/tmp/vq-fd-XXXXXX";
 
-	ffd_open(&f, 'f');
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN, ffd_cb, &f, &h), -EEXIST);
+	vq_rt_fd_remove(f.h);
 	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN | EPOLLET, ffd_cb, &f, &h), -EINVAL);
 	CHECK(h == NULL);
 	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN | EPOLLONESHOT, ffd_cb, &f, &h), -EINVAL);
 	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN | EPOLLEXCLUSIVE, ffd_cb, &f, &h), -EINVAL);
 	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN, NULL, &f, &h), -EINVAL);
 	CHECK_EQ(vq_rt_loop_add_fd(l, -1, EPOLLIN, ffd_cb, &f, &h), -EINVAL);
-	ffd_add(l, &f, EPOLLIN);
-	CHECK_EQ(vq_rt_loop_add_fd(l, f.rd, EPOLLIN, ffd_cb, &f, &h), -EEXIST);
+	ffd_add(l, &f, EPOLLIN);        /* again, once removed */
 	CHECK_EQ(vq_rt_fd_set_events(f.h, EPOLLIN | EPOLLET), -EINVAL);
 	CHECK_EQ(vq_rt_fd_events(f.h), EPOLLIN);
 	file = mkstemp(path);
@@ -322,10 +247,8 @@ static void fd_add_refuses_what_it_cannot_watch(void)
 	close(file);
 	/* the refusals left the loop as it was */
 	ffd_put(&f, 3);
-	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 3);
-	vq_rt_loop_free(l);
-	ffd_close(&f);
+	CHECK_EQ(ready_then_round(l), 3);
+	loop_end(l, &f);
 }
 
 /*
@@ -346,7 +269,7 @@ static void fd_and_queue_share_rounds_under_flood(void)
 	ffd_open(&g, 'g');
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
 	a.log = f.log = g.log = log;
-	add_fake(l, &a);
+	add_fake(l, &a, -1);
 	ffd_add(l, &f, EPOLLIN);
 	ffd_add(l, &g, EPOLLIN);
 	f.backlog = g.backlog = 1000000;
@@ -416,7 +339,7 @@ static void busy_poll_sees_fd_without_sleeping(void)
 	ffd_open(&f, 'f');
 	clk.f = &f;
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	q = add_fake(l, &a);
+	q = add_fake(l, &a, -1);
 	ffd_add(l, &f, EPOLLIN);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1 + 1);     /* a's chain, f's byte */
 	CHECK_EQ(f.calls, 1);
@@ -517,7 +440,7 @@ static void fd_callback_wakes_idle_queue(void)
 
 	ffd_open(&f, 'f');
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	q = add_fake(l, &a);
+	q = add_fake(l, &a, -1);
 	ffd_add(l, &f, EPOLLIN);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK(!vq_rt_queue_active(q));

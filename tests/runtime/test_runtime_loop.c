@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "vq_test.h"
+#include "fake_ring.h"
 
 /* ---- a fake clock: every reading advances it by step ns ---- */
 struct fclock {
@@ -114,102 +114,6 @@ static void busypoll_probes_before_deadline(void)
 	struct vq_bp_probe bp = { fp_now, fp_ready, NULL, &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 1), VQ_BP_HIT);
-}
-
-/* ---- a fake ring for the loop ---- */
-struct fring {
-	unsigned avail;          /* buffers the "driver" has made available */
-	unsigned pkt_bytes;
-	bool notify;             /* driver asked to kick */
-	unsigned enables, disables;
-	unsigned recheck_add;    /* enable_notify finds this many new buffers */
-	unsigned appear_after;   /* has_avail probes until buffers appear */
-	unsigned appear_n;
-	unsigned turns;
-	unsigned long long done;
-	int kick_fd;
-	char order[64];          /* which queue took each turn */
-	char name;
-	char *log;
-};
-
-static bool fr_has_avail(void *r)
-{
-	struct fring *f = r;
-
-	if (f->appear_after && --f->appear_after == 0)
-		f->avail += f->appear_n;
-	return f->avail > 0;
-}
-
-static void fr_disable(void *r)
-{
-	struct fring *f = r;
-
-	f->notify = false;
-	f->disables++;
-}
-
-static int fr_enable(void *r)
-{
-	struct fring *f = r;
-
-	f->notify = true;
-	f->enables++;
-	if (f->recheck_add) {
-		/* the driver added while we enabled (and saw notifications
-		 * still disabled, so it did not kick) */
-		f->avail += f->recheck_add;
-		f->recheck_add = 0;
-	}
-	return f->avail > 0;
-}
-
-static bool fr_should_signal(void *r)
-{
-	return true;
-}
-
-static const struct vq_rt_ring_ops fr_ops = {
-	.has_avail = fr_has_avail, .disable_notify = fr_disable,
-	.enable_notify = fr_enable, .should_signal = fr_should_signal,
-};
-
-/* Process like a device: one chain at a time until dry or budget spent. */
-static int fr_process(struct vq_rt_queue *q, void *arg,
-		      const struct vq_rt_budget *b, uint64_t *bytes)
-{
-	struct fring *f = arg;
-	unsigned n = 0;
-
-	f->turns++;
-	if (f->log) {
-		size_t l = strlen(f->log);
-
-		if (l < 63)
-			f->log[l] = f->name;
-	}
-	while (f->avail && !vq_rt_budget_spent(b, n, *bytes)) {
-		f->avail--;
-		n++;
-		*bytes += f->pkt_bytes;
-	}
-	f->done += n;
-	return (int)n;
-}
-
-static struct vq_rt_queue *add_fake(struct vq_rt_loop *l, struct fring *f,
-				    int kick_fd)
-{
-	struct vq_rt_queue_config qc = {
-		.ops = &fr_ops, .ring = f, .kick_fd = kick_fd, .call_fd = -1,
-		.process = fr_process, .arg = f,
-	};
-	struct vq_rt_queue *q;
-
-	f->kick_fd = kick_fd;
-	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
-	return q;
 }
 
 /* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue

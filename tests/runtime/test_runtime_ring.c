@@ -14,6 +14,15 @@
 
 #include "ring_pair.h"
 
+/* Run a case on each layout and notification mode. */
+static void each_layout(void (*fn)(uint64_t features))
+{
+	fn(0);
+	fn(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
 struct stage {
 	struct ring_pair *p;
 	uint64_t buf;
@@ -155,10 +164,7 @@ static void device_recheck(uint64_t features)
  * mode. */
 static void runtime_v4_device_enable_notify_recheck(void)
 {
-	device_recheck(0);
-	device_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_recheck);
 }
 
 /*
@@ -233,6 +239,26 @@ static void device_missed_kick(uint64_t features)
  * said no; when the queue has gone quiet the loop judges again over
  * everything unsignalled, and the call goes out, once.
  */
+/*
+ * B was used and, callbacks off, not called.  The driver asks for B's
+ * call; its re-check says B is there, which the driver with the failed
+ * barrier did not see: it sleeps.  The queue's quiet look judges again
+ * and calls, once; the driver's buffer is no missed kick.
+ */
+static void late_call_judged_again(struct ring_pair *p, struct vq_rt_loop *l,
+				   struct vq_rt_queue *q, int call)
+{
+	const struct vq_rt_counters *c = vq_rt_queue_counters(q);
+
+	CHECK_EQ(vq_drv_enable_cb(p->drv), 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
+	CHECK_EQ(c->calls_late, 1);
+	CHECK_EQ(c->calls_sent, 2);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(c->kicks_missed, 0);
+	CHECK(!vq_rt_queue_active(q));
+}
+
 static void device_late_call(uint64_t features)
 {
 	struct ring_pair p;
@@ -273,16 +299,8 @@ static void device_late_call(uint64_t features)
 	CHECK(!vq_rt_queue_active(q));
 	CHECK_EQ(c->calls_sent, 1);
 
-	/* The driver asks for B's call; its re-check says B is there, which
-	 * the driver with the failed barrier did not see: it sleeps. */
-	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
 	CHECK_EQ(vq_evt_drain(call), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
-	CHECK_EQ(c->calls_late, 1);
-	CHECK_EQ(c->calls_sent, 2);
-	CHECK_EQ(vq_evt_drain(call), 1);
-	CHECK_EQ(c->kicks_missed, 0);
-	CHECK(!vq_rt_queue_active(q));
+	late_call_judged_again(&p, l, q, call);
 	/* Owed once: the next quiet period sends nothing. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);
 	CHECK_EQ(c->calls_late, 1);
@@ -295,18 +313,12 @@ static void device_late_call(uint64_t features)
 
 static void runtime_used_call_judged_again_after_quiet_period(void)
 {
-	device_late_call(0);
-	device_late_call(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_late_call);
 }
 
 static void runtime_v4_missed_kick_found_after_quiet_period(void)
 {
-	device_missed_kick(0);
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_missed_kick);
 }
 
 /*
@@ -334,7 +346,6 @@ static void device_filled_elsewhere_late_call(uint64_t features)
 	struct ring_pair p;
 	struct vq_rt_loop_config lc = { 0 };
 	struct vq_rt_queue_config qc;
-	struct vq_rt_counters *c;
 	struct vq_rt_queue *q;
 	struct vq_rt_loop *l;
 	struct iovec iov[4];
@@ -354,7 +365,6 @@ static void device_filled_elsewhere_late_call(uint64_t features)
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), -EINVAL);
 	qc.dev = p.dev;
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
-	c = vq_rt_queue_counters(q);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* goes idle */
 	CHECK(!vq_rt_queue_active(q));
 
@@ -374,15 +384,7 @@ static void device_filled_elsewhere_late_call(uint64_t features)
 	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
 	CHECK_EQ(vq_rt_queue_signal(q), 0);
-	/* The driver asks for the call; its failed barrier hides B. */
-	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
-	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
-	CHECK_EQ(c->calls_late, 1);
-	CHECK_EQ(c->calls_sent, 2);
-	CHECK_EQ(vq_evt_drain(call), 1);
-	/* has_avail is the device's: the driver's buffer is no missed kick */
-	CHECK_EQ(c->kicks_missed, 0);
-	CHECK(!vq_rt_queue_active(q));
+	late_call_judged_again(&p, l, q, call);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	vq_rt_loop_free(l);
 	pair_fini(&p);
@@ -391,11 +393,7 @@ static void device_filled_elsewhere_late_call(uint64_t features)
 
 static void runtime_quiet_look_covers_ring_filled_elsewhere(void)
 {
-	device_filled_elsewhere_late_call(0);
-	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_filled_elsewhere_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
-					  VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_filled_elsewhere_late_call);
 }
 
 /* ---- driver side ---- */
@@ -502,10 +500,7 @@ static void driver_recheck(uint64_t features)
 /* D4/P4 on the driver side, each layout and notification mode. */
 static void runtime_d4_driver_enable_cb_recheck(void)
 {
-	driver_recheck(0);
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(driver_recheck);
 }
 
 /* A sleeping driver is woken by the device's call and counts it. */
