@@ -547,11 +547,6 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 			return done;
 		timeout_ms = 0;
 	} else {
-		/* Idle.  A round that did work sleeps not yet: the next one
-		 * looks again first (a reply is often that close behind),
-		 * and a ring is armed only when that one finds nothing. */
-		if (done > 0)
-			timeout_ms = 0;
 		r = idle_look(l, timeout_ms != 0);
 		if (r != 0)
 			return r < 0 ? r : done;
