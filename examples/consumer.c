@@ -13,6 +13,7 @@
 #include <virtq/vhost_user_frontend.h>
 #include <virtq/net.h>
 #include <virtq/vsock.h>
+#include <virtq/version.h>
 
 #include <stdio.h>
 
@@ -27,7 +28,11 @@ int main(void)
 		fprintf(stderr, "unexpected split layout: size %llu\n", (unsigned long long)size);
 		return 1;
 	}
-	printf("consumer: libvirtq links; a 256-entry split ring takes %llu bytes\n",
-	       (unsigned long long)size);
+	if (vq_version_number() != VIRTQ_VERSION_NUMBER) {
+		fprintf(stderr, "headers say %s, library says %s\n", VIRTQ_VERSION, vq_version());
+		return 1;
+	}
+	printf("consumer: libvirtq %s links; a 256-entry split ring takes %llu bytes\n",
+	       vq_version(), (unsigned long long)size);
 	return 0;
 }

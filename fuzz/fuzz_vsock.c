@@ -11,7 +11,8 @@
  *   op 0  a guest packet: a valid header template with fields taken from
  *         the bytes (op, type, flags, len, credit, ports), the rest payload
  *         (or, flags bit 7, a made-up payload of up to 64 KiB, so that short
- *         inputs can fill windows); arg bit 7 sends the bytes raw instead
+ *         inputs can fill windows); arg bit 7 sends the bytes raw instead;
+ *         arg bit 6 sends it 1 + (arg & 7) times, one burst of packets
  *   op 1  host writes the bytes to host socket arg (one message if
  *         seqpacket; arg bit 6: 60 KiB made-up bytes instead)
  *   op 2  host reads everything pending on socket arg
@@ -19,6 +20,11 @@
  *   op 4  host attaches a new socket (arg bit 0: seqpacket) and writes the
  *         bytes on it (the CONNECT line, or junk)
  *   op 5  the guest listens on, or connects to, a port (stream or seqpacket)
+ *   op 6  a hostile device: a packet forged straight into the guest
+ *         driver's next RX buffer (header fields from the bytes, CIDs,
+ *         ports, op, type, flags, credit; len the truth or, arg bit 6, a
+ *         lie; the used length exact or, arg bit 7, short): the guest
+ *         driver counts what makes no sense and never breaks on it
  */
 #include <dirent.h>
 #include <errno.h>
@@ -77,7 +83,48 @@ static void guest_packet(struct fx *f, uint8_t arg, const uint8_t *p, uint16_t l
 		h.len = vq_le32(p[3] & 1 ? rd32(p + 3) : plen);
 	}
 	memcpy(pkt, &h, sizeof(h));
-	vq_vsg_send_bytes(f->g, pkt, (uint32_t)sizeof(h) + plen);
+	for (unsigned i = 0; i < (arg & 0x40 ? 1u + (arg & 7) : 1u); i++)
+		vq_vsg_send_bytes(f->g, pkt, (uint32_t)sizeof(h) + plen);
+}
+
+static void forged_rx(struct fx *f, uint8_t arg, const uint8_t *p, uint16_t len)
+{
+	struct iovec iov[8];
+	struct vq_chain ch = { .iov = iov, .iov_max = 8 };
+	struct vq_vsock_hdr h;
+	uint32_t plen, used, at = 0;
+	const uint8_t *src;
+
+	if (len < 16 || vq_dev_pop(f->dq[VQ_VSOCK_RXQ], &ch) != 1)
+		return;
+	memset(&h, 0, sizeof(h));
+	h.src_cid = vq_le64(p[0] & 0x80 ? p[1] : VQ_VSOCK_CID_HOST);
+	h.dst_cid = vq_le64(p[0] & 0x40 ? p[1] : FX_CID);
+	h.src_port = vq_le32(10 + (p[2] & 7));
+	h.dst_port = vq_le32(p[2] & 8 ? 10 + (p[3] & 7) : 50000 + (p[3] & 7));
+	h.type = vq_le16(p[4] % 4);
+	h.op = vq_le16(p[5] % 9);
+	h.flags = vq_le32(p[6]);
+	h.buf_alloc = vq_le32(rd32(p + 7) & 0x7ffff);
+	h.fwd_cnt = vq_le32(p[11] & 1 ? rd32(p + 12) : 0);
+	plen = len - 16u;
+	if (plen > ch.in_len - sizeof(h))
+		plen = (uint32_t)(ch.in_len - sizeof(h));
+	h.len = vq_le32(arg & 0x40 ? rd32(p + 12) : plen);
+	/* header, then payload, across the chain's writable parts */
+	for (unsigned i = ch.nout; i < ch.nout + ch.nin; i++) {
+		uint8_t *dst = iov[i].iov_base;
+
+		for (size_t k = 0; k < iov[i].iov_len && at < sizeof(h) + plen; k++, at++) {
+			src = at < sizeof(h) ? (const uint8_t *)&h + at : p + 16 + (at - sizeof(h));
+			dst[k] = *src;
+		}
+	}
+	used = (uint32_t)sizeof(h) + plen;
+	if (arg & 0x80)
+		used = p[0] % (used + 1);
+	if (vq_dev_push(f->dq[VQ_VSOCK_RXQ], &ch, used) < 0)
+		abort();
 }
 
 static int host_fd(struct fx *f, uint8_t arg)
@@ -93,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  .dev_buf_alloc = 65536, .max_conns = 16 };
 	static uint8_t buf[1 << 17];
 	struct fx f;
+	struct vq_vsg_conn *gc;
 	size_t pos = 0;
 	int fds0 = count_fds();
 
@@ -109,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len > size - pos)
 			len = (uint16_t)(size - pos);
 		pos += len;
-		switch (op % 6) {
+		switch (op % 7) {
 		case 0:
 			guest_packet(&f, arg, p, len);
 			break;
@@ -155,9 +203,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (arg & 1)
 				vq_vsg_listen(f.g, 10 + ((arg >> 1) & 7));
 			else
-				vq_vsg_connect_type(f.g, 10 + ((arg >> 1) & 7),
-						    arg & 0x10 ? VQ_VSOCK_TYPE_SEQPACKET :
-								 VQ_VSOCK_TYPE_STREAM);
+				vq_vsg_connect(f.g, 10 + ((arg >> 1) & 7),
+					       arg & 0x10 ? VQ_VSOCK_TYPE_SEQPACKET :
+							    VQ_VSOCK_TYPE_STREAM, &gc);
+			break;
+		case 6:
+			forged_rx(&f, arg, p, len);
 			break;
 		}
 		fx_round(&f);

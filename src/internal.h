@@ -12,6 +12,22 @@
 
 #define VQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Are a public struct's reserved words all zero?  Constructors refuse a
+ * config whose are not (-EINVAL): a caller built against newer headers set
+ * a field this library does not know, and ignoring it would be silent
+ * (docs/DESIGN.md, "ABI"). */
+#define VQ_RESERVED_ZERO(s) vq_bytes_zero((s)->reserved, sizeof((s)->reserved))
+
+static inline int vq_bytes_zero(const void *p, unsigned long n)
+{
+	const unsigned char *b = (const unsigned char *)p;
+
+	while (n--)
+		if (*b++)
+			return 0;
+	return 1;
+}
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -28,6 +28,9 @@ struct vq_mem_region {
 	uint64_t size;          /* bytes, > 0 */
 	uint64_t uaddr;         /* start in the frontend's address space */
 	void *hva;              /* start in this process */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_mem_add refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* The most regions a map holds (vhost-user's largest slot count). */
@@ -121,6 +124,9 @@ struct vq_iotlb_entry {
 	uint64_t size;          /* > 0 */
 	uint64_t uaddr;         /* start in the frontend's address space */
 	unsigned perm;          /* VQ_ACCESS_* */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_mem_iotlb_update refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* Called on the translating thread for an address no entry holds.  It
@@ -161,6 +167,9 @@ void vq_mem_iotlb_reclaim(struct vq_mem *m);
 struct vq_dirty_log {
 	uint8_t *bits;
 	uint64_t size;          /* bytes of bitmap: covers size * 8 pages */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_dev_set_log refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* Does the log have a bit for every page of [gpa, gpa+len)? */
@@ -170,56 +179,6 @@ bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
 /* Mark the pages of [gpa, gpa+len) dirty now (pages past the log are
  * skipped: callers check coverage when they set the log up). */
 void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
-
-/*
- * Marks gathered over a burst, then set together: one fence, and an atomic
- * OR only for a bitmap byte that lacks one of the bits (in steady state the
- * frontend harvests every few hundred ms, so most are already set).  Skipping
- * a set bit is safe only after the fence: the writes being recorded are then
- * visible before we look, so a frontend that clears the bit after our look
- * copies the page with them.
- */
-#define VQ_LOG_BATCH 16u
-
-struct vq_log_batch {
-	const struct vq_dirty_log *log;
-	const struct vq_mem_region *hint;       /* the region last translated */
-	unsigned n;
-	struct {
-		uint64_t byte;          /* index into log->bits */
-		uint8_t bits;
-	} e[VQ_LOG_BATCH];
-};
-
-void vq_log_batch_add(struct vq_log_batch *b, uint64_t gpa, uint64_t len);
-/* The guest pages under the first len bytes of iov[0, n). */
-void vq_log_batch_add_iov(struct vq_log_batch *b, const struct vq_mem *m,
-			  const struct iovec *iov, unsigned n, uint64_t len);
-void vq_log_batch_flush(struct vq_log_batch *b);
-
-/*
- * The common case of vq_log_batch_add_iov, inline: len bytes at hva in one
- * page of the region last translated, whose bitmap byte the last mark used
- * (a burst's small buffers).  false: nothing was done, take the full path.
- */
-static inline bool vq_log_batch_add_fast(struct vq_log_batch *b, const void *hva,
-					 uint64_t len)
-{
-	const struct vq_mem_region *r = b->hint;
-	uint64_t off, gpa, page;
-
-	if (!r || !b->n || !len)
-		return false;
-	off = (uint64_t)((uintptr_t)hva - (uintptr_t)r->hva);
-	if (off >= r->size || len > r->size - off)
-		return false;
-	gpa = r->gpa + off;
-	page = gpa / VQ_LOG_PAGE;
-	if ((gpa + len - 1) / VQ_LOG_PAGE != page || b->e[b->n - 1].byte != page / 8)
-		return false;
-	b->e[b->n - 1].bits |= (uint8_t)(1u << (page % 8));
-	return true;
-}
 
 #ifdef __cplusplus
 }

@@ -186,6 +186,7 @@ enum vq_net_drop {
 	VQ_NET_DROP_SINK,           /* the sink refused it for another reason */
 	VQ_NET_DROP_MAX,
 };
+#define VQ_NET_DROP_SLOTS 16u
 
 /* Name of a drop reason ("no_rx_buf", ...), for statistics. */
 const char *vq_net_drop_name(enum vq_net_drop why);
@@ -197,7 +198,10 @@ struct vq_net_stats {
 	uint64_t flushes;           /* used-index publications */
 	uint64_t evicted;           /* TX frames whose lines were flushed */
 	uint64_t gso;               /* of packets: segmentation offload frames */
-	uint64_t drops[VQ_NET_DROP_MAX];
+	/* Indexed by enum vq_net_drop; a reason added later takes a slot
+	 * from [VQ_NET_DROP_MAX, VQ_NET_DROP_SLOTS), so the fields after
+	 * this one keep their offsets.  New counters append at the end. */
+	uint64_t drops[VQ_NET_DROP_SLOTS];
 };
 
 enum vq_net_tx_evict {
@@ -241,6 +245,9 @@ struct vq_net_queue_config {
 	/* The clock AUTO measures with; NULL: vq_rt_now_ns. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_net_queue_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 struct vq_net_queue;

@@ -102,6 +102,9 @@ struct vq_dev_config {
 	 */
 	uint16_t avail_idx;
 	uint16_t used_idx;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_dev_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* A chain popped from the available ring, as iovecs into guest memory. */
@@ -179,7 +182,7 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n);
  * c->in_len).  Nothing is visible to the driver until vq_dev_flush().
  * With IN_ORDER chains must be filled in the order they were popped;
  * consecutive chains written completely are then published as one used
- * entry (2.7.9 / 2.8.22 "In-order use of descriptors").
+ * entry (2.7.9 / 2.8.8 "In-order use of descriptors").
  * Returns 0 or -EINVAL (caller error: length too big, order broken).
  */
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
@@ -259,6 +262,9 @@ struct vq_drv_config {
 	void *indirect;
 	uint64_t indirect_gpa;
 	uint16_t indirect_max;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_drv_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /* A guest-physical buffer segment. */

@@ -47,6 +47,10 @@ int64_t vq_evt_wait(int fd, int timeout_ms);
 /* Counters: the "exits" of a queue, reported per packet by the tools  */
 /* ------------------------------------------------------------------ */
 
+/* New counters are appended at the end.  The calls below that add to a
+ * caller's struct name the fields they touch: a later version's calls
+ * never write a field an older caller's struct lacks. */
+
 struct vq_rt_counters {
 	uint64_t packets;       /* chains processed (device) or completed (driver) */
 	uint64_t bytes;
@@ -64,8 +68,23 @@ struct vq_rt_counters {
 	uint64_t bp_misses;     /* windows that ended without it */
 };
 
-void vq_rt_counters_add(struct vq_rt_counters *sum,
-			const struct vq_rt_counters *c);
+/* Inline: sum is the caller's, and only the caller's build knows which
+ * fields its struct has (a newer library's counters may have more). */
+static inline void vq_rt_counters_add(struct vq_rt_counters *sum,
+				      const struct vq_rt_counters *c)
+{
+	sum->packets += c->packets;
+	sum->bytes += c->bytes;
+	sum->kicks_sent += c->kicks_sent;
+	sum->kicks_recv += c->kicks_recv;
+	sum->calls_sent += c->calls_sent;
+	sum->calls_recv += c->calls_recv;
+	sum->wakeups += c->wakeups;
+	sum->kicks_missed += c->kicks_missed;
+	sum->calls_late += c->calls_late;
+	sum->bp_hits += c->bp_hits;
+	sum->bp_misses += c->bp_misses;
+}
 
 /* CLOCK_MONOTONIC in nanoseconds (the default clock). */
 uint64_t vq_rt_now_ns(void);
@@ -107,6 +126,9 @@ struct vq_bp_probe {
 	bool (*ready)(void *arg);       /* this queue has work (has_avail/has_used) */
 	bool (*other)(void *arg);       /* other work pending; NULL: never */
 	void *arg;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_busy_poll refuses others with -EINVAL. */
+	void * reserved[4];
 };
 
 /*
@@ -115,8 +137,9 @@ struct vq_bp_probe {
  * VQ_BP_TIMEOUT once the clock reaches start + window_ns.  The probes are
  * checked before the clock, so a window always probes at least once; a
  * window of 0 returns VQ_BP_TIMEOUT without probing (no busy polling).
+ * -EINVAL: a reserved word is not zero.
  */
-enum vq_bp_result vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);
+int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);
 
 /* ------------------------------------------------------------------ */
 /* Device side: the poll loop                                          */
@@ -147,6 +170,9 @@ struct vq_rt_ring_ops {
 	int  (*enable_notify)(void *ring);
 	bool (*should_signal)(void *ring);
 	bool (*signal_owed)(void *ring);        /* optional: vq_dev_signal_owed */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_rt_loop_add refuses others with -EINVAL. */
+	void * reserved[4];
 };
 
 struct vq_rt_queue_config {
@@ -158,12 +184,18 @@ struct vq_rt_queue_config {
 	vq_rt_process_fn process;
 	void *arg;
 	struct vq_rt_budget budget;     /* {0, 0}: the vhost weights */
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_rt_loop_add refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 struct vq_rt_loop_config {
 	uint64_t busy_poll_ns;          /* 0: go idle at once when dry */
 	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
 	void *clock_arg;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_rt_loop_new refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out);
@@ -210,7 +242,8 @@ int vq_rt_queue_signal(struct vq_rt_queue *q);
 
 /* Is the queue active (being processed) rather than asleep on its kick? */
 bool vq_rt_queue_active(const struct vq_rt_queue *q);
-struct vq_rt_counters *vq_rt_queue_counters(struct vq_rt_queue *q);
+/* The queue's counters, in the loop's memory (valid until it is freed). */
+const struct vq_rt_counters *vq_rt_queue_counters(const struct vq_rt_queue *q);
 
 /*
  * The queue has work its ring does not show (an fd callback or another
@@ -287,7 +320,8 @@ void vq_rt_fd_remove(struct vq_rt_fd *h);
 /* ------------------------------------------------------------------ */
 
 /* Publish added buffers and kick the device through kick_fd if the ring
- * says so (counted in c->kicks_sent).  Returns 1 if kicked, 0, -errno. */
+ * says so (counted in c->kicks_sent, the only field it touches).  Returns
+ * 1 if kicked, 0, -errno. */
 int vq_rt_drv_kick(struct vq_drv *q, int kick_fd, struct vq_rt_counters *c);
 
 struct vq_rt_drv_wait {
@@ -297,6 +331,9 @@ struct vq_rt_drv_wait {
 	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
 	bool (*other)(void *arg);       /* ends the busy-poll window early */
 	void *arg;
+	/* Zero: room for fields a later version adds (0 = today's
+	 * behaviour); vq_rt_drv_wait_used refuses others with -EINVAL. */
+	uint64_t reserved[4];
 };
 
 /*
@@ -304,7 +341,9 @@ struct vq_rt_drv_wait {
  * busy poll for up to w->busy_poll_ns; else enable callbacks (re-checking
  * what the ring returns) and sleep on the call eventfd for up to timeout_ms.
  * Callbacks are disabled again on return.  Returns 1 when used buffers are
- * (or may be) pending, 0 on timeout, -errno.
+ * (or may be) pending, 0 on timeout, -errno (-EINVAL: a reserved word of w
+ * is not zero).  Adds to c's bp_hits, bp_misses, calls_recv and wakeups
+ * only.
  */
 int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 			int timeout_ms, struct vq_rt_counters *c);

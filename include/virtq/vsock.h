@@ -23,7 +23,7 @@
  * bytes reach the host socket: a slow host socket closes the guest's window,
  * nothing is buffered beyond it, and a guest that overruns it is reset.
  *
- * Seqpacket (VQ_VSOCK_F_SEQPACKET negotiated, 5.10.6.7): the host socket
+ * Seqpacket (VQ_VSOCK_F_SEQPACKET negotiated, 5.10.6.6): the host socket
  * is a SOCK_SEQPACKET one and each message keeps its bounds.  A guest
  * message (RW packets up to one with SEQ_EOM) is sent to the host socket
  * whole; a host message goes to the guest in packets as credit allows, the
@@ -34,6 +34,11 @@
  * by msg_budget, so guests that never give credit cannot make the device
  * hold 1 MiB per connection: a message past the budget stays in its
  * socket until another is delivered (host_msg_deferred).
+ *
+ * System calls per byte: one readv fills as many posted RX buffers as the
+ * connection's reads suggest (within the credit), one writev (seqpacket:
+ * sendmmsg) takes a TX burst's packets of one connection; the counters
+ * host_read_calls / host_write_calls say how many were made.
  *
  * Nothing here blocks and there is no loop: the caller polls vq_vsock_fd()
  * (readable when host sockets have news), kicks and calls, and runs the
@@ -66,8 +71,8 @@ extern "C" {
 #define VQ_VSOCK_TYPE_STREAM    1
 #define VQ_VSOCK_TYPE_SEQPACKET 2
 
-/* RW flags of a seqpacket connection (5.10.6.7): the packet ends a message,
- * and the message ends a record (MSG_EOR). */
+/* RW flags of a seqpacket connection (5.10.6.6.1): the packet ends a
+ * message, and the message ends a record (MSG_EOR). */
 #define VQ_VSOCK_SEQ_EOM (1u << 0)
 #define VQ_VSOCK_SEQ_EOR (1u << 1)
 
@@ -141,9 +146,13 @@ struct vq_vsock_config {
 	 * decides whether to notify (vq_dev_should_signal + call eventfd). */
 	void (*notify)(void *arg, unsigned q);
 	void *arg;
+	/* Zero (vq_vsock_new says -EINVAL otherwise): a new field takes
+	 * words from here, its zero meaning the old behaviour. */
+	uint64_t reserved[8];
 };
 
-/* Counters.  Every bad input has one. */
+/* Counters.  Every bad input has one.  Library memory (vq_vsock_stats());
+ * new counters are appended at the end, none moves. */
 struct vq_vsock_stats {
 	uint64_t rx_pkts, rx_bytes;     /* to the guest: packets, payload bytes */
 	uint64_t tx_pkts, tx_bytes;     /* from the guest */
@@ -171,6 +180,10 @@ struct vq_vsock_stats {
 	uint64_t host_msg_deferred;     /* seqpacket: a host message left in
 					 * its socket, msg_budget spent */
 	uint64_t reset_events;          /* TRANSPORT_RESET events delivered */
+	/* system calls that moved payload between host sockets and guest
+	 * buffers (readv / recvmsg, writev / sendmsg / sendmmsg): one read
+	 * fills many guest buffers, one write takes a burst's packets */
+	uint64_t host_read_calls, host_write_calls;
 };
 
 int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out);
@@ -238,6 +251,11 @@ unsigned vq_vsock_conn_count(const struct vq_vsock *v);
 /* Seqpacket: bytes of host messages held now (see msg_budget). */
 uint64_t vq_vsock_held_bytes(const struct vq_vsock *v);
 const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
+/* The newest bad input a counter above counted, as a message: the spec
+ * section first, then what was wrong, with the numbers ("5.10.6.3: RW of
+ * 5000 bytes on ports 50000 -> 1, beyond the 4096 bytes of credit left").
+ * "" until there is one.  Valid until the next call into the device. */
+const char *vq_vsock_last_bad(const struct vq_vsock *v);
 
 /*
  * Parse a hybrid-vsock CONNECT line (without its '\n'): "CONNECT <port>",

@@ -6,6 +6,8 @@
  */
 #include <virtq/mem.h>
 
+#include "log_batch.h"
+
 bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 {
 	uint64_t last;
@@ -37,7 +39,7 @@ void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 		return;
 	last = (gpa + (len - 1)) / VQ_LOG_PAGE;
 	for (page = gpa / VQ_LOG_PAGE; page <= last && page / 8 < log->size; page++)
-		/* release: the write being recorded is visible first */
+		/* release: the write being recorded is visible first (V5) */
 		__atomic_fetch_or(&log->bits[page / 8], (uint8_t)(1u << (page % 8)),
 				  __ATOMIC_RELEASE);
 }
@@ -46,7 +48,7 @@ void vq_log_batch_flush(struct vq_log_batch *b)
 {
 	if (!b->n)
 		return;
-	/* the recorded writes, visible before the bits are looked at */
+	/* the recorded writes, visible before the bits are looked at (V5) */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (unsigned i = 0; i < b->n; i++) {
 		uint8_t *p = &b->log->bits[b->e[i].byte];

@@ -78,7 +78,7 @@ int vq_mem_add(struct vq_mem *m, const struct vq_mem_region *r)
 	uint64_t glast, ulast, hlast;
 	unsigned i, pos;
 
-	if (!range_end(r->gpa, r->size, &glast) ||
+	if (!VQ_RESERVED_ZERO(r) || !range_end(r->gpa, r->size, &glast) ||
 	    !range_end(r->uaddr, r->size, &ulast) ||
 	    !range_end((uintptr_t)r->hva, r->size, &hlast) || !r->hva)
 		return -EINVAL;
@@ -536,7 +536,7 @@ int vq_mem_iotlb_update(struct vq_mem *m, const struct vq_iotlb_entry *e)
 
 	if (!t)
 		return -ENXIO;
-	if (!range_end(e->iova, e->size, &last) ||
+	if (!VQ_RESERVED_ZERO(e) || !range_end(e->iova, e->size, &last) ||
 	    !range_end(e->uaddr, e->size, &ulast) || !e->perm ||
 	    (e->perm & ~VQ_ACCESS_RW))
 		return -EINVAL;

@@ -78,6 +78,9 @@ struct vq_net_queue {
 #define EVICT_CLOCK_CALLS 256u
 #define EVICT_WINDOW_MAX_NS 50000000ull
 
+_Static_assert(VQ_NET_DROP_MAX <= VQ_NET_DROP_SLOTS,
+	       "a new drop reason needs a slot in struct vq_net_stats");
+
 static const char *const drop_names[VQ_NET_DROP_MAX] = {
 	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
 	[VQ_NET_DROP_BAD_HDR] = "bad_hdr",
@@ -102,7 +105,8 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	uint64_t f;
 
 	*out = NULL;
-	if (!cfg->dev || (cfg->role != VQ_NET_RX && cfg->role != VQ_NET_TX) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !cfg->dev ||
+	    (cfg->role != VQ_NET_RX && cfg->role != VQ_NET_TX) ||
 	    cfg->max_frame > VQ_NET_MAX_FRAME)
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));
@@ -324,11 +328,11 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 
 	if (unlikely(c->nin))
 		return vq_dev_fail(q->dev, -EINVAL,
-				   "Unexpected descriptor format for TX: chain %u has %u writable segments (5.1.6.2)",
+				   "5.1.6.2: Unexpected descriptor format for TX: chain %u has %u writable segments",
 				   c->id, c->nin);
 	if (unlikely(c->out_len < q->hdr_len))
 		return vq_dev_fail(q->dev, -EINVAL,
-				   "Unexpected header len for TX: chain %u has %llu bytes, the header is %u (5.1.6.2)",
+				   "5.1.6.2: Unexpected header len for TX: chain %u has %llu bytes, the header is %u",
 				   c->id, (unsigned long long)c->out_len, q->hdr_len);
 	if (unlikely(c->out_len - q->hdr_len > q->max_frame)) {
 		q->st.drops[VQ_NET_DROP_OVERSIZE]++;
@@ -582,6 +586,22 @@ static int rx_drop(struct vq_net_queue *q, unsigned popped, enum vq_net_drop why
 
 /* May the guest be given this header (5.1.6.4.2)?  Its flags are cut to
  * what GUEST_CSUM allows where it is written (rx_flags). */
+/* An RX chain the guest made available: device-writable only (5.1.6.3)
+ * and, with MRG_RXBUF, room for the header in its first buffer
+ * (5.1.6.3.1).  0, or the error that broke the queue. */
+static inline int rx_chain_check(struct vq_net_queue *q, const struct vq_chain *c)
+{
+	if (unlikely(c->nout))
+		return vq_dev_fail(q->dev, -EINVAL,
+				   "5.1.6.3: Unexpected descriptor format for RX: chain %u has %u readable segments",
+				   c->id, c->nout);
+	if (q->mrg && unlikely(c->in_len < q->hdr_len))
+		return vq_dev_fail(q->dev, -EINVAL,
+				   "5.1.6.3.1: RX buffer %u of %llu bytes is smaller than the %u-byte header",
+				   c->id, (unsigned long long)c->in_len, q->hdr_len);
+	return 0;
+}
+
 static bool rx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h)
 {
 	return gso_allowed(h->gso_type, q->rx_gso, q->rx_ecn);
@@ -635,14 +655,9 @@ int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		if (r == 0)
 			return rx_drop(q, k, VQ_NET_DROP_NO_RX_BUF);
 		k++;
-		if (unlikely(c->nout))
-			return vq_dev_fail(q->dev, -EINVAL,
-					   "Unexpected descriptor format for RX: chain %u has %u readable segments (5.1.6.3)",
-					   c->id, c->nout);
-		if (q->mrg && unlikely(c->in_len < q->hdr_len))
-			return vq_dev_fail(q->dev, -EINVAL,
-					   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
-					   c->id, (unsigned long long)c->in_len, q->hdr_len);
+		r = rx_chain_check(q, c);
+		if (r)
+			return r;
 		if (!q->mrg && c->in_len < need)
 			/* One chain must hold it all; a smaller frame may
 			 * still fit this buffer later, so give it back. */
@@ -738,16 +753,9 @@ int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f
 		if (k == 0)
 			break;  /* no buffer: the caller decides */
 		for (i = 0; i < (unsigned)k; i++) {
-			const struct vq_chain *c = &q->chains[i];
-
-			if (unlikely(c->nout))
-				return vq_dev_fail(q->dev, -EINVAL,
-						   "Unexpected descriptor format for RX: chain %u has %u readable segments (5.1.6.3)",
-						   c->id, c->nout);
-			if (q->mrg && unlikely(c->in_len < q->hdr_len))
-				return vq_dev_fail(q->dev, -EINVAL,
-						   "RX buffer %u of %llu bytes is smaller than the %u-byte header (5.1.6.3.1)",
-						   c->id, (unsigned long long)c->in_len, q->hdr_len);
+			r = rx_chain_check(q, &q->chains[i]);
+			if (r)
+				return r;
 		}
 		for (i = 0; i < (unsigned)k && i < RX_PREFETCH_AHEAD; i++)
 			rx_prefetch(q, &q->chains[i]);

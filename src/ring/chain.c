@@ -7,6 +7,13 @@
 
 #include "ring_internal.h"
 
+/* The spec section of a rule both layouts share: split's or packed's. */
+static const char *sec(const struct vq_dev *d, const char *split,
+		       const char *packed)
+{
+	return vq_has(d->cfg.features, VIRTIO_F_RING_PACKED) ? packed : split;
+}
+
 int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 		 uint32_t len, bool writable, const char *where, unsigned idx)
 {
@@ -15,8 +22,8 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 
 	if (unlikely(!writable && c->nin))
 		return vq_dev_break(d, -EINVAL,
-				    "%s descriptor %u: readable after writable (head %u)",
-				    where, idx, c->id);
+				    "%s: %s descriptor %u: readable after writable (head %u)",
+				    sec(d, "2.7.4.2", "2.8.17"), where, idx, c->id);
 	if (likely(!d->iotlb))
 		r = vq_mem_translate_gpa(d->cfg.mem, addr, len, c->iov, c->iov_max, &n);
 	else    /* VQ_ACCESS_RO + 1 is VQ_ACCESS_WO */
@@ -28,11 +35,13 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 			return r;       /* an IOTLB miss: the chain waits, unpopped */
 		if (r == -ENOBUFS)
 			return vq_dev_break(d, r,
-					    "%s descriptor %u: chain needs more than %u iovecs (head %u)",
-					    where, idx, c->iov_max, c->id);
+					    "%s: %s descriptor %u: chain needs more than %u iovecs (head %u)",
+					    sec(d, "2.7.4.1", "2.8.18"), where, idx,
+					    c->iov_max, c->id);
 		return vq_dev_break(d, -EFAULT,
-				    "%s descriptor %u: 0x%llx+%u is outside guest memory or not allowed by the IOTLB (head %u)",
-				    where, idx, (unsigned long long)addr, len, c->id);
+				    "%s: %s descriptor %u: 0x%llx+%u is outside guest memory or not allowed by the IOTLB (head %u)",
+				    sec(d, "2.7.5", "2.8.13"), where, idx,
+				    (unsigned long long)addr, len, c->id);
 	}
 	if (writable) {
 		c->nin = n - c->nout;
@@ -55,22 +64,24 @@ const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 
 	if (unlikely(len == 0 || len % 16)) {
 		vq_dev_break(d, -EINVAL,
-			     "indirect descriptor (head %u): length %u is not a non-zero multiple of 16",
-			     head, len);
+			     "%s: indirect descriptor (head %u): length %u is not a non-zero multiple of 16",
+			     sec(d, "2.7.5.3", "2.8.7"), head, len);
 		return NULL;
 	}
 	if (unlikely(len / 16 > VQ_INDIRECT_MAX_ENTRIES)) {
 		vq_dev_break(d, -EINVAL,
-			     "indirect descriptor (head %u): table of %u entries is too big",
-			     head, len / 16);
+			     "%s: indirect descriptor (head %u): table of %u entries is too big (at most %u)",
+			     sec(d, "2.7.5.3", "2.8.7"), head, len / 16,
+			     VQ_INDIRECT_MAX_ENTRIES);
 		return NULL;
 	}
 	/* Descriptor fields are read as naturally aligned words; every real
 	 * driver allocates tables at least 8-byte aligned. */
 	if (unlikely(addr & 7)) {
 		vq_dev_break(d, -EINVAL,
-			     "indirect descriptor (head %u): table at 0x%llx is not 8-byte aligned",
-			     head, (unsigned long long)addr);
+			     "%s: indirect descriptor (head %u): table at 0x%llx is not 8-byte aligned",
+			     sec(d, "2.7.5.3", "2.8.7"), head,
+			     (unsigned long long)addr);
 		return NULL;
 	}
 	r = vq_mem_map_contig(d->cfg.mem, addr, len, VQ_ACCESS_RO, &table);
@@ -80,8 +91,9 @@ const void *vq_indirect_table(struct vq_dev *d, uint64_t addr, uint32_t len,
 	}
 	if (unlikely(r)) {
 		vq_dev_break(d, -EFAULT,
-			     "indirect descriptor (head %u): table 0x%llx+%u is not inside one memory region",
-			     head, (unsigned long long)addr, len);
+			     "%s: indirect descriptor (head %u): table 0x%llx+%u is not inside one memory region",
+			     sec(d, "2.7.5.3", "2.8.7"), head,
+			     (unsigned long long)addr, len);
 		return NULL;
 	}
 	*count = len / 16;

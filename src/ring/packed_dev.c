@@ -11,7 +11,7 @@
  *
  * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one whose flush
  * writes one used descriptor per batch of completely written buffers
- * (2.8.22 "In-order use of descriptors").  In order, a buffer's place in
+ * (2.8.8 "In-order use of descriptors").  In order, a buffer's place in
  * the queue is its pop sequence number: fill checks it is the next one,
  * flush releases every filled buffer by moving one counter, and fill merges
  * a buffer into the open batch, so nothing is walked per buffer at flush.
@@ -199,7 +199,7 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 			break;
 		if (unlikely(n >= pd->num))
 			return vq_dev_break(d, -EINVAL,
-					    "2.8.6: chain at slot %u is longer than the queue size %u",
+					    "2.8.17: chain at slot %u is longer than the queue size %u",
 					    head, pd->num);
 	}
 	/* 2.8.6: the buffer id is in the last descriptor of the chain. */
@@ -364,7 +364,7 @@ static int packed_fill_in_order(struct vq_dev *d, const struct vq_chain *c,
 	if (c->id >= pd->num)
 		return -EINVAL;
 	s = &pd->ids[c->id];
-	/* 2.8.22: buffers are used in the order they were made available:
+	/* 2.8.8: buffers are used in the order they were made available:
 	 * this one must be the oldest popped and not yet filled. */
 	if (s->seq != pd->filled + 1 || len > s->in_len)
 		return -EINVAL;
@@ -640,7 +640,7 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 		return -ENOMEM;
 	}
 	pd->base.ops = pd->in_order ? &packed_dev_in_order_ops : &packed_dev_ops;
-	pd->base.cfg = *cfg;
+	pd->base.cfg = vq_dev_setup_of(cfg);
 	pd->desc = cfg->ring.desc;
 	pd->drv_event = cfg->ring.driver;
 	pd->dev_event = cfg->ring.device;

@@ -298,7 +298,7 @@ static int used_len(struct vq_drv *q, const struct pdrv_id *s, uint16_t id,
 		*l = 0;
 	if (unlikely(*l > s->in_len))
 		return vq_drv_break(q, -EINVAL,
-				    "2.8.2: used length %u of id %u is larger than its %llu writable bytes",
+				    "2.8.4: used length %u of id %u is larger than its %llu writable bytes",
 				    *l, id, (unsigned long long)s->in_len);
 	return 0;
 }
@@ -314,7 +314,7 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
 		return 0;
 	if (unlikely(id >= pq->num || !pq->ids[id].token))
 		return vq_drv_break(q, -EINVAL,
-				    "2.8.2: used id %u (slot %u) was never made available",
+				    "2.8.22: used id %u (slot %u) was never made available",
 				    id, pq->last_used);
 	s = &pq->ids[id];
 	if (unlikely(used_len(q, s, id, &l)))
@@ -350,12 +350,12 @@ static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 				    (uint32_t)bid + pq->num - id;
 		if (unlikely(bid >= pq->num || ahead >= pq->nbufs))
 			return vq_drv_break(q, -EINVAL,
-					    "2.8.22: in-order used id %u (slot %u) is not outstanding",
+					    "2.8.8: in-order used id %u (slot %u) is not outstanding",
 					    bid, pq->last_used);
 		if (unlikely(used_len(q, &pq->ids[bid], bid, &l)))
 			return q->err;
 		if (ahead) {
-			/* 2.8.22: it completes every buffer made available
+			/* 2.8.8: it completes every buffer made available
 			 * before bid, each written completely, and bid. */
 			pq->batch = true;
 			pq->batch_id = bid;
@@ -550,7 +550,7 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 		return -ENOMEM;
 	}
 	pq->base.ops = in_order ? &packed_drv_in_order_ops : &packed_drv_ops;
-	pq->base.cfg = *cfg;
+	pq->base.cfg = vq_drv_setup_of(cfg);
 	pq->desc = cfg->ring.desc;
 	pq->drv_event = cfg->ring.driver;
 	pq->dev_event = cfg->ring.device;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem/log_batch.h"
 #include "ring_internal.h"
 
 bool vq_ring_num_valid(uint64_t features, uint32_t num)
@@ -320,7 +321,7 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	int r;
 
 	*out = NULL;
-	if (!cfg->mem || !ring_features_ok(cfg->features) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !cfg->mem || !ring_features_ok(cfg->features) ||
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;
@@ -452,7 +453,7 @@ int vq_dev_set_log(struct vq_dev *d, const struct vq_dirty_log *log,
 {
 	struct vq_dev_log *l = d->log;
 
-	if (nring > 2)
+	if (nring > 2 || (log && !VQ_RESERVED_ZERO(log)))
 		return -EINVAL;
 	if (!log) {
 		if (l) {
@@ -553,7 +554,7 @@ const char *vq_dev_error_msg(const struct vq_dev *d) { return d->errmsg; }
 int vq_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 {
 	*out = NULL;
-	if (!ring_features_ok(cfg->features) ||
+	if (!VQ_RESERVED_ZERO(cfg) || !ring_features_ok(cfg->features) ||
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;

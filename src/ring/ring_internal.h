@@ -16,8 +16,9 @@
 #include "internal.h"
 
 /*
- * Memory ordering on shared ring memory.  The ring is plain memory shared
- * with another thread or process.  The words the two sides hand over
+ * Memory ordering on shared ring memory (the labels: docs/RULES.md, with
+ * each rule's pair and the test that breaks without it).  The ring is
+ * plain memory shared with another thread or process.  The words the two sides hand over
  * (indices, flags, event fields) are accessed with atomic builtins; the
  * descriptor bodies and used elements are ordered by the release store that
  * publishes them and the acquire load that discovers them (D1/D3, P1/P3,
@@ -57,12 +58,49 @@ struct vq_dev_ops {
 
 struct vq_dev_log;
 
+/* What a queue keeps of its config: vq_dev_config less the reserved words
+ * (adding them to the public struct would have moved every layout's hot
+ * fields by 32 bytes).  A field a later version adds to the config is
+ * added here too. */
+struct vq_dev_setup {
+	uint64_t features;
+	uint16_t num;
+	struct vq_ring_addr ring;
+	const struct vq_mem *mem;
+	uint16_t avail_idx;
+	uint16_t used_idx;
+};
+
+static inline struct vq_dev_setup vq_dev_setup_of(const struct vq_dev_config *c)
+{
+	return (struct vq_dev_setup){ .features = c->features, .num = c->num,
+		.ring = c->ring, .mem = c->mem, .avail_idx = c->avail_idx,
+		.used_idx = c->used_idx };
+}
+
+/* The same for vq_drv_config. */
+struct vq_drv_setup {
+	uint64_t features;
+	uint16_t num;
+	struct vq_ring_addr ring;
+	void *indirect;
+	uint64_t indirect_gpa;
+	uint16_t indirect_max;
+};
+
+static inline struct vq_drv_setup vq_drv_setup_of(const struct vq_drv_config *c)
+{
+	return (struct vq_drv_setup){ .features = c->features, .num = c->num,
+		.ring = c->ring, .indirect = c->indirect,
+		.indirect_gpa = c->indirect_gpa, .indirect_max = c->indirect_max };
+}
+
 /* State every device-side queue has; each layout embeds it first.  The log
  * pointer took 8 bytes of errmsg, so the size stayed what it was and every
  * layout's hot fields kept their offsets (and cache lines). */
 struct vq_dev {
 	const struct vq_dev_ops *ops;
-	struct vq_dev_config cfg;
+	struct vq_dev_setup cfg;
 	int err;                        /* 0 or the -errno that broke it */
 	/* cfg.mem had an IOTLB at creation: misses and quiescence tracked */
 	struct vq_dev_iotlb *iotlb;
@@ -95,7 +133,7 @@ struct vq_drv_ops {
 
 struct vq_drv {
 	const struct vq_drv_ops *ops;
-	struct vq_drv_config cfg;
+	struct vq_drv_setup cfg;
 	int err;
 	char errmsg[VQ_ERRMSG_MAX];
 };

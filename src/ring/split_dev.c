@@ -104,21 +104,29 @@ static void sd_reset(struct vq_dev *d)
 	memset(s->head, 0, sizeof(*s->head) * s->num);
 }
 
+/* Take a value of avail->idx just read (V1): it may run at most a queue
+ * size ahead of what we consumed.  0, or the error that broke the queue. */
+static int sd_take_avail_idx(struct split_dev *s, uint16_t idx)
+{
+	if (unlikely((uint16_t)(idx - s->last_avail) > s->num))
+		return vq_dev_break(&s->base, -EINVAL,
+				    "2.7.13.3: avail index moved from %u to %u, more than the queue size %u",
+				    s->avail_shadow, idx, s->num);
+	s->avail_shadow = idx;
+	return 0;
+}
+
 /*
  * How many chains the driver has made available beyond last_avail.  Reads
- * avail->idx (acquire, V1) only when the cached value is used up, and
- * validates that it moved by at most the queue size.
+ * avail->idx (acquire, V1) only when the cached value is used up.
  */
 static int sd_avail_count(struct split_dev *s)
 {
 	if (s->last_avail == s->avail_shadow) {
-		uint16_t idx = vq_le16(vq_load_acquire(&s->avail->idx));
+		int r = sd_take_avail_idx(s, vq_le16(vq_load_acquire(&s->avail->idx)));
 
-		if (unlikely((uint16_t)(idx - s->last_avail) > s->num))
-			return vq_dev_break(&s->base, -EINVAL,
-					    "avail index moved from %u to %u, more than the queue size %u (RULES V1)",
-					    s->avail_shadow, idx, s->num);
-		s->avail_shadow = idx;
+		if (r)
+			return r;
 	}
 	return (uint16_t)(s->avail_shadow - s->last_avail);
 }
@@ -144,11 +152,11 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 		flags = vq_le16(dsc.flags);
 		if (unlikely(++steps > count))
 			return vq_dev_break(d, -EINVAL,
-					    "loop detected in indirect table of %u entries (head %u, descriptor %u)",
+					    "2.7.5.2: loop in the indirect table of %u entries (head %u, descriptor %u)",
 					    count, c->id, at);
 		if (unlikely(flags & VIRTQ_DESC_F_INDIRECT))
 			return vq_dev_break(d, -EINVAL,
-					    "nested indirect descriptor: entry %u of the indirect table (head %u) (2.7.5.3.1)",
+					    "2.7.5.3.1: nested indirect descriptor at entry %u of the indirect table (head %u)",
 					    i, c->id);
 		r = vq_chain_add(d, c, vq_le64(dsc.addr), vq_le32(dsc.len),
 				 flags & VIRTQ_DESC_F_WRITE, "indirect", i);
@@ -159,7 +167,7 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 		i = vq_le16(dsc.next);
 		if (unlikely(i >= count))
 			return vq_dev_break(d, -EINVAL,
-					    "indirect next index %u >= table size %u (head %u)",
+					    "2.7.5.3: indirect next index %u >= table size %u (head %u)",
 					    i, count, c->id);
 	}
 }
@@ -178,7 +186,7 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 	head = vq_le16(s->avail->ring[s->last_avail & s->mask]);
 	if (unlikely(head >= s->num))
 		return vq_dev_break(d, -EINVAL,
-				    "avail ring entry %u: head %u >= queue size %u",
+				    "2.7.6: avail ring entry %u: head %u >= queue size %u",
 				    s->last_avail, head, s->num);
 	if (in_order) {
 		if (!s->next_head_known) {
@@ -187,12 +195,12 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 		}
 		if (unlikely(head != s->next_head))
 			return vq_dev_break(d, -EINVAL,
-					    "IN_ORDER violated: head %u made available, expected %u (2.7.9)",
+					    "2.7.5: IN_ORDER violated: head %u made available, expected %u",
 					    head, s->next_head);
 	}
 	if (unlikely(s->head[head].state != HEAD_FREE))
 		return vq_dev_break(d, -EINVAL,
-				    "head %u made available while still in flight",
+				    "2.7.13.1: head %u made available while still in flight",
 				    head);
 
 	vq_chain_begin(c, head);
@@ -203,18 +211,18 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 
 		if (unlikely(++ndesc > s->num))
 			return vq_dev_break(d, -EINVAL,
-					    "loop detected: chain at head %u is longer than the queue size %u",
+					    "2.7.5.2: loop: the chain at head %u is longer than the queue size %u",
 					    head, s->num);
 		memcpy(&dsc, &s->desc[i], sizeof(dsc));
 		flags = vq_le16(dsc.flags);
 		if (flags & VIRTQ_DESC_F_INDIRECT) {
 			if (unlikely(!s->indirect_ok))
 				return vq_dev_break(d, -EINVAL,
-						    "descriptor %u (head %u): INDIRECT without VIRTIO_F_INDIRECT_DESC",
+						    "2.7.5.3.1: descriptor %u (head %u) is INDIRECT without VIRTIO_F_INDIRECT_DESC",
 						    i, head);
 			if (unlikely(flags & VIRTQ_DESC_F_NEXT))
 				return vq_dev_break(d, -EINVAL,
-						    "descriptor %u (head %u): INDIRECT together with NEXT (2.7.5.3.1)",
+						    "2.7.5.3.1: descriptor %u (head %u) has INDIRECT together with NEXT",
 						    i, head);
 			/* A chain may end with one indirect table (as vhost
 			 * and vringh accept). */
@@ -232,11 +240,11 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 		next = vq_le16(dsc.next);
 		if (unlikely(next >= s->num))
 			return vq_dev_break(d, -EINVAL,
-					    "descriptor %u: next index %u >= queue size %u (head %u)",
+					    "2.7.5: descriptor %u: next index %u >= queue size %u (head %u)",
 					    i, next, s->num, head);
 		if (in_order && unlikely(next != ((i + 1) & s->mask)))
 			return vq_dev_break(d, -EINVAL,
-					    "IN_ORDER violated: descriptor %u chains to %u, not %u (head %u)",
+					    "2.7.5.2: IN_ORDER violated: descriptor %u chains to %u, not %u (head %u)",
 					    i, next, (i + 1) & s->mask, head);
 		i = next;
 	}
@@ -244,7 +252,7 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 	 * holds: a chain sharing descriptors with an in-flight one. */
 	if (unlikely(s->desc_inflight + ndesc > s->num))
 		return vq_dev_break(d, -EINVAL,
-				    "head %u: %u descriptors in flight plus %u exceed the queue size %u",
+				    "2.7.13.1: head %u: %u descriptors in flight plus %u exceed the queue size %u",
 				    head, s->desc_inflight, ndesc, s->num);
 
 	c->ndesc = ndesc;
@@ -385,7 +393,8 @@ static void sd_published(struct split_dev *s, uint16_t old, unsigned n)
 	}
 	s->nstaged = 0;
 	/* The used index passed signalled_used: 2^16 entries went by without
-	 * a signal and the old value means nothing any more (RULES). */
+	 * a signal and the old value means nothing any more
+	 * (docs/RULES.md, "2^16 without a signal"). */
 	if ((uint16_t)(new_idx - s->signalled_used) < (uint16_t)(new_idx - old))
 		s->signalled_valid = false;
 	s->used_idx = new_idx;
@@ -520,6 +529,7 @@ static int sd_enable_notify(struct vq_dev *d)
 {
 	struct split_dev *s = to_sd(d);
 	uint16_t idx;
+	int r;
 
 	if (s->event_idx)
 		vq_store_release(avail_event_ptr(s), vq_le16(s->last_avail));
@@ -529,11 +539,9 @@ static int sd_enable_notify(struct vq_dev *d)
 	 * otherwise a buffer added meanwhile is never kicked nor seen. */
 	vq_mb();
 	idx = vq_le16(vq_load_acquire(&s->avail->idx));
-	if (unlikely((uint16_t)(idx - s->last_avail) > s->num))
-		return vq_dev_break(d, -EINVAL,
-				    "avail index moved from %u to %u, more than the queue size %u (RULES V1)",
-				    s->avail_shadow, idx, s->num);
-	s->avail_shadow = idx;
+	r = sd_take_avail_idx(s, idx);
+	if (r)
+		return r;
 	return idx != s->last_avail;
 }
 
@@ -604,7 +612,7 @@ int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
-	s->base.cfg = *cfg;
+	s->base.cfg = vq_dev_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);

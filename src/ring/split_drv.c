@@ -140,6 +140,21 @@ static bool sq_use_indirect(const struct split_drv *s, unsigned n)
 	return s->can_indirect && n > 1 && n <= s->base.cfg.indirect_max;
 }
 
+/* The ring slots a chain of n segments takes (1 when it goes indirect):
+ * the count, -EINVAL if it could never fit, -ENOSPC if it does not now. */
+static int sq_slots(const struct split_drv *s, unsigned n, bool *indirect)
+{
+	unsigned ndesc;
+
+	*indirect = sq_use_indirect(s, n);
+	ndesc = *indirect ? 1 : n;
+	if (ndesc > s->num)
+		return -EINVAL;
+	if (ndesc > s->num_free)
+		return -ENOSPC;
+	return (int)ndesc;
+}
+
 /* Record a head as added and put it in the avail ring (published later, in
  * kick_prepare: D1, one release store per batch). */
 static void sq_expose(struct split_drv *s, uint16_t head, const struct vq_seg *seg,
@@ -171,15 +186,13 @@ static int sq_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 		  unsigned nin, void *token)
 {
 	struct split_drv *s = to_sq(q);
-	unsigned n = nout + nin, ndesc, i;
-	bool indirect = sq_use_indirect(s, n);
+	unsigned n = nout + nin, i;
 	uint16_t head = s->free_head, at;
+	bool indirect;
+	int ndesc = sq_slots(s, n, &indirect);
 
-	ndesc = indirect ? 1 : n;
-	if (ndesc > s->num)
-		return -EINVAL;
-	if (ndesc > s->num_free)
-		return -ENOSPC;
+	if (ndesc < 0)
+		return ndesc;
 	if (indirect) {
 		sq_write_indirect(s, head, head, seg, nout, n);
 		s->free_head = s->next[head];
@@ -203,15 +216,13 @@ static int sq_add_in_order(struct vq_drv *q, const struct vq_seg *seg,
 			   unsigned nout, unsigned nin, void *token)
 {
 	struct split_drv *s = to_sq(q);
-	unsigned n = nout + nin, ndesc, i;
-	bool indirect = sq_use_indirect(s, n);
+	unsigned n = nout + nin, i;
 	uint16_t head = s->next_desc, at;
+	bool indirect;
+	int ndesc = sq_slots(s, n, &indirect);
 
-	ndesc = indirect ? 1 : n;
-	if (ndesc > s->num)
-		return -EINVAL;
-	if (ndesc > s->num_free)
-		return -ENOSPC;
+	if (ndesc < 0)
+		return ndesc;
 	/* Descriptors in table order: next = x + 1, wrapping to 0 (2.7.9). */
 	if (indirect) {
 		sq_write_indirect(s, head, head, seg, nout, n);
@@ -328,7 +339,7 @@ static int sq_used_count(struct split_drv *s)
 
 		if (unlikely((uint16_t)(idx - s->last_used) > sq_published(s)))
 			return vq_drv_break(&s->base, -EINVAL,
-					    "used index moved from %u to %u with %u buffers outstanding",
+					    "2.7.8: used index moved from %u to %u with %u buffers outstanding",
 					    s->last_used, idx, sq_published(s));
 		s->used_shadow = idx;
 	}
@@ -359,13 +370,13 @@ static int sq_read_used(struct split_drv *s, uint16_t *idp, uint32_t *lenp)
 
 	if (unlikely(id >= s->num))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used id %u >= queue size %u", id, s->num);
+				    "2.7.8: used id %u >= queue size %u", id, s->num);
 	if (unlikely(!s->head[id].token || !sq_head_published(s, &s->head[id])))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used id %u was never made available", id);
+				    "2.7.8: used id %u was never made available", id);
 	if (unlikely(len > s->head[id].in_len))
 		return vq_drv_break(&s->base, -EINVAL,
-				    "used length %u larger than the buffer's %llu (id %u)",
+				    "2.7.8.2: used length %u larger than the buffer's %llu (id %u)",
 				    len, (unsigned long long)s->head[id].in_len, id);
 	*idp = (uint16_t)id;
 	*lenp = len;
@@ -424,7 +435,7 @@ static int sq_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 		k = (uint16_t)(s->head[id].avail_pos - s->head[front].avail_pos) + 1u;
 		if (unlikely(k > s->outstanding || k > (unsigned)avail))
 			return vq_drv_break(q, -EINVAL,
-					    "in-order used id %u completes %u buffers, only %d used (2.7.9)",
+					    "2.7.9: in-order used id %u completes %u buffers, only %d used",
 					    id, k, avail);
 		s->batch_left = k;
 		s->batch_last_len = l;
@@ -594,7 +605,7 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
-	s->base.cfg = *cfg;
+	s->base.cfg = vq_drv_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
 	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* The busy-poll window, the clock and the counters. */
+/* The busy-poll window and the clock. */
+#include <errno.h>
 #include <time.h>
 
 #include "runtime_internal.h"
@@ -18,11 +19,13 @@ static uint64_t default_now(void *arg)
 	return vq_rt_now_ns();
 }
 
-enum vq_bp_result vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
+int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
 {
 	uint64_t (*now)(void *) = p->now_ns ? p->now_ns : default_now;
 	uint64_t deadline;
 
+	if (!VQ_RESERVED_ZERO(p))
+		return -EINVAL;
 	if (window_ns == 0)
 		return VQ_BP_TIMEOUT;
 	deadline = now(p->arg) + window_ns;
@@ -37,20 +40,4 @@ enum vq_bp_result vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
 			return VQ_BP_TIMEOUT;
 		vq_cpu_relax();
 	}
-}
-
-void vq_rt_counters_add(struct vq_rt_counters *sum,
-			const struct vq_rt_counters *c)
-{
-	sum->packets += c->packets;
-	sum->bytes += c->bytes;
-	sum->kicks_sent += c->kicks_sent;
-	sum->kicks_recv += c->kicks_recv;
-	sum->calls_sent += c->calls_sent;
-	sum->calls_recv += c->calls_recv;
-	sum->wakeups += c->wakeups;
-	sum->kicks_missed += c->kicks_missed;
-	sum->calls_late += c->calls_late;
-	sum->bp_hits += c->bp_hits;
-	sum->bp_misses += c->bp_misses;
 }

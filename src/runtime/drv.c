@@ -55,6 +55,8 @@ int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 	int64_t e;
 	int r;
 
+	if (!VQ_RESERVED_ZERO(w))
+		return -EINVAL;
 	if (vq_drv_has_used(q))
 		return 1;
 	if (w->busy_poll_ns) {
@@ -63,7 +65,7 @@ int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 			.now_ns = drv_now, .ready = drv_ready,
 			.other = w->other ? drv_other : NULL, .arg = &dp,
 		};
-		enum vq_bp_result b = vq_busy_poll(&p, w->busy_poll_ns);
+		int b = vq_busy_poll(&p, w->busy_poll_ns);
 
 		if (b == VQ_BP_HIT) {
 			c->bp_hits++;

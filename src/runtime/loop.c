@@ -58,6 +58,8 @@ int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out)
 	int err;
 
 	*out = NULL;
+	if (!VQ_RESERVED_ZERO(cfg))
+		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -144,7 +146,8 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 
 	if (out)
 		*out = NULL;
-	if (!qc->process || (!qc->ops && !qc->dev))
+	if (!VQ_RESERVED_ZERO(qc) || (qc->ops && !VQ_RESERVED_ZERO(qc->ops)) ||
+	    !qc->process || (!qc->ops && !qc->dev))
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -245,7 +248,7 @@ bool vq_rt_queue_active(const struct vq_rt_queue *q)
 	return q->active;
 }
 
-struct vq_rt_counters *vq_rt_queue_counters(struct vq_rt_queue *q)
+const struct vq_rt_counters *vq_rt_queue_counters(const struct vq_rt_queue *q)
 {
 	return &q->cnt;
 }

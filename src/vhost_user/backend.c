@@ -277,10 +277,10 @@ static int h_send_rarp(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	uint8_t mac[6];
 	int r;
 
-	/* QEMU copies the MAC's bytes into the payload: wire order, which
-	 * the codec read as a little-endian u64 */
-	for (unsigned i = 0; i < 6; i++)
-		mac[i] = (uint8_t)(m->u.u64 >> (8 * i));
+	/* QEMU copies the MAC's bytes into the payload and the codec copied
+	 * the payload into the u64 as it was (vhost-user numbers are native):
+	 * its first six bytes in memory are the MAC, whatever the byte order */
+	memcpy(mac, &m->u.u64, sizeof(mac));
 	r = b->dev.ops->send_rarp(b->dev.opaque, mac);
 	if (r)
 		return vhu_refuse(b, "VHOST_USER_SEND_RARP: the device could not announce %02x:%02x:%02x:%02x:%02x:%02x: %s",

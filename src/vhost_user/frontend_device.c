@@ -94,14 +94,14 @@ const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f, uint64_t *si
 
 int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6])
 {
-	uint64_t v = 0;
-
 	int r = vhu_fe_need_proto(f, VQ_VHU_SEND_RARP, VQ_VHU_PROTOCOL_F_RARP, "RARP");
+	uint64_t v = 0;
 
 	if (r)
 		return r;
-	for (unsigned i = 0; i < 6; i++)
-		v |= (uint64_t)mac[i] << (8 * i);
+	/* The MAC's bytes in payload order, as QEMU copies them: the codec
+	 * writes the u64 as it is in memory (vhost-user numbers are native). */
+	memcpy(&v, mac, 6);
 	return vhu_fe_call_u64(f, VQ_VHU_SEND_RARP, v);
 }
 

@@ -13,7 +13,7 @@
  *  - no notification the spec requires is suppressed: a side asleep after
  *    its enable call returned 0 is woken (2.7.10, 2.7.7, 2.8.10);
  *  - with IN_ORDER, completions are in order and one used entry may finish a
- *    batch, yet each buffer gets its own length (2.7.9, 2.8.22);
+ *    batch, yet each buffer gets its own length (2.7.9, 2.8.8);
  *  - after the device stops, used plus detached buffers are every buffer.
  *
  * Usage: test_cross [OPS]  (default 100000 per configuration; VQ_TEST_SEED

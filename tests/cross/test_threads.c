@@ -12,7 +12,7 @@
  * Checks: every buffer comes back exactly once with the device's bytes; the
  * device sees the sequence numbers in order (2.7.13 / 2.8.21: buffers are
  * made available in order); with IN_ORDER they also come back in order
- * (2.7.9 / 2.8.22); and no wakeup is lost - a side that enabled
+ * (2.7.9 / 2.8.8); and no wakeup is lost - a side that enabled
  * notifications, re-checked and went to sleep is woken within 10 s, or the
  * test fails with "lost kick" / "lost call" (2.7.10, 2.8.10, RULES D4/V4).
  *

@@ -38,6 +38,8 @@
 #        TAP without it; needs root)
 #        vsock-g2h vsock-h2g vsock-packed vsock-restart vsock-reset
 #        vsock-seqpacket vsock-seqpacket-packed (SOCK_SEQPACKET, guest -> host)
+#        vsock-bidir-slow (16 connections each way at once, the host
+#        reading slowly: no connection stalls behind another's backpressure)
 #
 # Environment:
 #   VIRTQ_BUILD_DIR      meson build dir holding tools/net/virtq-net and
@@ -609,6 +611,68 @@ vsock_h2g() {
 	check host-to-guest $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count CALL result=PASS "$LOG/host-call.out")" = $j ] &&
 		[ "$(count ECHO result=PASS "$o")" = $j ] && echo 0 || echo 1) \
 		"guest_rc=$rc host_rc=$hrc host_pass=$(count CALL result=PASS "$LOG/host-call.out")/$j guest_echo_pass=$(count ECHO result=PASS "$o")/$j bytes_each=$n"
+}
+
+# ---- both ways on 16 connections each, the host reading slowly ----
+# 16 guest connections to CID 2 stream into host receivers that read 16 KiB
+# and then sleep 40 ms (so the guest's senders run out of credit and
+# virtq-vsock's per-connection buffers fill), while 16 host connections
+# CONNECT and stream into guest receivers as fast as they can.  Each
+# connection carries its own seeded stream, 16 credit windows long, checked
+# byte for byte at the receiver.  gvsock duplex on each side watches its 32
+# connections: one that stands still for $stall seconds while another moves
+# is a stall.  One is made on purpose: host receiver 0 stops reading for
+# $hold seconds, so its connection is backpressured completely; it, and its
+# guest sender, must be the only stalls on either side (none would mean
+# everything stood still with it: a backend that stops all connections
+# behind one full host socket).
+vsock_bidir_slow() {
+	local gport=6011 hport=5011 j=16 n=4M stall=4 hold=6 hrc=1
+	need_vsock_backend
+	VSOCK_OPTS=(--json)
+	vsock_start || { check start 1 ""; return; }
+	guest_bg bidir --dev vsock --sock "$VSOCK" --timeout 110 -- \
+		"gvsock duplex -c 2 -p $hport -L $gport -n $n -j $j -S $stall -E 1 -W 30"
+	if wait_mark bidir LISTEN 80; then
+		timeout 100 "$GVSOCK" duplex -u "$UDS" -P $gport -L "${UDS}_$hport" -n $n -j $j \
+			-r 16K -d 40000 -H $hold -S $stall -E 1 -W 30 > "$LOG/host-duplex.out" 2>&1
+		hrc=$?
+	fi
+	guest_wait bidir
+	local rc=$?
+	vsock_stop
+	local o=$LOG/bidir/output.log h=$LOG/host-duplex.out l
+	l=$(grep -a '"summary":true' "$LOG/vsock-$VS_N.log" | tail -1)
+	# each connection's duration, one list per direction (host side)
+	secs() { grep -a "^CONN dir=$1 " "$2" | sed -n 's/.* secs=\([0-9.-]*\).*/\1/p' | tr '\n' ' '; }
+	check guest-to-host $([ "$(count SEND result=PASS "$o")" = $j ] &&
+		[ "$(count RECV result=PASS "$h")" = $j ] && echo 0 || echo 1) \
+		"guest_send_pass=$(count SEND result=PASS "$o")/$j host_recv_pass=$(count RECV result=PASS "$h")/$j bytes_each=$n; host receiver secs: $(secs recv "$h")"
+	check host-to-guest $([ "$(count SEND result=PASS "$h")" = $j ] &&
+		[ "$(count RECV result=PASS "$o")" = $j ] && echo 0 || echo 1) \
+		"host_send_pass=$(count SEND result=PASS "$h")/$j guest_recv_pass=$(count RECV result=PASS "$o")/$j bytes_each=$n; host sender secs: $(secs send "$h")"
+	# the longest pause of the connections that did not stall
+	others() { grep -a '^CONN .* stalled=0 ' "$1" | sed -n 's/.* longest_pause=\([0-9.]*\).*/\1/p' |
+		awk '$1 > m { m = $1 } END { print m + 0 }'; }
+	check held-stalls-alone $([ $rc = 0 ] && [ $hrc = 0 ] && [ "$(count DUPLEX result=PASS "$o")" = 1 ] &&
+		[ "$(count DUPLEX result=PASS "$h")" = 1 ] && [ "$(count STALL . "$h")" = 1 ] &&
+		[ "$(count STALL 'dir=recv conn=0 ' "$h")" = 1 ] && [ "$(count STALL dir=send "$o")" = 1 ] &&
+		echo 0 || echo 1) \
+		"host receiver 0 held ${hold}s; stall bound ${stall}s; stalls: host [$(grep -a '^STALL' "$h" | cut -d' ' -f2- | tr '\n' ' ')] guest [$(grep -a '^STALL' "$o" | cut -d' ' -f2- | tr '\n' ' ')]; longest pause of the others: host $(others "$h") s, guest $(others "$o") s; guest_rc=$rc host_rc=$hrc $(grep -a -h '^HANG' "$o" "$h" | tr '\n' ' ')guest: $(grep -a '^DUPLEX' "$o" | cut -d' ' -f2-) host: $(grep -a '^DUPLEX' "$h" | cut -d' ' -f2-)"
+	jv() { echo "$l" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+	# Backpressure, per connection: each host receiver once found 64 KiB
+	# or more waiting in its socket (the guest got that far ahead of it;
+	# the socket holds about 230 KiB), and virtq-vsock saw its host
+	# sockets full.  No bad input either; no_listener is expected: the
+	# guest's senders may try before the host's listener is up, and retry.
+	local errs backed
+	errs=$(echo "$l" | grep -o '"errors":{[^}]*}')
+	backed=$(grep -a '^CONN dir=recv ' "$h" | sed -n 's/.* queued_max=\([0-9]*\).*/\1/p' |
+		awk '$1 >= 65536 { n++ } END { print n + 0 }')
+	check backpressure $([ "$backed" = $j ] && [ "$(jv host_stalls)" -gt 0 ] 2>/dev/null &&
+		[ -n "$errs" ] && ! echo "$errs" | sed 's/"no_listener":[0-9]*//' | grep -q ':[1-9]' &&
+		echo 0 || echo 1) \
+		"host receivers that found >= 64 KiB waiting: $backed/$j; virtq-vsock host_stalls=$(jv host_stalls) credit_updates_sent=$(jv credit_updates_sent) conns_opened=$(jv conns_opened) ${errs:-no summary}"
 }
 
 # ---- QMP over bash's /dev/tcp (no extra tools); every line goes to qmp.log ----
@@ -1546,6 +1610,7 @@ vsock-seqpacket-packed) vsock_seqpacket on ;;
 vsock-iommu) vsock_iommu ;;
 vsock-restart) vsock_restart ;;
 vsock-reset) vsock_reset ;;
+vsock-bidir-slow) vsock_bidir_slow ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;
 esac
 finish

@@ -32,6 +32,21 @@
 	}                                                                   \
 } while (0)
 
+/* A library message names its rule first, then says what was wrong:
+ * "2.7.13.3: avail index moved from 5 to 300, more than the queue size
+ * 256" (CONTRIBUTING.md, "Messages"). */
+#define CHECK_RULE_FIRST(msg) do {                                          \
+	const char *m_ = (msg), *p_ = m_;                                   \
+	int dots_ = 0;                                                      \
+	while ((*p_ >= '0' && *p_ <= '9') || (*p_ == '.' && ++dots_))       \
+		p_++;                                                       \
+	if (p_ == m_ || !dots_ || p_[0] != ':' || p_[1] != ' ') {           \
+		fprintf(stderr, "%s:%d: \"%s\" does not start with its "    \
+			"spec section\n", __FILE__, __LINE__, m_);          \
+		exit(1);                                                    \
+	}                                                                   \
+} while (0)
+
 /* Run one named case: the name says which spec rule it checks. */
 #define RUN(fn) do {                                                        \
 	fprintf(stderr, "-- %s\n", #fn);                                    \

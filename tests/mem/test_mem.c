@@ -2,6 +2,8 @@
 /* The guest memory map: translation never trusts an address or a length. */
 #include <virtq/mem.h>
 
+#include "mem/log_batch.h"
+
 #include "vq_test.h"
 
 static _Alignas(4096) uint8_t a[4096], b[4096];
@@ -104,7 +106,7 @@ static void dirty_log_batch_marks_written_pages(void)
 {
 	struct vq_mem *m = two_adjacent_regions();
 	uint8_t bits[8] = { 0 };
-	struct vq_dirty_log log = { bits, sizeof(bits) };
+	struct vq_dirty_log log = { .bits = bits, .size = sizeof(bits) };
 	struct vq_log_batch bt = { .log = &log };
 	struct iovec one = { a + 0x100, 64 }, across[2] = { { a + 0xfc0, 64 }, { b, 64 } };
 

@@ -235,6 +235,7 @@ static void tx_hostile_writable_part_breaks(uint64_t lf)
 	CHECK_EQ(s.calls, 0);
 	CHECK_EQ(vq_dev_error(n.p.dev), -EINVAL);
 	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected descriptor format for TX"));
+	CHECK_RULE_FIRST(vq_dev_error_msg(n.p.dev));
 	/* Broken stays broken. */
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EINVAL);
 	np_fini(&n);
@@ -254,6 +255,7 @@ static void tx_hostile_shorter_than_header_breaks(uint64_t lf)
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), -EINVAL);
 	CHECK_EQ(s.calls, 0);
 	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected header len for TX"));
+	CHECK_RULE_FIRST(vq_dev_error_msg(n.p.dev));
 	np_fini(&n);
 }
 
@@ -1085,6 +1087,7 @@ static void rx_hostile_readable_part_breaks(uint64_t lf)
 	publish(&n);
 	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
 	CHECK(strstr(vq_dev_error_msg(n.p.dev), "Unexpected descriptor format for RX"));
+	CHECK_RULE_FIRST(vq_dev_error_msg(n.p.dev));
 	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
 	CHECK(!vq_drv_has_used(n.p.drv));
 	np_fini(&n);
@@ -1123,6 +1126,7 @@ static void rx_hostile_mrg_buffer_smaller_than_header_breaks(uint64_t lf)
 	publish(&n);
 	CHECK_EQ(deliver(&n, 1, 60), -EINVAL);
 	CHECK(strstr(vq_dev_error_msg(n.p.dev), "smaller than the 12-byte header"));
+	CHECK_RULE_FIRST(vq_dev_error_msg(n.p.dev));
 	np_fini(&n);
 }
 

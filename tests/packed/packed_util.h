@@ -36,7 +36,7 @@ static inline struct virtq_event_suppress *dev_event(struct ring_pair *p)
 
 static inline uint16_t slot_flags(struct ring_pair *p, unsigned slot)
 {
-	return ring_desc(p)[slot].flags;
+	return vq_le16(ring_desc(p)[slot].flags);
 }
 
 /* A buffer in guest memory: its address and host pointer. */
@@ -139,13 +139,13 @@ static inline void add_in(struct ring_pair *p, uint64_t gpa, uint32_t len,
 /* Is the queue broken with exactly err and a message? */
 #define CHECK_DEV_BROKEN(p, e) do {                                          \
 	CHECK_EQ(vq_dev_error((p)->dev), (e));                               \
-	CHECK(vq_dev_error_msg((p)->dev)[0] != '\0');                        \
+	CHECK_RULE_FIRST(vq_dev_error_msg((p)->dev));                        \
 	fprintf(stderr, "   (dev: %s)\n", vq_dev_error_msg((p)->dev));       \
 } while (0)
 
 #define CHECK_DRV_BROKEN(p, e) do {                                          \
 	CHECK_EQ(vq_drv_error((p)->drv), (e));                               \
-	CHECK(vq_drv_error_msg((p)->drv)[0] != '\0');                        \
+	CHECK_RULE_FIRST(vq_drv_error_msg((p)->drv));                        \
 	fprintf(stderr, "   (drv: %s)\n", vq_drv_error_msg((p)->drv));       \
 } while (0)
 

@@ -14,10 +14,10 @@ static void forge(struct ring_pair *p, unsigned slot, uint64_t addr,
 {
 	struct virtq_packed_desc *d = &ring_desc(p)[slot];
 
-	d->addr = addr;
-	d->len = len;
-	d->id = id;
-	__atomic_store_n(&d->flags, flags, __ATOMIC_RELEASE);
+	d->addr = vq_le64(addr);
+	d->len = vq_le32(len);
+	d->id = vq_le16(id);
+	__atomic_store_n(&d->flags, vq_le16(flags), __ATOMIC_RELEASE);
 }
 
 /* Forge slot 0 last so the chain appears at once, as a driver would. */
@@ -199,9 +199,9 @@ static void hostile_nested_indirect(void)
 	t = pair_alloc(&p, 64);
 	buf = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = buf, .len = 8 };
-	tb[1] = (struct virtq_packed_desc){ .addr = t, .len = 32,
-					    .flags = VIRTQ_DESC_F_INDIRECT };
+	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
+	tb[1] = (struct virtq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(32),
+					    .flags = vq_le16(VIRTQ_DESC_F_INDIRECT) };
 	forge(&p, 0, t, 32, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -232,7 +232,7 @@ static void hostile_indirect_without_feature(void)
 	pair_init(&p, PACKED, 8, 0, 1);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = t, .len = 8 };
+	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(8) };
 	forge(&p, 0, t, 16, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -253,8 +253,8 @@ static void hostile_indirect_outside_memory(void)
 	pair_init(&p, PACKED | INDIRECT, 8, 0, 1);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = GUEST_BASE + GUEST_SIZE - 4,
-					    .len = 8 };
+	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(GUEST_BASE + GUEST_SIZE - 4),
+					    .len = vq_le32(8) };
 	forge(&p, 0, t, 16, 0, AV | IND);
 	expect_broken(&p, -EFAULT);
 	pair_fini(&p);
@@ -304,9 +304,9 @@ static void hostile_readable_after_writable(void)
 	buf = pair_alloc(&p, 64);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = buf, .len = 8,
-					    .flags = VIRTQ_DESC_F_WRITE };
-	tb[1] = (struct virtq_packed_desc){ .addr = buf, .len = 8 };
+	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8),
+					    .flags = vq_le16(VIRTQ_DESC_F_WRITE) };
+	tb[1] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
 	forge(&p, 0, t, 32, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -339,9 +339,9 @@ static void forge_used(struct ring_pair *p, unsigned slot, uint16_t id,
 {
 	struct virtq_packed_desc *d = &ring_desc(p)[slot];
 
-	d->id = id;
-	d->len = len;
-	__atomic_store_n(&d->flags, wrap ? F_AVAIL | F_USED : 0,
+	d->id = vq_le16(id);
+	d->len = vq_le32(len);
+	__atomic_store_n(&d->flags, vq_le16(wrap ? F_AVAIL | F_USED : 0),
 			 __ATOMIC_RELEASE);
 }
 
@@ -380,7 +380,7 @@ static void hostile_used_id_never_made_available(void)
 	pair_init(&p, PACKED, 8, 1, 0);
 	buf = pair_alloc(&p, 64);
 	add_in(&p, buf, 8, &t);
-	CHECK_EQ(ring_desc(&p)[0].id, 0);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), 0);
 	forge_used(&p, 0, 5, 0, true);
 	expect_drv_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -399,8 +399,8 @@ static void hostile_used_id_twice(void)
 	buf = pair_alloc(&p, 64);
 	add_in(&p, buf, 8, &t[0]);
 	add_in(&p, buf, 8, &t[1]);
-	forge_used(&p, 0, ring_desc(&p)[0].id, 8, true);
-	forge_used(&p, 1, ring_desc(&p)[0].id, 8, true);
+	forge_used(&p, 0, vq_le16(ring_desc(&p)[0].id), 8, true);
+	forge_used(&p, 1, vq_le16(ring_desc(&p)[0].id), 8, true);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK(tok == &t[0]);
 	expect_drv_broken(&p, -EINVAL);
@@ -439,7 +439,7 @@ static void hostile_used_len_larger_than_buffer(void)
 	s[0] = (struct vq_seg){ buf, 16 };      /* readable: does not count */
 	s[1] = (struct vq_seg){ buf + 16, 8 };
 	CHECK_EQ(vq_drv_add(p.drv, s, 1, 1, &t), 0);
-	forge_used(&p, 0, ring_desc(&p)[1].id, 9, true);
+	forge_used(&p, 0, vq_le16(ring_desc(&p)[1].id), 9, true);
 	expect_drv_broken(&p, -EINVAL);
 	pair_fini(&p);
 }
@@ -456,8 +456,8 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 	buf = pair_alloc(&p, 64);
 	add_in(&p, buf, 8, &t[0]);
 	add_in(&p, buf, 8, &t[1]);
-	CHECK_EQ(ring_desc(&p)[0].id, 0);
-	CHECK_EQ(ring_desc(&p)[1].id, 1);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), 0);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].id), 1);
 	forge_used(&p, 0, 4, 8, true);
 	expect_drv_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -484,13 +484,13 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 	pair_init(&p, PACKED | INORDER, 4, 1, 0);
 	for (int i = 0; i < 4; i++) {
 		add_in(&p, buf, 8, &t[0]);
-		CHECK_EQ(ring_desc(&p)[i].id, i);
+		CHECK_EQ(vq_le16(ring_desc(&p)[i].id), i);
 		forge_used(&p, (unsigned)i, (uint16_t)i, 8, true);
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	}
 	add_in(&p, buf, 8, &t[0]);                      /* slot 0, id 0 */
 	add_in(&p, buf, 8, &t[1]);                      /* slot 1, id 1 */
-	CHECK_EQ(ring_desc(&p)[1].id, 1);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].id), 1);
 	forge_used(&p, 0, 0, 8, false);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK(tok == &t[0]);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * VIRTIO_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.22 "In-order use of
+ * VIRTIO_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.8 "In-order use of
  * descriptors"): one used descriptor per batch, at the batch's first slot,
  * carrying the id of its last buffer; the buffers before it are used
  * completely and the used position skips every slot of the batch.
@@ -48,17 +48,17 @@ static void packed_2_8_22_one_used_desc_per_batch(void)
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
 	/* Batch 1 = buffers 0..2 at slot 0 with buffer 2's id and length. */
 	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(ring_desc(&p)[0].id, pc[2].c.id);
-	CHECK_EQ(ring_desc(&p)[0].len, 10);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), pc[2].c.id);
+	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 10);
 	/* Slots 1..3 untouched. */
 	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VIRTQ_DESC_F_NEXT);
 	CHECK_EQ(slot_flags(&p, 2), F_AVAIL | VIRTQ_DESC_F_WRITE);
 	CHECK_EQ(slot_flags(&p, 3), F_AVAIL | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(ring_desc(&p)[3].len, 30);
+	CHECK_EQ(vq_le32(ring_desc(&p)[3].len), 30);
 	/* Batch 2 = buffer 3 at its own slot 4. */
 	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(ring_desc(&p)[4].id, pc[3].c.id);
-	CHECK_EQ(ring_desc(&p)[4].len, 40);
+	CHECK_EQ(vq_le16(ring_desc(&p)[4].id), pc[3].c.id);
+	CHECK_EQ(vq_le32(ring_desc(&p)[4].len), 40);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8005);
 
 	for (int i = 0; i < 4; i++) {
@@ -75,7 +75,7 @@ static void packed_2_8_22_one_used_desc_per_batch(void)
 	CHECK_EQ(slot_flags(&p, 5), F_AVAIL | VIRTQ_DESC_F_WRITE);
 	CHECK_EQ(pop1(&p, &pc[0]), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 8), 1);
-	CHECK_EQ(ring_desc(&p)[5].id, pc[0].c.id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[5].id), pc[0].c.id);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK_EQ(len, 8);
 	pair_fini(&p);
@@ -101,11 +101,11 @@ static void packed_2_8_22_driver_never_reads_skipped_slots(void)
 		CHECK_EQ(vq_dev_fill(p.dev, &pc[i].c, 8), 0);
 	}
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
-	CHECK_EQ(ring_desc(&p)[0].id, pc[2].c.id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), pc[2].c.id);
 	for (int i = 1; i < 3; i++) {
-		ring_desc(&p)[i].id = 7777;
-		ring_desc(&p)[i].len = 9999;
-		ring_desc(&p)[i].flags = F_AVAIL | F_USED;
+		ring_desc(&p)[i].id = vq_le16(7777);
+		ring_desc(&p)[i].len = vq_le32(9999);
+		ring_desc(&p)[i].flags = vq_le16(F_AVAIL | F_USED);
 	}
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -147,13 +147,13 @@ static void packed_2_8_22_batch_across_wrap(void)
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 4);
 	vq_dev_should_signal(p.dev);
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x8004);
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8004);
 	for (int i = 0; i < 4; i++)
 		CHECK_EQ(vq_dev_fill(p.dev, &c[i], 8), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
 	CHECK(vq_dev_should_signal(p.dev));
 	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(ring_desc(&p)[4].id, c[3].id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[4].id), c[3].id);
 	/* Slots 5 (phase 1) and 0, 1 (phase 0) still say "available". */
 	CHECK_EQ(slot_flags(&p, 5) & (F_AVAIL | F_USED), F_AVAIL);
 	CHECK_EQ(slot_flags(&p, 0) & (F_AVAIL | F_USED), F_USED);
@@ -200,12 +200,12 @@ static void packed_2_8_22_event_inside_batch(void)
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	}
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x8003);      /* 1 + 3 * 3/4 */
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8003);      /* 1 + 3 * 3/4 */
 	for (int i = 1; i < 4; i++)
 		CHECK_EQ(vq_dev_fill(p.dev, &pc[i].c, 8), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
 	/* One used descriptor, at slot 1; slot 3 was skipped but crossed. */
-	CHECK_EQ(ring_desc(&p)[1].id, pc[3].c.id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].id), pc[3].c.id);
 	CHECK_EQ(slot_flags(&p, 3) & (F_AVAIL | F_USED), F_AVAIL);
 	CHECK(vq_dev_should_signal(p.dev));
 	pair_fini(&p);
@@ -236,8 +236,8 @@ static void packed_2_8_22_in_order_indirect(void)
 		CHECK_EQ(vq_dev_fill(p.dev, &pc[i].c, i == 2 ? 5 : 32), 0);
 	}
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
-	CHECK_EQ(ring_desc(&p)[0].id, pc[2].c.id);
-	CHECK_EQ(ring_desc(&p)[0].len, 5);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), pc[2].c.id);
+	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 5);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8003);
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);

@@ -30,8 +30,8 @@ static void round_trip(uint16_t num)
 	/* Wrap counter 1: AVAIL set, USED clear; NEXT on the head. */
 	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VIRTQ_DESC_F_NEXT);
 	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(ring_desc(&p)[0].addr, out.gpa);
-	CHECK_EQ(ring_desc(&p)[1].len, 128);
+	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr), out.gpa);
+	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 128);
 	CHECK(vq_dev_has_avail(p.dev));
 
 	CHECK_EQ(pop1(&p, &pc), 1);
@@ -40,7 +40,7 @@ static void round_trip(uint16_t num)
 	CHECK_EQ(pc.c.out_len, 64);
 	CHECK_EQ(pc.c.in_len, 128);
 	CHECK_EQ(pc.c.ndesc, 2);
-	CHECK_EQ(pc.c.id, ring_desc(&p)[1].id);
+	CHECK_EQ(pc.c.id, vq_le16(ring_desc(&p)[1].id));
 	CHECK(pc.iov[0].iov_base == out.hva && pc.iov[0].iov_len == 64);
 	CHECK(pc.iov[1].iov_base == in.hva && pc.iov[1].iov_len == 128);
 	iov_read(pc.iov, 1, got, 64);
@@ -52,8 +52,8 @@ static void round_trip(uint16_t num)
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 100), 1);
 	/* Used: AVAIL = USED = 1, the id and the written length in slot 0. */
 	CHECK_EQ(slot_flags(&p, 0) & (F_AVAIL | F_USED), F_AVAIL | F_USED);
-	CHECK_EQ(ring_desc(&p)[0].id, pc.c.id);
-	CHECK_EQ(ring_desc(&p)[0].len, 100);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), pc.c.id);
+	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 100);
 
 	CHECK(vq_drv_has_used(p.drv));
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -115,11 +115,11 @@ static void packed_2_8_6_chain_skips_slots(void)
 
 	/* Use b first: its used descriptor goes to slot 0, a's to slot 1. */
 	CHECK_EQ(vq_dev_push(p.dev, &b.c, 7), 1);
-	CHECK_EQ(ring_desc(&p)[0].id, b.c.id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), b.c.id);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8001);
 	CHECK_EQ(vq_dev_push(p.dev, &a.c, 100), 1);
-	CHECK_EQ(ring_desc(&p)[1].id, a.c.id);
-	CHECK_EQ(ring_desc(&p)[1].len, 100);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].id), a.c.id);
+	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 100);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8006);
 
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -136,7 +136,7 @@ static void packed_2_8_6_chain_skips_slots(void)
 	CHECK_EQ(pop1(&p, &a), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &a.c, 1), 1);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
-	CHECK_EQ(ring_desc(&p)[6].id, a.c.id);
+	CHECK_EQ(vq_le16(ring_desc(&p)[6].id), a.c.id);
 	pair_fini(&p);
 }
 
@@ -235,7 +235,7 @@ static void packed_2_8_1_flags_at_wrap_point(void)
 
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.ndesc, 3);
-	CHECK_EQ(pc.c.id, ring_desc(&p)[1].id);
+	CHECK_EQ(pc.c.id, vq_le16(ring_desc(&p)[1].id));
 	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x0002);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 16), 1);
 	CHECK_EQ(slot_flags(&p, 7) & (F_AVAIL | F_USED), F_AVAIL | F_USED);
@@ -265,20 +265,20 @@ static void packed_2_8_6_buffer_id_in_last_descriptor(void)
 	d = ring_desc(&p);
 	buf = pair_alloc(&p, 64);
 	for (int i = 0; i < 3; i++) {
-		d[i].addr = buf + 16 * i;
-		d[i].len = 16;
-		d[i].id = 0x7777;                /* garbage, not last */
+		d[i].addr = vq_le64(buf + 16 * i);
+		d[i].len = vq_le32(16);
+		d[i].id = vq_le16(0x7777);      /* garbage, not last */
 	}
-	d[2].id = 5;
-	d[2].flags = F_AVAIL;
-	d[1].flags = F_AVAIL | VIRTQ_DESC_F_NEXT;
-	__atomic_store_n(&d[0].flags, F_AVAIL | VIRTQ_DESC_F_NEXT, __ATOMIC_RELEASE);
+	d[2].id = vq_le16(5);
+	d[2].flags = vq_le16(F_AVAIL);
+	d[1].flags = vq_le16(F_AVAIL | VIRTQ_DESC_F_NEXT);
+	__atomic_store_n(&d[0].flags, vq_le16(F_AVAIL | VIRTQ_DESC_F_NEXT), __ATOMIC_RELEASE);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.id, 5);
 	CHECK_EQ(pc.c.ndesc, 3);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 0), 1);
-	CHECK_EQ(d[0].id, 5);
-	CHECK_EQ(d[0].flags & (F_AVAIL | F_USED), F_AVAIL | F_USED);
+	CHECK_EQ(vq_le16(d[0].id), 5);
+	CHECK_EQ(vq_le16(d[0].flags) & (F_AVAIL | F_USED), F_AVAIL | F_USED);
 	CHECK_EQ(vq_dev_error(p.dev), 0);
 	pair_fini(&p);
 }
@@ -347,7 +347,7 @@ static void packed_burst_pop_batch_of_4(void)
 	for (int i = 0; i < 9; i++) {
 		CHECK_EQ(c[i].ndesc, 1);
 		CHECK_EQ(c[i].nin, 1);
-		CHECK_EQ(c[i].id, ring_desc(&p)[i].id);
+		CHECK_EQ(c[i].id, vq_le16(ring_desc(&p)[i].id));
 		CHECK(c[i].iov[0].iov_base == pair_hva(&p, buf + 8 * i));
 	}
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 9), 0);
@@ -418,13 +418,13 @@ static void packed_burst_pop_stops_at_bad_chain(void)
 		pc[i].c.iov = pc[i].iov;
 		pc[i].c.iov_max = MAX_IOV;
 		c[i] = pc[i].c;
-		d[i].addr = buf + 8 * i;
-		d[i].len = 8;
-		d[i].id = (uint16_t)i;
+		d[i].addr = vq_le64(buf + 8 * i);
+		d[i].len = vq_le32(8);
+		d[i].id = vq_le16((uint16_t)i);
 	}
-	d[2].id = 8;                    /* == num: out of range */
+	d[2].id = vq_le16(8);           /* == num: out of range */
 	for (int i = 3; i >= 0; i--)
-		__atomic_store_n(&d[i].flags, F_AVAIL, __ATOMIC_RELEASE);
+		__atomic_store_n(&d[i].flags, vq_le16(F_AVAIL), __ATOMIC_RELEASE);
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 2);
 	CHECK_EQ(c[0].id, 0);
 	CHECK_EQ(c[1].id, 1);
@@ -465,8 +465,8 @@ static void packed_flush_publishes_head_flags_last(void)
 	CHECK_EQ(vq_dev_flush(p.dev), 0);
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(slot_flags(&p, i), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
-		CHECK_EQ(ring_desc(&p)[i].id, pc[order[i]].c.id);
-		CHECK_EQ(ring_desc(&p)[i].len, order[i] + 1);
+		CHECK_EQ(vq_le16(ring_desc(&p)[i].id), pc[order[i]].c.id);
+		CHECK_EQ(vq_le32(ring_desc(&p)[i].len), order[i] + 1);
 	}
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -500,13 +500,13 @@ static void packed_2_8_19_indirect_round_trip(void)
 	CHECK_EQ(vq_drv_add(p.drv, s, 2, 3, &tk), 0);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 7);
 	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(ring_desc(&p)[0].len, 5 * 16);
-	CHECK_EQ(ring_desc(&p)[0].addr,
-		 p.indirect_gpa + 16ull * p.indirect_max * ring_desc(&p)[0].id);
-	t = pair_hva(&p, ring_desc(&p)[0].addr);
-	CHECK_EQ(t[1].addr, g[1].gpa);
-	CHECK_EQ(t[1].flags, 0);
-	CHECK_EQ(t[2].flags, VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 5 * 16);
+	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr),
+		 p.indirect_gpa + 16ull * p.indirect_max * vq_le16(ring_desc(&p)[0].id));
+	t = pair_hva(&p, vq_le64(ring_desc(&p)[0].addr));
+	CHECK_EQ(vq_le64(t[1].addr), g[1].gpa);
+	CHECK_EQ(vq_le16(t[1].flags), 0);
+	CHECK_EQ(vq_le16(t[2].flags), VIRTQ_DESC_F_WRITE);
 
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.ndesc, 1);
@@ -580,13 +580,13 @@ static void packed_2_8_10_driver_event_enable_disable(void)
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);        /* nothing new */
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(dev_event(&p)->flags, VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
 	add_in(&p, buf, 8, &t);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	/* Without EVENT_IDX enable means ENABLE; the re-check sees the two
 	 * buffers already there. */
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
-	CHECK_EQ(dev_event(&p)->flags, VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
@@ -617,8 +617,8 @@ static void packed_2_8_10_desc_event_driver_kick(void)
 	}
 	vq_drv_kick_prepare(p.drv);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
-	CHECK_EQ(dev_event(&p)->off_wrap, 0x8003);
-	CHECK_EQ(dev_event(&p)->flags, VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x8003);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DESC);
 	add_in(&p, buf, 8, &t);                 /* slot 3: the event */
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	add_in(&p, buf, 8, &t);                 /* slot 4: past it */
@@ -630,7 +630,7 @@ static void packed_2_8_10_desc_event_driver_kick(void)
 	}
 	/* Device at slot 5: ask for a kick on slot 1 of the next lap, which
 	 * has wrap counter 0 (forged: off 1, wrap 0). */
-	__atomic_store_n(&dev_event(&p)->off_wrap, 0x0001, __ATOMIC_RELAXED);
+	__atomic_store_n(&dev_event(&p)->off_wrap, vq_le16(0x0001), __ATOMIC_RELAXED);
 	add_in(&p, buf, 8, &t);                 /* 5 */
 	add_in(&p, buf, 8, &t);                 /* 6 */
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
@@ -647,19 +647,19 @@ static void packed_2_8_10_desc_event_driver_kick(void)
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	}
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
-	CHECK_EQ(dev_event(&p)->off_wrap, 0x0002);      /* slot 2, wrap 0 */
-	__atomic_store_n(&dev_event(&p)->off_wrap, 0x8006, __ATOMIC_RELAXED);
+	CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x0002);      /* slot 2, wrap 0 */
+	__atomic_store_n(&dev_event(&p)->off_wrap, vq_le16(0x8006), __ATOMIC_RELAXED);
 	add_in(&p, buf, 8, &t);                 /* 2: event at -2, passed */
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	/* A burst that crosses the end and the event in the old lap. */
-	__atomic_store_n(&dev_event(&p)->off_wrap, 0x0007, __ATOMIC_RELAXED);
+	__atomic_store_n(&dev_event(&p)->off_wrap, vq_le16(0x0007), __ATOMIC_RELAXED);
 	for (int i = 0; i < 6; i++)             /* 3 .. 7, 0 (wrap 1) */
 		add_in(&p, buf, 8, &t);
 	CHECK_EQ(vq_dev_error(p.dev), 0);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	/* DISABLE wins over the event. */
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(dev_event(&p)->flags, VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
 	pair_fini(&p);
 }
 
@@ -678,14 +678,14 @@ static void packed_2_8_10_device_signal_enable_disable(void)
 	buf = pair_alloc(&p, 64);
 	CHECK(!vq_dev_should_signal(p.dev));    /* nothing published */
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
 	add_in(&p, buf, 8, &t);
 	add_in(&p, buf, 8, &t);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 0), 1);
 	CHECK(!vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);  /* one is pending */
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
 	CHECK(vq_dev_should_signal(p.dev));
 	CHECK(!vq_dev_should_signal(p.dev));   /* already signalled */
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -723,8 +723,8 @@ static void packed_2_8_10_desc_event_device_signal(void)
 	for (int i = 0; i < 4; i++)
 		CHECK_EQ(pop1(&p, &pc[i]), 1);
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x8006);
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8006);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DESC);
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 0), 1); /* slot 6: the event */
 	CHECK(vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_dev_push(p.dev, &pc[1].c, 0), 1); /* slot 7 */
@@ -733,19 +733,19 @@ static void packed_2_8_10_desc_event_device_signal(void)
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	/* The driver is now at slot 0 of the next lap: wrap counter 0. */
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x0000);
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x0000);
 	CHECK_EQ(vq_dev_fill(p.dev, &pc[2].c, 0), 0);
 	CHECK_EQ(vq_dev_fill(p.dev, &pc[3].c, 0), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 2);
 	CHECK(vq_dev_should_signal(p.dev));
 	/* An event one lap behind (wrap 1, slot 1) has been passed. */
-	__atomic_store_n(&drv_event(&p)->off_wrap, 0x8001, __ATOMIC_RELAXED);
+	__atomic_store_n(&drv_event(&p)->off_wrap, vq_le16(0x8001), __ATOMIC_RELAXED);
 	add_in(&p, buf, 8, &t);
 	CHECK_EQ(pop1(&p, &pc[0]), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 0), 1);
 	CHECK(!vq_dev_should_signal(p.dev));
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
 	pair_fini(&p);
 }
 
@@ -766,14 +766,14 @@ static void packed_enable_notify_recheck(void)
 		vq_dev_disable_notify(p.dev);
 		add_in(&p, buf, 8, &t);
 		CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
-		CHECK_EQ(dev_event(&p)->flags,
+		CHECK_EQ(vq_le16(dev_event(&p)->flags),
 			 ev ? VIRTQ_EVENT_F_DESC : VIRTQ_EVENT_F_ENABLE);
 		if (ev)
-			CHECK_EQ(dev_event(&p)->off_wrap, 0x8000);
+			CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x8000);
 		CHECK_EQ(pop1(&p, &pc), 1);
 		CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
 		if (ev)
-			CHECK_EQ(dev_event(&p)->off_wrap, 0x8001);
+			CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x8001);
 		pair_fini(&p);
 	}
 }
@@ -796,8 +796,8 @@ static void packed_enable_cb_delayed(void)
 	for (int i = 0; i < 8; i++)
 		CHECK_EQ(pop1(&p, &pc[i]), 1);
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x8006);     /* 0 + 8 * 3/4 */
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8006);     /* 0 + 8 * 3/4 */
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DESC);
 	CHECK(vq_dev_should_signal(p.dev) == false);   /* nothing yet */
 	for (int i = 0; i < 6; i++) {
 		CHECK_EQ(vq_dev_push(p.dev, &pc[i].c, 0), 1);
@@ -822,7 +822,7 @@ static void packed_enable_cb_delayed(void)
 	for (int i = 0; i < 8; i++)
 		add_in(&p, buf, 8, &t);
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->off_wrap, 0x0002);
+	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x0002);
 	for (int i = 0; i < 8; i++)
 		CHECK_EQ(pop1(&p, &pc[i]), 1);
 	vq_dev_should_signal(p.dev);
@@ -839,7 +839,7 @@ static void packed_enable_cb_delayed(void)
 	pair_init(&p, PACKED, 16, 1, 1);
 	vq_drv_disable_cb(p.drv);
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
-	CHECK_EQ(drv_event(&p)->flags, VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
 	pair_fini(&p);
 }
 

@@ -62,7 +62,7 @@ static bool fp_other(void *arg)
 static void busypoll_window_ends_at_deadline(void)
 {
 	struct fprobe p = { .clk = { .t = 1000, .step = 100 } };
-	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_TIMEOUT);
 	CHECK_EQ(p.ready_calls, 10);
@@ -75,7 +75,7 @@ static void busypoll_window_ends_at_deadline(void)
 static void busypoll_hit_ends_window(void)
 {
 	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .ready_at = 4 };
-	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_HIT);
 	CHECK_EQ(p.ready_calls, 4);
@@ -87,7 +87,7 @@ static void busypoll_hit_ends_window(void)
 static void busypoll_other_work_ends_window(void)
 {
 	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .other_at = 3 };
-	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 1000000), VQ_BP_OTHER);
 	CHECK_EQ(p.ready_calls, 3);
@@ -99,7 +99,7 @@ static void busypoll_other_work_ends_window(void)
 static void busypoll_zero_window_does_not_poll(void)
 {
 	struct fprobe p = { .clk = { .step = 100 }, .ready_at = 1 };
-	struct vq_bp_probe bp = { fp_now, fp_ready, fp_other, &p };
+	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 0), VQ_BP_TIMEOUT);
 	CHECK_EQ(p.ready_calls, 0);
@@ -111,7 +111,7 @@ static void busypoll_zero_window_does_not_poll(void)
 static void busypoll_probes_before_deadline(void)
 {
 	struct fprobe p = { .clk = { .step = 1000000 }, .ready_at = 1 };
-	struct vq_bp_probe bp = { fp_now, fp_ready, NULL, &p };
+	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .arg = &p };
 
 	CHECK_EQ(vq_busy_poll(&bp, 1), VQ_BP_HIT);
 }
@@ -158,7 +158,7 @@ static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 	struct vq_rt_loop_config lc = { .busy_poll_ns = 1000, .now_ns = fclock_now,
 					.clock_arg = &clk };
 	struct fring f = { .avail = 10, .pkt_bytes = 64 };
-	struct vq_rt_counters *c;
+	const struct vq_rt_counters *c;
 	struct vq_rt_queue *q;
 	struct vq_rt_loop *l;
 	int kick = vq_evt_new();
@@ -296,7 +296,7 @@ static void loop_idle_queue_read_while_others_busy(void)
 	struct vq_rt_loop_config lc = { .busy_poll_ns = 0 };
 	struct fring a = { .avail = 1000000, .name = 'a' };
 	struct fring b = { .avail = 1, .name = 'b' };
-	struct vq_rt_counters *cb;
+	const struct vq_rt_counters *cb;
 	struct vq_rt_queue *qb;
 	struct vq_rt_loop *l;
 	int kick = vq_evt_new();

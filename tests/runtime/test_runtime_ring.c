@@ -264,7 +264,8 @@ static void device_late_call(uint64_t features)
 	struct ring_pair p;
 	struct vq_rt_loop_config lc = { 0 };
 	struct vq_rt_queue_config qc;
-	struct vq_rt_counters *c, dc = { 0 };
+	const struct vq_rt_counters *c;
+	struct vq_rt_counters dc = { 0 };
 	struct vq_rt_queue *q;
 	struct vq_rt_loop *l;
 	struct vq_seg seg;

@@ -133,7 +133,7 @@ static inline void expect_dev_broken(struct ring_pair *p, int r, int err,
 
 	CHECK_EQ(r, err);
 	CHECK_EQ(vq_dev_error(p->dev), err);
-	CHECK(vq_dev_error_msg(p->dev)[0] != '\0');
+	CHECK_RULE_FIRST(vq_dev_error_msg(p->dev));
 	if (keyword && !strstr(vq_dev_error_msg(p->dev), keyword)) {
 		fprintf(stderr, "message \"%s\" lacks \"%s\"\n",
 			vq_dev_error_msg(p->dev), keyword);
@@ -158,7 +158,7 @@ static inline void expect_drv_broken(struct ring_pair *p, int r, int err,
 
 	CHECK_EQ(r, err);
 	CHECK_EQ(vq_drv_error(p->drv), err);
-	CHECK(vq_drv_error_msg(p->drv)[0] != '\0');
+	CHECK_RULE_FIRST(vq_drv_error_msg(p->drv));
 	if (keyword && !strstr(vq_drv_error_msg(p->drv), keyword)) {
 		fprintf(stderr, "message \"%s\" lacks \"%s\"\n",
 			vq_drv_error_msg(p->drv), keyword);

@@ -57,11 +57,11 @@ static void split_2_7_13_round_trip(void)
 	CHECK_EQ(vq_drv_free_slots(p.drv), 5);
 	CHECK_EQ(vq_drv_outstanding(p.drv), 1);
 	/* Not visible before kick_prepare (D1: one index store per batch). */
-	CHECK_EQ(ring_avail(&p)->idx, 0);
+	CHECK_EQ(vq_le16(ring_avail(&p)->idx), 0);
 	CHECK(!vq_dev_has_avail(p.dev));
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 0);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
-	CHECK_EQ(ring_avail(&p)->idx, 1);
+	CHECK_EQ(vq_le16(ring_avail(&p)->idx), 1);
 	CHECK(vq_dev_has_avail(p.dev));
 
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
@@ -87,9 +87,9 @@ static void split_2_7_13_round_trip(void)
 	CHECK_EQ(vq_dev_fill(p.dev, &b.c, 121), -EINVAL);      /* > in_len */
 	CHECK_EQ(vq_dev_fill(p.dev, &b.c, 80), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 1);
-	CHECK_EQ(ring_used(&p)->idx, 1);
-	CHECK_EQ(ring_used(&p)->ring[0].id, 0);
-	CHECK_EQ(ring_used(&p)->ring[0].len, 80);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 1);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), 0);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].len), 80);
 
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK(tok == TOK(1));
@@ -154,17 +154,17 @@ static void rules_v2_fill_then_flush(void)
 	CHECK_EQ(vq_dev_fill(p.dev, &b[2].c, 3), -EINVAL);     /* twice */
 	CHECK_EQ(vq_dev_fill(p.dev, &b[0].c, 1), 0);
 	CHECK_EQ(vq_dev_fill(p.dev, &b[1].c, 2), 0);
-	CHECK_EQ(ring_used(&p)->idx, 0);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 0);
 	CHECK(!vq_drv_has_used(p.drv));
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 0);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0);         /* staged: not counted */
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
-	CHECK_EQ(ring_used(&p)->idx, 3);
-	CHECK_EQ(ring_used(&p)->ring[0].id, 2);
-	CHECK_EQ(ring_used(&p)->ring[1].id, 0);
-	CHECK_EQ(ring_used(&p)->ring[2].id, 1);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 3);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), 2);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[1].id), 0);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[2].id), 1);
 	CHECK_EQ(vq_dev_flush(p.dev), 0);                     /* nothing staged */
-	CHECK_EQ(ring_used(&p)->idx, 3);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 3);
 	for (int i = 0; i < 3; i++) {
 		static const int order[3] = { 2, 0, 1 };
 
@@ -187,7 +187,7 @@ static void split_2_7_8_used_ring_wrap(void)
 	pair_init(&p, 0, 8, 1, 1);
 	for (int i = 0; i < 6; i++)
 		round_trip(&p, TOK(100 + i), 4);
-	CHECK_EQ(ring_used(&p)->idx, 6);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 6);
 	for (int i = 0; i < 4; i++)
 		add_in(&p, 20, TOK(i));
 	vq_drv_kick_prepare(p.drv);
@@ -196,13 +196,13 @@ static void split_2_7_8_used_ring_wrap(void)
 		CHECK_EQ(vq_dev_fill(p.dev, &b[i].c, 10 + i), 0);
 	}
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
-	CHECK_EQ(ring_used(&p)->idx, 10);
-	CHECK_EQ(ring_used(&p)->ring[6].id, b[0].c.id);
-	CHECK_EQ(ring_used(&p)->ring[7].id, b[1].c.id);
-	CHECK_EQ(ring_used(&p)->ring[0].id, b[2].c.id);
-	CHECK_EQ(ring_used(&p)->ring[1].id, b[3].c.id);
-	CHECK_EQ(ring_used(&p)->ring[0].len, 12);
-	CHECK_EQ(ring_used(&p)->ring[1].len, 13);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 10);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[6].id), b[0].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[7].id), b[1].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), b[2].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[1].id), b[3].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].len), 12);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[1].len), 13);
 	for (int i = 0; i < 4; i++) {
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 		CHECK(tok == TOK(i));
@@ -221,8 +221,8 @@ static void split_2_7_avail_index_wraps(void)
 	pair_init(&p, 0, 4, 1, 1);
 	for (unsigned i = 0; i < total; i++)
 		round_trip(&p, TOK(i & 0xff), 1 + (i & 7));
-	CHECK_EQ(ring_avail(&p)->idx, (uint16_t)total);
-	CHECK_EQ(ring_used(&p)->idx, (uint16_t)total);
+	CHECK_EQ(vq_le16(ring_avail(&p)->idx), (uint16_t)total);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), (uint16_t)total);
 	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 10);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 10);
 	CHECK_EQ(vq_drv_outstanding(p.drv), 0);
@@ -248,14 +248,14 @@ static void split_2_7_5_3_indirect_round_trip(void)
 	fill_pattern(&p, seg[1].addr, 32, 2);
 	CHECK_EQ(vq_drv_add(p.drv, seg, 2, 2, TOK(1)), 0);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 7);
-	CHECK_EQ(ring_desc(&p)[0].flags, VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(ring_desc(&p)[0].len, 4 * 16);
-	CHECK_EQ(ring_desc(&p)[0].addr, p.indirect_gpa);      /* pool slot of head 0 */
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 4 * 16);
+	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr), p.indirect_gpa);      /* pool slot of head 0 */
 	tbl = (struct virtq_desc *)p.indirect;
-	CHECK_EQ(tbl[0].flags, VIRTQ_DESC_F_NEXT);
-	CHECK_EQ(tbl[2].flags, VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(tbl[3].flags, VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(tbl[0].next, 1);
+	CHECK_EQ(vq_le16(tbl[0].flags), VIRTQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(tbl[2].flags), VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(vq_le16(tbl[3].flags), VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(vq_le16(tbl[0].next), 1);
 	vq_drv_kick_prepare(p.drv);
 
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
@@ -289,17 +289,17 @@ static void split_indirect_saves_ring_space(void)
 		seg[i] = (struct vq_seg){ pair_alloc(&p, 16), 16 };
 	/* One segment: a direct descriptor. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 1, 0, TOK(0)), 0);
-	CHECK_EQ(ring_desc(&p)[0].flags, 0);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), 0);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 31);
 	/* Two to indirect_max (16) segments: one slot. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 1, 15, TOK(1)), 0);
-	CHECK_EQ(ring_desc(&p)[1].flags, VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(ring_desc(&p)[1].len, 16 * 16);
-	CHECK_EQ(ring_desc(&p)[1].addr, p.indirect_gpa + 1 * 16 * 16);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 16 * 16);
+	CHECK_EQ(vq_le64(ring_desc(&p)[1].addr), p.indirect_gpa + 1 * 16 * 16);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 30);
 	/* More than the pool's table: a direct chain of 17. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 17, 0, TOK(2)), 0);
-	CHECK_EQ(ring_desc(&p)[2].flags, VIRTQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VIRTQ_DESC_F_NEXT);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 13);
 	/* Not enough slots for another direct chain of 17. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 17, 0, TOK(3)), -ENOSPC);
@@ -307,7 +307,7 @@ static void split_indirect_saves_ring_space(void)
 
 	pair_init(&p, 0, 32, 1, 0);
 	CHECK_EQ(vq_drv_add(p.drv, seg, 2, 2, TOK(0)), 0);
-	CHECK_EQ(ring_desc(&p)[0].flags, VIRTQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_NEXT);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 28);
 	pair_fini(&p);
 }
@@ -333,7 +333,7 @@ static void split_2_7_ring_full(void)
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK_EQ(vq_drv_add(p.drv, &s, 0, 1, TOK(9)), 0);
 	/* The freed head is reused. */
-	CHECK_EQ(ring_avail(&p)->ring[0], b.c.id);
+	CHECK_EQ(vq_le16(ring_avail(&p)->ring[0]), b.c.id);
 	pair_fini(&p);
 }
 
@@ -406,7 +406,7 @@ static void split_detach_unused(void)
 	/* After a reset of both sides the ring works from zero again. */
 	vq_drv_reset(p.drv);
 	vq_dev_reset(p.dev);
-	CHECK_EQ(ring_avail(&p)->idx, 0);
+	CHECK_EQ(vq_le16(ring_avail(&p)->idx), 0);
 	round_trip(&p, TOK(7), 8);
 	pair_fini(&p);
 }
@@ -441,7 +441,7 @@ static void split_get_state_resume(void)
 	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 13);
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &b.c, 3), 1);
-	CHECK_EQ(ring_used(&p)->idx, 14);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 14);
 	{
 		void *tok;
 		uint32_t len;

@@ -42,14 +42,14 @@ static void hostile_used_id_never_made_available(void)
 	add_buf(&p, 0, 1, TOK(0));              /* head 0 */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 1, 0);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 1 was never made available");
 
 	/* ...a descriptor inside a chain, not its head... */
 	add_buf(&p, 1, 2, TOK(0));              /* head 0, then 1, 2 */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 2, 0);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 2 was never made available");
 
 	/* ...a head added but not yet published to the device... */
@@ -57,7 +57,7 @@ static void hostile_used_id_never_made_available(void)
 	vq_drv_kick_prepare(p.drv);
 	add_buf(&p, 0, 1, TOK(1));              /* head 1, not published */
 	forge_used(&p, 0, 1, 0);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 1 was never made available");
 
 	/* ...or one already returned. */
@@ -66,7 +66,7 @@ static void hostile_used_id_never_made_available(void)
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 0, 4);
 	forge_used(&p, 1, 0, 4);
-	ring_used(&p)->idx = 2;
+	ring_used(&p)->idx = vq_le16(2);
 	CHECK_EQ(get1(&p), 1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 0 was never made available");
 	pair_fini(&p);
@@ -80,12 +80,12 @@ static void hostile_used_id_out_of_range(void)
 	add_buf(&p, 0, 1, TOK(0));
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, NUM, 0);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 8 >= queue size 8");
 	add_buf(&p, 0, 1, TOK(0));
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 0x10000, 0);          /* would alias head 0 as u16 */
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 65536");
 	pair_fini(&p);
 }
@@ -102,13 +102,13 @@ static void hostile_used_len_too_large(void)
 	add_buf(&p, 2, 2, TOK(0));              /* 32 writable bytes */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 0, 32);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);     /* exactly full is fine */
 	CHECK_EQ(len, 32);
 	add_buf(&p, 2, 2, TOK(0));
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 1, 0, 33);
-	ring_used(&p)->idx = 2;
+	ring_used(&p)->idx = vq_le16(2);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used length 33 larger than the buffer's 32");
 	pair_fini(&p);
 }
@@ -125,12 +125,12 @@ static void hostile_used_index_jump(void)
 	forge_used(&p, 0, 0, 0);
 	forge_used(&p, 1, 1, 0);
 	forge_used(&p, 2, 1, 0);
-	ring_used(&p)->idx = 3;
+	ring_used(&p)->idx = vq_le16(3);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used index moved from 0 to 3 with 2 buffers outstanding");
 	/* Added but unpublished buffers do not count as outstanding. */
 	add_buf(&p, 0, 1, TOK(0));
 	add_buf(&p, 0, 1, TOK(1));
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "with 0 buffers outstanding");
 	pair_fini(&p);
 }
@@ -145,13 +145,13 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 	add_buf(&p, 0, 1, TOK(1));              /* head 2 */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 1, 0);                /* not a head */
-	ring_used(&p)->idx = 2;
+	ring_used(&p)->idx = vq_le16(2);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 1 was never made available");
 
 	add_buf(&p, 0, 1, TOK(0));              /* head 0 */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 5, 0);                /* never used yet */
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used id 5 was never made available");
 	pair_fini(&p);
 }
@@ -167,7 +167,7 @@ static void hostile_in_order_batch_larger_than_used(void)
 	add_buf(&p, 0, 1, TOK(2));              /* head 2 */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 2, 0);                /* completes 3 ... */
-	ring_used(&p)->idx = 2;                 /* ... but only 2 used */
+	ring_used(&p)->idx = vq_le16(2);                 /* ... but only 2 used */
 	expect_drv_broken(&p, get1(&p), -EINVAL, "completes 3 buffers, only 2 used");
 	pair_fini(&p);
 }
@@ -182,7 +182,7 @@ static void hostile_in_order_len_too_large(void)
 	add_buf(&p, 0, 2, TOK(1));              /* head 1, 32 writable */
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 1, 33);
-	ring_used(&p)->idx = 2;
+	ring_used(&p)->idx = vq_le16(2);
 	expect_drv_broken(&p, get1(&p), -EINVAL, "used length 33 larger than the buffer's 32");
 	pair_fini(&p);
 }
@@ -198,7 +198,7 @@ static void hostile_detach_after_break(void)
 	add_buf(&p, 0, 1, TOK(1));
 	vq_drv_kick_prepare(p.drv);
 	forge_used(&p, 0, 7, 0);
-	ring_used(&p)->idx = 1;
+	ring_used(&p)->idx = vq_le16(1);
 	CHECK_EQ(get1(&p), -EINVAL);
 	while (vq_drv_detach_unused(p.drv))
 		n++;

@@ -282,14 +282,14 @@ static void hostile_avail_index_jump(void)
 
 	setup(&p, 0);
 	forge_desc(&p, 0, data, 8, 0, 0);
-	ring_avail(&p)->idx = NUM + 1;
+	ring_avail(&p)->idx = vq_le16(NUM + 1);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "avail index moved from 0 to 9");
 	/* Caught by enable_notify's re-check too. */
 	CHECK_EQ(vq_dev_enable_notify(p.dev), -EINVAL);
 	CHECK_EQ(vq_dev_error(p.dev), -EINVAL);
 	vq_dev_reset(p.dev);
 	/* Exactly the queue size is fine. */
-	ring_avail(&p)->idx = NUM;
+	ring_avail(&p)->idx = vq_le16(NUM);
 	CHECK_EQ(pop1(&p), 1);
 	pair_fini(&p);
 }
@@ -410,10 +410,10 @@ static void hostile_burst_keeps_earlier_chains(void)
 	forge_desc(&p, 0, data, 10, 0, 0);
 	forge_desc(&p, 1, data + 64, 20, VIRTQ_DESC_F_WRITE, 0);
 	forge_desc(&p, 2, data, 8, VIRTQ_DESC_F_NEXT, 2);   /* loop */
-	ring_avail(&p)->ring[0] = 0;
-	ring_avail(&p)->ring[1] = 1;
-	ring_avail(&p)->ring[2] = 2;
-	ring_avail(&p)->idx = 3;
+	ring_avail(&p)->ring[0] = vq_le16(0);
+	ring_avail(&p)->ring[1] = vq_le16(1);
+	ring_avail(&p)->ring[2] = vq_le16(2);
+	ring_avail(&p)->idx = vq_le16(3);
 	for (int i = 0; i < 4; i++)
 		c[i] = *cb_init(&b[i]);
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 2);

@@ -42,12 +42,12 @@ static void split_2_7_9_descriptors_in_table_order(void)
 	add_buf(&p, 1, 1, 8, TOK(0));           /* descriptors 0, 1 */
 	add_buf(&p, 2, 1, 8, TOK(1));           /* 2, 3, 4 */
 	add_buf(&p, 0, 1, 8, TOK(2));           /* 5 */
-	CHECK_EQ(ring_desc(&p)[0].next, 1);
-	CHECK_EQ(ring_desc(&p)[2].next, 3);
-	CHECK_EQ(ring_desc(&p)[3].next, 4);
-	CHECK_EQ(ring_avail(&p)->ring[0], 0);
-	CHECK_EQ(ring_avail(&p)->ring[1], 2);
-	CHECK_EQ(ring_avail(&p)->ring[2], 5);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].next), 1);
+	CHECK_EQ(vq_le16(ring_desc(&p)[2].next), 3);
+	CHECK_EQ(vq_le16(ring_desc(&p)[3].next), 4);
+	CHECK_EQ(vq_le16(ring_avail(&p)->ring[0]), 0);
+	CHECK_EQ(vq_le16(ring_avail(&p)->ring[1]), 2);
+	CHECK_EQ(vq_le16(ring_avail(&p)->ring[2]), 5);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 2);
 	vq_drv_kick_prepare(p.drv);
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b[0])), 1);
@@ -84,14 +84,14 @@ static void split_2_7_9_one_used_element_per_batch(void)
 	CHECK_EQ(vq_dev_fill(p.dev, &b[1].c, 20), 0);
 	CHECK_EQ(vq_dev_fill(p.dev, &b[2].c, 30), 0);
 	CHECK_EQ(vq_dev_fill(p.dev, &b[3].c, 7), 0);
-	CHECK_EQ(ring_used(&p)->idx, 0);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
-	CHECK_EQ(ring_used(&p)->idx, 4);
-	CHECK_EQ(ring_used(&p)->ring[0].id, b[3].c.id);
-	CHECK_EQ(ring_used(&p)->ring[0].len, 7);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 4);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), b[3].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].len), 7);
 	for (int i = 1; i < 8; i++) {
-		CHECK_EQ(ring_used(&p)->ring[i].id, STALE);
-		CHECK_EQ(ring_used(&p)->ring[i].len, STALE);
+		CHECK_EQ(vq_le32(ring_used(&p)->ring[i].id), STALE);
+		CHECK_EQ(vq_le32(ring_used(&p)->ring[i].len), STALE);
 	}
 	pair_fini(&p);
 }
@@ -117,13 +117,13 @@ static void split_2_7_9_partial_buffer_ends_batch(void)
 	CHECK_EQ(vq_dev_fill(p.dev, &b[2].c, 30), 0);  /* complete */
 	CHECK_EQ(vq_dev_fill(p.dev, &b[3].c, 40), 0);  /* complete, last */
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
-	CHECK_EQ(ring_used(&p)->idx, 4);
-	CHECK_EQ(ring_used(&p)->ring[0].id, b[1].c.id);
-	CHECK_EQ(ring_used(&p)->ring[0].len, 5);
-	CHECK_EQ(ring_used(&p)->ring[1].id, STALE);
-	CHECK_EQ(ring_used(&p)->ring[2].id, b[3].c.id);
-	CHECK_EQ(ring_used(&p)->ring[2].len, 40);
-	CHECK_EQ(ring_used(&p)->ring[3].id, STALE);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 4);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), b[1].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].len), 5);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[1].id), STALE);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[2].id), b[3].c.id);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[2].len), 40);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[3].id), STALE);
 	/* The driver: each buffer on its own, in order, with its length. */
 	for (int i = 0; i < 4; i++) {
 		static const uint32_t want[4] = { 10, 5, 30, 40 };
@@ -156,7 +156,7 @@ static void split_2_7_9_driver_completes_batch(void)
 	forge_used(&p, 1, 999, 0xffffffff);
 	forge_used(&p, 2, 3, 1);
 	forge_used(&p, 0, 5, 33);
-	ring_used(&p)->idx = 3;
+	ring_used(&p)->idx = vq_le16(3);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK(tok == TOK(0));
 	CHECK_EQ(len, 16);
@@ -172,7 +172,7 @@ static void split_2_7_9_driver_completes_batch(void)
 	CHECK_EQ(vq_drv_free_slots(p.drv), 7);
 	/* A device that does not batch: one element per buffer works too. */
 	forge_used(&p, 3, 6, 2);
-	ring_used(&p)->idx = 4;
+	ring_used(&p)->idx = vq_le16(4);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 	CHECK(tok == TOK(3));
 	CHECK_EQ(len, 2);
@@ -246,9 +246,9 @@ static void split_2_7_9_in_order_indirect(void)
 	add_buf(&p, 1, 3, 8, TOK(0));           /* indirect: head 0 */
 	add_buf(&p, 0, 1, 8, TOK(1));           /* direct: head 1 */
 	add_buf(&p, 2, 2, 8, TOK(2));           /* indirect: head 2 */
-	CHECK_EQ(ring_desc(&p)[0].flags, VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(ring_desc(&p)[2].flags, VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(ring_desc(&p)[2].addr, p.indirect_gpa + 2ull * 16 * p.indirect_max);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le64(ring_desc(&p)[2].addr), p.indirect_gpa + 2ull * 16 * p.indirect_max);
 	vq_drv_kick_prepare(p.drv);
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b[i])), 1);
@@ -258,7 +258,7 @@ static void split_2_7_9_in_order_indirect(void)
 	}
 	CHECK_EQ(b[0].c.in_len, 24);
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
-	CHECK_EQ(ring_used(&p)->ring[0].id, 2);
+	CHECK_EQ(vq_le32(ring_used(&p)->ring[0].id), 2);
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
 		CHECK(tok == TOK(i));

@@ -49,7 +49,7 @@ static void split_2_7_10_kick_suppression_event_idx(void)
 	add1(&p, TOK(1));
 	add1(&p, TOK(2));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);       /* 0 not in [1, 3) */
-	CHECK_EQ(ring_avail(&p)->idx, 3);              /* published anyway */
+	CHECK_EQ(vq_le16(ring_avail(&p)->idx), 3);              /* published anyway */
 	dev_complete1(&p);
 	dev_complete1(&p);
 	/* Device caught up to 2 and re-enables: buffer 2 is still there. */
@@ -63,7 +63,7 @@ static void split_2_7_10_kick_suppression_event_idx(void)
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);       /* 3 in [3, 5) */
 	/* Device disabled (EVENT_IDX: avail_event stays): no further kicks. */
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(ring_used(&p)->flags, 0);
+	CHECK_EQ(vq_le16(ring_used(&p)->flags), 0);
 	add1(&p, TOK(5));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	pair_fini(&p);
@@ -163,10 +163,10 @@ static void rules_d4_enable_cb_recheck(void)
 		add1(&p, TOK(1));
 		vq_drv_kick_prepare(p.drv);
 		vq_drv_disable_cb(p.drv);
-		CHECK_EQ(ring_avail(&p)->flags, VIRTQ_AVAIL_F_NO_INTERRUPT);
+		CHECK_EQ(vq_le16(ring_avail(&p)->flags), VIRTQ_AVAIL_F_NO_INTERRUPT);
 		dev_complete1(&p);
 		CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
-		CHECK_EQ(ring_avail(&p)->flags, 0);
+		CHECK_EQ(vq_le16(ring_avail(&p)->flags), 0);
 		drv_get1(&p);
 		CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
 		pair_fini(&p);
@@ -183,18 +183,18 @@ static void split_2_7_7_flags_suppression(void)
 	add1(&p, TOK(0));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(ring_used(&p)->flags, VIRTQ_USED_F_NO_NOTIFY);
+	CHECK_EQ(vq_le16(ring_used(&p)->flags), VIRTQ_USED_F_NO_NOTIFY);
 	add1(&p, TOK(1));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
-	CHECK_EQ(ring_used(&p)->flags, 0);
+	CHECK_EQ(vq_le16(ring_used(&p)->flags), 0);
 	add1(&p, TOK(2));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 
 	dev_complete1(&p);
 	CHECK(vq_dev_should_signal(p.dev));
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(ring_avail(&p)->flags, VIRTQ_AVAIL_F_NO_INTERRUPT);
+	CHECK_EQ(vq_le16(ring_avail(&p)->flags), VIRTQ_AVAIL_F_NO_INTERRUPT);
 	dev_complete1(&p);
 	CHECK(!vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);          /* pending */
@@ -226,7 +226,7 @@ static void rules_signalled_used_invalidated_after_2_16(void)
 		dev_complete1(&p);
 		drv_get1(&p);
 	}
-	CHECK_EQ(ring_used(&p)->idx, 1);
+	CHECK_EQ(vq_le16(ring_used(&p)->idx), 1);
 	/* With a stale signalled_used == 1, virtq_need_event(0, 1, 1) would
 	 * say no; the wrap invalidated it, so the device signals. */
 	CHECK(vq_dev_should_signal(p.dev));

@@ -414,7 +414,8 @@ static void field_rules(void)
 	raw_u32(&r, 0xdeadbeef);
 	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
 	CHECK_EQ(m.u.config.offset, 4);
-	CHECK_EQ(m.u.config.data[0], 0xef);
+	/* config bytes pass as they are (the word was written natively) */
+	CHECK(memcmp(m.u.config.data, &(uint32_t){ 0xdeadbeef }, 4) == 0);
 }
 
 static void roundtrip(struct vq_vhu_msg *in)
@@ -491,6 +492,9 @@ static void encode_decode_roundtrip(void)
 	m.request = VQ_VHU_GET_FEATURES;
 	m.flags = VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY;
 	roundtrip(&m);
+	/* flags would be the high half of the u64 above on a little-endian
+	 * host and its low half on a big-endian one: set every field */
+	memset(&m.u, 0, sizeof(m.u));
 	m.request = VQ_VHU_SET_VRING_ADDR;
 	m.flags = VQ_VHU_VERSION;
 	m.kind = VQ_VHU_P_ADDR;
@@ -641,8 +645,8 @@ static void send_rarp_rules(void)
 	r.len += 8;
 	CHECK_EQ(dec(&r, NULL, 0, &m), 0);
 	CHECK_EQ(m.kind, VQ_VHU_P_U64);
-	CHECK_EQ(m.u.u64 & 0xff, 0x52);
-	CHECK_EQ(m.u.u64 >> 40, 0xef);
+	/* the payload as it came, in memory order, on any host */
+	CHECK(memcmp(&m.u.u64, wire, 8) == 0);
 	CHECK(!vq_vhu_request_has_reply(VQ_VHU_SEND_RARP));
 	CHECK(!strcmp(vq_vhu_request_name(VQ_VHU_SEND_RARP), "VHOST_USER_SEND_RARP"));
 	fd = efd();
@@ -969,7 +973,7 @@ static void iotlb_msg_payload_size(void)
 		fd = efd();
 		CHECK_EQ(dec(&r, &fd, 1, &m), -EMSGSIZE);
 		CHECK(!fd_open(fd));
-		r.b[0] = VQ_VHU_BACKEND_IOTLB_MSG;
+		memcpy(r.b, &(uint32_t){ VQ_VHU_BACKEND_IOTLB_MSG }, 4);
 		if (bad[i] >= 26) {
 			r.b[12 + 24] = VQ_VHU_IOTLB_PERM_RO;
 			r.b[12 + 25] = VQ_VHU_IOTLB_MISS;

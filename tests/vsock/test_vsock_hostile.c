@@ -8,6 +8,19 @@
 
 static const struct fx_opts dflt = { 0 };
 
+/* The device's message for the newest bad input: spec section first, then
+ * what was wrong, with the numbers. */
+static void last_bad_is(struct vq_vsock *dev, const char *want)
+{
+	const char *got = vq_vsock_last_bad(dev);
+
+	if (strcmp(got, want)) {
+		fprintf(stderr, "last bad input: \"%s\"\n      expected: \"%s\"\n",
+			got, want);
+		CHECK(!"the message names the rule and the numbers");
+	}
+}
+
 /* A healthy connection to port 1 and a byte round trip over it. */
 static struct vq_vsg_conn *healthy(struct fx *f)
 {
@@ -15,10 +28,10 @@ static struct vq_vsg_conn *healthy(struct fx *f)
 	int i;
 
 	fx_listen(f, 1);
-	c = vq_vsg_connect(f->g, 1);
-	for (i = 0; i < 100 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+	c = fx_connect(f, 1, VQ_VSOCK_TYPE_STREAM);
+	for (i = 0; i < 100 && vq_vsg_state(c) == VQ_VSG_CONNECTING; i++)
 		fx_round(f);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	return c;
 }
 
@@ -26,7 +39,7 @@ static void still_healthy(struct fx *f, struct vq_vsg_conn *c, int hfd)
 {
 	char b[16];
 
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	CHECK_EQ(vq_vsg_write(c, "ping", 4), 4);
 	fx_settle(f);
 	CHECK_EQ(read(hfd, b, sizeof(b)), 4);
@@ -49,16 +62,17 @@ static void hostile_hdr_len_exceeds_chain(void)
 	fx_init(&f, &dflt);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_ESTABLISHED);
 	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, VQ_VSOCK_OP_RW, 1000);
 	memcpy(pkt, &h, sizeof(h));
 	memset(pkt + 44, 'x', 10);
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_len, 1);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);          /* RST */
+	last_bad_is(f.dev, "5.10.6: header len 1000, more than the 10 payload bytes of its chain");
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);          /* RST */
 	CHECK_EQ(read(fx_host(&f, 1), b, sizeof(b)), 0); /* nothing leaked */
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
@@ -81,6 +95,7 @@ static void hostile_hdr_len_over_max_packet(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, 44 + 60000), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_len, 1);
+	last_bad_is(f.dev, "5.10.6: header len 70000, more than the 60000 payload bytes of its chain");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -96,6 +111,7 @@ static void hostile_chain_shorter_than_header(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_short_buf, 1);
+	last_bad_is(f.dev, "5.10.6: TX chain of 20 readable bytes, shorter than the 44-byte header");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -110,7 +126,7 @@ static void hostile_unknown_op_and_type(void)
 	fx_init(&f, &no_seq);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	/* unknown op on a live connection: RST, that connection only */
 	vq_vsg_hdr(f.g, &h, vq_vsg_local_port(v), 2, 99, 0);
@@ -128,7 +144,8 @@ static void hostile_unknown_op_and_type(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 2);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_type, 2);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	last_bad_is(f.dev, "5.10.6.4: type 77 (unknown) was not negotiated");
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7001), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7002), VQ_VSOCK_OP_RST);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7003), VQ_VSOCK_OP_RST);
@@ -154,6 +171,7 @@ static void hostile_wrong_cids_dropped(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_addr, 2);
+	last_bad_is(f.dev, "5.10.6.4: packet from CID 3 to CID 3, not from the guest's CID 3 to the host's 2");
 	CHECK_EQ(f.nhost, 1);                   /* no host connect */
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
@@ -173,7 +191,7 @@ static void hostile_credit_overrun_resets(void)
 	fx_init(&f, &o);
 	c = healthy(&f);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	/* Fill the host socket so nothing drains, then overrun the window. */
 	for (i = 0; i < 100; i++) {
@@ -181,12 +199,14 @@ static void hostile_credit_overrun_resets(void)
 		memcpy(pkt, &h, sizeof(h));
 		CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 		fx_round(&f);
-		if (vq_vsg_state(v) == VSG_CLOSED)
+		if (vq_vsg_state(v) == VQ_VSG_CLOSED)
 			break;
 	}
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 1);
+	CHECK(strncmp(vq_vsock_last_bad(f.dev), "5.10.6.3: RW of 60000 bytes on ports 50001 -> 2, beyond the ",
+		      60) == 0);
 	/* what the host got is a prefix of what was sent, nothing more */
 	(void)b;
 	still_healthy(&f, c, fx_host(&f, 0));
@@ -209,7 +229,7 @@ static void hostile_rw_in_wrong_state(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_orphan_op(f.g, 7100), VQ_VSOCK_OP_RST);
 	fx_listen(&f, 2);
-	v = vq_vsg_connect(f.g, 2);
+	v = fx_connect(&f, 2, VQ_VSOCK_TYPE_STREAM);
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_shutdown(v, VQ_VSOCK_SHUTDOWN_SEND), 0);
 	fx_settle(&f);
@@ -217,8 +237,9 @@ static void hostile_rw_in_wrong_state(void)
 	memcpy(pkt, &h, sizeof(h));
 	CHECK_EQ(vq_vsg_send_bytes(f.g, pkt, sizeof(pkt)), 0);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(v), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(v), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_op, 1);
+	last_bad_is(f.dev, "5.10.6.5: RW (op 5) on ports 50001 -> 2: after the guest's SHUTDOWN SEND");
 	still_healthy(&f, c, fx_host(&f, 0));
 	fx_fini(&f);
 }
@@ -344,6 +365,7 @@ static void hostile_rx_buffer_too_small(void)
 	CHECK_EQ(vq_le32(h.src_port), 6);
 	CHECK_EQ(vq_le64(h.dst_cid), FX_CID);
 	CHECK_EQ(vq_vsock_stats(dev)->bad_rx_buf, 2);
+	last_bad_is(dev, "5.10.6.4: RX buffer 1 has 1 device-readable descriptors");
 	CHECK_EQ(vq_vsock_stats(dev)->no_listener, 1);
 	vq_vsock_free(dev);
 	pair_fini(&rx);

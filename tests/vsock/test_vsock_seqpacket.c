@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Seqpacket connections (virtio 1.2 5.10.6.7, VQ_VSOCK_F_SEQPACKET):
+ * Seqpacket connections (virtio 1.2 5.10.6.6, VQ_VSOCK_F_SEQPACKET):
  * message bounds kept both ways between our guest driver and a host
  * SOCK_SEQPACKET socket, through fragmentation, a slow host and the
  * guest's credit; and the limits: a host message the guest could never
@@ -36,11 +36,11 @@ static struct vq_vsg_conn *seq_connect(struct fx *f, uint32_t port)
 	int i;
 
 	fx_listen(f, port);
-	c = vq_vsg_connect_type(f->g, port, SEQ);
+	c = fx_connect(f, port, SEQ);
 	CHECK(c);
-	for (i = 0; i < 100 && vq_vsg_state(c) == VSG_CONNECTING; i++)
+	for (i = 0; i < 100 && vq_vsg_state(c) == VQ_VSG_CONNECTING; i++)
 		fx_round(f);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	return c;
 }
 
@@ -54,7 +54,7 @@ static void host_is_seqpacket(int hfd)
 	CHECK_EQ(type, SOCK_SEQPACKET);
 }
 
-static void vsock_5_10_6_7_guest_messages_keep_bounds(void)
+static void vsock_5_10_6_6_guest_messages_keep_bounds(void)
 {
 	static const uint32_t sizes[] = { 1, 0, 100, 4096, 65536, 65537, 200000, 7 };
 	struct fx f;
@@ -65,7 +65,7 @@ static void vsock_5_10_6_7_guest_messages_keep_bounds(void)
 	c = seq_connect(&f, 10);
 	hfd = fx_host(&f, 0);
 	host_is_seqpacket(hfd);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		fill(msg, sizes[i], i);
 		CHECK_EQ(vq_vsg_write_msg(c, msg, sizes[i]), (long)sizes[i]);
 		fx_settle(&f);
@@ -79,7 +79,7 @@ static void vsock_5_10_6_7_guest_messages_keep_bounds(void)
 	fx_fini(&f);
 }
 
-static void vsock_5_10_6_7_host_messages_keep_bounds_eom(void)
+static void vsock_5_10_6_6_host_messages_keep_bounds_eom(void)
 {
 	/* 5000: more than one 4 KiB RX buffer; 70000: more than one packet */
 	static const uint32_t sizes[] = { 1, 0, 5000, 70000, 100, 4052 };
@@ -90,12 +90,12 @@ static void vsock_5_10_6_7_host_messages_keep_bounds_eom(void)
 	fx_init(&f, &dflt);
 	c = seq_connect(&f, 11);
 	hfd = fx_host(&f, 0);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		fill(msg, sizes[i], 100 + i);
 		CHECK_EQ(send(hfd, msg, sizes[i], 0), (ssize_t)sizes[i]);
 	}
 	fx_settle(&f);
-	for (unsigned i = 0; i < VQ_ARRAY_SIZE(sizes); i++) {
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
 		CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), (long)sizes[i]);
 		CHECK(same(got, sizes[i], 100 + i));
 	}
@@ -151,7 +151,7 @@ static void seqpacket_slow_host_in_order(void)
 	CHECK(vq_vsock_stats(f.dev)->host_stalls > 0);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_credit, 0);
-	CHECK_EQ(vq_vsg_state(c), VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	fx_fini(&f);
 }
 
@@ -173,7 +173,7 @@ static void seqpacket_host_message_too_big_resets(void)
 	fx_settle(&f);
 	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), 8192);
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->host_msg_too_big, 1);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	/* closed with the refused message unread: the host sees a reset */
@@ -219,7 +219,7 @@ static void seqpacket_backlog_bounded(void)
 
 	fx_init(&f, &dflt);
 	c = seq_connect(&f, 15);
-	for (i = 0; i < 20000 && vq_vsg_state(c) == VSG_ESTABLISHED; i++) {
+	for (i = 0; i < 20000 && vq_vsg_state(c) == VQ_VSG_ESTABLISHED; i++) {
 		long r = vq_vsg_write_msg(c, "m", 1);
 
 		CHECK(r >= 0);
@@ -227,7 +227,7 @@ static void seqpacket_backlog_bounded(void)
 			fx_settle(&f);
 	}
 	fx_settle(&f);
-	CHECK_EQ(vq_vsg_state(c), VSG_CLOSED);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 1);
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
 	fx_fini(&f);
@@ -374,15 +374,108 @@ static void seqpacket_held_messages_bounded(void)
 	}
 	CHECK_EQ(vq_vsock_held_bytes(f.dev), 0);
 	for (i = 0; i < NC; i++)
-		CHECK_EQ(vq_vsg_state(c[i]), VSG_ESTABLISHED);
+		CHECK_EQ(vq_vsg_state(c[i]), VQ_VSG_ESTABLISHED);
+	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
+	fx_fini(&f);
+}
+
+/* Host -> guest (issue 26): a host message larger than one guest buffer
+ * is read once, straight into as many buffers as it takes (no copy held
+ * in the device), SEQ_EOM on its last packet only. */
+static void seqpacket_one_read_per_message(void)
+{
+	static const uint32_t sizes[] = { 10000, 100, 4052, 4053, 65536 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	uint64_t reads;
+	int hfd;
+
+	fx_init(&f, &dflt);
+	c = seq_connect(&f, 13);
+	hfd = fx_host(&f, 0);
+	reads = vq_vsock_stats(f.dev)->host_read_calls;
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
+		fill(msg, sizes[i], 200 + i);
+		CHECK_EQ(send(hfd, msg, sizes[i], 0), (ssize_t)sizes[i]);
+	}
+	fx_settle(&f);
+	for (unsigned i = 0; i < FX_ARRAY_SIZE(sizes); i++) {
+		CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), (long)sizes[i]);
+		CHECK(same(got, sizes[i], 200 + i));
+	}
+	CHECK_EQ(vq_vsg_read_msg(c, got, sizeof(got)), -EAGAIN);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_read_calls - reads, FX_ARRAY_SIZE(sizes));
+	CHECK_EQ(vq_vsock_held_bytes(f.dev), 0);
+	fx_fini(&f);
+}
+
+/* Guest -> host (issue 26): the whole messages of one burst, one packet
+ * or several each, go out in one sendmmsg, each message whole. */
+static void seqpacket_one_write_per_burst(void)
+{
+	struct fx_opts o = { .tx_pkt_max = 1024 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	uint64_t writes;
+	int hfd;
+
+	fx_init(&f, &o);
+	c = seq_connect(&f, 14);
+	hfd = fx_host(&f, 0);
+	fx_settle(&f);
+	writes = vq_vsock_stats(f.dev)->host_write_calls;
+	for (unsigned i = 0; i < 10; i++) {
+		fill(msg, 1000, 300 + i);
+		CHECK_EQ(vq_vsg_write_msg(c, msg, 1000), 1000);
+	}
+	fill(msg, 3000, 310);                   /* three packets */
+	CHECK_EQ(vq_vsg_write_msg(c, msg, 3000), 3000);
+	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 13);
+	CHECK_EQ(vq_vsock_stats(f.dev)->host_write_calls - writes, 1);
+	for (unsigned i = 0; i < 11; i++) {
+		uint32_t len = i < 10 ? 1000 : 3000;
+
+		CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), (ssize_t)len);
+		CHECK(same(got, len, 300 + i));
+	}
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
+	fx_fini(&f);
+}
+
+/* Guest -> host: a message whose packets come in different bursts waits
+ * whole in the device and goes out as one message when it ends. */
+static void seqpacket_message_across_bursts(void)
+{
+	struct fx_opts o = { .tx_pkt_max = 1024 };
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int hfd;
+
+	fx_init(&f, &o);
+	c = seq_connect(&f, 15);
+	hfd = fx_host(&f, 0);
+	fx_settle(&f);
+	fill(msg, 3000, 400);
+	CHECK_EQ(vq_vsg_write_msg(c, msg, 3000), 3000);
+	fill(msg, 500, 401);
+	CHECK_EQ(vq_vsg_write_msg(c, msg, 500), 500);
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), -1);
+		CHECK_EQ(vq_vsock_process_tx(f.dev, 1), 1);
+	}
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), 3000);
+	CHECK(same(got, 3000, 400));
+	CHECK_EQ(vq_vsock_process_tx(f.dev, 1), 1);
+	CHECK_EQ(recv(hfd, got, sizeof(got), MSG_DONTWAIT), 500);
+	CHECK(same(got, 500, 401));
 	CHECK_EQ(vq_vsock_stats(f.dev)->bad_seq, 0);
 	fx_fini(&f);
 }
 
 static void run_all(void)
 {
-	RUN(vsock_5_10_6_7_guest_messages_keep_bounds);
-	RUN(vsock_5_10_6_7_host_messages_keep_bounds_eom);
+	RUN(vsock_5_10_6_6_guest_messages_keep_bounds);
+	RUN(vsock_5_10_6_6_host_messages_keep_bounds_eom);
 	RUN(seqpacket_slow_host_in_order);
 	RUN(seqpacket_host_message_too_big_resets);
 	RUN(seqpacket_guest_shutdown_mid_message);
@@ -390,6 +483,9 @@ static void run_all(void)
 	RUN(seqpacket_held_messages_bounded);
 	RUN(hybrid_seqpacket_connect_messages);
 	RUN(hybrid_seqpacket_connect_refusals);
+	RUN(seqpacket_one_read_per_message);
+	RUN(seqpacket_one_write_per_burst);
+	RUN(seqpacket_message_across_bursts);
 }
 
 int main(void)

@@ -14,9 +14,10 @@
 #include <virtq/vsock.h>
 
 #include "ring_pair.h"
-#include "vsock/vsock_guest.h"
+#include <virtq/vsock_guest.h>
 
 #define FX_CID 3u
+#define FX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define FX_MAX_LISTEN 8
 #define FX_MAX_HOST 256
 
@@ -24,6 +25,7 @@ struct fx {
 	struct ring_pair p;             /* guest memory, and the rx ring */
 	struct vq_drv *drv[3];
 	struct vq_dev *dq[3];
+	struct vq_ring_addr ring[3];
 	struct vq_vsock *dev;
 	struct vq_vsg *g;
 	/* host side: ports that "listen", and the test's ends of the
@@ -34,6 +36,7 @@ struct fx {
 	uint32_t host_port[FX_MAX_HOST];
 	unsigned nhost;
 	unsigned notifies[3];
+	int host_sndbuf;                /* SO_SNDBUF of the device's end, 0: default */
 };
 
 static uint64_t fx_features = 0;        /* extra ring features (packed) */
@@ -58,6 +61,9 @@ static inline int fx_host_connect(void *arg, uint32_t port, uint16_t type)
 				       SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0, sv), 0);
 	fx_set_nonblock(sv[0]);
 	fx_set_nonblock(sv[1]);
+	if (f->host_sndbuf)
+		CHECK_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &f->host_sndbuf,
+				    sizeof(f->host_sndbuf)), 0);
 	f->host[f->nhost] = sv[1];
 	f->host_port[f->nhost] = port;
 	f->nhost++;
@@ -80,9 +86,67 @@ struct fx_opts {
 	uint32_t tx_pkt_max;
 	uint64_t msg_budget;
 	uint16_t num;
+	int host_sndbuf;                /* SO_SNDBUF of the device's host ends */
 	bool no_ev;
 	bool no_seqpacket;              /* do not negotiate SEQPACKET */
 };
+
+/* The three queues (rx, tx, event) in one guest memory (the pair's, which
+ * holds the rx ring), both sides of each; ring[] gets their areas. */
+static inline void fx_rings(struct ring_pair *p, struct vq_drv *drv[3],
+			    struct vq_dev *dq[3], struct vq_ring_addr ring[3],
+			    uint64_t feat, uint16_t num)
+{
+	int packed = !!(feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+
+	pair_init(p, feat, num, 1, 1);
+	drv[0] = p->drv;
+	dq[0] = p->dev;
+	ring[0] = p->ring;
+	for (unsigned i = 1; i < 3; i++) {
+		uint64_t off[3], size = vq_ring_layout(p->features, num, off);
+		uint64_t gpa = pair_alloc(p, size);
+		struct vq_ring_addr ra = {
+			pair_hva(p, gpa + off[0]), pair_hva(p, gpa + off[1]),
+			pair_hva(p, gpa + off[2]),
+		};
+		struct vq_drv_config dc = { .features = p->features,
+					    .num = num, .ring = ra };
+		struct vq_dev_config vc = { .features = p->features, .num = num,
+			.ring = ra, .mem = p->mem,
+			.avail_idx = packed ? 0x8000 : 0,
+			.used_idx = packed ? 0x8000 : 0 };
+
+		CHECK(size);
+		ring[i] = ra;
+		CHECK_EQ(vq_drv_new(&dc, &drv[i]), 0);
+		CHECK_EQ(vq_dev_new(&vc, &dq[i]), 0);
+	}
+}
+
+static inline void fx_rings_fini(struct ring_pair *p, struct vq_drv *drv[3],
+				 struct vq_dev *dq[3])
+{
+	for (unsigned i = 1; i < 3; i++) {
+		vq_drv_free(drv[i]);
+		vq_dev_free(dq[i]);
+	}
+	pair_fini(p);
+}
+
+/* The guest driver's buffer areas, out of the pair's memory. */
+static inline void fx_guest_areas(struct ring_pair *p, struct vq_vsg_config *gc)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		struct vq_vsg_area *a = i == 0 ? &gc->rx_area : i == 1 ? &gc->tx_area
+						 : &gc->ev_area;
+		uint64_t sz = i == 0 ? 24ull << 20 : i == 1 ? 17ull << 20 : 4096;
+
+		a->gpa = pair_alloc(p, sz);
+		a->hva = pair_hva(p, a->gpa);
+		a->size = sz;
+	}
+}
 
 static inline void fx_init(struct fx *f, const struct fx_opts *o)
 {
@@ -99,47 +163,17 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 	uint16_t num = o->num ? o->num : 128;
 	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
 			(o->no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
-	unsigned i;
 
 	memset(f, 0, sizeof(*f));
-	/* One guest memory (the pair's) holds all three rings and buffers. */
-	pair_init(&f->p, feat, num, 1, 1);
-	f->drv[0] = f->p.drv;
-	f->dq[0] = f->p.dev;
-	for (i = 1; i < 3; i++) {
-		uint64_t off[3], size = vq_ring_layout(f->p.features, num, off);
-		uint64_t gpa = pair_alloc(&f->p, size);
-		int packed = !!(feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-		struct vq_ring_addr ra = {
-			pair_hva(&f->p, gpa + off[0]), pair_hva(&f->p, gpa + off[1]),
-			pair_hva(&f->p, gpa + off[2]),
-		};
-		struct vq_drv_config dc2 = { .features = f->p.features,
-					     .num = num, .ring = ra };
-		struct vq_dev_config vc = { .features = f->p.features, .num = num,
-			.ring = ra, .mem = f->p.mem,
-			.avail_idx = packed ? 0x8000 : 0,
-			.used_idx = packed ? 0x8000 : 0 };
-
-		CHECK(size);
-		CHECK_EQ(vq_drv_new(&dc2, &f->drv[i]), 0);
-		CHECK_EQ(vq_dev_new(&vc, &f->dq[i]), 0);
-	}
+	f->host_sndbuf = o->host_sndbuf;
+	fx_rings(&f->p, f->drv, f->dq, f->ring, feat, num);
 	CHECK_EQ(vq_vsock_new(&dc, &f->dev), 0);
 	CHECK_EQ(vq_vsock_start(f->dev, f->dq[0], f->dq[1],
 				o->no_ev ? NULL : f->dq[2]), 0);
 	gc.rx = f->drv[0];
 	gc.tx = f->drv[1];
 	gc.ev = o->no_ev ? NULL : f->drv[2];
-	for (i = 0; i < 3; i++) {
-		struct vq_vsg_area *a = i == 0 ? &gc.rx_area : i == 1 ? &gc.tx_area
-						: &gc.ev_area;
-		uint64_t sz = i == 0 ? 24ull << 20 : i == 1 ? 17ull << 20 : 4096;
-
-		a->gpa = pair_alloc(&f->p, sz);
-		a->hva = pair_hva(&f->p, a->gpa);
-		a->size = sz;
-	}
+	fx_guest_areas(&f->p, &gc);
 	CHECK_EQ(vq_vsg_new(&gc, &f->g), 0);
 	CHECK_EQ(vq_vsg_start(f->g), 0);
 }
@@ -153,11 +187,7 @@ static inline void fx_fini(struct fx *f)
 	for (i = 0; i < f->nhost; i++)
 		if (f->host[i] >= 0)
 			close(f->host[i]);
-	for (i = 1; i < 3; i++) {
-		vq_drv_free(f->drv[i]);
-		vq_dev_free(f->dq[i]);
-	}
-	pair_fini(&f->p);
+	fx_rings_fini(&f->p, f->drv, f->dq);
 }
 
 /* One round of everything; returns how much happened. */
@@ -192,6 +222,16 @@ static inline void fx_settle(struct fx *f)
 		idle = fx_round(f) ? 0 : idle + 1;
 		CHECK(++rounds < 100000);
 	}
+}
+
+/* The guest connects to the host's port: the connection, CONNECTING. */
+static inline struct vq_vsg_conn *fx_connect(struct fx *f, uint32_t port, uint16_t type)
+{
+	struct vq_vsg_conn *c;
+
+	CHECK_EQ(vq_vsg_connect(f->g, port, type, &c), 0);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CONNECTING);
+	return c;
 }
 
 static inline void fx_listen(struct fx *f, uint32_t port)

@@ -431,7 +431,7 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	s->kicks_missed += r->rt_missed;
 	s->calls_late += r->rt_late;
 	if (r->rtq) {
-		struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
+		const struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
 
 		s->c.kicks += c->kicks_recv;
 		s->c.calls += c->calls_sent;

@@ -50,13 +50,13 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user_frontend.h>
 #include <virtq/vsock.h>
+#include <virtq/vsock_guest.h>
 
 #include "backend.h"
 #include "perf.h"
 #include "dirty_log.h"
 #include "vsock_check.h"
 #include "vsock_opts.h"
-#include "vsock/vsock_guest.h"
 
 #define PORT 5201u
 
@@ -632,14 +632,14 @@ static bool conn_ready(void *arg)
 
 	if (!w->c)
 		w->c = vq_vsg_accept(w->n->g, w->port);
-	return w->c && vq_vsg_state(w->c) != VSG_CONNECTING;
+	return w->c && vq_vsg_state(w->c) != VQ_VSG_CONNECTING;
 }
 
 static bool conn_done(void *arg)
 {
 	struct wait_conn *w = arg;
 
-	return vq_vsg_state(w->c) == VSG_CLOSED;
+	return vq_vsg_state(w->c) == VQ_VSG_CLOSED;
 }
 
 /* rx: the guest receives until EOF, checksumming, honouring rcvlowat. */
@@ -669,7 +669,7 @@ static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 		}
 		if (vq_vsg_eof(c))
 			break;
-		if (vq_vsg_state(c) == VSG_CLOSED) {
+		if (vq_vsg_state(c) == VQ_VSG_CLOSED) {
 			r = -ECONNRESET;
 			break;
 		}
@@ -687,7 +687,7 @@ static int guest_receive(struct vs_run *n, struct vq_vsg_conn *c)
 	n->guest_bytes = cs.off;
 	n->guest_csum = vs_csum_final(&cs);
 	free(buf);
-	if (r == 0 && vq_vsg_state(c) != VSG_CLOSED)
+	if (r == 0 && vq_vsg_state(c) != VQ_VSG_CLOSED)
 		vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_RCV | VQ_VSOCK_SHUTDOWN_SEND);
 	return r;
 }
@@ -782,7 +782,7 @@ static int guest_echo(struct vs_run *n, struct vq_vsg_conn *c)
 			break;
 		}
 		if (!k && p == 0) {
-			if (vq_vsg_eof(c) || vq_vsg_state(c) == VSG_CLOSED) {
+			if (vq_vsg_eof(c) || vq_vsg_state(c) == VQ_VSG_CLOSED) {
 				r = -ECONNRESET;
 				break;
 			}
@@ -837,7 +837,7 @@ static int guest_read_msg(struct vs_run *n, struct vq_vsg_conn *c, uint8_t *buf,
 			}
 			return eof_ok ? 1 : -ECONNRESET;
 		}
-		if (vq_vsg_state(c) == VSG_CLOSED)
+		if (vq_vsg_state(c) == VQ_VSG_CLOSED)
 			return -ECONNRESET;
 		p = vq_vsg_poll(n->g);
 		if (p < 0)
@@ -933,7 +933,7 @@ static int guest_messages(struct vs_run *n, struct vq_vsg_conn *c, uint64_t tota
 	n->guest_bytes = seq * len;
 	n->guest_csum = sum;
 	free(buf);
-	if (r == 0 && !n->o.latency && vq_vsg_state(c) != VSG_CLOSED)
+	if (r == 0 && !n->o.latency && vq_vsg_state(c) != VQ_VSG_CLOSED)
 		vq_vsg_shutdown(c, VQ_VSOCK_SHUTDOWN_SEND | VQ_VSOCK_SHUTDOWN_RCV);
 	return r;
 }
@@ -979,10 +979,11 @@ static int guest_run(struct vs_run *n, struct wait_conn *wc, uint64_t total)
 	int r;
 
 	if (!o->latency && !o->rx) {
-		wc->c = o->seqpacket ? vq_vsg_connect_type(n->g, PORT, VQ_VSOCK_TYPE_SEQPACKET)
-				     : vq_vsg_connect(n->g, PORT);
-		r = wc->c ? guest_until(n, conn_ready, wc, 10) : -ENOMEM;
-		if (r == 0 && vq_vsg_state(wc->c) != VSG_ESTABLISHED)
+		r = vq_vsg_connect(n->g, PORT, o->seqpacket ? VQ_VSOCK_TYPE_SEQPACKET
+							       : VQ_VSOCK_TYPE_STREAM, &wc->c);
+		if (r == 0)
+			r = guest_until(n, conn_ready, wc, 10);
+		if (r == 0 && vq_vsg_state(wc->c) != VQ_VSG_ESTABLISHED)
 			r = -ECONNREFUSED;
 		n->t_first = vq_rt_now_ns();
 	} else {
