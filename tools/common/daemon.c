@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <virtq/log.h>
@@ -68,6 +69,21 @@ void vqd_line_start(bool json, const struct vqd_count *now,
 	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
 }
 
+/* ,"process":{...}: how often the daemon's threads blocked (sleeps, in
+ * the main: the loops' epoll_waits) and the CPU they used, so a run can
+ * say what busy polling saved and what it cost. */
+static void json_process(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return;
+	printf(",\"process\":{\"voluntary_switches\":%ld,\"involuntary_switches\":%ld"
+	       ",\"cpu_s\":%.3f}", ru.ru_nvcsw, ru.ru_nivcsw,
+	       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+}
+
 void vqd_json_backend(struct vq_vhu_backend *b)
 {
 	struct vq_vhu_iotlb_stats io;
@@ -83,6 +99,7 @@ void vqd_json_backend(struct vq_vhu_backend *b)
 	printf(",\"postcopy\":{\"advises\":%" PRIu64 ",\"listens\":%" PRIu64
 	       ",\"regions\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"ends\":%" PRIu64 "}",
 	       pc.advises, pc.listens, pc.regions, pc.acks, pc.ends);
+	json_process();
 }
 
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,

@@ -143,7 +143,8 @@ struct vqd_count {
 void vqd_line_start(bool json, const struct vqd_count *now,
 		    const struct vqd_count *prev, double dt, double t, bool final);
 /* JSON: ,"iotlb":{...},"postcopy":{...}, the backend's IOTLB and postcopy
- * counters (for the summary). */
+ * counters, and ,"process":{...}, the daemon's voluntary and involuntary
+ * context switches and CPU seconds (for the summary). */
 void vqd_json_backend(struct vq_vhu_backend *b);
 /* JSON: the counters and rates; per_pkt adds kicks_per_pkt/calls_per_pkt
  * (a tool may put fields of its own between the two calls). */
