@@ -160,7 +160,10 @@ typedef int (*vq_rt_process_fn)(struct vq_rt_queue *q, void *arg,
 				 const struct vq_rt_budget *b, uint64_t *bytes);
 
 /* How the loop talks to a queue's ring.  NULL ops in the config: the vq_dev
- * calls; tests may put a fake here. */
+ * calls on dev; tests may put a fake here.  With ops and dev both set, a
+ * NULL op is dev's vq_dev call (a device overrides only what it must, e.g.
+ * has_avail for a ring it has nothing to put in yet); with ops alone, only
+ * signal_owed may be NULL (then the quiet look sends no late call). */
 struct vq_rt_ring_ops {
 	bool (*has_avail)(void *ring);
 	void (*disable_notify)(void *ring);
@@ -173,7 +176,7 @@ struct vq_rt_ring_ops {
 };
 
 struct vq_rt_queue_config {
-	struct vq_dev *dev;             /* the ring (with ops NULL) */
+	struct vq_dev *dev;             /* the ring (with ops: for NULL ops) */
 	const struct vq_rt_ring_ops *ops;
 	void *ring;                     /* passed to ops (with ops set) */
 	int kick_fd;                    /* eventfd the driver kicks; -1: none */
@@ -187,7 +190,7 @@ struct vq_rt_queue_config {
 };
 
 struct vq_rt_loop_config {
-	uint64_t busy_poll_ns;          /* 0: enable notify and sleep when dry */
+	uint64_t busy_poll_ns;          /* 0: go idle at once when dry */
 	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
 	void *clock_arg;
 	/* Zero: room for fields a later version adds (0 = today's
@@ -206,19 +209,27 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 
 /*
  * One round: give every active queue one turn; a queue that ran dry busy
- * polls (if configured), then enables notifications (re-processing if the
- * re-check finds buffers) and goes idle.  If every queue is idle, sleep in
- * epoll for up to timeout_ms (-1: until a kick or vq_rt_loop_stop).  A
- * sleep that times out reads the idle rings once: buffers found there were
- * never kicked (counted in kicks_missed) and are processed, and a call the
- * driver is owed is sent (calls_late).
- * Returns the chains processed, or -errno from a process callback or epoll.
+ * polls (if configured), then goes idle with notifications still off
+ * (while the loop has other work its ring is read each round instead, and
+ * its driver need not kick).  If every queue is idle and nothing else is
+ * ready, the idle rings are read, and before a sleep each queue enables
+ * notifications and re-checks (processing, not sleeping, if it finds
+ * buffers).  The sleep is in epoll for up to timeout_ms (-1: until a kick,
+ * an fd or vq_rt_loop_stop), and at most VQ_RT_QUIET_MS.  A sleep that times out reads the idle rings
+ * once: buffers found there were never kicked (counted in kicks_missed) and
+ * are processed, and a call the driver is owed is sent (calls_late).
+ * Ready fds (vq_rt_loop_add_fd) get a turn in the same round as the queues.
+ * Returns the chains processed plus the fd callbacks' work, or -errno from
+ * a callback or epoll.
  */
 int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms);
 
-/* Run rounds until vq_rt_loop_stop(), sleeping at most VQ_RT_QUIET_MS at a
- * time (so a missed kick costs at most that).  0 or -errno. */
-#define VQ_RT_QUIET_MS 1000
+/* The longest the loop sleeps at a time, whatever timeout_ms asks: the
+ * quiet period after which it looks at its idle rings (above), so a kick
+ * the driver owed and never sent costs at most this. */
+#define VQ_RT_QUIET_MS 200
+
+/* Run rounds until vq_rt_loop_stop().  0 or -errno. */
 int vq_rt_loop_run(struct vq_rt_loop *l);
 
 /* Ask vq_rt_loop_run to return; safe from any thread. */
@@ -233,6 +244,76 @@ int vq_rt_queue_signal(struct vq_rt_queue *q);
 bool vq_rt_queue_active(const struct vq_rt_queue *q);
 /* The queue's counters, in the loop's memory (valid until it is freed). */
 const struct vq_rt_counters *vq_rt_queue_counters(const struct vq_rt_queue *q);
+
+/*
+ * The queue has work its ring does not show (an fd callback or another
+ * queue's turn gave it some, e.g. host data for a receive ring): give it a
+ * turn from the next one on, with notifications disabled, as a kick would.
+ * If the turn finds nothing, the queue goes idle the usual way (busy poll,
+ * enable_notify and its re-check).  Nothing happens to an active queue.
+ * For the loop's thread (its callbacks included).
+ */
+void vq_rt_queue_wake(struct vq_rt_queue *q);
+
+/* ------------------------------------------------------------------ */
+/* Other file descriptors on the loop                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A host socket, a TAP, an epoll set: any fd the thread also serves.  The
+ * loop watches it (epoll, level-triggered) and, once it is ready, calls
+ * its callback in the same rounds as the queues' turns, with the same kind
+ * of budget, so neither a busy fd nor a busy ring starves the other:
+ *  - while queues keep the loop busy it still asks epoll about its fds
+ *    every few rounds (a ring is read directly, an fd cannot be);
+ *  - busy polling covers fds: a queue's busy-poll window also asks epoll,
+ *    without sleeping, every few probes, and a ready fd ends the window
+ *    early (VQ_BP_OTHER), so data on a socket is seen without a wake-up.
+ * Nothing is allocated per event.  Everything here is for the loop's
+ * thread, its callbacks included.
+ */
+struct vq_rt_fd;
+
+/*
+ * An fd's turn: revents are the epoll events it reported (EPOLLIN,
+ * EPOLLOUT, EPOLLHUP, EPOLLERR ...).  Do up to budget b of work (b->pkts
+ * units: frames, messages, events; b->bytes bytes, added to *bytes) and
+ * return the units done, or -errno to stop the loop.  A turn that spends
+ * its budget means more may be waiting: the fd gets another turn next
+ * round (same revents) without asking epoll.  One that returns less means
+ * the fd is drained: it waits until epoll says it is ready again.  Level
+ * triggered: an fd whose condition stays (EPOLLHUP, EPOLLERR, or data the
+ * callback leaves) is reported again, so such a callback removes or pauses
+ * the fd (vq_rt_fd_set_events(h, 0)).
+ */
+typedef int (*vq_rt_fd_fn)(struct vq_rt_fd *h, void *arg, uint32_t revents,
+			   const struct vq_rt_budget *b, uint64_t *bytes);
+
+/*
+ * Watch fd for events (EPOLLIN, EPOLLOUT, EPOLLPRI, EPOLLRDHUP; 0: added
+ * paused) and call cb when it is ready, with the vhost weights as budget.
+ * The fd stays the caller's: remove it before closing it.  0; -EINVAL (no
+ * callback, a negative fd, or events outside those: EPOLLET, EPOLLONESHOT
+ * and EPOLLEXCLUSIVE would hide readiness the loop relies on), -ENOMEM, or
+ * -errno from epoll (-EEXIST: fd is already on the loop, as a queue's kick
+ * or an fd; -EPERM: a regular file).
+ */
+int vq_rt_loop_add_fd(struct vq_rt_loop *l, int fd, uint32_t events,
+		      vq_rt_fd_fn cb, void *arg, struct vq_rt_fd **out);
+
+/*
+ * Change what the loop waits for; 0 pauses the fd (it is not watched at
+ * all, so not even EPOLLHUP calls it): e.g. while its consumer has no room
+ * (a receive ring without buffers), resumed when there is.  A paused fd
+ * loses a turn it had coming.  0, -EINVAL (events as above), or -errno
+ * from epoll.
+ */
+int vq_rt_fd_set_events(struct vq_rt_fd *h, uint32_t events);
+uint32_t vq_rt_fd_events(const struct vq_rt_fd *h);
+
+/* Stop watching and forget h (freed when the round ends: safe inside any
+ * callback of the loop, h's own included; h gets no further turn). */
+void vq_rt_fd_remove(struct vq_rt_fd *h);
 
 /* ------------------------------------------------------------------ */
 /* Driver side                                                         */

@@ -126,7 +126,8 @@ struct vq_vhu_backend;
  * not zero included), -ENOMEM. */
 int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		       struct vq_vhu_backend **out);
-/* Tear down any connection, close sockets, unlink a socket we created. */
+/* Tear down any connection, close sockets, and remove the socket we
+ * created if it is still ours (same device and inode). */
 void vq_vhu_backend_free(struct vq_vhu_backend *b);
 
 /*

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * The device-side poll loop.  Each queue is either active (notifications
- * disabled, processed every round) or idle (notifications enabled, its kick
- * eventfd in the epoll set, its ring read each busy round).  A queue goes
- * idle only after it ran dry, its busy-poll window (if any) found nothing,
- * and vq_dev_enable_notify's re-check found nothing: the order that loses
- * no kick (V4).
+ * disabled, processed every round) or idle (its ring read each busy round,
+ * its kick eventfd in the epoll set).  A queue goes idle after it ran dry
+ * and its busy-poll window (if any) found nothing, with notifications
+ * still off: while the loop works on other queues or fds it reads the ring
+ * anyway, and a driver that sees notifications off does not kick for
+ * nothing.  Only before the loop sleeps does each idle queue enable them,
+ * and vq_dev_enable_notify's re-check finding nothing is what lets it
+ * sleep: the order that loses no kick (V4).  Other fds (fd.c) share the
+ * rounds and the epoll set.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,31 +17,6 @@
 #include <unistd.h>
 
 #include "runtime_internal.h"
-
-struct vq_rt_queue {
-	struct vq_rt_loop *loop;
-	const struct vq_rt_ring_ops *ops;
-	void *ring;
-	int kick_fd;
-	int call_fd;
-	vq_rt_process_fn process;
-	void *arg;
-	struct vq_rt_budget budget;
-	bool active;
-	struct vq_rt_counters cnt;
-};
-
-struct vq_rt_loop {
-	struct vq_rt_loop_config cfg;
-	int epfd;
-	int wake_fd;                    /* vq_rt_loop_stop's wakeup */
-	int stop;                       /* atomic */
-	struct vq_rt_queue **q;
-	unsigned nq;
-	unsigned rr;                    /* which queue goes first this round */
-	unsigned undrained;             /* busy rounds since kicks were read */
-	struct vq_rt_queue *polling;    /* the queue in its busy-poll window */
-};
 
 static bool dev_has_avail(void *r)
 {
@@ -118,15 +97,52 @@ void vq_rt_loop_free(struct vq_rt_loop *l)
 	for (i = 0; i < l->nq; i++)
 		free(l->q[i]);
 	free(l->q);
+	rt_fds_free(l);
 	close(l->wake_fd);
 	close(l->epfd);
 	free(l);
+}
+
+struct vq_rt_budget rt_budget(struct vq_rt_budget b)
+{
+	if (b.pkts == 0 && b.bytes == 0)
+		return (struct vq_rt_budget){ VQ_RT_WEIGHT_PKTS, VQ_RT_WEIGHT_BYTES };
+	if (b.pkts == 0)
+		b.pkts = UINT32_MAX;
+	else if (b.bytes == 0)
+		b.bytes = UINT64_MAX;
+	return b;
+}
+
+/* Each ring call: the caller's op on its ring, or the vq_dev call on dev. */
+#define RT_PICK(r, o, op, fn, farg, own, dev) do {                     \
+	(r)->fn = (o)->op ? (o)->op : dev_ops.op;                       \
+	(r)->farg = (o)->op ? (own) : (dev);                            \
+} while (0)
+
+static int resolve_ring(struct rt_ring *r, const struct vq_rt_queue_config *qc)
+{
+	const struct vq_rt_ring_ops *o = qc->ops ? qc->ops : &dev_ops;
+	void *own = qc->ops ? qc->ring : qc->dev;
+	struct vq_dev *dev = qc->dev;
+
+	if (!dev && (!o->has_avail || !o->disable_notify || !o->enable_notify ||
+		     !o->should_signal))
+		return -EINVAL;
+	RT_PICK(r, o, has_avail, has_avail, has_avail_arg, own, dev);
+	RT_PICK(r, o, disable_notify, disable_notify, disable_arg, own, dev);
+	RT_PICK(r, o, enable_notify, enable_notify, enable_arg, own, dev);
+	RT_PICK(r, o, should_signal, should_signal, should_arg, own, dev);
+	if (o->signal_owed || dev)
+		RT_PICK(r, o, signal_owed, signal_owed, owed_arg, own, dev);
+	return 0;
 }
 
 int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 		   struct vq_rt_queue **out)
 {
 	struct vq_rt_queue *q, **nq;
+	int err;
 
 	if (out)
 		*out = NULL;
@@ -136,33 +152,29 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
+	err = resolve_ring(&q->r, qc);
+	if (err < 0) {
+		free(q);
+		return err;
+	}
 	nq = realloc(l->q, (l->nq + 1) * sizeof(*nq));
 	if (!nq) {
 		free(q);
 		return -ENOMEM;
 	}
 	l->q = nq;
+	q->kind = RT_QUEUE;
 	q->loop = l;
-	q->ops = qc->ops ? qc->ops : &dev_ops;
-	q->ring = qc->ops ? qc->ring : qc->dev;
 	q->kick_fd = qc->kick_fd;
 	q->call_fd = qc->call_fd;
 	q->process = qc->process;
 	q->arg = qc->arg;
-	q->budget = qc->budget;
-	if (q->budget.pkts == 0 && q->budget.bytes == 0)
-		q->budget = (struct vq_rt_budget){ VQ_RT_WEIGHT_PKTS,
-						   VQ_RT_WEIGHT_BYTES };
-	else if (q->budget.pkts == 0)
-		q->budget.pkts = UINT32_MAX;
-	else if (q->budget.bytes == 0)
-		q->budget.bytes = UINT64_MAX;
+	q->budget = rt_budget(qc->budget);
 	if (q->kick_fd >= 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = q };
 
 		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
-			int err = -errno;
-
+			err = -errno;
 			free(q);
 			return err;
 		}
@@ -170,7 +182,8 @@ int vq_rt_loop_add(struct vq_rt_loop *l, const struct vq_rt_queue_config *qc,
 	/* Start active: buffers may already be there, and a kick sent before
 	 * we listened would be lost otherwise. */
 	q->active = true;
-	q->ops->disable_notify(q->ring);
+	l->nactive++;
+	q->r.disable_notify(q->r.disable_arg);
 	l->q[l->nq++] = q;
 	if (out)
 		*out = q;
@@ -202,16 +215,32 @@ static int queue_call(struct vq_rt_queue *q)
 
 int vq_rt_queue_signal(struct vq_rt_queue *q)
 {
-	if (!q->ops->should_signal(q->ring))
+	if (!q->r.should_signal(q->r.should_arg))
 		return 0;
 	return queue_call(q);
 }
 
-/* An idle queue has buffers: process it, with notifications off again. */
+/* An idle queue has work: process it, with notifications off again. */
 static void queue_wake(struct vq_rt_queue *q)
 {
+	if (q->active)
+		return;
 	q->active = true;
-	q->ops->disable_notify(q->ring);
+	q->armed = false;
+	q->loop->nactive++;
+	q->r.disable_notify(q->r.disable_arg);
+}
+
+void vq_rt_queue_wake(struct vq_rt_queue *q)
+{
+	queue_wake(q);
+}
+
+static void queue_sleep(struct vq_rt_queue *q)
+{
+	q->active = false;
+	q->armed = false;
+	q->loop->nactive--;
 }
 
 bool vq_rt_queue_active(const struct vq_rt_queue *q)
@@ -224,14 +253,30 @@ const struct vq_rt_counters *vq_rt_queue_counters(const struct vq_rt_queue *q)
 	return &q->cnt;
 }
 
+/* Busy-poll probes between two looks at the fds: an fd cannot be read
+ * like a ring, only asked about (epoll_wait without sleeping, a few
+ * hundred ns), so ask every few probes. */
+#define BP_FD_PROBES 8u
+
+/* Ask epoll, without sleeping, whether an fd or an idle queue's kick
+ * brought work. */
+static bool fds_peek(struct vq_rt_loop *l)
+{
+	struct epoll_event ev[16];
+	int n = epoll_wait(l->epfd, ev, (int)VQ_ARRAY_SIZE(ev), 0);
+
+	/* an error ends the window too: the sleep's epoll_wait reports it */
+	return n != 0 && (n < 0 || rt_take_events(l, ev, n, false) != 0);
+}
+
 /* Busy-poll probes: this queue's ring, and "anything else to do" = another
  * queue has buffers (for an idle queue that is what its kick would say,
- * read without a syscall) or the loop is asked to stop. */
+ * read without a syscall), an fd is ready or the loop is asked to stop. */
 static bool bp_ready(void *arg)
 {
 	struct vq_rt_loop *l = arg;
 
-	return l->polling->ops->has_avail(l->polling->ring);
+	return rt_has_avail(l->polling);
 }
 
 static bool bp_other(void *arg)
@@ -239,15 +284,15 @@ static bool bp_other(void *arg)
 	struct vq_rt_loop *l = arg;
 	unsigned i;
 
-	if (vq_rt_loop_stopped(l))
+	if (vq_rt_loop_stopped(l) || l->nready)
 		return true;
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *o = l->q[i];
 
-		if (o != l->polling && o->ops->has_avail(o->ring))
+		if (o != l->polling && rt_has_avail(o))
 			return true;
 	}
-	return false;
+	return l->nwatched && ++l->bp_probes % BP_FD_PROBES == 0 && fds_peek(l);
 }
 
 static uint64_t bp_now(void *arg)
@@ -287,6 +332,7 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 		enum vq_bp_result b;
 
 		l->polling = q;
+		l->bp_probes = 0;
 		b = vq_busy_poll(&p, l->cfg.busy_poll_ns);
 		l->polling = NULL;
 		if (b == VQ_BP_HIT) {
@@ -300,17 +346,8 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 		if (b == VQ_BP_OTHER)
 			return n;
 	}
-	r = q->ops->enable_notify(q->ring);
-	if (r < 0)
-		return r;
-	if (r > 0) {
-		/* Buffers arrived while enabling: process them now; the
-		 * driver may have seen notifications disabled and not
-		 * kicked. */
-		q->ops->disable_notify(q->ring);
-		return n;
-	}
-	q->active = false;
+	/* Idle, notifications still off until the loop sleeps (idle_look). */
+	queue_sleep(q);
 	return n;
 }
 
@@ -333,14 +370,14 @@ static int quiet_recheck(struct vq_rt_loop *l)
 
 		if (q->active)
 			continue;
-		if (q->ops->signal_owed && q->ops->signal_owed(q->ring)) {
+		if (q->r.signal_owed && q->r.signal_owed(q->r.owed_arg)) {
 			int r = queue_call(q);
 
 			if (r < 0)
 				return r;
 			q->cnt.calls_late++;
 		}
-		if (q->ops->has_avail(q->ring)) {
+		if (rt_has_avail(q)) {
 			queue_wake(q);
 			q->cnt.kicks_missed++;
 		}
@@ -348,25 +385,31 @@ static int quiet_recheck(struct vq_rt_loop *l)
 	return 0;
 }
 
-/* Collect kicks; a kick re-activates an idle queue. */
-static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
+int rt_take_events(struct vq_rt_loop *l, const struct epoll_event *ev, int n,
+		   bool slept)
 {
-	struct epoll_event ev[16];
-	int n, i;
+	int i, woke = 0;
 
-	n = epoll_wait(l->epfd, ev, (int)VQ_ARRAY_SIZE(ev), timeout_ms);
-	if (n < 0)
-		return errno == EINTR ? 0 : -errno;
-	if (n == 0 && timeout_ms != 0)
-		return quiet_recheck(l);
 	for (i = 0; i < n; i++) {
-		struct vq_rt_queue *q = ev[i].data.ptr;
+		struct vq_rt_queue *q;
 		int64_t k;
 
-		if (!q) {
+		if (!ev[i].data.ptr) {
 			vq_evt_drain(l->wake_fd);
 			continue;
 		}
+		if (*(enum rt_kind *)ev[i].data.ptr == RT_FD) {
+			struct vq_rt_fd *h = ev[i].data.ptr;
+
+			h->revents = ev[i].events;
+			if (!h->ready) {
+				h->ready = true;
+				l->nready++;
+				woke++;
+			}
+			continue;
+		}
+		q = ev[i].data.ptr;
 		k = vq_evt_drain(q->kick_fd);
 		if (k < 0)
 			return (int)k;
@@ -374,19 +417,38 @@ static int poll_kicks(struct vq_rt_loop *l, int timeout_ms)
 		/* A kick whose buffers wake_ready already found (or that
 		 * brought none) leaves the queue idle: a syscall on both
 		 * sides orders the driver's publish before this read. */
-		if (!q->active && q->ops->has_avail(q->ring)) {
+		if (!q->active && rt_has_avail(q)) {
 			queue_wake(q);
-			if (timeout_ms != 0)
+			woke++;
+			if (slept)
 				q->cnt.wakeups++;
 		}
 	}
-	return 0;
+	return woke;
 }
 
-/* Bounds how long a kick (and a vq_rt_loop_stop wakeup) sits unread in its
+/* Collect kicks and ready fds, sleeping up to timeout_ms. */
+static int poll_events(struct vq_rt_loop *l, int timeout_ms)
+{
+	struct epoll_event ev[16];
+	int n, r;
+
+	n = epoll_wait(l->epfd, ev, (int)VQ_ARRAY_SIZE(ev), timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (n == 0 && timeout_ms != 0)
+		return quiet_recheck(l);
+	r = rt_take_events(l, ev, n, timeout_ms != 0);
+	return r < 0 ? r : 0;
+}
+
+/* Bound how long a kick (and a vq_rt_loop_stop wakeup) sits unread in its
  * eventfd while other queues keep the loop busy; nothing waits on it, the
  * idle rings themselves are read every round (wake_ready). */
 #define KICK_DRAIN_ROUNDS 64u
+/* The same for an fd, which only epoll can tell about: a ready fd waits
+ * at most this many busy rounds for its turn. */
+#define FD_POLL_ROUNDS 8u
 
 /* Activate the idle queues whose rings have buffers, as their kick would:
  * the driver made them available with notifications enabled, so the kick
@@ -398,18 +460,54 @@ static void wake_ready(struct vq_rt_loop *l)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (!q->active && q->ops->has_avail(q->ring))
+		if (!q->active && rt_has_avail(q))
 			queue_wake(q);
 	}
 }
 
-int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
+/*
+ * Nothing active: look at the idle rings not asking for kicks (their
+ * driver does not kick), and, before a sleep (arm), have each ask for them
+ * and look again (V4): buffers published meanwhile, which the driver may
+ * not have kicked for, are processed instead of slept on.  Returns how many
+ * queues woke, or -errno.
+ */
+static int idle_look(struct vq_rt_loop *l, bool arm)
 {
-	unsigned k, nactive = 0;
+	unsigned i;
+	int woke = 0, r;
+
+	for (i = 0; i < l->nq; i++) {
+		struct vq_rt_queue *q = l->q[i];
+
+		if (q->active || q->armed)
+			continue;
+		if (rt_has_avail(q)) {
+			queue_wake(q);
+			woke++;
+			continue;
+		}
+		if (!arm)
+			continue;
+		r = q->r.enable_notify(q->r.enable_arg);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			queue_wake(q);
+			woke++;
+		} else {
+			q->armed = true;
+		}
+	}
+	return woke;
+}
+
+/* Every active queue's turn, the first one rotating. */
+static int queues_round(struct vq_rt_loop *l)
+{
+	unsigned k;
 	int done = 0, r;
 
-	if (l->nq == 0)
-		return poll_kicks(l, timeout_ms);
 	for (k = 0; k < l->nq; k++) {
 		struct vq_rt_queue *q = l->q[(l->rr + k) % l->nq];
 
@@ -419,34 +517,54 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 		if (r < 0)
 			return r;
 		done += r;
-		nactive += q->active;
 	}
-	l->rr = (l->rr + 1) % l->nq;
-	if (nactive == l->nq)
+	if (l->nq)
+		l->rr = (l->rr + 1) % l->nq;
+	return done;
+}
+
+int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
+{
+	int done, r;
+
+	done = queues_round(l);
+	if (done < 0)
 		return done;
-	/* Idle queues hear their kicks through epoll: block when nothing is
-	 * active.  When something is, an epoll_wait per round would cost a
-	 * syscall per burst of the busy queues; read the idle rings instead,
-	 * and the kick eventfds only every KICK_DRAIN_ROUNDS rounds. */
-	if (nactive > 0 && !vq_rt_loop_stopped(l)) {
+	if (l->nfds) {
+		r = rt_fds_round(l);
+		if (r < 0)
+			return r;
+		done += r;
+	}
+	if (vq_rt_loop_stopped(l)) {
+		timeout_ms = 0;
+	} else if (l->nactive || l->nready) {
+		/* Busy: nothing sleeps, and epoll has news only of idle
+		 * queues and of fds.  An epoll_wait per round would cost a
+		 * syscall per burst of the busy queues: read the idle rings
+		 * instead, and ask epoll only every few rounds. */
+		if (l->nactive == l->nq && !l->nwatched)
+			return done;
 		wake_ready(l);
-		if (++l->undrained < KICK_DRAIN_ROUNDS)
+		if (++l->undrained < (l->nwatched ? FD_POLL_ROUNDS : KICK_DRAIN_ROUNDS))
 			return done;
 		timeout_ms = 0;
-	} else if (vq_rt_loop_stopped(l)) {
-		timeout_ms = 0;
+	} else {
+		r = idle_look(l, timeout_ms != 0);
+		if (r != 0)
+			return r < 0 ? r : done;
+		if (timeout_ms < 0 || timeout_ms > VQ_RT_QUIET_MS)
+			timeout_ms = VQ_RT_QUIET_MS;
 	}
 	l->undrained = 0;
-	r = poll_kicks(l, timeout_ms);
-	if (r < 0)
-		return r;
-	return done;
+	r = poll_events(l, timeout_ms);
+	return r < 0 ? r : done;
 }
 
 int vq_rt_loop_run(struct vq_rt_loop *l)
 {
 	while (!vq_rt_loop_stopped(l)) {
-		int r = vq_rt_loop_run_once(l, VQ_RT_QUIET_MS);
+		int r = vq_rt_loop_run_once(l, -1);
 
 		if (r < 0)
 			return r;

@@ -3,6 +3,8 @@
 #ifndef VIRTQ_RUNTIME_INTERNAL_H
 #define VIRTQ_RUNTIME_INTERNAL_H
 
+#include <sys/epoll.h>
+
 #include <virtq/runtime.h>
 
 #include "internal.h"
@@ -17,5 +19,90 @@ static inline void vq_cpu_relax(void)
 	__asm__ __volatile__("yield" ::: "memory");
 #endif
 }
+
+/* ---- the device-side loop (loop.c) and its fds (fd.c) ---- */
+
+/* What an epoll event of the loop points at (each struct's first field);
+ * NULL is the loop's own wakeup eventfd. */
+enum rt_kind { RT_QUEUE = 1, RT_FD };
+
+/* A ring call resolved once at vq_rt_loop_add: the caller's op on its
+ * ring, or the vq_dev call on the queue's dev. */
+struct rt_ring {
+	bool (*has_avail)(void *);
+	void *has_avail_arg;
+	void (*disable_notify)(void *);
+	void *disable_arg;
+	int (*enable_notify)(void *);
+	void *enable_arg;
+	bool (*should_signal)(void *);
+	void *should_arg;
+	bool (*signal_owed)(void *);    /* NULL: no late call */
+	void *owed_arg;
+};
+
+struct vq_rt_queue {
+	enum rt_kind kind;
+	struct vq_rt_loop *loop;
+	struct rt_ring r;
+	int kick_fd;
+	int call_fd;
+	vq_rt_process_fn process;
+	void *arg;
+	struct vq_rt_budget budget;
+	bool active;
+	bool armed;                     /* idle, notifications enabled */
+	struct vq_rt_counters cnt;
+};
+
+struct vq_rt_fd {
+	enum rt_kind kind;
+	struct vq_rt_loop *loop;
+	int fd;
+	uint32_t events;                /* what epoll watches; 0: paused */
+	uint32_t revents;               /* while ready: what epoll said */
+	bool ready;                     /* has a turn coming */
+	bool removed;                   /* freed when the round ends */
+	vq_rt_fd_fn fn;
+	void *arg;
+	struct vq_rt_budget budget;
+};
+
+struct vq_rt_loop {
+	struct vq_rt_loop_config cfg;
+	int epfd;
+	int wake_fd;                    /* vq_rt_loop_stop's wakeup */
+	int stop;                       /* atomic */
+	struct vq_rt_queue **q;
+	unsigned nq;
+	unsigned nactive;               /* queues active */
+	unsigned rr;                    /* which queue goes first this round */
+	unsigned undrained;             /* busy rounds since epoll was asked */
+	struct vq_rt_queue *polling;    /* the queue in its busy-poll window */
+	unsigned bp_probes;             /* its window's probes so far */
+	struct vq_rt_fd **fds;          /* removed ones until the round ends */
+	unsigned nfds, fds_cap;
+	unsigned fd_rr;                 /* which fd goes first this round */
+	unsigned nready;                /* fds with a turn coming */
+	unsigned nwatched;              /* fds epoll watches (not paused) */
+	bool fds_removed;               /* some wait to be freed */
+};
+
+static inline bool rt_has_avail(const struct vq_rt_queue *q)
+{
+	return q->r.has_avail(q->r.has_avail_arg);
+}
+
+/* The budget a zero config means (the vhost weights), or the one given
+ * with its zero half unbounded. */
+VQ_INTERNAL struct vq_rt_budget rt_budget(struct vq_rt_budget b);
+/* Sort the events of one epoll_wait: kicks wake idle queues, ready fds get
+ * a turn.  Returns how many queues or fds got work they did not have, or
+ * -errno (a kick eventfd that cannot be read). */
+VQ_INTERNAL int rt_take_events(struct vq_rt_loop *l, const struct epoll_event *ev,
+			       int n, bool slept);
+/* Every ready fd's turn; then free the removed ones.  Work done or -errno. */
+VQ_INTERNAL int rt_fds_round(struct vq_rt_loop *l);
+VQ_INTERNAL void rt_fds_free(struct vq_rt_loop *l);
 
 #endif

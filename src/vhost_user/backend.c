@@ -519,10 +519,7 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 	if (b->conn_fd >= 0)
 		conn_close(b, 0);
 	vhu_close_fd(&b->listen_fd);
-	if (b->path) {
-		unlink(b->path);
-		free(b->path);
-	}
+	vq_unix_listener_free(b->listener);
 	free(b->client_path);
 	free(b->maps);
 	free(b->rings);
@@ -534,40 +531,23 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 			  unsigned mode)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	int fd, r;
+	struct vq_unix_listen_config c = { .path = path, .mode = mode, .backlog = 1 };
+	int r;
 
 	if (b->listen_fd >= 0 || b->conn_fd >= 0 || b->client_path)
 		return -EBUSY;
-	r = vq_unix_addr(&sa, path);
-	if (r)
+	/* The one listener every back-end program uses: a live socket is
+	 * refused, a stale one replaced, and only ours removed at the end. */
+	r = vq_unix_listener_new(&c, &b->listener);
+	if (r == -EADDRINUSE)
+		return vhu_berr(b, r, "vhost-user \"Communication\": %s: a live socket is listening there",
+				path);
+	if (r == -EEXIST)
+		return vhu_berr(b, r, "vhost-user \"Communication\": %s exists and is not a socket",
+				path);
+	if (r < 0)
 		return r;
-	if (!mode)
-		mode = 0600;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			return vhu_berr(b, -EEXIST,
-					"vhost-user \"Communication\": %s exists and is not a socket",
-					path);
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-		close(fd);
-		if (r == 0)
-			return vhu_berr(b, -EADDRINUSE,
-					"vhost-user \"Communication\": %s: a live socket is listening there",
-					path);
-		unlink(path);   /* stale */
-	} else if (errno != ENOENT) {
-		return -errno;
-	}
-	fd = vq_unix_listen(path, mode, 1, SOCK_STREAM);
-	if (fd < 0)
-		return fd;
-	b->path = strdup(path);
-	b->listen_fd = fd;
+	b->listen_fd = vq_unix_listener_release_fd(b->listener);
 	return 0;
 }
 

@@ -84,7 +84,8 @@ struct vq_vhu_backend {
 	uint64_t proto_offered;
 	int listen_fd;
 	int conn_fd;
-	char *path;                     /* a socket we created: unlinked on free */
+	struct vq_unix_listener *listener; /* the socket we created: its path
+					   * is removed on free if still ours */
 	char *client_path;
 	unsigned reconnect_ms;
 	uint64_t next_connect_ns;

@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "vq_test.h"
+#include "fake_ring.h"
 
 /* ---- a fake clock: every reading advances it by step ns ---- */
 struct fclock {
@@ -116,102 +116,6 @@ static void busypoll_probes_before_deadline(void)
 	CHECK_EQ(vq_busy_poll(&bp, 1), VQ_BP_HIT);
 }
 
-/* ---- a fake ring for the loop ---- */
-struct fring {
-	unsigned avail;          /* buffers the "driver" has made available */
-	unsigned pkt_bytes;
-	bool notify;             /* driver asked to kick */
-	unsigned enables, disables;
-	unsigned recheck_add;    /* enable_notify finds this many new buffers */
-	unsigned appear_after;   /* has_avail probes until buffers appear */
-	unsigned appear_n;
-	unsigned turns;
-	unsigned long long done;
-	int kick_fd;
-	char order[64];          /* which queue took each turn */
-	char name;
-	char *log;
-};
-
-static bool fr_has_avail(void *r)
-{
-	struct fring *f = r;
-
-	if (f->appear_after && --f->appear_after == 0)
-		f->avail += f->appear_n;
-	return f->avail > 0;
-}
-
-static void fr_disable(void *r)
-{
-	struct fring *f = r;
-
-	f->notify = false;
-	f->disables++;
-}
-
-static int fr_enable(void *r)
-{
-	struct fring *f = r;
-
-	f->notify = true;
-	f->enables++;
-	if (f->recheck_add) {
-		/* the driver added while we enabled (and saw notifications
-		 * still disabled, so it did not kick) */
-		f->avail += f->recheck_add;
-		f->recheck_add = 0;
-	}
-	return f->avail > 0;
-}
-
-static bool fr_should_signal(void *r)
-{
-	return true;
-}
-
-static const struct vq_rt_ring_ops fr_ops = {
-	.has_avail = fr_has_avail, .disable_notify = fr_disable,
-	.enable_notify = fr_enable, .should_signal = fr_should_signal,
-};
-
-/* Process like a device: one chain at a time until dry or budget spent. */
-static int fr_process(struct vq_rt_queue *q, void *arg,
-		      const struct vq_rt_budget *b, uint64_t *bytes)
-{
-	struct fring *f = arg;
-	unsigned n = 0;
-
-	f->turns++;
-	if (f->log) {
-		size_t l = strlen(f->log);
-
-		if (l < 63)
-			f->log[l] = f->name;
-	}
-	while (f->avail && !vq_rt_budget_spent(b, n, *bytes)) {
-		f->avail--;
-		n++;
-		*bytes += f->pkt_bytes;
-	}
-	f->done += n;
-	return (int)n;
-}
-
-static struct vq_rt_queue *add_fake(struct vq_rt_loop *l, struct fring *f,
-				    int kick_fd)
-{
-	struct vq_rt_queue_config qc = {
-		.ops = &fr_ops, .ring = f, .kick_fd = kick_fd, .call_fd = -1,
-		.process = fr_process, .arg = f,
-	};
-	struct vq_rt_queue *q;
-
-	f->kick_fd = kick_fd;
-	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
-	return q;
-}
-
 /* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue
  * with more work stays active and the other queue gets every other turn. */
 static void loop_budget_limits_turn_and_shares(void)
@@ -245,8 +149,9 @@ static void loop_budget_limits_turn_and_shares(void)
 	vq_rt_loop_free(l);
 }
 
-/* A dry queue busy polls for the window (fake clock), misses, enables
- * notifications and sleeps; a real eventfd kick wakes it; nothing lost. */
+/* A dry queue busy polls for the window (fake clock), misses and goes
+ * idle; it enables notifications when the loop sleeps; a real eventfd kick
+ * wakes it; nothing lost. */
 static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 {
 	struct fclock clk = { .t = 0, .step = 100 };
@@ -267,15 +172,22 @@ static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 	CHECK_EQ(c->bp_hits, 0);
 	/* 1000 ns window, 100 ns a reading: 11 readings */
 	CHECK_EQ(clk.reads, 11);
-	CHECK_EQ(f.enables, 1);
-	CHECK(f.notify);
 	CHECK(!vq_rt_queue_active(q));
 	CHECK_EQ(c->packets, 10);
 	CHECK_EQ(c->calls_sent, 1);
+	/* no sleep yet: notifications stay off */
+	CHECK_EQ(f.enables, 0);
+	CHECK(!f.notify);
 
 	/* Idle and nothing kicked: the loop does not process. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
 	CHECK_EQ(f.turns, 1);
+	CHECK_EQ(f.enables, 0);
+	/* A sleep (1 ms, quiet) asks for kicks first. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
+	CHECK_EQ(f.enables, 1);
+	CHECK(f.notify);
+	CHECK(!vq_rt_queue_active(q));
 
 	/* The driver adds 5 and kicks (notifications were enabled). */
 	f.avail += 5;
@@ -313,8 +225,9 @@ static void loop_busy_poll_hit_keeps_queue_active(void)
 	vq_rt_loop_free(l);
 }
 
-/* V4: enable_notify's re-check finds buffers the driver added meanwhile
- * (it saw notifications disabled and did not kick).  The loop must disable
+/* V4: before the loop sleeps, an idle queue enables notifications and
+ * looks again: buffers the driver added meanwhile (it saw notifications
+ * disabled and did not kick) are found.  The loop must not sleep, disable
  * notifications again and process them without waiting for a kick. */
 static void loop_enable_notify_recheck_reprocesses(void)
 {
@@ -323,10 +236,16 @@ static void loop_enable_notify_recheck_reprocesses(void)
 	struct vq_rt_queue *q;
 	struct vq_rt_loop *l;
 	int kick = vq_evt_new();
+	uint64_t t0;
 
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
 	q = add_fake(l, &f, kick);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 2);
+	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(f.enables, 0);
+	t0 = vq_rt_now_ns();
+	CHECK_EQ(vq_rt_loop_run_once(l, 5000), 0);      /* would sleep: enables */
+	CHECK(vq_rt_now_ns() - t0 < 2000000000ull);     /* and did not */
 	CHECK_EQ(f.enables, 1);
 	CHECK(vq_rt_queue_active(q));
 	CHECK(!f.notify);
@@ -334,7 +253,10 @@ static void loop_enable_notify_recheck_reprocesses(void)
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 4);
 	CHECK_EQ(vq_rt_queue_counters(q)->packets, 6);
 	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
 	CHECK_EQ(f.enables, 2);
+	CHECK(f.notify);
 	vq_rt_loop_free(l);
 	close(kick);
 }
@@ -387,10 +309,12 @@ static void loop_idle_queue_read_while_others_busy(void)
 	cb = vq_rt_queue_counters(qb);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256 + 1);
 	CHECK(!vq_rt_queue_active(qb));
-	CHECK(b.notify);
+	/* a keeps the loop from sleeping: b's ring is read, not armed */
+	CHECK(!b.notify);
 
-	/* The driver adds 3 to b and kicks: b is active after the next
-	 * round's ring read, with its kick still unread. */
+	/* The driver adds 3 to b and kicks anyway (a hint it may ignore):
+	 * b is active after the next round's ring read, with its kick still
+	 * unread. */
 	b.avail += 3;
 	CHECK_EQ(vq_evt_signal(kick), 0);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
@@ -418,7 +342,7 @@ static void loop_idle_queue_read_while_others_busy(void)
 	CHECK(!vq_rt_queue_active(qb));
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
 	CHECK_EQ(b.turns, 2);
-	CHECK_EQ(b.enables, 2);
+	CHECK_EQ(b.enables, 0);         /* the loop never slept */
 	vq_rt_loop_free(l);
 	close(kick);
 }

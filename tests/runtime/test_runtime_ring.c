@@ -6,6 +6,7 @@
  * not kick); and the device publishes a used buffer after the driver found
  * none and before it enables callbacks (the device sees callbacks disabled
  * and does not call).  The enable re-checks (V4, D4/P4) must catch both.
+ * The device loop enables notifications only before it sleeps.
  */
 #include <virtq/runtime.h>
 
@@ -13,13 +14,42 @@
 
 #include "ring_pair.h"
 
+/* Run a case on each layout and notification mode. */
+static void each_layout(void (*fn)(uint64_t features))
+{
+	fn(0);
+	fn(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+}
+
 struct stage {
 	struct ring_pair *p;
 	uint64_t buf;
 	unsigned dry_seen;
 	int inject_kick;        /* what kick_prepare said for the injected add */
 	unsigned processed;
+	bool inject_on_enable;  /* play the driver in the enable race once */
 };
+
+/* The driver adds a buffer as the device enables notifications, before
+ * the device's store is visible: it sees them disabled and does not kick. */
+static int stage_enable(void *ring)
+{
+	struct stage *s = ring;
+
+	if (s->inject_on_enable) {
+		struct vq_seg seg = { s->buf, 64 };
+
+		s->inject_on_enable = false;
+		CHECK_EQ(vq_drv_add(s->p->drv, &seg, 1, 0, (void *)3), 0);
+		s->inject_kick = vq_drv_kick_prepare(s->p->drv);
+	}
+	return vq_dev_enable_notify(s->p->dev);
+}
+
+/* Only enable_notify is staged; the rest are the ring's own. */
+static const struct vq_rt_ring_ops stage_ops = { .enable_notify = stage_enable };
 
 /* Device process: pop and push everything; the first time the queue is
  * found dry, play the driver: add a buffer and publish it. */
@@ -61,9 +91,9 @@ static void device_recheck(uint64_t features)
 	pair_init(&p, features, 16, 1, 1);
 	s.buf = pair_alloc(&p, 64);
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,
-					  .call_fd = -1, .process = stage_process,
-					  .arg = &s };
+	qc = (struct vq_rt_queue_config){ .dev = p.dev, .ops = &stage_ops,
+					  .ring = &s, .kick_fd = kick, .call_fd = -1,
+					  .process = stage_process, .arg = &s };
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
 	/* Three buffers first, so that with EVENT_IDX the device's
 	 * avail_event is stale (0) by the time the queue runs dry at 3: the
@@ -79,12 +109,13 @@ static void device_recheck(uint64_t features)
 		vq_evt_drain(kick);
 	}
 
-	/* Round 1: 3 buffers, then dry; the driver adds before the device
-	 * enables notifications; they were disabled, so it does not kick ... */
+	/* Round 1: 3 buffers, then dry; the driver adds right after the
+	 * device found the ring dry, with notifications disabled, so it does
+	 * not kick ... */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 3);
 	CHECK_EQ(s.inject_kick, 0);
 	CHECK_EQ(vq_evt_drain(kick), 0);
-	/* ... and enable_notify's re-check found it: the queue stays active */
+	/* ... and the idle ring is read before anything sleeps: active */
 	CHECK(vq_rt_queue_active(q));
 	/* Round 2 processes it without any kick. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
@@ -93,7 +124,26 @@ static void device_recheck(uint64_t features)
 	CHECK_EQ(vq_rt_queue_counters(q)->packets, 4);
 	CHECK_EQ(vq_rt_queue_counters(q)->kicks_recv, 0);
 
-	/* Now idle with notifications on: the next add must kick. */
+	/* Round 3, V4 proper: about to sleep, the device enables
+	 * notifications; the driver adds before that store is visible and
+	 * does not kick; enable_notify's re-check must find the buffer and
+	 * the loop must not sleep. */
+	s.inject_on_enable = true;
+	{
+		uint64_t t0 = vq_rt_now_ns();
+
+		CHECK_EQ(vq_rt_loop_run_once(l, 2000), 0);
+		CHECK(vq_rt_now_ns() - t0 < 1000000000ull);
+	}
+	CHECK_EQ(s.inject_kick, 0);
+	CHECK_EQ(vq_evt_drain(kick), 0);
+	CHECK(vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(s.processed, 5);
+	CHECK(!vq_rt_queue_active(q));
+
+	/* Asleep with notifications on: the next add must kick. */
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);
 	{
 		struct vq_seg seg = { s.buf, 64 };
 
@@ -114,10 +164,7 @@ static void device_recheck(uint64_t features)
  * mode. */
 static void runtime_v4_device_enable_notify_recheck(void)
 {
-	device_recheck(0);
-	device_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_recheck);
 }
 
 /*
@@ -161,6 +208,7 @@ static void device_missed_kick(uint64_t features)
 	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* dry: goes idle */
 	CHECK(!vq_rt_queue_active(q));
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);        /* asleep on its kick */
 
 	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)1), 0);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);       /* owed, not sent */
@@ -191,6 +239,26 @@ static void device_missed_kick(uint64_t features)
  * said no; when the queue has gone quiet the loop judges again over
  * everything unsignalled, and the call goes out, once.
  */
+/*
+ * B was used and, callbacks off, not called.  The driver asks for B's
+ * call; its re-check says B is there, which the driver with the failed
+ * barrier did not see: it sleeps.  The queue's quiet look judges again
+ * and calls, once; the driver's buffer is no missed kick.
+ */
+static void late_call_judged_again(struct ring_pair *p, struct vq_rt_loop *l,
+				   struct vq_rt_queue *q, int call)
+{
+	const struct vq_rt_counters *c = vq_rt_queue_counters(q);
+
+	CHECK_EQ(vq_drv_enable_cb(p->drv), 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
+	CHECK_EQ(c->calls_late, 1);
+	CHECK_EQ(c->calls_sent, 2);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(c->kicks_missed, 0);
+	CHECK(!vq_rt_queue_active(q));
+}
+
 static void device_late_call(uint64_t features)
 {
 	struct ring_pair p;
@@ -227,21 +295,13 @@ static void device_late_call(uint64_t features)
 	vq_drv_disable_cb(p.drv);
 	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)2), 0);
 	CHECK(vq_rt_drv_kick(p.drv, kick, &dc) >= 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);      /* the kick */
+	CHECK_EQ(vq_rt_loop_run_once(l, 100), 0);      /* found (read or kicked) */
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
 	CHECK(!vq_rt_queue_active(q));
 	CHECK_EQ(c->calls_sent, 1);
 
-	/* The driver asks for B's call; its re-check says B is there, which
-	 * the driver with the failed barrier did not see: it sleeps. */
-	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
 	CHECK_EQ(vq_evt_drain(call), 0);
-	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);       /* quiet: judged again */
-	CHECK_EQ(c->calls_late, 1);
-	CHECK_EQ(c->calls_sent, 2);
-	CHECK_EQ(vq_evt_drain(call), 1);
-	CHECK_EQ(c->kicks_missed, 0);
-	CHECK(!vq_rt_queue_active(q));
+	late_call_judged_again(&p, l, q, call);
 	/* Owed once: the next quiet period sends nothing. */
 	CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);
 	CHECK_EQ(c->calls_late, 1);
@@ -254,18 +314,87 @@ static void device_late_call(uint64_t features)
 
 static void runtime_used_call_judged_again_after_quiet_period(void)
 {
-	device_late_call(0);
-	device_late_call(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_late_call(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_late_call);
 }
 
 static void runtime_v4_missed_kick_found_after_quiet_period(void)
 {
-	device_missed_kick(0);
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	device_missed_kick(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(device_missed_kick);
+}
+
+/*
+ * A ring filled outside its own turn (a receive ring an fd's callback
+ * fills): the device overrides only has_avail ("nothing to put in it"),
+ * the loop takes the vq_dev calls for the rest from dev, and its quiet look
+ * covers the ring like any other: the call the driver asked for and we
+ * judged too early goes out (2.7.10 used buffer notification).
+ */
+static bool nothing_to_put(void *ring)
+{
+	(void)ring;
+	return false;
+}
+
+static int no_turn(struct vq_rt_queue *q, void *arg,
+		   const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	return 0;
+}
+
+static void device_filled_elsewhere_late_call(uint64_t features)
+{
+	static const struct vq_rt_ring_ops some = { .has_avail = nothing_to_put };
+	struct ring_pair p;
+	struct vq_rt_loop_config lc = { 0 };
+	struct vq_rt_queue_config qc;
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	struct iovec iov[4];
+	struct vq_chain ch = { .iov = iov, .iov_max = 4 };
+	struct vq_seg seg;
+	void *tok;
+	uint32_t len;
+	int call = vq_evt_new();
+
+	fprintf(stderr, "   features %#llx\n", (unsigned long long)features);
+	pair_init(&p, features, 16, 1, 1);
+	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	/* ops alone must name every call but signal_owed */
+	qc = (struct vq_rt_queue_config){ .ops = &some, .kick_fd = -1,
+					  .call_fd = call, .process = no_turn };
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), -EINVAL);
+	qc.dev = p.dev;
+	CHECK_EQ(vq_rt_loop_add(l, &qc, &q), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* goes idle */
+	CHECK(!vq_rt_queue_active(q));
+
+	/* A, filled elsewhere with callbacks on: called (dev's should_signal
+	 * through vq_rt_queue_signal). */
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)4), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+	CHECK_EQ(vq_rt_queue_signal(q), 1);
+	CHECK_EQ(vq_evt_drain(call), 1);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	/* B, with callbacks off: not called. */
+	vq_drv_disable_cb(p.drv);
+	CHECK_EQ(vq_drv_add(p.drv, &seg, 1, 0, (void *)5), 0);
+	CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+	CHECK_EQ(vq_dev_pop(p.dev, &ch), 1);
+	CHECK_EQ(vq_dev_push(p.dev, &ch, 0), 1);
+	CHECK_EQ(vq_rt_queue_signal(q), 0);
+	late_call_judged_again(&p, l, q, call);
+	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
+	vq_rt_loop_free(l);
+	pair_fini(&p);
+	close(call);
+}
+
+static void runtime_quiet_look_covers_ring_filled_elsewhere(void)
+{
+	each_layout(device_filled_elsewhere_late_call);
 }
 
 /* ---- driver side ---- */
@@ -372,10 +501,7 @@ static void driver_recheck(uint64_t features)
 /* D4/P4 on the driver side, each layout and notification mode. */
 static void runtime_d4_driver_enable_cb_recheck(void)
 {
-	driver_recheck(0);
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	driver_recheck(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	each_layout(driver_recheck);
 }
 
 /* A sleeping driver is woken by the device's call and counts it. */
@@ -426,6 +552,7 @@ int main(void)
 	RUN(runtime_v4_device_enable_notify_recheck);
 	RUN(runtime_v4_missed_kick_found_after_quiet_period);
 	RUN(runtime_used_call_judged_again_after_quiet_period);
+	RUN(runtime_quiet_look_covers_ring_filled_elsewhere);
 	RUN(runtime_d4_driver_enable_cb_recheck);
 	RUN(runtime_driver_sleeps_and_wakes_on_call);
 	return 0;

@@ -52,6 +52,31 @@ static void listen_refuses_non_sockets(struct fx *x)
 	CHECK(lstat(p, &st) < 0);               /* our socket is removed */
 }
 
+/* Backend program conventions: a back-end removes only the socket it
+ * created.  One that another process put at the path since (a second
+ * instance that found ours stale after a crash, say) is left alone. */
+static void listen_removes_only_its_own(struct fx *x)
+{
+	struct vq_vhu_backend *b;
+	struct vq_vhu_device d = { .features = ECHO_FEATURES, .nqueues = 1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int s;
+
+	CHECK_EQ(vq_vhu_backend_new(&d, &b), 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/taken", x->dir);
+	CHECK_EQ(vq_vhu_backend_listen(b, sa.sun_path, 0), 0);
+	CHECK_EQ(unlink(sa.sun_path), 0);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0);
+	CHECK_EQ(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	vq_vhu_backend_free(b);
+	CHECK_EQ(lstat(sa.sun_path, &st), 0);   /* the other one's, kept */
+	CHECK(S_ISSOCK(st.st_mode));
+	close(s);
+	unlink(sa.sun_path);
+}
+
 static void client_mode_reconnects(struct fx *x)
 {
 	struct vq_vhu_backend *b;
@@ -144,6 +169,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	fx_init(&x);
 	T(listen_refuses_non_sockets);
+	T(listen_removes_only_its_own);
 	T(client_mode_reconnects);
 	T(serve_ends_on_sigterm);
 	fx_fini(&x);

@@ -2,8 +2,10 @@
 /* The vhost-user daemons' shared start-up and control loop (daemon.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <virtq/log.h>
@@ -12,8 +14,6 @@
 #include "daemon.h"
 
 volatile sig_atomic_t vqd_stop;
-
-#define MAX_FDS 16
 
 static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
 {
@@ -69,6 +69,21 @@ void vqd_line_start(bool json, const struct vqd_count *now,
 	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
 }
 
+/* ,"process":{...}: how often the daemon's threads blocked (sleeps, in
+ * the main: the loops' epoll_waits) and the CPU they used, so a run can
+ * say what busy polling saved and what it cost. */
+static void json_process(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return;
+	printf(",\"process\":{\"voluntary_switches\":%ld,\"involuntary_switches\":%ld"
+	       ",\"cpu_s\":%.3f}", ru.ru_nvcsw, ru.ru_nivcsw,
+	       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+}
+
 void vqd_json_backend(struct vq_vhu_backend *b)
 {
 	struct vq_vhu_iotlb_stats io;
@@ -84,6 +99,7 @@ void vqd_json_backend(struct vq_vhu_backend *b)
 	printf(",\"postcopy\":{\"advises\":%" PRIu64 ",\"listens\":%" PRIu64
 	       ",\"regions\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"ends\":%" PRIu64 "}",
 	       pc.advises, pc.listens, pc.regions, pc.acks, pc.ends);
+	json_process();
 }
 
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
@@ -235,12 +251,20 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* An idle wait: the control timeout, bounded by the hooks' quiet period. */
-static int wait_ms(const struct vqd_ctl *c)
+/* Wait for the vhost-user socket: on the data path's loop if it shares
+ * this thread, else in poll.  1 readable, 0 not (yet), -errno. */
+static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
 {
-	int tmo = ctl_timeout(c), q = c->hooks ? c->hooks->quiet_ms : 0;
+	struct pollfd pf = { .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
+	int r;
 
-	return q > 0 && (tmo < 0 || tmo > q) ? q : tmo;
+	if (c->hooks && c->hooks->wait)
+		return c->hooks->wait(c->arg, pf.fd, timeout_ms);
+	/* A negative fd (reconnecting) is ignored by poll. */
+	r = poll(&pf, 1, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	return r > 0 && pf.revents;
 }
 
 /* What serving the vhost-user socket leaves the loop to do. */
@@ -306,31 +330,15 @@ static void ctl_tick(struct vqd_ctl *c)
 
 int vqd_run(struct vqd_ctl *c)
 {
-	const struct vqd_hooks *h = c->hooks;
-
 	while (!vqd_stop) {
-		struct pollfd pf[1 + MAX_FDS];
-		unsigned n = 1;
-		bool idle = true;
 		enum ctl_next next;
-		int r;
+		int r = ctl_wait(c, ctl_timeout(c));
 
-		if (h && h->before) {
-			r = h->before(c->arg, pf + 1, MAX_FDS, &idle);
-			if (r < 0)
-				continue;
-			n += (unsigned)r;
-		}
-		/* A negative fd (reconnecting) is ignored by poll. */
-		pf[0] = (struct pollfd){ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
-		r = poll(pf, n, idle ? wait_ms(c) : 0);
-		if (r < 0 && errno != EINTR)
+		if (r < 0)
 			return 1;
 		if (vqd_stop)
 			break;
-		if (h && h->after)
-			h->after(c->arg, pf + 1, n - 1, r, idle);
-		next = ctl_serve(c, r > 0 && pf[0].revents);
+		next = ctl_serve(c, r > 0);
 		if (next == CTL_HUNG_UP)
 			return hung_up(c);
 		if (next == CTL_ONCE_DONE)

@@ -9,8 +9,9 @@
  * summary.
  *
  * The data paths differ (virtq-net runs the runtime's poll loop on worker
- * threads; virtq-vsock pumps its rings and host sockets on the control
- * thread), so the loop takes hooks for a data path that shares its thread.
+ * threads; virtq-vsock runs it on the control thread, rings and host
+ * sockets alike), so the loop takes a hook for a data path that shares
+ * its thread: it waits for the vhost-user socket on the data path's loop.
  * Compiled into each daemon; not part of libvirtq.  The command line
  * follows cli.h: a bad one ends the program with one line, exit 2.
  */
@@ -18,7 +19,6 @@
 #define VIRTQ_TOOLS_DAEMON_H
 
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -143,7 +143,8 @@ struct vqd_count {
 void vqd_line_start(bool json, const struct vqd_count *now,
 		    const struct vqd_count *prev, double dt, double t, bool final);
 /* JSON: ,"iotlb":{...},"postcopy":{...}, the backend's IOTLB and postcopy
- * counters (for the summary). */
+ * counters, and ,"process":{...}, the daemon's voluntary and involuntary
+ * context switches and CPU seconds (for the summary). */
 void vqd_json_backend(struct vq_vhu_backend *b);
 /* JSON: the counters and rates; per_pkt adds kicks_per_pkt/calls_per_pkt
  * (a tool may put fields of its own between the two calls). */
@@ -155,18 +156,12 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 /* A data path that runs on the control thread (NULL: none). */
 struct vqd_hooks {
 	/*
-	 * Before each sleep: do the work there is, and put the fds to wait on
-	 * in pf (at most max).  Returns how many, or -1 to go round again at
-	 * once without sleeping.  *idle = false: work moved, only look at the
-	 * fds (timeout 0).
+	 * Wait up to timeout_ms (-1: no limit) for fd, the vhost-user socket
+	 * (-1: none, while reconnecting), to be readable, running the data
+	 * path meanwhile.  1: readable; 0: the time is up or a signal came;
+	 * -errno: the data path failed (the daemon ends).
 	 */
-	int (*before)(void *arg, struct pollfd *pf, unsigned max, bool *idle);
-	/* After the wait: the same fds with revents, poll's result, idle. */
-	void (*after)(void *arg, const struct pollfd *pf, unsigned n, int r,
-		      bool idle);
-	/* An idle wait lasts at most this long (0: no bound), so that after()
-	 * gets a quiet period's r == 0 to look at the rings once more. */
-	int quiet_ms;
+	int (*wait)(void *arg, int fd, int timeout_ms);
 };
 
 #define VQD_MAX_LISTENERS 4

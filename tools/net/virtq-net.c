@@ -6,23 +6,24 @@
  *
  * The control plane (the vhost-user socket, statistics, signals) runs on the
  * main thread; queue pairs are served by --threads worker threads, each
- * running the runtime's poll loop over the pairs it owns.  When the
- * front-end starts or stops a ring, the worker that owns it is stopped, its
- * loop rebuilt with the rings that are running, and started again, so a
- * ring is never touched after queue_stop returns.
+ * running the runtime's poll loop over the pairs it owns (in tap mode the
+ * pairs' TAP queues too, as fds of that loop).  When the front-end starts
+ * or stops a ring, the worker that owns it is stopped, its loop rebuilt
+ * with the rings that are running, and started again, so a ring is never
+ * touched after queue_stop returns.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -45,10 +46,9 @@ struct ring {
 	int kick_fd, call_fd, err_fd;
 	struct vq_net_queue *nq;
 	struct vq_rt_queue *rtq;
-	uint64_t calls;                 /* RX calls we send ourselves */
+	uint64_t calls;                 /* calls sent off the loop */
 	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
 	uint64_t rt_missed, rt_late;    /* kicks_missed, calls_late, likewise */
-	uint64_t rx_late;               /* late RX calls we send ourselves */
 	uint64_t total_pkts;            /* from queues already freed */
 };
 
@@ -76,7 +76,8 @@ struct worker {
  * TAP is multi-queue, and a queue is attached to the device only while its
  * pair's receive ring runs: the kernel steers each flow to an attached
  * queue, so no flow waits on a queue nobody reads (a guest that uses fewer
- * pairs than offered, or one whose RX ring stopped).
+ * pairs than offered, or one whose RX ring stopped).  Its fd is on the
+ * pair's worker loop while the ring runs.
  */
 struct tapq {
 	struct daemon *d;
@@ -84,14 +85,14 @@ struct tapq {
 	int fd;
 	bool attached;          /* control thread */
 	int tx_fd;              /* atomic: where the pair's TX frames go */
-	pthread_t th;
-	bool running;
-	int stop_fd;            /* eventfd that wakes the reader */
-	int stop;               /* atomic */
-	uint8_t *buf;           /* the reader's frame */
+	bool serving;           /* feeds its pair's running receive ring */
+	bool paused;            /* no guest buffers: the ring's kick resumes it */
+	bool read_failed;       /* said so once */
+	struct vq_rt_fd *fdh;   /* on the worker's loop */
+	uint8_t *buf;           /* the frame being delivered */
 	ssize_t held;           /* bytes of a frame in buf not yet delivered
-				 * (kept while the reader is stopped) */
-	struct wstats pub;      /* its ring's counts, published atomically */
+				 * (kept while the fd is paused or the ring
+				 * stopped) */
 };
 
 struct daemon {
@@ -161,40 +162,40 @@ static int r_enable(void *p)
 	return r < 0 ? 0 : r;
 }
 
-static bool r_should_signal(void *p)
-{
-	return vq_dev_should_signal(((struct ring *)p)->dev);
-}
-
-/* A receive ring we fill outside its own turn, quiet for a while: send the
- * call the guest is owed, if any (vq_dev_signal_owed). */
-static void rx_call_owed(struct ring *rx)
-{
-	if (!vq_dev_signal_owed(rx->dev))
-		return;
-	if (rx->call_fd >= 0)
-		vq_evt_signal(rx->call_fd);
-	rx->calls++;
-	rx->rx_late++;
-}
-
-/* The loop's look at a quiet ring.  Loopback fills the pair's receive
- * ring in this ring's turns, so that one went quiet too: look at it here. */
-static bool r_signal_owed(void *p)
-{
-	struct ring *rg = p;
-	struct daemon *d = rg->d;
-
-	if (d->o.mode == M_LOOPBACK && vq_net_is_tx_queue(rg->index) &&
-	    d->rings[rg->index - 1].running)
-		rx_call_owed(&d->rings[rg->index - 1]);
-	return vq_dev_signal_owed(rg->dev);
-}
-
+/* The rest (should_signal, and the loop's quiet look) is the ring's own. */
 static const struct vq_rt_ring_ops ring_ops = {
 	.has_avail = r_has_avail, .disable_notify = r_disable,
-	.enable_notify = r_enable, .should_signal = r_should_signal,
-	.signal_owed = r_signal_owed,
+	.enable_notify = r_enable,
+};
+
+/*
+ * A receive ring filled outside its own turns (loopback: from the TX
+ * turns; tap: from its TAP queue's fd).  It is a queue of the loop all the
+ * same, so the loop's quiet look covers it, and it wants kicks only while
+ * its TAP queue waits for buffers.
+ */
+static bool rx_wants_kick(const struct ring *rg)
+{
+	return rg->d->o.mode == M_TAP && rg->d->taps[rg->index / 2].paused;
+}
+
+static bool rx_has_avail(void *p)
+{
+	return rx_wants_kick(p) && vq_dev_has_avail(((struct ring *)p)->dev);
+}
+
+static int rx_enable(void *p)
+{
+	if (!rx_wants_kick(p)) {
+		r_disable(p);
+		return 0;
+	}
+	return r_enable(p);
+}
+
+static const struct vq_rt_ring_ops rx_fed_ops = {
+	.has_avail = rx_has_avail, .disable_notify = r_disable,
+	.enable_notify = rx_enable,
 };
 
 static void ring_broken(struct ring *r)
@@ -208,9 +209,14 @@ static void ring_broken(struct ring *r)
 		vq_evt_signal(r->err_fd);
 }
 
-/* Signal the guest for a ring we fill outside its own turn (RX). */
+/* Signal the guest for a ring we fill outside its own turn (RX): through
+ * its queue on the loop, which counts it, or (the loop stopped) here. */
 static void ring_call(struct ring *r)
 {
+	if (r->rtq) {
+		vq_rt_queue_signal(r->rtq);
+		return;
+	}
 	if (vq_dev_should_signal(r->dev)) {
 		if (r->call_fd >= 0)
 			vq_evt_signal(r->call_fd);
@@ -423,7 +429,7 @@ static void stats_add_ring(struct wstats *s, struct ring *r)
 	s->c.calls += r->calls + r->rt_calls;
 	s->c.kicks += r->rt_kicks;
 	s->kicks_missed += r->rt_missed;
-	s->calls_late += r->rt_late + r->rx_late;
+	s->calls_late += r->rt_late;
 	if (r->rtq) {
 		const struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
 
@@ -445,13 +451,6 @@ static void wstats_publish(struct wstats *dst, const struct wstats *s)
 		__atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
 }
 
-/* A ring whose counts its worker keeps: in tap mode a receive ring is
- * its TAP reader's, which publishes them itself. */
-static bool worker_counts(const struct daemon *d, unsigned ring)
-{
-	return d->o.mode != M_TAP || vq_net_is_tx_queue(ring);
-}
-
 static void worker_publish(struct worker *w)
 {
 	struct daemon *d = w->d;
@@ -459,7 +458,7 @@ static void worker_publish(struct worker *w)
 	unsigned i;
 
 	for (i = 0; i < 2 * d->o.pairs; i++)
-		if (worker_of(d, i) == w->id && d->rings[i].running && worker_counts(d, i))
+		if (worker_of(d, i) == w->id && d->rings[i].running)
 			stats_add_ring(&s, &d->rings[i]);
 	wstats_publish(&w->pub, &s);
 }
@@ -481,6 +480,8 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct daemon *d = w->d;
 
+	unsigned rounds = 0;
+
 	pin_like_worker(d, w->id);
 	while (!vq_rt_loop_stopped(w->loop)) {
 		int r = vq_rt_loop_run_once(w->loop, 0);
@@ -488,7 +489,10 @@ static void *worker_main(void *arg)
 		if (r == 0) {
 			/* Nothing done: publish, then sleep (or busy poll) */
 			worker_publish(w);
-			r = vq_rt_loop_run_once(w->loop, 200);
+			r = vq_rt_loop_run_once(w->loop, -1);
+		} else if (++rounds % 1024 == 0) {
+			/* busy for long: the statistics line moves too */
+			worker_publish(w);
 		}
 		if (r < 0) {
 			fprintf(stderr, "virtq-net: worker %u: %s\n", w->id, strerror(-r));
@@ -520,9 +524,51 @@ static void worker_stop(struct worker *w)
 		r->rt_late += vq_rt_queue_counters(r->rtq)->calls_late;
 		r->rt_calls += vq_rt_queue_counters(r->rtq)->calls_sent;
 		r->rtq = NULL;
+		if (d->o.mode == M_TAP && !vq_net_is_tx_queue(i))
+			d->taps[i / 2].fdh = NULL;
 	}
 	vq_rt_loop_free(w->loop);
 	w->loop = NULL;
+}
+
+static int process_rx_tap(struct vq_rt_queue *q, void *arg,
+			  const struct vq_rt_budget *b, uint64_t *bytes);
+static int tap_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
+		    const struct vq_rt_budget *b, uint64_t *bytes);
+
+/* Loopback's receive ring: its turns are the TX ring's. */
+static int process_rx_none(struct vq_rt_queue *q, void *arg,
+			   const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	return 0;
+}
+
+/* Ring i on the worker's loop: its process callback and ring calls. */
+static vq_rt_process_fn ring_turn(const struct daemon *d, unsigned i,
+				  const struct vq_rt_ring_ops **ops)
+{
+	*ops = &ring_ops;
+	if (vq_net_is_tx_queue(i))
+		return process_tx;
+	if (d->o.mode == M_SOURCE)
+		return process_rx_source;
+	*ops = &rx_fed_ops;
+	if (d->o.mode == M_LOOPBACK)
+		return process_rx_none;
+	if (d->o.mode == M_TAP)
+		return process_rx_tap;
+	return NULL;            /* sink: nothing ever fills it */
+}
+
+/* Ring i's TAP queue (tap mode, a serving receive ring) on the loop. */
+static int worker_add_tap(struct worker *w, unsigned i)
+{
+	struct tapq *t = &w->d->taps[i / 2];
+
+	if (w->d->o.mode != M_TAP || vq_net_is_tx_queue(i) || !t->serving)
+		return 0;
+	return vq_rt_loop_add_fd(w->loop, t->fd, t->paused ? 0 : EPOLLIN, tap_turn,
+				 t, &t->fdh);
 }
 
 /* Build the worker's loop from the running rings it owns and start it. */
@@ -539,44 +585,42 @@ static int worker_start(struct worker *w)
 	for (i = 0; i < 2 * d->o.pairs; i++) {
 		struct ring *rg = &d->rings[i];
 		struct vq_rt_queue_config qc = {
-			.ops = &ring_ops, .ring = rg, .kick_fd = rg->kick_fd,
+			.dev = rg->dev, .ring = rg, .kick_fd = rg->kick_fd,
 			.call_fd = rg->call_fd, .arg = rg,
 		};
 
 		if (worker_of(d, i) != w->id || !rg->running)
 			continue;
-		if (vq_net_is_tx_queue(i)) {
-			qc.process = process_tx;
-		} else if (d->o.mode == M_SOURCE) {
-			qc.process = process_rx_source;
-		} else {
-			/* RX is filled from the TX turn (loopback) or the TAP
-			 * reader (which may be reading this ring's fields): no
-			 * turn of its own. */
+		qc.process = ring_turn(d, i, &qc.ops);
+		if (!qc.process)
 			continue;
-		}
 		rg->rtq = NULL;
 		r = vq_rt_loop_add(w->loop, &qc, &rg->rtq);
-		if (r < 0) {
-			vq_rt_loop_free(w->loop);
-			w->loop = NULL;
-			return r;
-		}
+		if (r == 0)
+			r = worker_add_tap(w, i);
+		if (r < 0)
+			goto fail;
 		nq++;
 	}
 	if (!nq) {
-		vq_rt_loop_free(w->loop);
-		w->loop = NULL;
-		return 0;
+		r = 0;
+		goto fail;
 	}
-	r = pthread_create(&w->th, NULL, worker_main, w);
-	if (r) {
-		vq_rt_loop_free(w->loop);
-		w->loop = NULL;
-		return -r;
-	}
+	r = -pthread_create(&w->th, NULL, worker_main, w);
+	if (r)
+		goto fail;
 	w->running = true;
 	return 0;
+fail:
+	for (i = 0; i < 2 * d->o.pairs; i++)
+		if (worker_of(d, i) == w->id) {
+			d->rings[i].rtq = NULL;
+			if (!vq_net_is_tx_queue(i))
+				d->taps[i / 2].fdh = NULL;
+		}
+	vq_rt_loop_free(w->loop);
+	w->loop = NULL;
+	return r;
 }
 
 /* ------------------------------------------------------------------ */
@@ -710,9 +754,8 @@ static int tap_open(struct daemon *d)
 		}
 		t->fd = fd;
 		t->attached = true;
-		t->stop_fd = vq_evt_new();
 		t->buf = malloc(12 + VQ_NET_MAX_FRAME);
-		if (t->stop_fd < 0 || !t->buf)
+		if (!t->buf)
 			return -ENOMEM;
 	}
 	/* until a guest says otherwise: a 12-byte header, no offloads */
@@ -732,116 +775,129 @@ static void tap_close(struct daemon *d)
 
 		if (t->fd >= 0)
 			close(t->fd);
-		if (t->stop_fd >= 0)
-			close(t->stop_fd);
 		free(t->buf);
-		t->fd = t->stop_fd = -1;
+		t->fd = -1;
 		t->buf = NULL;
 	}
 }
 
-/*
- * A TAP queue's reader owns its pair's receive ring while it runs: frames
- * read from the queue go to the guest.  With no guest buffers it enables
- * RX notifications and waits for the guest's kick, or 500 ms for one the
- * guest failed to send (frames wait in the TAP's queue meanwhile); 500 ms
- * of quiet also sends a call the guest is owed (rx_call_owed).  A frame read while the ring turned out to wait
- * for an IOTLB entry is kept and delivered first after the kick, or after
- * the ring resumes.
- */
-static void *tap_main(void *arg)
+/* No guest buffers: stop reading the TAP queue (frames wait there, and the
+ * one in hand in buf) until the ring's kick resumes it (process_rx_tap);
+ * the ring's queue takes a turn to ask for that kick. */
+static void tap_pause(struct tapq *t)
 {
-	struct tapq *t = arg;
 	struct ring *rx = &t->d->rings[2 * t->pair];
-	bool want_kick = false;
 
-	/* beside the worker that sends the pair's frames */
-	pin_like_worker(t->d, worker_of(t->d, 2 * t->pair));
-	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
-		struct pollfd pf[2] = {
-			{ .fd = t->stop_fd, .events = POLLIN },
-			{ .fd = want_kick ? rx->kick_fd : t->fd, .events = POLLIN },
-		};
+	t->paused = true;
+	vq_rt_fd_set_events(t->fdh, 0);
+	vq_rt_queue_wake(rx->rtq);
+}
 
-		int pr = poll(pf, 2, 500);
+/* One frame from the TAP queue (or the one in hand): its length, 0 when
+ * the queue is empty, < 0 when reading fails. */
+static ssize_t tap_read(struct tapq *t)
+{
+	ssize_t len = t->held;
 
-		if (pr < 0 && errno != EINTR)
-			break;
-		if (pf[0].revents)
-			continue;
-		if (want_kick) {
-			if (pf[1].revents)
-				vq_evt_drain(rx->kick_fd);
-			vq_dev_disable_notify(rx->dev);
-			want_kick = false;
-		}
-		for (unsigned n = 0; n < 256; n++) {
-			ssize_t len;
-			struct iovec iov;
-			struct vq_net_hdr h;
-			uint32_t hlen;
-			int r;
-
-			if (!vq_dev_has_avail(rx->dev)) {
-				r = vq_dev_enable_notify(rx->dev);
-				if (r == 0 && rx->kick_fd >= 0)
-					want_kick = true;
-				else if (r > 0)
-					vq_dev_disable_notify(rx->dev);
-				if (r < 0)
-					ring_broken(rx);
-				break;
-			}
-			len = t->held ? t->held : read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
-			t->held = 0;
-			hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len, __ATOMIC_RELAXED);
-			if (len <= 0)
-				break;
-			if ((size_t)len < hlen)
-				continue;       /* the kernel never does this */
-			vq_net_hdr_decode(t->buf, hlen, &h);
-			iov = (struct iovec){ t->buf + hlen, (size_t)len - hlen };
-			r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)iov.iov_len, &h);
-			if (r == -EAGAIN) {
-				t->held = len;  /* has_avail is false now */
-				continue;
-			}
-			if (r < 0) {
-				ring_broken(rx);
-				break;
-			}
-		}
-		if (vq_net_rx_flush(rx->nq) >= 0)
-			ring_call(rx);
-		if (pr == 0)
-			rx_call_owed(rx);       /* quiet for 500 ms */
-		{
-			struct wstats s = { 0 };
-
-			stats_add_ring(&s, rx);
-			wstats_publish(&t->pub, &s);
-		}
+	t->held = 0;
+	if (len)
+		return len;
+	len = read(t->fd, t->buf, 12 + VQ_NET_MAX_FRAME);
+	if (len < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (len < 0 && !t->read_failed) {
+		t->read_failed = true;
+		fprintf(stderr, "virtq-net: TAP queue %u: %s\n", t->pair, strerror(errno));
 	}
-	return NULL;
+	return len < 0 ? -1 : len;
 }
 
 /*
- * The pair's receive ring stops: its reader ends.  For good (leave), the
- * queue leaves too, and the kernel drops what waits in it; a ring that
- * only pauses (resumes, below) keeps it, and the frame in hand.
+ * Frames from the TAP queue into its pair's receive ring, within budget b.
+ * With no guest buffers (or a ring waiting for an IOTLB entry) the fd is
+ * paused, keeping the frame in hand; a broken ring, or a TAP that cannot
+ * be read, pauses it for good (until the ring restarts).
+ */
+static int tap_deliver(struct tapq *t, const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring *rx = &t->d->rings[2 * t->pair];
+	unsigned n = 0;
+
+	while (n < b->pkts && *bytes < b->bytes) {
+		uint32_t hlen = (uint32_t)__atomic_load_n(&t->d->tap_vnet_len,
+							  __ATOMIC_RELAXED);
+		struct vq_net_hdr h;
+		struct iovec iov;
+		ssize_t len;
+		int r;
+
+		if (!vq_dev_has_avail(rx->dev)) {
+			tap_pause(t);
+			break;
+		}
+		len = tap_read(t);
+		if (len < 0)
+			tap_pause(t);
+		if (len <= 0)
+			break;
+		if ((size_t)len < hlen)
+			continue;       /* the kernel never does this */
+		vq_net_hdr_decode(t->buf, hlen, &h);
+		iov = (struct iovec){ t->buf + hlen, (size_t)len - hlen };
+		r = vq_net_rx_deliver(rx->nq, &iov, 1, (uint32_t)iov.iov_len, &h);
+		if (r == -EAGAIN) {
+			t->held = len;
+			tap_pause(t);
+			break;
+		}
+		if (r < 0) {
+			ring_broken(rx);
+			tap_pause(t);
+			break;
+		}
+		n++;
+		*bytes += iov.iov_len;
+	}
+	if (vq_net_rx_flush(rx->nq) < 0)
+		ring_broken(rx);
+	else
+		ring_call(rx);
+	return (int)n;
+}
+
+/* The TAP queue is readable. */
+static int tap_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
+		    const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	return tap_deliver(arg, b, bytes);
+}
+
+/* The receive ring's turn: woken by its kick (or first turn) while its TAP
+ * queue waits for buffers: read it again, the frame in hand first. */
+static int process_rx_tap(struct vq_rt_queue *q, void *arg,
+			  const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring *rx = arg;
+	struct tapq *t = &rx->d->taps[rx->index / 2];
+
+	if (!t->paused || t->read_failed || !vq_dev_has_avail(rx->dev))
+		return 0;
+	t->paused = false;
+	if (vq_rt_fd_set_events(t->fdh, EPOLLIN) < 0) {
+		t->paused = true;
+		return 0;
+	}
+	return tap_deliver(t, b, bytes);
+}
+
+/*
+ * The pair's receive ring stops (its worker is stopped).  For good
+ * (leave), the queue leaves too, and the kernel drops what waits in it; a
+ * ring that only pauses (resumes, below) keeps it, and the frame in hand.
  */
 static void tap_stop(struct tapq *t, bool leave)
 {
-	if (t->running) {
-		__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
-		vq_evt_signal(t->stop_fd);
-		pthread_join(t->th, NULL);
-		vq_evt_drain(t->stop_fd);
-		t->running = false;
-		/* the ring's counts go to its worker's base when it is
-		 * released (this thread, as the statistics line) */
-		wstats_publish(&t->pub, &(struct wstats){ 0 });
-	}
+	t->serving = false;
 	if (!leave)
 		return;
 	if (t->held) {
@@ -851,20 +907,21 @@ static void tap_stop(struct tapq *t, bool leave)
 	tap_attach(t, false);
 }
 
+/* The pair's receive ring runs (its worker is stopped): the TAP queue
+ * feeds it from the worker's next start.  It starts paused: the ring's
+ * first turn resumes it if the guest has buffers, the frame in hand
+ * first, or asks for the kick that will. */
 static void tap_start(struct tapq *t)
 {
-	if (t->running || !t->d->rings[2 * t->pair].running)
+	if (t->serving || !t->d->rings[2 * t->pair].running)
 		return;
 	/* a detached queue cannot be read: its pair gets no host frames */
 	if (tap_attach(t, true) < 0 ||
 	    tap_configure(t, vq_dev_features(t->d->rings[2 * t->pair].dev)) < 0)
 		return;
-	__atomic_store_n(&t->stop, 0, __ATOMIC_RELEASE);
-	if (pthread_create(&t->th, NULL, tap_main, t) == 0)
-		t->running = true;
-	else
-		fprintf(stderr, "virtq-net: cannot start the reader of TAP queue %u\n",
-			t->pair);
+	t->serving = true;
+	t->paused = true;
+	t->read_failed = false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -887,7 +944,6 @@ static void ring_release(struct ring *r, struct worker *w)
 	r->running = false;
 	r->dev = NULL;
 	r->calls = r->rt_kicks = r->rt_calls = r->rt_missed = r->rt_late = 0;
-	r->rx_late = 0;
 }
 
 static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
@@ -928,10 +984,9 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 		fprintf(stderr, "virtq-net: queue %u started (%s, %u entries, features 0x%" PRIx64 ")\n",
 			q->index, vq_net_is_tx_queue(q->index) ? "tx" : "rx",
 			vq_dev_num(q->vq), vq_dev_features(q->vq));
-	e = worker_start(w);
 	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
 		tap_start(&d->taps[q->index / 2]);
-	return e;
+	return worker_start(w);
 }
 
 /*
@@ -1083,12 +1138,6 @@ static void stats_read(struct daemon *d, struct wstats *s)
 			dst[k] += p > base[k] ? p : base[k];
 		}
 	}
-	for (i = 0; d->o.mode == M_TAP && i < d->o.pairs; i++) {
-		uint64_t *src = (uint64_t *)&d->taps[i].pub, *dst = (uint64_t *)s;
-
-		for (k = 0; k < sizeof(*s) / sizeof(uint64_t); k++)
-			dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-	}
 }
 
 static uint64_t drops_total(const struct wstats *s)
@@ -1223,8 +1272,7 @@ static void daemon_init(struct daemon *d)
 		d->frames[i] = (struct vq_net_frame){ &d->frame_iov, 1, d->o.size, NULL };
 	d->source_left = (int64_t)d->o.count;
 	for (i = 0; i < MAX_PAIRS; i++)
-		d->taps[i] = (struct tapq){ .d = d, .pair = i, .fd = -1, .tx_fd = -1,
-					    .stop_fd = -1 };
+		d->taps[i] = (struct tapq){ .d = d, .pair = i, .fd = -1, .tx_fd = -1 };
 }
 
 /* Stop the data path before the summary: queue_stop for each running ring

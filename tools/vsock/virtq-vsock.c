@@ -8,20 +8,23 @@
  *
  * (options.c reads the command line.)
  *
- * One thread does everything: the vhost-user control socket, the rings and
- * the host sockets share one poll set, so a ring is never touched after
- * queue_stop returns and the device layer needs no locks.  The data path
- * follows the runtime's rules: a ring with work is processed with its
- * notifications off; when everything ran dry it busy polls (--busy-poll),
- * then enables notifications, re-checks, and sleeps.
+ * One thread does everything: the rings and the host sockets (the device's
+ * epoll set) are the queues and an fd of one runtime loop, and the control
+ * loop waits for the vhost-user socket on it too, so a ring is never
+ * touched after queue_stop returns and the device layer needs no locks.
+ * A ring the device has nothing for (no data for the guest, TX held back
+ * by replies waiting for RX buffers) asks for no kicks; work found for it
+ * elsewhere (host data, a reply, credit) wakes it.  Busy polling
+ * (--busy-poll) covers rings and host sockets alike, and the loop's quiet
+ * look finds the kicks and calls a guest's failed barrier lost.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,18 +38,29 @@
 #define NQ 3u
 #define BUDGET 256u
 
+struct daemon;
+
 struct ring {
+	struct daemon *d;
+	unsigned index;
 	bool running;
 	struct vq_dev *dev;
 	int kick_fd, call_fd, err_fd;
-	bool notify_on;                 /* we asked for kicks */
+	bool armed;                     /* idle, waiting for a kick */
 	bool broken_logged;
-	uint64_t kicks, calls;
+	struct vq_rt_queue *rtq;        /* on the loop (while vsock runs) */
+	uint64_t calls;                 /* sent off the loop */
+};
+
+/* The loop's counters of the rings, kept across loops. */
+struct rt_count {
+	uint64_t kicks, calls, kicks_missed, calls_late;
 };
 
 struct snap {
 	struct vqd_count c;
 	struct vq_vsock_stats s;
+	struct rt_count rt;
 	unsigned conns;
 };
 
@@ -57,12 +71,12 @@ struct daemon {
 	struct vq_vsock *vs;
 	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	struct ring q[NQ];
-	uint64_t kicks_old, calls_old;  /* from rings that stopped */
-	uint64_t kicks_missed, calls_late;      /* see vq_rt_counters */
+	struct vq_rt_loop *loop;        /* rings, host sockets, the control socket */
+	struct rt_count rt_old;         /* from loops and rings gone */
+	bool ctl_ready;                 /* the vhost-user socket is readable */
 	/* Per front-end connection: did its first start resume rings that
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
-	int kick_ring[1 + NQ];          /* the loop's fds: ring or -1 */
 };
 
 static const char *const qname[NQ] = { "rx", "tx", "event" };
@@ -76,12 +90,20 @@ static int host_connect(void *arg, uint32_t port, uint16_t type)
 	return vq_vsock_uds_connect(d->o.uds, port, type);
 }
 
+/* After the device published used entries on ring qi. */
 static void dev_notify(void *arg, unsigned qi)
 {
 	struct daemon *d = arg;
 	struct ring *r = &d->q[qi];
 
-	if (!r->running || !vq_dev_should_signal(r->dev))
+	if (!r->running)
+		return;
+	if (r->rtq) {
+		vq_rt_queue_signal(r->rtq);
+		return;
+	}
+	/* off the loop: the event queue's reset, from the control side */
+	if (!vq_dev_should_signal(r->dev))
 		return;
 	if (r->call_fd >= 0)
 		vq_evt_signal(r->call_fd);
@@ -95,6 +117,9 @@ static bool ring_fresh(const struct vq_dev *dev)
 
 	return s.avail_idx == z && s.used_idx == z;
 }
+
+static void loop_drop(struct daemon *d);
+static int loop_build(struct daemon *d);
 
 static void attach(struct daemon *d)
 {
@@ -131,20 +156,21 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 
 	if (q->index >= NQ)
 		return -EINVAL;
+	loop_drop(d);
 	r = &d->q[q->index];
 	r->running = true;
 	r->dev = q->vq;
 	r->kick_fd = q->kick_fd;
 	r->call_fd = q->call_fd;
 	r->err_fd = q->err_fd;
-	r->notify_on = false;
+	r->armed = false;
 	r->broken_logged = false;
 	vq_dev_disable_notify(r->dev);
 	if (!d->com.quiet)
 		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
 			q->index, qname[q->index], vq_dev_num(q->vq), vq_dev_features(q->vq));
 	attach(d);
-	return 0;
+	return loop_build(d);
 }
 
 static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
@@ -155,17 +181,18 @@ static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
 	if (index >= NQ || !d->q[index].running)
 		return;
 	r = &d->q[index];
+	loop_drop(d);
 	/* Keep the connections either way: a ring that pauses resumes, and
 	 * one the front-end stopped may start again (QEMU stops and starts
 	 * them on a guest's suspend); a reset or disconnect ends them. */
 	vq_vsock_detach(d->vs);
-	d->kicks_old += r->kicks;
-	d->calls_old += r->calls;
-	memset(r, 0, sizeof(*r));
-	r->kick_fd = r->call_fd = r->err_fd = -1;
+	d->rt_old.calls += r->calls;
+	*r = (struct ring){ .d = d, .index = index, .kick_fd = -1, .call_fd = -1,
+			    .err_fd = -1 };
 	if (!d->com.quiet)
 		fprintf(stderr, "virtq-vsock: queue %u (%s) stopped\n", index, qname[index]);
 	attach(d);
+	loop_build(d);
 }
 
 static void dev_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
@@ -181,8 +208,10 @@ static void dev_reset(void *opaque)
 {
 	struct daemon *d = opaque;
 
+	loop_drop(d);
 	vq_vsock_stop(d->vs);
 	d->session_started = d->session_resumed = d->reset_sent = false;
+	loop_build(d);
 }
 
 static const struct vq_vhu_device_ops vsock_ops = {
@@ -193,7 +222,7 @@ static const struct vq_vhu_device_ops vsock_ops = {
 };
 
 /* ------------------------------------------------------------------ */
-/* Data path                                                           */
+/* Data path: the rings are the loop's queues, the host sockets its fd */
 /* ------------------------------------------------------------------ */
 
 static void ring_broken(struct daemon *d, unsigned qi)
@@ -209,115 +238,213 @@ static void ring_broken(struct daemon *d, unsigned qi)
 		vq_evt_signal(r->err_fd);
 }
 
-static bool ring_ok(struct daemon *d, unsigned qi)
+/* Does the device want ring qi's buffers now? */
+static bool ring_wanted(struct daemon *d, unsigned qi)
 {
-	return d->q[qi].running && !vq_dev_error(d->q[qi].dev);
+	const struct ring *r = &d->q[qi];
+
+	if (!vq_vsock_started(d->vs) || !r->running || vq_dev_error(r->dev))
+		return false;
+	if (qi == VQ_VSOCK_TXQ)
+		return !vq_vsock_tx_blocked(d->vs);
+	if (qi == VQ_VSOCK_RXQ)
+		return vq_vsock_rx_pending(d->vs);
+	return vq_vsock_event_pending(d->vs);
 }
 
-/* One pass over everything.  Returns the work done. */
-static int pump(struct daemon *d)
-{
-	int n = 0, r;
+static void q_disable(void *p);
 
-	r = vq_vsock_process_host(d->vs);
-	if (r > 0)
-		n += r;
-	if (!vq_vsock_started(d->vs))
-		return n;
-	if (ring_ok(d, VQ_VSOCK_TXQ)) {
-		r = vq_vsock_process_tx(d->vs, BUDGET);
-		if (r < 0)
-			ring_broken(d, VQ_VSOCK_TXQ);
-		else
-			n += r;
+/* Work found for rings that asked for no kicks (host data for RX, RX
+ * buffers taken that unblock TX): give them a turn.  Rings waiting for a
+ * kick they no longer need stop asking for it. */
+static void wake_wanted(struct daemon *d)
+{
+	unsigned i;
+
+	for (i = 0; i < NQ; i++) {
+		struct ring *r = &d->q[i];
+
+		if (!r->rtq || vq_rt_queue_active(r->rtq))
+			continue;
+		if (ring_wanted(d, i)) {
+			if (!r->armed)
+				vq_rt_queue_wake(r->rtq);
+		} else if (r->armed) {
+			q_disable(r);
+		}
 	}
-	if (ring_ok(d, VQ_VSOCK_RXQ) && vq_vsock_rx_pending(d->vs)) {
-		r = vq_vsock_process_rx(d->vs, BUDGET);
-		if (r < 0)
-			ring_broken(d, VQ_VSOCK_RXQ);
-		else
-			n += r;
+}
+
+static bool q_has_avail(void *p)
+{
+	struct ring *r = p;
+
+	return ring_wanted(r->d, r->index) && vq_dev_has_avail(r->dev);
+}
+
+static void q_disable(void *p)
+{
+	struct ring *r = p;
+
+	vq_dev_disable_notify(r->dev);
+	r->armed = false;
+}
+
+/* Going idle: a kick only if the device wants the ring's buffers. */
+static int q_enable(void *p)
+{
+	struct ring *r = p;
+	int k;
+
+	if (!ring_wanted(r->d, r->index)) {
+		q_disable(r);
+		return 0;
 	}
-	if (ring_ok(d, VQ_VSOCK_EVQ) && vq_vsock_event_pending(d->vs)) {
-		r = vq_vsock_process_event(d->vs);
-		if (r < 0)
-			ring_broken(d, VQ_VSOCK_EVQ);
-		else
-			n += r;
+	k = vq_dev_enable_notify(r->dev);
+	if (k < 0) {
+		ring_broken(r->d, r->index);
+		return 0;
 	}
+	r->armed = k == 0;
+	return k;
+}
+
+static const struct vq_rt_ring_ops ring_ops = {
+	.has_avail = q_has_avail, .disable_notify = q_disable,
+	.enable_notify = q_enable,
+};
+
+/* A ring's turn. */
+static int q_process(struct vq_rt_queue *q, void *arg,
+		     const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct ring *r = arg;
+	struct daemon *d = r->d;
+	const struct vq_vsock_stats *s = vq_vsock_stats(d->vs);
+	uint64_t before = s->tx_bytes + s->rx_bytes;
+	int n = 0;
+
+	if (ring_wanted(d, r->index)) {
+		if (r->index == VQ_VSOCK_TXQ)
+			n = vq_vsock_process_tx(d->vs, b->pkts);
+		else if (r->index == VQ_VSOCK_RXQ)
+			n = vq_vsock_process_rx(d->vs, b->pkts);
+		else
+			n = vq_vsock_process_event(d->vs);
+	}
+	if (n < 0) {
+		ring_broken(d, r->index);
+		n = 0;
+	}
+	*bytes += s->tx_bytes + s->rx_bytes - before;
+	wake_wanted(d);
 	return n;
 }
 
-/* Would a pump find work on a ring right now?  (cheap: no syscalls) */
-static bool rings_ready(struct daemon *d)
-{
-	if (!vq_vsock_started(d->vs))
-		return false;
-	if (ring_ok(d, VQ_VSOCK_TXQ) && !vq_vsock_tx_blocked(d->vs) &&
-	    vq_dev_has_avail(d->q[VQ_VSOCK_TXQ].dev))
-		return true;
-	if (ring_ok(d, VQ_VSOCK_RXQ) && vq_vsock_rx_pending(d->vs) &&
-	    vq_dev_has_avail(d->q[VQ_VSOCK_RXQ].dev))
-		return true;
-	return ring_ok(d, VQ_VSOCK_EVQ) && vq_vsock_event_pending(d->vs) &&
-	       vq_dev_has_avail(d->q[VQ_VSOCK_EVQ].dev);
-}
-
-static bool bp_ready(void *arg)
+/* The host sockets' turn (the device's epoll set is readable). */
+static int host_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
+		     const struct vq_rt_budget *b, uint64_t *bytes)
 {
 	struct daemon *d = arg;
-	struct pollfd p = { .fd = vq_vsock_fd(d->vs), .events = POLLIN };
+	int n = vq_vsock_process_host(d->vs);
 
-	return rings_ready(d) || poll(&p, 1, 0) > 0;
+	if (n < 0) {
+		fprintf(stderr, "virtq-vsock: host sockets: %s\n", strerror(-n));
+		return n;
+	}
+	wake_wanted(d);
+	return n;
 }
 
-/* Ask for kicks on the rings we wait for; 1 if one has work already. */
-static int arm(struct daemon *d)
+static int ctl_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
+		    const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	((struct daemon *)arg)->ctl_ready = true;
+	return 0;
+}
+
+/* Keep the counters of the loop's queues and free it. */
+static void loop_drop(struct daemon *d)
 {
 	unsigned i;
-	int again = 0;
 
-	if (!vq_vsock_started(d->vs))
-		return 0;
 	for (i = 0; i < NQ; i++) {
 		struct ring *r = &d->q[i];
-		bool want;
-		int k;
+		const struct vq_rt_counters *c;
 
-		if (!ring_ok(d, i))
+		if (!r->rtq)
 			continue;
-		want = i == VQ_VSOCK_TXQ ? !vq_vsock_tx_blocked(d->vs) :
-		       i == VQ_VSOCK_RXQ ? vq_vsock_rx_pending(d->vs) :
-		       vq_vsock_event_pending(d->vs);
-		if (!want) {
-			if (r->notify_on) {
-				vq_dev_disable_notify(r->dev);
-				r->notify_on = false;
-			}
-			continue;
-		}
-		k = vq_dev_enable_notify(r->dev);
-		r->notify_on = k == 0;
-		if (k < 0)
-			ring_broken(d, i);
-		if (k > 0) {
-			vq_dev_disable_notify(r->dev);
-			again = 1;
-		}
+		c = vq_rt_queue_counters(r->rtq);
+		d->rt_old.kicks += c->kicks_recv;
+		d->rt_old.calls += c->calls_sent;
+		d->rt_old.kicks_missed += c->kicks_missed;
+		d->rt_old.calls_late += c->calls_late;
+		r->rtq = NULL;
 	}
-	return again;
+	vq_rt_loop_free(d->loop);
+	d->loop = NULL;
 }
 
-static void disarm(struct daemon *d)
+/* The loop: the host sockets always, the rings while the device runs. */
+static int loop_build(struct daemon *d)
 {
+	struct vq_rt_loop_config lc = { .busy_poll_ns = d->com.busy_poll_us * 1000 };
 	unsigned i;
+	int r;
 
-	for (i = 0; i < NQ; i++) {
-		if (d->q[i].running && d->q[i].notify_on) {
-			vq_dev_disable_notify(d->q[i].dev);
-			d->q[i].notify_on = false;
-		}
+	r = vq_rt_loop_new(&lc, &d->loop);
+	if (r == 0)
+		r = vq_rt_loop_add_fd(d->loop, vq_vsock_fd(d->vs), EPOLLIN, host_turn,
+				      d, NULL);
+	for (i = 0; r == 0 && vq_vsock_started(d->vs) && i < NQ; i++) {
+		struct ring *rg = &d->q[i];
+		struct vq_rt_queue_config qc = {
+			.dev = rg->dev, .ops = &ring_ops, .ring = rg,
+			.kick_fd = rg->kick_fd, .call_fd = rg->call_fd,
+			.process = q_process, .arg = rg,
+		};
+
+		if (rg->running)
+			r = vq_rt_loop_add(d->loop, &qc, &rg->rtq);
 	}
+	if (r < 0) {
+		fprintf(stderr, "virtq-vsock: cannot build the data path's loop: %s\n",
+			strerror(-r));
+		loop_drop(d);
+	}
+	return r;
+}
+
+/* vqd_run's wait: the loop runs until the vhost-user socket is readable
+ * or the time is up. */
+static int data_wait(void *arg, int fd, int timeout_ms)
+{
+	struct daemon *d = arg;
+	struct vq_rt_fd *ctl = NULL;
+	uint64_t now = vq_rt_now_ns();
+	uint64_t end = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000;
+	int r = 0;
+
+	if (!d->loop) {
+		r = loop_build(d);
+		if (r < 0)
+			return r;
+	}
+	d->ctl_ready = false;
+	if (fd >= 0) {
+		r = vq_rt_loop_add_fd(d->loop, fd, EPOLLIN, ctl_turn, d, &ctl);
+		if (r < 0)
+			return r;
+	}
+	do {
+		uint64_t left = end - now;
+
+		r = vq_rt_loop_run_once(d->loop, end == UINT64_MAX ? -1 :
+					(int)((left + 999999) / 1000000));
+		now = vq_rt_now_ns();
+	} while (r >= 0 && !d->ctl_ready && !vqd_stop && now < end);
+	vq_rt_fd_remove(ctl);
+	return r < 0 ? r : d->ctl_ready;
 }
 
 /* ------------------------------------------------------------------ */
@@ -329,15 +456,25 @@ static void snap_take(struct daemon *d, struct snap *p)
 	unsigned i;
 
 	p->s = *vq_vsock_stats(d->vs);
+	p->rt = d->rt_old;
+	for (i = 0; i < NQ; i++) {
+		const struct ring *r = &d->q[i];
+
+		p->rt.calls += r->calls;
+		if (r->rtq) {
+			const struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
+
+			p->rt.kicks += c->kicks_recv;
+			p->rt.calls += c->calls_sent;
+			p->rt.kicks_missed += c->kicks_missed;
+			p->rt.calls_late += c->calls_late;
+		}
+	}
 	p->c = (struct vqd_count){
 		.tx_pkts = p->s.tx_pkts, .tx_bytes = p->s.tx_bytes,
 		.rx_pkts = p->s.rx_pkts, .rx_bytes = p->s.rx_bytes,
-		.kicks = d->kicks_old, .calls = d->calls_old,
+		.kicks = p->rt.kicks, .calls = p->rt.calls,
 	};
-	for (i = 0; i < NQ; i++) {
-		p->c.kicks += d->q[i].kicks;
-		p->c.calls += d->q[i].calls;
-	}
 	p->conns = vq_vsock_conn_count(d->vs);
 }
 
@@ -377,7 +514,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"host_msg_too_big\":%" PRIu64 "}",
 		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
-		       s->host_msg_deferred, d->kicks_missed, d->calls_late,
+		       s->host_msg_deferred, now->rt.kicks_missed, now->rt.calls_late,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
@@ -407,101 +544,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 	*prev = *now;
 }
 
-/* ------------------------------------------------------------------ */
-/* The loop's hooks: the data path shares the control thread           */
-/* ------------------------------------------------------------------ */
-
-/* Drain the kicks of the rings whose fd fired. */
-static void take_kicks(struct daemon *d, const struct pollfd *pf, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		int64_t k;
-
-		if (d->kick_ring[i] < 0 || !pf[i].revents)
-			continue;
-		k = vq_evt_drain(pf[i].fd);
-		if (k > 0)
-			d->q[d->kick_ring[i]].kicks += (uint64_t)k;
-	}
-}
-
-/* Pump; when nothing moved, busy poll, then (V4) arm and re-check before
- * the loop may sleep.  The fds: the host sockets, then each ring's kick. */
-static int loop_before(void *arg, struct pollfd *pf, unsigned max, bool *idle)
-{
-	struct daemon *d = arg;
-	unsigned i, n = 0;
-	int work;
-
-	work = pump(d);
-	if (work == 0 && d->com.busy_poll_us && vq_vsock_started(d->vs)) {
-		struct vq_bp_probe p = { .ready = bp_ready, .arg = d };
-
-		if (vq_busy_poll(&p, d->com.busy_poll_us * 1000) == VQ_BP_HIT)
-			work = 1;
-	}
-	/* Sleep only when nothing moves and every ring we wait on has
-	 * notifications on. */
-	if (work == 0 && arm(d))
-		return -1;
-	*idle = work == 0;
-	pf[n] = (struct pollfd){ .fd = vq_vsock_fd(d->vs), .events = POLLIN };
-	d->kick_ring[n++] = -1;
-	for (i = 0; i < NQ && n < max; i++) {
-		if (!d->q[i].running || d->q[i].kick_fd < 0)
-			continue;
-		pf[n] = (struct pollfd){ .fd = d->q[i].kick_fd, .events = POLLIN };
-		d->kick_ring[n++] = (int)i;
-	}
-	return (int)n;
-}
-
-/*
- * A quiet period ended with nothing: look at the rings once more, as the
- * runtime's loop does (a driver whose barrier failed read our suppression
- * stale, or we read its).  Buffers posted with our notifications on and no
- * kick are taken by the next pump; a call the driver is owed goes now.
- */
-static void quiet_look(struct daemon *d)
-{
-	unsigned i;
-
-	for (i = 0; i < NQ; i++) {
-		struct ring *r = &d->q[i];
-
-		if (!r->running)
-			continue;
-		if (vq_dev_signal_owed(r->dev)) {
-			if (r->call_fd >= 0)
-				vq_evt_signal(r->call_fd);
-			r->calls++;
-			d->calls_late++;
-		}
-		if (r->notify_on && vq_dev_has_avail(r->dev))
-			d->kicks_missed++;
-	}
-}
-
-static void loop_after(void *arg, const struct pollfd *pf, unsigned n, int r,
-		       bool idle)
-{
-	struct daemon *d = arg;
-
-	if (idle && r == 0)
-		quiet_look(d);
-	if (idle)
-		disarm(d);
-	if (r > 0)
-		take_kicks(d, pf, n);
-}
-
-static const struct vqd_hooks hooks = {
-	.before = loop_before,
-	.after = loop_after,
-	.quiet_ms = 200,
-};
+static const struct vqd_hooks hooks = { .wait = data_wait };
 
 static uint64_t offered_features(const struct daemon *d)
 {
@@ -573,7 +616,8 @@ int main(int argc, char **argv)
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
 	for (i = 0; i < NQ; i++)
-		d.q[i].kick_fd = d.q[i].call_fd = d.q[i].err_fd = -1;
+		d.q[i] = (struct ring){ .d = &d, .index = i, .kick_fd = -1,
+					.call_fd = -1, .err_fd = -1 };
 	if (device_new(&d) < 0)
 		return 1;
 	dev = (struct vq_vhu_device){
@@ -590,7 +634,7 @@ int main(int argc, char **argv)
 	d.b = ctl.b;
 	/* The vhost-user socket last: a front-end that sees it finds the
 	 * host side ready. */
-	if (host_listen(&d, &ctl) < 0 || vqd_open(&ctl) < 0)
+	if (host_listen(&d, &ctl) < 0 || loop_build(&d) < 0 || vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
 		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
@@ -601,6 +645,7 @@ int main(int argc, char **argv)
 out:
 	/* the backend first: its teardown resets the device */
 	vqd_close(&ctl);
+	loop_drop(&d);
 	vq_vsock_free(d.vs);
 	return rc;
 }
