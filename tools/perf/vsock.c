@@ -234,7 +234,7 @@ static int dlog_check(struct vs_run *n)
 }
 
 /* Nothing moved: sleep until the device calls (callbacks on, re-check).
- * The TX ring's calls only when a send found no room since the last
+ * The TX ring's calls only when a send found no TX buffer since the last
  * sleep: otherwise a used TX buffer is nothing to wake for (it is taken
  * back at the next poll), and each call costs the device an eventfd
  * write and us a wake-up (a ping-pong: one of each per round trip). */
@@ -267,18 +267,25 @@ static int guest_wait(struct vs_run *n, int timeout_ms)
 
 /* ---- the vsock transport's calls ---- */
 
-/* A send that found no room (TX buffers, descriptors or credit): the
- * next sleep waits for used TX buffers too. */
-static long vx_sent(struct vs_end *e, long r)
+/* A send that could not take all of len for want of TX buffers or
+ * descriptors (not of credit: that comes on the RX ring) makes the next
+ * sleep wait for used TX buffers too.  r is what the send returned. */
+static long vx_sent(struct vs_end *e, long r, uint32_t len, uint32_t need)
 {
-	if (r == 0 || r == -ENOSPC)
+	if (r == -ENOSPC || (r >= 0 && (uint32_t)r < len && vq_vsg_credit(e->c) >= need))
 		e->n->tx_blocked = true;
 	return r;
 }
 
 static long vx_write(struct vs_end *e, const void *buf, uint32_t len)
 {
-	return vx_sent(e, vq_vsg_write(e->c, buf, len));
+	return vx_sent(e, vq_vsg_write(e->c, buf, len), len, 1);
+}
+
+static long vx_write_msg(struct vs_end *e, const void *buf, uint32_t len)
+{
+	/* all or nothing: short of credit unless it takes the whole message */
+	return vx_sent(e, vq_vsg_write_msg(e->c, buf, len), len, len);
 }
 
 static long vx_read(struct vs_end *e, void *buf, uint32_t len, bool *eof)
@@ -294,11 +301,6 @@ static long vx_read(struct vs_end *e, void *buf, uint32_t len, bool *eof)
 		return 0;
 	}
 	return vq_vsg_state(c) == VQ_VSG_CLOSED ? -ECONNRESET : 0;
-}
-
-static long vx_write_msg(struct vs_end *e, const void *buf, uint32_t len)
-{
-	return vx_sent(e, vq_vsg_write_msg(e->c, buf, len));
 }
 
 static long vx_read_msg(struct vs_end *e, void *buf, uint32_t cap)
@@ -380,7 +382,7 @@ static int vx_finish(struct vs_end *e)
 	if (vq_vsg_state(e->c) == VQ_VSG_CLOSED)
 		return 0;
 	return (int)vx_sent(e, vq_vsg_shutdown(e->c, VQ_VSOCK_SHUTDOWN_SEND |
-							VQ_VSOCK_SHUTDOWN_RCV));
+							VQ_VSOCK_SHUTDOWN_RCV), 0, 0);
 }
 
 static void vx_abort(struct vs_end *e)
