@@ -277,6 +277,17 @@ static long vx_sent(struct vs_end *e, long r, uint32_t len, uint32_t need)
 	return r;
 }
 
+static uint32_t vx_room(struct vs_end *e)
+{
+	if (vq_vsg_state(e->c) != VQ_VSG_ESTABLISHED)
+		return UINT32_MAX;      /* the write says why not */
+	if (!vq_vsg_tx_free(e->n->g)) {
+		e->n->tx_blocked = true;
+		return 0;
+	}
+	return vq_vsg_credit(e->c);
+}
+
 static long vx_write(struct vs_end *e, const void *buf, uint32_t len)
 {
 	return vx_sent(e, vq_vsg_write(e->c, buf, len), len, 1);
@@ -411,7 +422,7 @@ static int vx_wait(struct vs_run *n, struct vs_end *ends, unsigned nends, int ms
 
 const struct vs_xport vs_xport_vsock = {
 	.name = "vsock",
-	.write = vx_write, .read = vx_read,
+	.write = vx_write, .room = vx_room, .read = vx_read,
 	.write_msg = vx_write_msg, .read_msg = vx_read_msg,
 	.open = vx_open, .finish = vx_finish, .abort = vx_abort, .closed = vx_closed,
 	.pump = vx_pump, .wait = vx_wait,

@@ -59,8 +59,6 @@ int vs_conns_prepare(struct vs_run *n)
 
 void vs_conns_free(struct vs_run *n)
 {
-	for (unsigned i = 0; n->src && i < n->nends; i++)
-		free(n->src[i].buf);
 	free(n->src);
 	free(n->flows.f);
 }
@@ -123,31 +121,28 @@ void vs_flow_resume(struct vs_run *n, const uint64_t *held)
 
 /* ---- the senders ---- */
 
-long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline,
+long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline, uint8_t *scratch,
+		 uint32_t room,
 		 long (*put)(void *ctx, unsigned i, const void *p, uint32_t len), void *ctx)
 {
 	struct vs_src *s = &n->src[i];
+	uint64_t k = n->o.buf_size;
 	long w;
 
-	if (s->have == s->at) {
-		uint64_t k = n->o.buf_size;
-
-		if (s->off == s->total || (deadline && vq_rt_now_ns() >= deadline)) {
-			s->done = true;
-			return 0;
-		}
-		if (!s->buf && !(s->buf = malloc(n->o.buf_size)))
-			return -ENOMEM;
-		if (k > s->total - s->off)
-			k = s->total - s->off;
-		vs_stream_fill(s->buf, src_base(i) + s->off, k);
-		vs_csum_add(&s->cs, s->buf, k);
-		s->have = (uint32_t)k;
-		s->at = 0;
+	if (s->off == s->total || (deadline && vq_rt_now_ns() >= deadline)) {
+		s->done = true;
+		return 0;
 	}
-	w = put(ctx, i, s->buf + s->at, s->have - s->at);
+	if (k > s->total - s->off)
+		k = s->total - s->off;
+	if (k > room)
+		k = room;
+	if (!k)
+		return 0;
+	vs_stream_fill(scratch, src_base(i) + s->off, k);
+	w = put(ctx, i, scratch, (uint32_t)k);
 	if (w > 0) {
-		s->at += (uint32_t)w;
+		vs_csum_add(&s->cs, scratch, (size_t)w);
 		__atomic_store_n(&s->off, s->off + (uint64_t)w, __ATOMIC_RELAXED);
 	}
 	return w;
@@ -162,49 +157,65 @@ static long guest_put(void *ctx, unsigned i, const void *p, uint32_t len)
 	return n->x->write(&n->ends[i], p, len);
 }
 
-/* tx: every connection's share, round robin as credit allows; each one
- * closes when its share went.  A turn starts at the connection the last
- * one could not serve: starting at the first each time gave the first
- * ones every TX buffer the device freed, and the last ones none. */
+/* One turn of the guest's senders: each connection its next step, as
+ * credit allows, starting at the one the last turn could not serve
+ * (*start): starting at the first each time gave the first ones every
+ * TX buffer the device freed, and the last ones none.  A connection
+ * closes when its share went (*left counts the others).  0 or -errno. */
+static int guest_send_turn(struct vs_run *n, uint64_t deadline, uint8_t *scratch,
+			   unsigned *left, unsigned *start)
+{
+	int p = n->x->pump(n);
+	bool moved = p > 0, blocked = false;
+	unsigned i, k;
+
+	if (p < 0)
+		return p;
+	for (k = 0; k < n->nends; k++) {
+		struct vs_end *e;
+		long w;
+
+		i = (*start + k) % n->nends;
+		e = &n->ends[i];
+		if (n->src[i].done)
+			continue;
+		w = vs_src_step(n, i, deadline, scratch, n->x->room(e), guest_put, n);
+		if (w < 0)
+			return (int)w;
+		moved |= w > 0;
+		if (w == 0 && !n->src[i].done && !blocked) {
+			blocked = true;
+			*start = i;
+		}
+		if (n->src[i].done) {
+			int f = vs_guest_finish(n, e);
+
+			if (f < 0)
+				return f;
+			(*left)--;
+			moved = true;
+		}
+	}
+	if (moved)
+		vs_guest_moved(n);
+	else if ((p = vs_guest_idle(n, n->ends, n->nends)) < 0)
+		return p;
+	return 0;
+}
+
+/* tx: every connection's share, round robin as credit allows. */
 static int guest_send_all(struct vs_run *n, uint64_t deadline)
 {
-	unsigned i, k, left = n->nends, start = 0;
+	unsigned left = n->nends, start = 0;
+	uint8_t *scratch = malloc(n->o.buf_size);
+	int r = 0;
 
-	while (left) {
-		int p = n->x->pump(n);
-		bool moved = p > 0, blocked = false;
-
-		if (p < 0)
-			return p;
-		for (k = 0; k < n->nends; k++) {
-			long w;
-
-			i = (start + k) % n->nends;
-			if (n->src[i].done)
-				continue;
-			w = vs_src_step(n, i, deadline, guest_put, n);
-			if (w < 0)
-				return (int)w;
-			moved |= w > 0;
-			if (w == 0 && !n->src[i].done && !blocked) {
-				blocked = true;
-				start = i;
-			}
-			if (n->src[i].done) {
-				int f = vs_guest_finish(n, &n->ends[i]);
-
-				if (f < 0)
-					return f;
-				left--;
-				moved = true;
-			}
-		}
-		if (moved)
-			vs_guest_moved(n);
-		else if ((p = vs_guest_idle(n, n->ends, n->nends)) < 0)
-			return p;
-	}
-	return 0;
+	if (!scratch)
+		return -ENOMEM;
+	while (left && r == 0)
+		r = guest_send_turn(n, deadline, scratch, &left, &start);
+	free(scratch);
+	return r;
 }
 
 /* Bytes waiting on the stalled connections as they resume. */

@@ -31,6 +31,7 @@ struct host_conns {
 	int *fd;
 	int ep;
 	uint64_t spin_end;
+	uint8_t *scratch;       /* a sender's chunk (--buf-size) */
 };
 
 /* Told to stop with left connections not ended: -EPIPE, said. */
@@ -131,11 +132,11 @@ static long host_put(void *ctx, unsigned i, const void *p, uint32_t len)
 static int host_send_one(struct host_conns *h, unsigned i, uint64_t deadline)
 {
 	struct vs_run *n = h->n;
-	long w = vs_src_step(n, i, deadline, host_put, h);
+	long w = vs_src_step(n, i, deadline, h->scratch, UINT32_MAX, host_put, h);
 
 	/* the last chunk went: the next step says so */
-	if (w > 0 && n->src[i].at == n->src[i].have)
-		w = vs_src_step(n, i, deadline, host_put, h);
+	if (w > 0 && n->src[i].off == n->src[i].total)
+		w = vs_src_step(n, i, deadline, h->scratch, UINT32_MAX, host_put, h);
 	if (w < 0)
 		return (int)w;
 	if (!n->src[i].done)
@@ -267,7 +268,8 @@ void *vs_conns_host(void *arg)
 
 	n->host_rc = -1;
 	h.fd = malloc(n->nends * sizeof(*h.fd));
-	if (!h.fd || h.ep < 0)
+	h.scratch = malloc(n->o.buf_size);
+	if (!h.fd || !h.scratch || h.ep < 0)
 		goto out;
 	for (i = 0; i < n->nends; i++)
 		h.fd[i] = -1;
@@ -284,6 +286,7 @@ said:
 		if (h.fd[i] >= 0)
 			close(h.fd[i]);
 	free(h.fd);
+	free(h.scratch);
 	if (h.ep >= 0)
 		close(h.ep);
 	return NULL;

@@ -52,6 +52,10 @@ struct vs_xport {
 	/* Stream: up to len bytes out: how many, 0 if none can go now,
 	 * -errno. */
 	long (*write)(struct vs_end *e, const void *buf, uint32_t len);
+	/* Stream: how many bytes a write could take now, at most (credit);
+	 * UINT32_MAX when only trying tells.  0 makes the next wait wait for
+	 * room. */
+	uint32_t (*room)(struct vs_end *e);
 	/* Stream: up to len bytes in, with --rcvlowat: how many; 0 when none
 	 * can be read now, or at the end (*eof true); -errno. */
 	long (*read)(struct vs_end *e, void *buf, uint32_t len, bool *eof);
@@ -102,13 +106,13 @@ struct vs_flows {
 	uint64_t t_first, t_last;
 };
 
-/* --conns: one connection's sending side. */
+/* --conns: one connection's sending side.  No buffer of its own: what
+ * has not gone is made again from the stream (hundreds of 64 KiB
+ * buffers fell out of the cache, and every copy missed). */
 struct vs_src {
-	uint8_t *buf;           /* the chunk being sent (--buf-size) */
-	uint32_t have, at;
 	uint64_t off;           /* bytes sent (atomic: the receiver reads it) */
 	uint64_t total;         /* to send; UINT64_MAX: until the deadline */
-	struct vs_csum cs;      /* of every chunk made */
+	struct vs_csum cs;      /* of the bytes sent */
 	bool done;
 };
 
@@ -224,10 +228,12 @@ void vs_flow_end(struct vs_run *n, unsigned i);
 bool vs_flow_paused(const struct vs_run *n, unsigned i);
 /* The others ended: held[i] are the bytes waiting on stalled i. */
 void vs_flow_resume(struct vs_run *n, const uint64_t *held);
-/* Sender i's next step: a chunk made when the last went, then put() what
- * it takes.  Bytes moved, 0, -errno; src.done once all went (or the
- * deadline came at a chunk's end). */
-long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline,
+/* Sender i's next step: up to --buf-size bytes, no more than room, made
+ * in scratch (--buf-size bytes, the calling thread's), and put() what it
+ * takes.  Bytes moved, 0, -errno; src.done once all went or the
+ * deadline came. */
+long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline, uint8_t *scratch,
+		 uint32_t room,
 		 long (*put)(void *ctx, unsigned i, const void *p, uint32_t len), void *ctx);
 
 /* vsock_conns_host.c: --conns, the host program */

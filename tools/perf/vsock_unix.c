@@ -57,6 +57,11 @@ static long ux_write(struct vs_end *e, const void *buf, uint32_t len)
 	return ux_later(e, r, POLLOUT);
 }
 
+static uint32_t ux_room(struct vs_end *e)
+{
+	return ux_idle(e, POLLOUT) ? 0 : UINT32_MAX;
+}
+
 static long ux_read(struct vs_end *e, void *buf, uint32_t len, bool *eof)
 {
 	ssize_t r;
@@ -172,7 +177,7 @@ static int ux_wait(struct vs_run *n, struct vs_end *ends, unsigned nends, int ms
 
 const struct vs_xport vs_xport_unix = {
 	.name = "unix",
-	.write = ux_write, .read = ux_read,
+	.write = ux_write, .room = ux_room, .read = ux_read,
 	.write_msg = ux_write_msg, .read_msg = ux_read_msg,
 	.open = ux_open, .finish = ux_finish, .abort = ux_abort, .closed = ux_closed,
 	.pump = ux_pump, .wait = ux_wait,
