@@ -297,18 +297,10 @@ static void guest_all_closed(struct vs_run *n)
 {
 	uint64_t end = vq_rt_now_ns() + 5000000000ull;
 
-	for (unsigned i = 0; i < n->nends && vq_rt_now_ns() < end; i++) {
-		while (!n->x->closed(&n->ends[i]) && vq_rt_now_ns() < end) {
-			int p = n->x->pump(n);
-
-			if (p < 0)
+	for (unsigned i = 0; i < n->nends && vq_rt_now_ns() < end; i++)
+		while (!n->x->closed(&n->ends[i]) && vq_rt_now_ns() < end)
+			if (vs_guest_next(n, n->ends, n->nends, false) < 0)
 				return;
-			if (p > 0)
-				vs_guest_moved(n);
-			else if (vs_guest_idle(n, n->ends, n->nends) < 0)
-				return;
-		}
-	}
 }
 
 int vs_conns_guest(struct vs_run *n)

@@ -44,6 +44,19 @@ int vs_guest_idle(struct vs_run *n, struct vs_end *ends, unsigned nends)
 	return vs_stopped(n) ? -EPIPE : 0;
 }
 
+int vs_guest_next(struct vs_run *n, struct vs_end *ends, unsigned nends, bool moved)
+{
+	int p = n->x->pump(n);
+
+	if (p < 0)
+		return p;
+	if (moved || p > 0) {
+		vs_guest_moved(n);
+		return 0;
+	}
+	return vs_guest_idle(n, ends, nends);
+}
+
 int vs_guest_finish(struct vs_run *n, struct vs_end *e)
 {
 	for (;;) {
@@ -51,12 +64,7 @@ int vs_guest_finish(struct vs_run *n, struct vs_end *e)
 
 		if (r != -ENOSPC)
 			return r;
-		r = n->x->pump(n);
-		if (r < 0)
-			return r;
-		if (r > 0)
-			vs_guest_moved(n);
-		else if ((r = vs_guest_idle(n, e, 1)) < 0)
+		if ((r = vs_guest_next(n, e, 1, false)) < 0)
 			return r;
 	}
 }
@@ -66,16 +74,9 @@ static void guest_until_closed(struct vs_run *n, struct vs_end *e, double second
 {
 	uint64_t end = vq_rt_now_ns() + (uint64_t)(seconds * 1e9);
 
-	while (!n->x->closed(e) && vq_rt_now_ns() < end) {
-		int p = n->x->pump(n);
-
-		if (p < 0)
+	while (!n->x->closed(e) && vq_rt_now_ns() < end)
+		if (vs_guest_next(n, e, 1, false) < 0)
 			return;
-		if (p > 0)
-			vs_guest_moved(n);
-		else if (vs_guest_idle(n, e, 1) < 0)
-			return;
-	}
 }
 
 /* rx: read until the end, checksumming. */
@@ -136,7 +137,6 @@ static int guest_send(struct vs_run *n, struct vs_end *e, uint64_t total,
 		return -ENOMEM;
 	while (off < total) {
 		long w;
-		int p;
 
 		if (have == at) {
 			uint64_t k = n->o.buf_size;
@@ -157,14 +157,7 @@ static int guest_send(struct vs_run *n, struct vs_end *e, uint64_t total,
 		}
 		at += (uint32_t)w;
 		off += (uint64_t)w;
-		p = n->x->pump(n);
-		if (p < 0) {
-			r = p;
-			break;
-		}
-		if (w > 0 || p > 0)
-			vs_guest_moved(n);
-		else if ((r = vs_guest_idle(n, e, 1)) < 0)
+		if ((r = vs_guest_next(n, e, 1, w > 0)) < 0)
 			break;
 	}
 	n->guest_bytes = off;
@@ -183,19 +176,12 @@ static int guest_write_all(struct vs_run *n, struct vs_end *e, const uint8_t *bu
 
 	while (at < k) {
 		long w = n->x->write(e, buf + at, k - at);
-		int p, r;
+		int r;
 
 		if (w < 0)
 			return (int)w;
 		at += (uint32_t)w;
-		if (at == k)
-			break;
-		p = n->x->pump(n);
-		if (p < 0)
-			return p;
-		if (w > 0 || p > 0)
-			vs_guest_moved(n);
-		else if ((r = vs_guest_idle(n, e, 1)) < 0)
+		if (at < k && (r = vs_guest_next(n, e, 1, w > 0)) < 0)
 			return r;
 	}
 	return 0;
@@ -272,12 +258,7 @@ static int guest_read_msg(struct vs_run *n, struct vs_end *e, uint8_t *buf,
 				 seq, why);
 			return -EBADMSG;
 		}
-		p = n->x->pump(n);
-		if (p < 0)
-			return p;
-		if (p > 0)
-			vs_guest_moved(n);
-		else if ((p = vs_guest_idle(n, e, 1)) < 0)
+		if ((p = vs_guest_next(n, e, 1, false)) < 0)
 			return p;
 	}
 }

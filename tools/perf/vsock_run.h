@@ -187,6 +187,10 @@ static inline void vs_guest_moved(struct vs_run *n)
 {
 	n->spin_end = 0;
 }
+/* The end of a turn in which the caller moved something or not: pump
+ * the transport, then a new window if anything moved, else idle.  0 or
+ * -errno. */
+int vs_guest_next(struct vs_run *n, struct vs_end *ends, unsigned nends, bool moved);
 /* Shut e down both ways, pumping until the transport takes it.  0 or
  * -errno. */
 int vs_guest_finish(struct vs_run *n, struct vs_end *e);
