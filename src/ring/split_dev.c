@@ -46,6 +46,12 @@ struct split_dev {
 	uint16_t used_idx;              /* used->idx as last published */
 	uint16_t used_flags;            /* shadow of used->flags */
 	bool used_flags_known;          /* shadow matches the ring */
+	/* Among 16-bit fields, not beside desc_inflight or nstaged, which a
+	 * pop or a fill updates with it: gcc -O3 merged adjacent 32-bit
+	 * increments into one 8-byte vector add, whose load waits for the
+	 * last pop's 4-byte stores (2% more instructions per chain, and the
+	 * split ring benchmark 4.5% slower). */
+	uint32_t popped_unfilled;       /* chains popped, not filled (unpop bound) */
 
 	/* In-order: descriptor counter, apart from the buffer counter. */
 	uint16_t next_head;
@@ -53,7 +59,6 @@ struct split_dev {
 	uint16_t fill_pos;              /* avail position of the next chain to fill */
 
 	uint32_t desc_inflight;         /* descriptors popped and not yet used */
-	uint32_t popped_unfilled;       /* chains popped, not filled (unpop bound) */
 
 	/* Call suppression (V3). */
 	uint16_t signalled_used;

@@ -5,8 +5,9 @@
  *
  *   gnet tx    IF -n N [-s size] [-t sec]   send N frames (seq 0..N-1) or for sec
  *   gnet rx    IF [-n N] [-t sec] [-i idle] count frames, verify ours
- *   gnet echo  IF -n N [-s size|0=random] [-b burst] [-w ms]
- *                                           send bursts, expect each frame back
+ *   gnet echo  IF -n N [-s size|0=random] [-b burst] [-w ms] [-t sec]
+ *                                           send bursts, expect each frame back;
+ *                                           with -t, rounds of N for at least sec
  *   gnet probe IF [-t sec]                  echo one small burst until it comes
  *                                           back intact (recovery after restarts)
  *   gnet watch IF [-n N] [-t sec]           print the first N (64) frames that
@@ -469,14 +470,22 @@ static int echo_run(int fd, struct opts *o, unsigned long long *okp,
 
 static int cmd_echo(int fd, struct opts *o)
 {
-	unsigned long long ok, stale, bad, lost;
+	unsigned long long ok = 0, stale = 0, bad = 0, lost = 0, sent = 0;
 	double t0 = now();
-	int r = echo_run(fd, o, &ok, &stale, &bad, &lost, 0);
+	int r;
 
-	if (r == 2)
-		return 2;
+	/* -t: rounds of n until sec have passed, so a run outlasts whatever
+	 * the test does meanwhile (a migration) however fast the guest is */
+	do {
+		unsigned long long k, s, b, l;
+
+		r = echo_run(fd, o, &k, &s, &b, &l, 0);
+		if (r == 2)
+			return 2;
+		ok += k, stale += s, bad += b, lost += l, sent += o->n;
+	} while (r == 0 && now() - t0 < o->secs);
 	printf("ECHO sent=%llu ok=%llu stale=%llu bad=%llu lost=%llu size=%u secs=%.3f result=%s\n",
-	       o->n, ok, stale, bad, lost, o->size, now() - t0, r ? "FAIL" : "PASS");
+	       sent, ok, stale, bad, lost, o->size, now() - t0, r ? "FAIL" : "PASS");
 	return r;
 }
 
