@@ -390,12 +390,16 @@ static void rx_hint(struct vs_conn *c, unsigned offered, unsigned filled, bool a
 }
 
 /* Stream: read what the host has, up to the credit, into as many guest
- * buffers as the last reads suggest (one readv).  Returns the buffers
- * filled, VS_RX_UNUSED (nothing now, or c closed), or -EIO. */
+ * buffers as the last reads suggest (one readv); when several streams
+ * share the burst, into the whole batch, so a turn drains the socket
+ * whatever its history (sized by the hint, a stream that had been slow
+ * kept half its share of 256).  Returns the buffers filled, VS_RX_UNUSED
+ * (nothing now, or c closed), or -EIO. */
 static int rx_stream(struct vq_vsock *v, struct vs_conn *c, unsigned max)
 {
 	uint32_t credit = vs_peer_credit(c), share[VS_RX_BATCH];
-	unsigned want = c->rx_hint ? c->rx_hint : 1, n, ns;
+	unsigned want = v->rx_crowded ? VS_RX_BATCH : c->rx_hint ? c->rx_hint : 1;
+	unsigned n, ns;
 	uint64_t total;
 	ssize_t r;
 
@@ -510,6 +514,7 @@ int vs_process_rx(struct vq_vsock *v, unsigned budget)
 
 	if (!v->rx)
 		return -ENODEV;
+	v->rx_crowded = v->rx_head && v->rx_head != v->rx_tail;
 	while (done < budget) {
 		struct vs_conn *c;
 

@@ -144,6 +144,7 @@ struct vq_vsock {
 	struct vq_chain rxb[VS_RX_BATCH];
 	unsigned rx_n;
 	unsigned rx_staged;             /* filled since the last flush */
+	bool rx_crowded;                /* others waited when this burst began */
 	struct iovec *rx_iov;           /* VS_RX_IOV, the rxb chains' iovecs */
 	unsigned rx_iov_used;
 	struct iovec *rx_slice;         /* VS_SYSCALL_IOV, their payload areas */

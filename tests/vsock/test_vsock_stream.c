@@ -693,6 +693,50 @@ static void tx_partial_write_keeps_order_and_credit(void)
 	fx_fini(&f);
 }
 
+/* Host -> guest, many streams (issue 26): while other connections wait,
+ * a turn offers the whole batch and so drains what the socket holds.
+ * Two connections that trickled a moment ago (their reads learned "one
+ * buffer") now hold 32 KiB each: one read each, not 1, 2, 4, ... per
+ * turn.  Sized by history, a stream that had been slow got half its
+ * share of 256 (bench/results/vsock-socket-rx-fairness-*). */
+static void rx_turn_drains_socket_while_others_wait(void)
+{
+	static uint8_t buf[32 << 10], got[32 << 10];
+	struct fx f;
+	struct vq_vsg_conn *c[2];
+	uint64_t reads;
+	unsigned i;
+
+	fx_init(&f, &dflt);
+	fx_listen(&f, 91);
+	for (i = 0; i < 2; i++) {
+		c[i] = fx_connect(&f, 91, VQ_VSOCK_TYPE_STREAM);
+		wait_state(&f, c[i]);
+	}
+	fx_settle(&f);
+	for (i = 0; i < 2; i++) {
+		CHECK_EQ(write(fx_host(&f, i), "x", 1), 1);
+		fx_settle(&f);
+		CHECK_EQ(vq_vsg_read(c[i], got, sizeof(got)), 1);
+	}
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = fx_byte(91, i);
+	for (i = 0; i < 2; i++)
+		CHECK_EQ(write(fx_host(&f, i), buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	reads = vq_vsock_stats(f.dev)->host_read_calls;
+	CHECK(vq_vsock_process_host(f.dev) >= 0);
+	CHECK_EQ(vq_vsock_process_rx(f.dev, 256), 16);
+	reads = vq_vsock_stats(f.dev)->host_read_calls - reads;
+	fprintf(stderr, "   2 x 32 KiB after a trickle: %" PRIu64 " reads\n", reads);
+	CHECK_EQ(reads, 2);
+	fx_settle(&f);
+	for (i = 0; i < 2; i++) {
+		CHECK_EQ(vq_vsg_read(c[i], got, sizeof(got)), sizeof(got));
+		CHECK(memcmp(buf, got, sizeof(buf)) == 0);
+	}
+	fx_fini(&f);
+}
+
 static void run_all(void)
 {
 	RUN(vsock_5_10_6_5_request_to_no_listener_gets_rst);
@@ -712,6 +756,7 @@ static void run_all(void)
 	RUN(vsock_stop_closes_host_sockets);
 	RUN(rx_one_read_fills_many_buffers);
 	RUN(rx_batch_stops_at_credit);
+	RUN(rx_turn_drains_socket_while_others_wait);
 	RUN(tx_one_write_per_burst);
 	RUN(tx_partial_write_keeps_order_and_credit);
 }
