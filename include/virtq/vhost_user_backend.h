@@ -35,7 +35,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <virtq/ring.h>
 #include <virtq/vhost_user.h>
