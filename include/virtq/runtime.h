@@ -193,9 +193,15 @@ struct vq_rt_loop_config {
 	uint64_t busy_poll_ns;          /* 0: go idle at once when dry */
 	uint64_t (*now_ns)(void *arg);  /* NULL: vq_rt_now_ns */
 	void *clock_arg;
+	/* Once a busy-poll window has gone this long with nothing, offer the
+	 * CPU (sched_yield) at every further probe; 0: never.  For threads
+	 * that share CPUs with the work they wait for: a spinner holds the
+	 * CPU its producer needs.  It costs a quiet, unpinned ping-pong
+	 * (bench/results/vsock-rx-fair-turns-*), hence not the default. */
+	uint64_t busy_poll_yield_ns;
 	/* Zero: room for fields a later version adds (0 = today's
 	 * behaviour); vq_rt_loop_new refuses others with -EINVAL. */
-	uint64_t reserved[4];
+	uint64_t reserved[3];
 };
 
 int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out);

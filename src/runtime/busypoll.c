@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The busy-poll window and the clock. */
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 #include "runtime_internal.h"
@@ -19,16 +20,17 @@ static uint64_t default_now(void *arg)
 	return vq_rt_now_ns();
 }
 
-int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
+int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
+		 uint64_t yield_after_ns)
 {
 	uint64_t (*now)(void *) = p->now_ns ? p->now_ns : default_now;
-	uint64_t deadline;
+	uint64_t start, spun;
 
 	if (!VQ_RESERVED_ZERO(p))
 		return -EINVAL;
 	if (window_ns == 0)
 		return VQ_BP_TIMEOUT;
-	deadline = now(p->arg) + window_ns;
+	start = now(p->arg);
 	for (;;) {
 		/* Work first: a buffer that arrives exactly at the deadline
 		 * is still a hit. */
@@ -36,8 +38,20 @@ int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
 			return VQ_BP_HIT;
 		if (p->other && p->other(p->arg))
 			return VQ_BP_OTHER;
-		if (now(p->arg) >= deadline)
+		spun = now(p->arg) - start;
+		if (spun >= window_ns)
 			return VQ_BP_TIMEOUT;
-		vq_cpu_relax();
+		/* The kernel's busy loop stops on need_resched(); a thread
+		 * can only offer the CPU, which returns at once when nobody
+		 * waits for it. */
+		if (yield_after_ns && spun >= yield_after_ns)
+			sched_yield();
+		else
+			vq_cpu_relax();
 	}
+}
+
+int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
+{
+	return rt_busy_poll(p, window_ns, 0);
 }

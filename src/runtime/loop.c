@@ -333,7 +333,8 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 
 		l->polling = q;
 		l->bp_probes = 0;
-		b = vq_busy_poll(&p, l->cfg.busy_poll_ns);
+		b = rt_busy_poll(&p, l->cfg.busy_poll_ns,
+				 l->cfg.busy_poll_yield_ns);
 		l->polling = NULL;
 		if (b == VQ_BP_HIT) {
 			q->cnt.bp_hits++;

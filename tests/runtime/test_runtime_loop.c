@@ -6,6 +6,7 @@
  */
 #include <virtq/runtime.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include "fake_ring.h"
@@ -204,6 +205,63 @@ static void loop_dry_queue_polls_then_sleeps_and_wakes(void)
 	close(kick);
 }
 
+/* This program's sched_yield takes the place of libc's for the statically
+ * linked library: it counts the offers of the CPU. */
+static unsigned yields;
+
+int sched_yield(void)
+{
+	yields++;
+	return 0;
+}
+
+/*
+ * busy_poll_yield_ns: once the window has gone that long with nothing, each
+ * further probe offers the CPU (the producer may be waiting for it; the
+ * kernel's busy loop stops on need_resched()); 0 never does.  Window
+ * 3000 ns, clock +100 a reading from 0: readings 100 ... 3000 after the
+ * start; with 1000, those at 1000 ... 2900 (20) yield.  A hit after
+ * yielding is still a hit.
+ */
+static void loop_busy_poll_yields_after_its_time(void)
+{
+	struct fclock clk = { .step = 100 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 3000, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring f = { .avail = 1 };
+	struct fring g = { .avail = 1, .appear_after = 15, .appear_n = 2 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+
+	yields = 0;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, -1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 1);
+	CHECK_EQ(yields, 0);
+	vq_rt_loop_free(l);
+
+	lc.busy_poll_yield_ns = 1000;
+	clk.t = 0;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, -1);
+	f.avail++;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 1);
+	CHECK_EQ(yields, 20);
+	vq_rt_loop_free(l);
+
+	yields = 0;
+	clk.t = 0;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &g, -1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_hits, 1);
+	CHECK(yields > 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 2);
+	vq_rt_loop_free(l);
+}
+
 /* Buffers that appear during the window are a hit: the queue stays active
  * without enabling notifications and processes them next round. */
 static void loop_busy_poll_hit_keeps_queue_active(void)
@@ -392,6 +450,7 @@ int main(void)
 	RUN(loop_budget_limits_turn_and_shares);
 	RUN(loop_dry_queue_polls_then_sleeps_and_wakes);
 	RUN(loop_busy_poll_hit_keeps_queue_active);
+	RUN(loop_busy_poll_yields_after_its_time);
 	RUN(loop_enable_notify_recheck_reprocesses);
 	RUN(loop_busy_poll_ends_when_other_queue_has_work);
 	RUN(loop_stop_wakes_sleeper);

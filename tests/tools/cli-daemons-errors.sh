@@ -60,6 +60,9 @@ for d in "$net" "$vsock"; do
 	bad "--used-batch: '65537'" "$d" $S --used-batch 65537
 	bad "--busy-poll: '0x10'" "$d" $S --busy-poll 0x10
 	bad "--busy-poll: '-1'" "$d" $S --busy-poll -1
+	bad "--busy-poll-yield: no effect without --busy-poll" "$d" $S --busy-poll-yield 5
+	bad "--busy-poll-yield: must be less than --busy-poll (50 us)" "$d" $S --busy-poll 50 --busy-poll-yield 50
+	bad "--busy-poll-yield: '1e3'" "$d" $S --busy-poll 50 --busy-poll-yield 1e3
 	bad "--stats-interval: 'inf'" "$d" $S --stats-interval inf
 	bad "--fd: not with --socket-path" "$d" $S --fd 0
 	bad "--fd: '3x'" "$d" --fd 3x

@@ -35,7 +35,7 @@ enum {
 	VQD_O_SOCKET_GROUP, VQD_O_PRINT_CAPS, VQD_O_USED_BATCH,
 	VQD_O_BUSY_POLL, VQD_O_NO_PACKED, VQD_O_NO_EVENT_IDX,
 	VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS, VQD_O_JSON,
-	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION,
+	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION, VQD_O_BUSY_POLL_YIELD,
 	VQD_O_TOOL = 320, VQD_O_END = 384,
 };
 
@@ -52,6 +52,7 @@ struct vqd_opts {
 	/* the rings */
 	unsigned used_batch;
 	uint64_t busy_poll_us;
+	uint64_t busy_poll_yield_us;    /* 0: the spin never yields */
 	bool no_packed, no_event_idx, no_indirect, no_in_order;
 	/* statistics and lifetime */
 	double stats_interval;

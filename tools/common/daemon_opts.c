@@ -4,6 +4,7 @@
  * conventions (--socket-path, --fd, --print-capabilities; vhost-user.rst),
  * the sockets' mode and group, the ring features, statistics.
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ static const struct option common_opts[] = {
 	{ "print-capabilities", no_argument, NULL, VQD_O_PRINT_CAPS },
 	{ "used-batch", required_argument, NULL, VQD_O_USED_BATCH },
 	{ "busy-poll", required_argument, NULL, VQD_O_BUSY_POLL },
+	{ "busy-poll-yield", required_argument, NULL, VQD_O_BUSY_POLL_YIELD },
 	{ "no-packed", no_argument, NULL, VQD_O_NO_PACKED },
 	{ "no-event-idx", no_argument, NULL, VQD_O_NO_EVENT_IDX },
 	{ "no-indirect", no_argument, NULL, VQD_O_NO_INDIRECT },
@@ -81,6 +83,9 @@ static void common_opt(const struct vqd_cli *cli, int c, const char *val,
 		break;
 	case VQD_O_BUSY_POLL:
 		o->busy_poll_us = cli_u64("--busy-poll", val, 0, 10000000);
+		break;
+	case VQD_O_BUSY_POLL_YIELD:
+		o->busy_poll_yield_us = cli_u64("--busy-poll-yield", val, 0, 10000000);
 		break;
 	case VQD_O_NO_PACKED: o->no_packed = true; break;
 	case VQD_O_NO_EVENT_IDX: o->no_event_idx = true; break;
@@ -166,6 +171,11 @@ void vqd_parse(const struct vqd_cli *cli, int argc, char **argv,
 			cli_getopt_error(c, argv);
 	}
 	check_socket(cli, o);
+	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && !o->busy_poll_us)
+		cli_usage_error("--busy-poll-yield: no effect without --busy-poll");
+	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && o->busy_poll_yield_us >= o->busy_poll_us)
+		cli_usage_error("--busy-poll-yield: must be less than --busy-poll (%" PRIu64
+				" us): the spin ends first", o->busy_poll_us);
 }
 
 /* The long name of option c. */

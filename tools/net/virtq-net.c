@@ -575,7 +575,10 @@ static int worker_add_tap(struct worker *w, unsigned i)
 static int worker_start(struct worker *w)
 {
 	struct daemon *d = w->d;
-	struct vq_rt_loop_config lc = { .busy_poll_ns = d->com.busy_poll_us * 1000 };
+	struct vq_rt_loop_config lc = {
+		.busy_poll_ns = d->com.busy_poll_us * 1000,
+		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
+	};
 	unsigned i, nq = 0;
 	int r;
 

@@ -388,7 +388,10 @@ static void loop_drop(struct daemon *d)
 /* The loop: the host sockets always, the rings while the device runs. */
 static int loop_build(struct daemon *d)
 {
-	struct vq_rt_loop_config lc = { .busy_poll_ns = d->com.busy_poll_us * 1000 };
+	struct vq_rt_loop_config lc = {
+		.busy_poll_ns = d->com.busy_poll_us * 1000,
+		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
+	};
 	unsigned i;
 	int r;
 
