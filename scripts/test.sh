@@ -3,9 +3,12 @@
 # Build and run every test: the README's test command and CI's only step.
 #
 #   build/        gcc, -Werror: all tests, then the ABI check (abi-check.sh)
-#   build-clang/  clang, -Werror: all tests
-#   build-release/ gcc -O3, -Werror: compiled only (the demo's build; -O3
-#                 finds warnings the debug build does not)
+#   build-clang/  clang, -Werror: compiled only (clang's warnings; its
+#                 tests run in build-asan-clang, the same -O0 code plus
+#                 the sanitizers)
+#   build-release/ gcc -O3, -Werror: the two-thread tests (the demo's and
+#                 the benchmarks' build: -O3 reorders what -O0 does not,
+#                 and finds warnings the debug build does not)
 #   build-asan-clang/ clang, ASan+UBSan: all tests (clang's UBSan also
 #                 flags pointer arithmetic on NULL, which gcc's does not)
 #   build-tsan/   clang, TSan: the two-thread tests (suite 'threads')
@@ -113,9 +116,9 @@ else
 fi
 
 setup build-clang clang -Dwerror=true
-run build-clang
 
 setup build-release gcc -Dwerror=true --buildtype=release
+run build-release --suite threads
 
 setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan-clang
