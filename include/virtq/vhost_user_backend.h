@@ -163,6 +163,18 @@ int vq_vhu_backend_timeout_ms(const struct vq_vhu_backend *b);
  */
 int vq_vhu_backend_process(struct vq_vhu_backend *b);
 
+/*
+ * Close the current connection for an error found off the control thread
+ * (a queue thread, a watchdog; not a signal handler): the connection's
+ * socket is shut down, so whatever the control thread polls it with wakes,
+ * and its next vq_vhu_backend_process() closes the connection, returning
+ * err (< 0; anything else means -EIO) with vq_vhu_backend_error_msg()
+ * saying fmt.  The first failure of a connection wins; without a
+ * connection it does nothing.  Safe from any thread.
+ */
+void vq_vhu_backend_fail(struct vq_vhu_backend *b, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Block serving the control socket until *stop is set (by a signal) or, if
  * once is true, until the first connection ends.  Returns 0 or -errno. */
 int vq_vhu_backend_serve(struct vq_vhu_backend *b,

@@ -110,7 +110,10 @@ static void conn_close(struct vq_vhu_backend *b, int r)
 	conn_reset_state(b);
 	if (b->dev.ops->reset)
 		b->dev.ops->reset(b->dev.opaque);
+	pthread_mutex_lock(&b->fail.lock);
 	vhu_close_fd(&b->conn_fd);
+	__atomic_store_n(&b->fail.err, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&b->fail.lock);
 	if (b->client_path && b->reconnect_ms)
 		b->next_connect_ns = vhu_now_ns() + b->reconnect_ms * 1000000ull;
 }
@@ -126,7 +129,9 @@ static void set_conn(struct vq_vhu_backend *b, int fd)
 		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	pthread_mutex_lock(&b->fail.lock);
 	b->conn_fd = fd;
+	pthread_mutex_unlock(&b->fail.lock);
 	b->errmsg[0] = '\0';
 	vq_log(VQ_LOG_INFO, "%s: a front-end connected", b->dev.name);
 }
@@ -387,6 +392,36 @@ static int dispatch(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return handlers[m->request].fn(b, m);
 }
 
+void vq_vhu_backend_fail(struct vq_vhu_backend *b, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&b->fail.lock);
+	if (b->conn_fd >= 0 && !__atomic_load_n(&b->fail.err, __ATOMIC_RELAXED)) {
+		va_start(ap, fmt);
+		vsnprintf(b->fail.msg, sizeof(b->fail.msg), fmt, ap);
+		va_end(ap);
+		__atomic_store_n(&b->fail.err, err < 0 ? err : -EIO, __ATOMIC_RELEASE);
+		/* wakes the control thread, whatever it polls the socket with */
+		shutdown(b->conn_fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&b->fail.lock);
+}
+
+/* A failure another thread found (vq_vhu_backend_fail): its -errno, with
+ * vhu_berr saying why, or 0. */
+static int fail_pending(struct vq_vhu_backend *b)
+{
+	int err = __atomic_load_n(&b->fail.err, __ATOMIC_ACQUIRE);
+
+	if (!err)
+		return 0;
+	pthread_mutex_lock(&b->fail.lock);
+	vhu_berr(b, err, "%s", b->fail.msg);
+	pthread_mutex_unlock(&b->fail.lock);
+	return err;
+}
+
 /* Read, decode and handle one message.  1: one was handled, 0: none was
  * waiting, -errno: the connection must close. */
 static int handle_one(struct vq_vhu_backend *b)
@@ -400,9 +435,15 @@ static int handle_one(struct vq_vhu_backend *b)
 	bool ack;
 	int r;
 
+	r = fail_pending(b);
+	if (r)
+		return r;
 	r = vhu_recv(b->conn_fd, true, true, buf, &len, fds, &nfds);
 	if (r == -EAGAIN)
 		return 0;
+	/* the socket was shut down for a failure found meanwhile */
+	if (r < 0 && fail_pending(b))
+		return b->fail.err;
 	if (r == -ECONNRESET)
 		return -ECONNRESET;     /* orderly close: not an error message */
 	if (r < 0 && len == VQ_VHU_HDR_SIZE) {
@@ -508,6 +549,7 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 	b->chan.fd = -1;
 	b->pc.ufd = -1;
 	pthread_mutex_init(&b->chan.lock, NULL);
+	pthread_mutex_init(&b->fail.lock, NULL);
 	*out = b;
 	return 0;
 }
@@ -525,6 +567,7 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b)
 	free(b->rings);
 	vq_mem_free(b->mem);
 	pthread_mutex_destroy(&b->chan.lock);
+	pthread_mutex_destroy(&b->fail.lock);
 	free(b);
 }
 

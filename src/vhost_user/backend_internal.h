@@ -113,6 +113,15 @@ struct vq_vhu_backend {
 		struct vq_vhu_postcopy_stats st;
 	} pc;
 	char errmsg[256];
+	/* A failure found off the control thread (vq_vhu_backend_fail): the
+	 * connection's socket is shut down so the control thread wakes and
+	 * closes it with this message.  lock orders it against conn_fd
+	 * changing (accept, close). */
+	struct conn_fail {
+		pthread_mutex_t lock;
+		int err;                /* atomic: 0, or the -errno pending */
+		char msg[256];
+	} fail;
 };
 
 /* How long an invalidation waits for a queue still holding chains it

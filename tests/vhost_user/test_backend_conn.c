@@ -8,6 +8,9 @@
  * guest-mapping leak; then REPLY_ACK, SEND_RARP, NET_SET_MTU, STATUS and
  * RESET_DEVICE.
  */
+#include <poll.h>
+#include <pthread.h>
+
 #include "backend_fixture.h"
 
 static void bad_truncated_header_frontend_gone(struct fx *x)
@@ -284,6 +287,40 @@ static void reset_device_forgets_state(struct fx *x)
 	x->e.starts = x->e.stops = x->e.pauses = 0;
 }
 
+static void *fail_from_thread(void *arg)
+{
+	vq_vhu_backend_fail(arg, -EFAULT,
+			    "vhost-user \"Memory regions description\": a test thread gave up on it");
+	return NULL;
+}
+
+/* A failure found off the control thread closes the connection: the
+ * socket becomes readable however the control thread waits for it, and
+ * the next process() closes with the error; a second failure of the same
+ * connection does not replace the first, and the next connection has
+ * none. */
+static void fail_from_another_thread(struct fx *x)
+{
+	int s = cli(x);
+	struct pollfd p = { .fd = vq_vhu_backend_fd(x->e.b), .events = POLLIN };
+	pthread_t th;
+	int r;
+
+	CHECK_EQ(pthread_create(&th, NULL, fail_from_thread, x->e.b), 0);
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	vq_vhu_backend_fail(x->e.b, -EIO, "vhost-user: the second failure");
+	CHECK_EQ(poll(&p, 1, 2000), 1);
+	r = pump(x);
+	CHECK(strstr(vq_vhu_backend_error_msg(x->e.b), "test thread"));
+	closed_with(x, s, r, -EFAULT);
+	/* without a connection it does nothing */
+	vq_vhu_backend_fail(x->e.b, -EIO, "vhost-user: nobody to fail");
+	s = cli(x);
+	CHECK_EQ(get_u64(x, s, VQ_VHU_GET_QUEUE_NUM), ECHO_NQ);
+	close(s);
+	CHECK_EQ(pump(x), -ECONNRESET);
+}
+
 int main(void)
 {
 	struct fx x;
@@ -307,6 +344,7 @@ int main(void)
 	T(net_set_mtu_range_and_ack);
 	T(status_set_get);
 	T(reset_device_forgets_state);
+	T(fail_from_another_thread);
 	fx_fini(&x);
 	return 0;
 }
