@@ -246,6 +246,16 @@ bool vq_rt_loop_stopped(const struct vq_rt_loop *l);
  * Returns 1 if a call was sent, 0 if not, -errno. */
 int vq_rt_queue_signal(struct vq_rt_queue *q);
 
+/*
+ * Take the queue off the loop: it gets no further turn, and no ring call
+ * is made on it (its kick fd leaves the epoll set at once), so its ring and
+ * fds may go as soon as this returns.  Its memory, counters included, is
+ * freed when the next round starts: read them first.  Safe inside any
+ * callback of the loop (a queue that breaks another's ring); for the
+ * loop's thread.
+ */
+void vq_rt_queue_remove(struct vq_rt_queue *q);
+
 /* Is the queue active (being processed) rather than asleep on its kick? */
 bool vq_rt_queue_active(const struct vq_rt_queue *q);
 /* The queue's counters, in the loop's memory (valid until it is freed). */

@@ -223,7 +223,7 @@ int vq_rt_queue_signal(struct vq_rt_queue *q)
 /* An idle queue has work: process it, with notifications off again. */
 static void queue_wake(struct vq_rt_queue *q)
 {
-	if (q->active)
+	if (q->active || q->removed)
 		return;
 	q->active = true;
 	q->armed = false;
@@ -241,6 +241,41 @@ static void queue_sleep(struct vq_rt_queue *q)
 	q->active = false;
 	q->armed = false;
 	q->loop->nactive--;
+}
+
+void vq_rt_queue_remove(struct vq_rt_queue *q)
+{
+	struct vq_rt_loop *l;
+
+	if (!q || q->removed)
+		return;
+	l = q->loop;
+	/* Out of the set now (an fd already closed is out anyway): no event
+	 * can name it once this returns. */
+	if (q->kick_fd >= 0)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, q->kick_fd, NULL);
+	if (q->active)
+		queue_sleep(q);
+	q->removed = true;
+	l->q_removed = true;
+}
+
+/* Free the removed queues, keeping the others' order: at a round's start,
+ * when no turn, busy-poll window or event holds a pointer to one. */
+static void queues_reap(struct vq_rt_loop *l)
+{
+	unsigned i, j = 0;
+
+	for (i = 0; i < l->nq; i++) {
+		if (l->q[i]->removed)
+			free(l->q[i]);
+		else
+			l->q[j++] = l->q[i];
+	}
+	l->nq = j;
+	l->q_removed = false;
+	if (l->rr >= j)
+		l->rr = 0;
 }
 
 bool vq_rt_queue_active(const struct vq_rt_queue *q)
@@ -289,7 +324,7 @@ static bool bp_other(void *arg)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *o = l->q[i];
 
-		if (o != l->polling && rt_has_avail(o))
+		if (o != l->polling && !o->removed && rt_has_avail(o))
 			return true;
 	}
 	return l->nwatched && ++l->bp_probes % BP_FD_PROBES == 0 && fds_peek(l);
@@ -369,7 +404,7 @@ static int quiet_recheck(struct vq_rt_loop *l)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (q->active)
+		if (q->active || q->removed)
 			continue;
 		if (q->r.signal_owed && q->r.signal_owed(q->r.owed_arg)) {
 			int r = queue_call(q);
@@ -461,7 +496,7 @@ static void wake_ready(struct vq_rt_loop *l)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (!q->active && rt_has_avail(q))
+		if (!q->active && !q->removed && rt_has_avail(q))
 			queue_wake(q);
 	}
 }
@@ -481,7 +516,7 @@ static int idle_look(struct vq_rt_loop *l, bool arm)
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *q = l->q[i];
 
-		if (q->active || q->armed)
+		if (q->active || q->armed || q->removed)
 			continue;
 		if (rt_has_avail(q)) {
 			queue_wake(q);
@@ -528,6 +563,8 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 {
 	int done, r;
 
+	if (l->q_removed)
+		queues_reap(l);
 	done = queues_round(l);
 	if (done < 0)
 		return done;

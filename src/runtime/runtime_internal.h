@@ -52,6 +52,8 @@ struct vq_rt_queue {
 	struct vq_rt_budget budget;
 	bool active;
 	bool armed;                     /* idle, notifications enabled */
+	bool removed;                   /* vq_rt_queue_remove: freed at the
+					 * next round's start */
 	struct vq_rt_counters cnt;
 };
 
@@ -81,6 +83,7 @@ struct vq_rt_loop {
 	struct vq_rt_queue *polling;    /* the queue in its busy-poll window */
 	unsigned bp_probes;             /* its window's probes so far */
 	struct vq_rt_fd **fds;          /* removed ones until the round ends */
+	bool q_removed;                 /* some queues wait to be freed */
 	unsigned nfds, fds_cap;
 	unsigned fd_rr;                 /* which fd goes first this round */
 	unsigned nready;                /* fds with a turn coming */

@@ -439,6 +439,82 @@ static void loop_stop_wakes_sleeper(void)
 	close(kick);
 }
 
+/* A queue that removes another in its turn (a device whose TX turn broke
+ * the RX ring it delivers to). */
+struct remover {
+	struct fring f;
+	struct vq_rt_queue *victim;
+};
+
+static int remover_process(struct vq_rt_queue *q, void *arg,
+			   const struct vq_rt_budget *b, uint64_t *bytes)
+{
+	struct remover *r = arg;
+
+	vq_rt_queue_remove(r->victim);
+	vq_rt_queue_remove(r->victim);  /* twice is once */
+	return fr_process(q, &r->f, b, bytes);
+}
+
+/*
+ * A queue taken off the loop gets no turn and no ring call, and its kick
+ * no longer wakes anything, whether it is removed between rounds or by
+ * another queue's turn in the middle of one; the others go on.
+ */
+static void loop_removed_queue_is_never_touched(void)
+{
+	struct vq_rt_loop_config lc = { 0 };
+	struct fring a = { .avail = 2, .name = 'a' }, b = { .avail = 1, .name = 'b' };
+	struct remover r = { .f = { .avail = 1, .name = 'r' } };
+	struct vq_rt_queue_config qc = {
+		.ops = &fr_ops, .ring = &r.f, .kick_fd = -1, .call_fd = -1,
+		.process = remover_process, .arg = &r,
+	};
+	struct vq_rt_queue *qa, *qb;
+	struct vq_rt_loop *l;
+	int ka = vq_evt_new(), kb = vq_evt_new();
+	unsigned enables, disables;
+
+	CHECK(ka >= 0 && kb >= 0);
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qa = add_fake(l, &a, ka);
+	qb = add_fake(l, &b, kb);
+	/* between rounds: a leaves with buffers still in its ring */
+	vq_rt_queue_remove(qa);
+	CHECK(!vq_rt_queue_active(qa));
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);         /* b's one buffer */
+	CHECK_EQ(a.turns, 0);
+	/* a's kick wakes nothing; b sleeps armed until its own */
+	enables = a.enables;
+	disables = a.disables;
+	CHECK_EQ(vq_evt_signal(ka), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 50), 0);
+	CHECK_EQ(a.turns, 0);
+	CHECK_EQ(a.enables, enables);
+	CHECK_EQ(a.disables, disables);
+	b.avail = 1;
+	CHECK_EQ(vq_evt_signal(kb), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);      /* the kick wakes b */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(b.turns, 2);
+
+	/* in a round: r's turn removes b, which has buffers and a kick */
+	r.victim = qb;
+	CHECK_EQ(vq_rt_loop_add(l, &qc, NULL), 0);
+	b.avail = 5;
+	CHECK_EQ(vq_evt_signal(kb), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);         /* r's own buffer */
+	for (unsigned i = 0; i < 3; i++)
+		CHECK_EQ(vq_rt_loop_run_once(l, 20), 0);
+	CHECK_EQ(b.turns, 2);
+	CHECK_EQ(b.avail, 5);
+	CHECK_EQ(a.turns, 0);
+	CHECK_EQ(r.f.turns, 1);
+	vq_rt_loop_free(l);
+	close(ka);
+	close(kb);
+}
+
 int main(void)
 {
 	RUN(busypoll_window_ends_at_deadline);
@@ -455,5 +531,6 @@ int main(void)
 	RUN(loop_busy_poll_ends_when_other_queue_has_work);
 	RUN(loop_stop_wakes_sleeper);
 	RUN(loop_idle_queue_read_while_others_busy);
+	RUN(loop_removed_queue_is_never_touched);
 	return 0;
 }
