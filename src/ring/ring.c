@@ -12,6 +12,7 @@
 
 #include "mem/log_batch.h"
 #include "ring_internal.h"
+#include "ring_lib.h"
 
 bool vq_ring_num_valid(uint64_t features, uint32_t num)
 {
@@ -546,6 +547,16 @@ struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)
 
 uint16_t vq_dev_num(const struct vq_dev *d) { return d->cfg.num; }
 uint64_t vq_dev_features(const struct vq_dev *d) { return d->cfg.features; }
+void vq_dev_take_used_idx(struct vq_dev *d)
+{
+	uint16_t idx;
+
+	if (vq_ring_used_idx(d->cfg.features, d->cfg.ring.device, &idx) < 0)
+		return;         /* packed: nothing kept in memory */
+	d->cfg.used_idx = idx;
+	vq_dev_reset(d);
+}
+
 int vq_dev_error(const struct vq_dev *d) { return d->err; }
 const char *vq_dev_error_msg(const struct vq_dev *d) { return d->errmsg; }
 

@@ -113,6 +113,9 @@ struct vq_vhu_backend {
 		struct vq_vhu_postcopy_stats st;
 	} pc;
 	char errmsg[256];
+	/* The device reads split rings' used indices itself
+	 * (vhu_backend_defer_used_idx). */
+	bool defer_used_idx;
 	/* A failure found off the control thread (vq_vhu_backend_fail): the
 	 * connection's socket is shut down so the control thread wakes and
 	 * closes it with this message.  lock orders it against conn_fd

@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 
 #include "backend_internal.h"
+#include "backend_lib.h"
 
 static int uffd_open(void)
 {
@@ -75,6 +76,12 @@ static void uffd_unregister_all(struct vq_vhu_backend *b)
 
 		ioctl(b->pc.ufd, UFFDIO_UNREGISTER, &r);
 	}
+}
+
+void vhu_backend_unstall(struct vq_vhu_backend *b)
+{
+	if (b->pc.ufd >= 0 && b->pc.listening)
+		uffd_unregister_all(b);
 }
 
 void vhu_postcopy_end(struct vq_vhu_backend *b)

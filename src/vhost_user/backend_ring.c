@@ -12,6 +12,12 @@
 #include <virtq/runtime.h>
 
 #include "backend_internal.h"
+#include "backend_lib.h"
+
+void vhu_backend_defer_used_idx(struct vq_vhu_backend *b)
+{
+	b->defer_used_idx = true;
+}
 
 int vhu_ring_areas(const struct vq_vhu_backend *b, unsigned i,
 		   uint64_t size[3], uint64_t align[3])
@@ -147,6 +153,10 @@ static int ring_base(struct vq_vhu_backend *b, unsigned i, struct vq_dev_config 
 
 	if (!vhu_packed(b)) {
 		cfg->avail_idx = q->has_base ? (uint16_t)q->base : 0;
+		if (b->defer_used_idx) {
+			cfg->used_idx = 0;      /* the device's thread reads it */
+			return 0;
+		}
 		return vq_ring_used_idx(cfg->features, cfg->ring.device,
 					&cfg->used_idx);
 	}
