@@ -547,12 +547,19 @@ struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)
 
 uint16_t vq_dev_num(const struct vq_dev *d) { return d->cfg.num; }
 uint64_t vq_dev_features(const struct vq_dev *d) { return d->cfg.features; }
+void vq_dev_defer_used_idx(struct vq_dev *d)
+{
+	d->cfg.used_idx_unread = !vq_has(d->cfg.features, VIRTIO_F_RING_PACKED);
+}
+
 void vq_dev_take_used_idx(struct vq_dev *d)
 {
 	uint16_t idx;
 
-	if (vq_ring_used_idx(d->cfg.features, d->cfg.ring.device, &idx) < 0)
-		return;         /* packed: nothing kept in memory */
+	if (!d->cfg.used_idx_unread)
+		return;
+	d->cfg.used_idx_unread = false;
+	vq_ring_used_idx(d->cfg.features, d->cfg.ring.device, &idx);
 	d->cfg.used_idx = idx;
 	vq_dev_reset(d);
 }

@@ -69,6 +69,9 @@ struct vq_dev_setup {
 	const struct vq_mem *mem;
 	uint16_t avail_idx;
 	uint16_t used_idx;
+	/* used_idx is not known yet: vq_dev_take_used_idx reads it (in the
+	 * struct's tail padding: the queue kept its size) */
+	bool used_idx_unread;
 };
 
 static inline struct vq_dev_setup vq_dev_setup_of(const struct vq_dev_config *c)

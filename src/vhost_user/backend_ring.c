@@ -13,6 +13,7 @@
 
 #include "backend_internal.h"
 #include "backend_lib.h"
+#include "ring/ring_lib.h"
 
 void vhu_backend_defer_used_idx(struct vq_vhu_backend *b)
 {
@@ -218,6 +219,8 @@ int vhu_ring_try_start(struct vq_vhu_backend *b, unsigned i)
 		return vhu_berr(b, r,
 				"vhost-user \"Ring states\": queue %u: the ring layer refused it: %s",
 				i, strerror(-r));
+	if (b->defer_used_idx)
+		vq_dev_defer_used_idx(q->vq);
 	if (vhu_logging(b)) {
 		r = vq_dev_set_log(q->vq, &b->log, q->log_ring, q->log_nring);
 		if (r) {

@@ -4,13 +4,12 @@
  *
  *   virtq-net --socket-path PATH [options] [sink|source|loopback|tap IFNAME]
  *
- * The control plane (the vhost-user socket, statistics, signals) runs on the
- * main thread; queue pairs are served by --threads worker threads, each
- * running the runtime's poll loop over the pairs it owns (in tap mode the
- * pairs' TAP queues too, as fds of that loop).  When the front-end starts
- * or stops a ring, the worker that owns it is stopped, its loop rebuilt
- * with the rings that are running, and started again, so a ring is never
- * touched after queue_stop returns.
+ * A device on the library's framework (virtq/framework.h): the control
+ * plane (the vhost-user socket, statistics, signals) runs on the main
+ * thread, and queue pair k on worker thread k % --threads, where its rings
+ * start and stop and, in tap mode, its TAP queue is an fd of the worker's
+ * loop.  This file is the device: what a ring's turn does in each mode,
+ * what a pair keeps beside its rings, and the statistics.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +17,6 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,47 +26,41 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <virtq/framework.h>
 #include <virtq/net.h>
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_backend.h>
 
 #include "virtq-net.h"
 
 struct daemon;
 
-/* One ring as the daemon sees it. */
+/* What a ring's net queues counted, kept over its starts. */
+struct ring_totals {
+	uint64_t packets, bytes;
+	uint64_t drops[VQ_NET_DROP_MAX];
+	uint64_t evicted;               /* TX frames whose lines were flushed */
+	uint64_t gso;                   /* segmentation offload frames */
+};
+
+/* One ring as the device sees it (its worker's). */
 struct ring {
 	struct daemon *d;
 	unsigned index;
 	bool running;
-	bool broken_logged;
+	struct vq_fw_ring *fr;
 	struct vq_dev *dev;
-	int kick_fd, call_fd, err_fd;
 	struct vq_net_queue *nq;
-	struct vq_rt_queue *rtq;
-	uint64_t calls;                 /* calls sent off the loop */
-	uint64_t rt_kicks, rt_calls;    /* from loops already freed */
-	uint64_t rt_missed, rt_late;    /* kicks_missed, calls_late, likewise */
-	uint64_t total_pkts;            /* from queues already freed */
+	struct ring_totals base;        /* from queues already freed */
 };
 
-/* Totals a worker publishes for the statistics line (atomic words). */
+/* The statistics line's totals. */
 struct wstats {
 	struct vqd_count c;
 	uint64_t drops[VQ_NET_DROP_MAX];
-	uint64_t evicted;               /* TX frames whose lines were flushed */
+	uint64_t evicted;
 	uint64_t kicks_missed, calls_late;      /* see vq_rt_counters */
-	uint64_t tx_gso, rx_gso;        /* segmentation offload frames */
-};
-
-struct worker {
-	struct daemon *d;
-	unsigned id;
-	pthread_t th;
-	bool running;
-	struct vq_rt_loop *loop;
-	struct wstats base;     /* from rings that stopped (control thread) */
-	struct wstats pub;      /* published by the worker, atomically */
+	uint64_t tx_gso, rx_gso;
+	uint64_t queue_packets[2 * MAX_PAIRS];  /* by ring index */
 };
 
 /*
@@ -83,7 +75,7 @@ struct tapq {
 	struct daemon *d;
 	unsigned pair;
 	int fd;
-	bool attached;          /* control thread */
+	bool attached;          /* under tap_lock */
 	int tx_fd;              /* atomic: where the pair's TX frames go */
 	bool serving;           /* feeds its pair's running receive ring */
 	bool paused;            /* no guest buffers: the ring's kick resumes it */
@@ -99,14 +91,16 @@ struct daemon {
 	struct net_opts o;
 	struct vqd_opts com;            /* the options every daemon takes */
 	struct wstats st_now, st_prev;  /* the statistics line's ends */
+	struct vq_fw *fw;
+	struct vq_fw_dev *fwd;
 	struct ring rings[2 * MAX_PAIRS];
-	struct worker workers[MAX_THREADS];
 	uint8_t frame[VQ_NET_MAX_FRAME];        /* source mode template */
 	/* A burst of it, built once (read only, so workers share it). */
 	struct iovec frame_iov;
 	struct vq_net_frame frames[VQ_NET_BURST];
 	struct tapq taps[MAX_PAIRS];
 	bool tap_mq;                    /* IFF_MULTI_QUEUE */
+	pthread_mutex_t tap_lock;       /* attaching and detaching queues */
 	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	int tap_vnet_len;               /* atomic: the TAP's virtio-net header size */
 	int64_t source_left;            /* atomic; with --count */
@@ -115,8 +109,7 @@ struct daemon {
 };
 
 /* ------------------------------------------------------------------ */
-/* Ring ops for the loop: a broken ring goes idle for good instead of  */
-/* failing the whole loop (its error is logged once).                  */
+/* Ring ops for the loop                                               */
 /* ------------------------------------------------------------------ */
 
 /*
@@ -124,8 +117,7 @@ struct daemon {
  * stopped: QEMU stops RX before TX when a migration ends, and a frame taken
  * in between would be lost.  Leave such frames in the guest's TX ring: the
  * ring's base does not count them, so whoever resumes it (this backend when
- * RX comes back, which restarts the worker, or the migration's destination)
- * sends them.
+ * RX comes back, or the migration's destination) sends them.
  */
 static bool tx_held(const struct ring *r)
 {
@@ -147,6 +139,7 @@ static void r_disable(void *p)
 	vq_dev_disable_notify(((struct ring *)p)->dev);
 }
 
+/* A broken ring sleeps: its turn said so, and the framework took it off. */
 static int r_enable(void *p)
 {
 	struct ring *rg = p;
@@ -154,10 +147,6 @@ static int r_enable(void *p)
 
 	if (tx_held(rg))
 		return 0;       /* sleep: only a restart brings RX back */
-	/* No kick eventfd (the frontend asked for polling): never sleep,
-	 * as if buffers had just arrived. */
-	if (rg->kick_fd < 0)
-		return vq_dev_error(rg->dev) ? 0 : 1;
 	r = vq_dev_enable_notify(rg->dev);
 	return r < 0 ? 0 : r;
 }
@@ -200,28 +189,13 @@ static const struct vq_rt_ring_ops rx_fed_ops = {
 
 static void ring_broken(struct ring *r)
 {
-	if (r->broken_logged)
-		return;
-	r->broken_logged = true;
-	fprintf(stderr, "virtq-net: queue %u broken: %s\n", r->index,
-		vq_dev_error_msg(r->dev));
-	if (r->err_fd >= 0)
-		vq_evt_signal(r->err_fd);
+	vq_fw_ring_broken(r->fr);
 }
 
-/* Signal the guest for a ring we fill outside its own turn (RX): through
- * its queue on the loop, which counts it, or (the loop stopped) here. */
+/* Signal the guest for a ring we fill outside its own turn (RX). */
 static void ring_call(struct ring *r)
 {
-	if (r->rtq) {
-		vq_rt_queue_signal(r->rtq);
-		return;
-	}
-	if (vq_dev_should_signal(r->dev)) {
-		if (r->call_fd >= 0)
-			vq_evt_signal(r->call_fd);
-		r->calls++;
-	}
+	vq_fw_ring_signal(r->fr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -341,11 +315,7 @@ static int process_tx(struct vq_rt_queue *q, void *arg,
 				      NULL, bytes);
 		break;
 	}
-	if (n < 0) {
-		ring_broken(r);
-		return 0;
-	}
-	return n;
+	return n;       /* < 0: broken, and the framework takes it off */
 }
 
 /* Source: frames of --size bytes for as long as the guest has buffers. */
@@ -374,10 +344,8 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 				break;
 		}
 		k = vq_net_rx_deliver_burst(r->nq, d->frames, want);
-		if (k < 0 || (!d->com.used_batch && vq_net_rx_flush(r->nq) < 0)) {
-			ring_broken(r);
-			return 0;
-		}
+		if (k < 0 || (!d->com.used_batch && vq_net_rx_flush(r->nq) < 0))
+			return -EIO;
 		n += (unsigned)k;
 		*bytes += (uint64_t)k * d->o.size;
 		if ((unsigned)k < want) {
@@ -388,153 +356,10 @@ static int process_rx_source(struct vq_rt_queue *q, void *arg,
 			break;
 		}
 	}
-	if (vq_net_rx_flush(r->nq) < 0) {
-		ring_broken(r);
-		return 0;
-	}
+	if (vq_net_rx_flush(r->nq) < 0)
+		return -EIO;
 	return (int)n;
 }
-
-/* ------------------------------------------------------------------ */
-/* Workers                                                             */
-/* ------------------------------------------------------------------ */
-
-static unsigned worker_of(const struct daemon *d, unsigned ring_index)
-{
-	return (ring_index / 2) % d->o.threads;
-}
-
-static void stats_add_ring(struct wstats *s, struct ring *r)
-{
-	const struct vq_net_stats *ns;
-	unsigned i;
-
-	if (!r->nq)
-		return;
-	ns = vq_net_queue_stats(r->nq);
-	if (vq_net_is_tx_queue(r->index)) {
-		s->c.tx_pkts += ns->packets;
-		s->c.tx_bytes += ns->bytes;
-	} else {
-		s->c.rx_pkts += ns->packets;
-		s->c.rx_bytes += ns->bytes;
-	}
-	for (i = 0; i < VQ_NET_DROP_MAX; i++)
-		s->drops[i] += ns->drops[i];
-	s->evicted += ns->evicted;
-	if (vq_net_is_tx_queue(r->index))
-		s->tx_gso += ns->gso;
-	else
-		s->rx_gso += ns->gso;
-	s->c.calls += r->calls + r->rt_calls;
-	s->c.kicks += r->rt_kicks;
-	s->kicks_missed += r->rt_missed;
-	s->calls_late += r->rt_late;
-	if (r->rtq) {
-		const struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
-
-		s->c.kicks += c->kicks_recv;
-		s->c.calls += c->calls_sent;
-		s->kicks_missed += c->kicks_missed;
-		s->calls_late += c->calls_late;
-	}
-}
-
-/* Publish this worker's totals (worker thread; the control thread reads
- * them with atomic loads). */
-static void wstats_publish(struct wstats *dst, const struct wstats *s)
-{
-	const uint64_t *src = (const uint64_t *)s;
-	uint64_t *d = (uint64_t *)dst;
-
-	for (unsigned i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
-		__atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
-}
-
-static void worker_publish(struct worker *w)
-{
-	struct daemon *d = w->d;
-	struct wstats s = w->base;
-	unsigned i;
-
-	for (i = 0; i < 2 * d->o.pairs; i++)
-		if (worker_of(d, i) == w->id && d->rings[i].running)
-			stats_add_ring(&s, &d->rings[i]);
-	wstats_publish(&w->pub, &s);
-}
-
-/* --cpu: the calling thread runs where worker `id` runs. */
-static void pin_like_worker(const struct daemon *d, unsigned id)
-{
-	cpu_set_t set;
-
-	if (!d->o.ncpus)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(d->o.cpus[id % d->o.ncpus], &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct daemon *d = w->d;
-
-	unsigned rounds = 0;
-
-	pin_like_worker(d, w->id);
-	while (!vq_rt_loop_stopped(w->loop)) {
-		int r = vq_rt_loop_run_once(w->loop, 0);
-
-		if (r == 0) {
-			/* Nothing done: publish, then sleep (or busy poll) */
-			worker_publish(w);
-			r = vq_rt_loop_run_once(w->loop, -1);
-		} else if (++rounds % 1024 == 0) {
-			/* busy for long: the statistics line moves too */
-			worker_publish(w);
-		}
-		if (r < 0) {
-			fprintf(stderr, "virtq-net: worker %u: %s\n", w->id, strerror(-r));
-			break;
-		}
-	}
-	worker_publish(w);
-	return NULL;
-}
-
-static void worker_stop(struct worker *w)
-{
-	struct daemon *d = w->d;
-	unsigned i;
-
-	if (!w->running)
-		return;
-	vq_rt_loop_stop(w->loop);
-	pthread_join(w->th, NULL);
-	w->running = false;
-	/* The loop's queue counters go with it: keep them. */
-	for (i = 0; i < 2 * d->o.pairs; i++) {
-		struct ring *r = &d->rings[i];
-
-		if (worker_of(d, i) != w->id || !r->rtq)
-			continue;
-		r->rt_kicks += vq_rt_queue_counters(r->rtq)->kicks_recv;
-		r->rt_missed += vq_rt_queue_counters(r->rtq)->kicks_missed;
-		r->rt_late += vq_rt_queue_counters(r->rtq)->calls_late;
-		r->rt_calls += vq_rt_queue_counters(r->rtq)->calls_sent;
-		r->rtq = NULL;
-		if (d->o.mode == M_TAP && !vq_net_is_tx_queue(i))
-			d->taps[i / 2].fdh = NULL;
-	}
-	vq_rt_loop_free(w->loop);
-	w->loop = NULL;
-}
-
-static int process_rx_tap(struct vq_rt_queue *q, void *arg,
-			  const struct vq_rt_budget *b, uint64_t *bytes);
-static int tap_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
-		    const struct vq_rt_budget *b, uint64_t *bytes);
 
 /* Loopback's receive ring: its turns are the TX ring's. */
 static int process_rx_none(struct vq_rt_queue *q, void *arg,
@@ -543,9 +368,12 @@ static int process_rx_none(struct vq_rt_queue *q, void *arg,
 	return 0;
 }
 
-/* Ring i on the worker's loop: its process callback and ring calls. */
-static vq_rt_process_fn ring_turn(const struct daemon *d, unsigned i,
-				  const struct vq_rt_ring_ops **ops)
+static int process_rx_tap(struct vq_rt_queue *q, void *arg,
+			  const struct vq_rt_budget *b, uint64_t *bytes);
+
+/* Ring i's turn and ring calls on its worker's loop. */
+static vq_rt_process_fn turn_of(const struct daemon *d, unsigned i,
+				const struct vq_rt_ring_ops **ops)
 {
 	*ops = &ring_ops;
 	if (vq_net_is_tx_queue(i))
@@ -558,72 +386,6 @@ static vq_rt_process_fn ring_turn(const struct daemon *d, unsigned i,
 	if (d->o.mode == M_TAP)
 		return process_rx_tap;
 	return NULL;            /* sink: nothing ever fills it */
-}
-
-/* Ring i's TAP queue (tap mode, a serving receive ring) on the loop. */
-static int worker_add_tap(struct worker *w, unsigned i)
-{
-	struct tapq *t = &w->d->taps[i / 2];
-
-	if (w->d->o.mode != M_TAP || vq_net_is_tx_queue(i) || !t->serving)
-		return 0;
-	return vq_rt_loop_add_fd(w->loop, t->fd, t->paused ? 0 : EPOLLIN, tap_turn,
-				 t, &t->fdh);
-}
-
-/* Build the worker's loop from the running rings it owns and start it. */
-static int worker_start(struct worker *w)
-{
-	struct daemon *d = w->d;
-	struct vq_rt_loop_config lc = {
-		.busy_poll_ns = d->com.busy_poll_us * 1000,
-		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
-	};
-	unsigned i, nq = 0;
-	int r;
-
-	r = vq_rt_loop_new(&lc, &w->loop);
-	if (r < 0)
-		return r;
-	for (i = 0; i < 2 * d->o.pairs; i++) {
-		struct ring *rg = &d->rings[i];
-		struct vq_rt_queue_config qc = {
-			.dev = rg->dev, .ring = rg, .kick_fd = rg->kick_fd,
-			.call_fd = rg->call_fd, .arg = rg,
-		};
-
-		if (worker_of(d, i) != w->id || !rg->running)
-			continue;
-		qc.process = ring_turn(d, i, &qc.ops);
-		if (!qc.process)
-			continue;
-		rg->rtq = NULL;
-		r = vq_rt_loop_add(w->loop, &qc, &rg->rtq);
-		if (r == 0)
-			r = worker_add_tap(w, i);
-		if (r < 0)
-			goto fail;
-		nq++;
-	}
-	if (!nq) {
-		r = 0;
-		goto fail;
-	}
-	r = -pthread_create(&w->th, NULL, worker_main, w);
-	if (r)
-		goto fail;
-	w->running = true;
-	return 0;
-fail:
-	for (i = 0; i < 2 * d->o.pairs; i++)
-		if (worker_of(d, i) == w->id) {
-			d->rings[i].rtq = NULL;
-			if (!vq_net_is_tx_queue(i))
-				d->taps[i / 2].fdh = NULL;
-		}
-	vq_rt_loop_free(w->loop);
-	w->loop = NULL;
-	return r;
 }
 
 /* ------------------------------------------------------------------ */
@@ -669,7 +431,7 @@ static void tap_retarget(struct daemon *d)
 				 __ATOMIC_RELAXED);
 }
 
-static int tap_attach(struct tapq *t, bool on)
+static int tap_attach_locked(struct tapq *t, bool on)
 {
 	struct daemon *d = t->d;
 	struct ifreq ifr;
@@ -699,6 +461,18 @@ static int tap_attach(struct tapq *t, bool on)
 		fprintf(stderr, "virtq-net: TAP queue %u %s\n", t->pair,
 			on ? "attached" : "detached");
 	return 0;
+}
+
+/* Pairs attach on their own workers; where each pair's TX goes depends on
+ * which are attached, so one at a time. */
+static int tap_attach(struct tapq *t, bool on)
+{
+	int r;
+
+	pthread_mutex_lock(&t->d->tap_lock);
+	r = tap_attach_locked(t, on);
+	pthread_mutex_unlock(&t->d->tap_lock);
+	return r;
 }
 
 /*
@@ -793,7 +567,7 @@ static void tap_pause(struct tapq *t)
 
 	t->paused = true;
 	vq_rt_fd_set_events(t->fdh, 0);
-	vq_rt_queue_wake(rx->rtq);
+	vq_fw_ring_wake(rx->fr);
 }
 
 /* One frame from the TAP queue (or the one in hand): its length, 0 when
@@ -894,102 +668,93 @@ static int process_rx_tap(struct vq_rt_queue *q, void *arg,
 }
 
 /*
- * The pair's receive ring stops (its worker is stopped).  For good
- * (leave), the queue leaves too, and the kernel drops what waits in it; a
- * ring that only pauses (resumes, below) keeps it, and the frame in hand.
+ * The pair's receive ring stops (on its worker): its TAP queue leaves the
+ * worker's loop.  For good (leave), the queue is detached too, and the
+ * kernel drops what waits in it; a ring that only pauses keeps it
+ * attached, and the frame in hand.
  */
 static void tap_stop(struct tapq *t, bool leave)
 {
+	vq_rt_fd_remove(t->fdh);
+	t->fdh = NULL;
 	t->serving = false;
 	if (!leave)
 		return;
 	if (t->held) {
-		t->d->workers[worker_of(t->d, 2 * t->pair)].base.drops[VQ_NET_DROP_NO_RX_BUF]++;
+		t->d->rings[2 * t->pair].base.drops[VQ_NET_DROP_NO_RX_BUF]++;
 		t->held = 0;
 	}
 	tap_attach(t, false);
 }
 
-/* The pair's receive ring runs (its worker is stopped): the TAP queue
- * feeds it from the worker's next start.  It starts paused: the ring's
- * first turn resumes it if the guest has buffers, the frame in hand
- * first, or asks for the kick that will. */
-static void tap_start(struct tapq *t)
+/* The pair's receive ring runs (on its worker): its TAP queue feeds it,
+ * from the worker's loop.  It starts paused: the ring's first turn
+ * resumes it if the guest has buffers, the frame in hand first, or asks
+ * for the kick that will. */
+static void tap_start(struct tapq *t, struct vq_rt_loop *loop)
 {
-	if (t->serving || !t->d->rings[2 * t->pair].running)
+	const struct ring *rx = &t->d->rings[2 * t->pair];
+
+	if (t->serving)
 		return;
 	/* a detached queue cannot be read: its pair gets no host frames */
-	if (tap_attach(t, true) < 0 ||
-	    tap_configure(t, vq_dev_features(t->d->rings[2 * t->pair].dev)) < 0)
+	if (tap_attach(t, true) < 0 || tap_configure(t, vq_dev_features(rx->dev)) < 0)
 		return;
+	if (vq_rt_loop_add_fd(loop, t->fd, 0, tap_turn, t, &t->fdh) < 0) {
+		fprintf(stderr, "virtq-net: TAP queue %u: cannot watch it\n", t->pair);
+		return;
+	}
 	t->serving = true;
 	t->paused = true;
 	t->read_failed = false;
 }
 
 /* ------------------------------------------------------------------ */
-/* vhost-user device callbacks (control thread)                        */
+/* The device's callbacks (the ring's worker)                          */
 /* ------------------------------------------------------------------ */
 
-static void ring_release(struct ring *r, struct worker *w)
+static void totals_add(struct ring_totals *t, const struct vq_net_stats *ns)
 {
-	if (!r->running)
-		return;
-	/* Whatever was filled reaches the guest before the ring goes. */
-	if (r->nq && !vq_net_is_tx_queue(r->index))
-		vq_net_rx_flush(r->nq);
-	stats_add_ring(&w->base, r);
-	if (r->nq)
-		r->total_pkts += vq_net_queue_stats(r->nq)->packets;
-	vq_net_queue_free(r->nq);
-	r->nq = NULL;
-	r->rtq = NULL;
-	r->running = false;
-	r->dev = NULL;
-	r->calls = r->rt_kicks = r->rt_calls = r->rt_missed = r->rt_late = 0;
+	t->packets += ns->packets;
+	t->bytes += ns->bytes;
+	for (unsigned i = 0; i < VQ_NET_DROP_MAX; i++)
+		t->drops[i] += ns->drops[i];
+	t->evicted += ns->evicted;
+	t->gso += ns->gso;
 }
 
-static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
+static int net_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
+			  struct vq_fw_turn *t)
 {
 	struct daemon *d = opaque;
-	struct ring *r;
-	struct worker *w;
-	struct vq_net_queue_config nc;
-	int e;
-
-	if (q->index >= 2 * d->o.pairs)
-		return -EINVAL;
-	r = &d->rings[q->index];
-	w = &d->workers[worker_of(d, q->index)];
-	worker_stop(w);
-	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
-		tap_stop(&d->taps[q->index / 2], false);
-	ring_release(r, w);
-	nc = (struct vq_net_queue_config){
-		.dev = q->vq,
-		.role = vq_net_is_tx_queue(q->index) ? VQ_NET_TX : VQ_NET_RX,
+	unsigned i = vq_fw_ring_index(fr);
+	struct ring *r = &d->rings[i];
+	struct vq_net_queue_config nc = {
+		.dev = vq_fw_ring_vq(fr),
+		.role = vq_net_is_tx_queue(i) ? VQ_NET_TX : VQ_NET_RX,
 		.used_batch = d->com.used_batch,
 		/* The counting sinks (sink without --copy, and source's
 		 * TX) never read a frame: nothing to evict. */
 		.tx_evict = d->o.mode == M_LOOPBACK || d->o.mode == M_TAP || d->o.copy ?
 			    d->o.tx_evict : VQ_NET_TX_EVICT_OFF,
 	};
-	e = vq_net_queue_new(&nc, &r->nq);
+	int e = vq_net_queue_new(&nc, &r->nq);
+
 	if (e < 0)
 		return e;
-	r->dev = q->vq;
-	r->kick_fd = q->kick_fd;
-	r->call_fd = q->call_fd;
-	r->err_fd = q->err_fd;
-	r->broken_logged = false;
+	r->dev = nc.dev;
 	r->running = true;
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-net: queue %u started (%s, %u entries, features 0x%" PRIx64 ")\n",
-			q->index, vq_net_is_tx_queue(q->index) ? "tx" : "rx",
-			vq_dev_num(q->vq), vq_dev_features(q->vq));
-	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(q->index))
-		tap_start(&d->taps[q->index / 2]);
-	return worker_start(w);
+		fprintf(stderr, "virtq-net: queue %u %s (%s, %u entries, features 0x%" PRIx64 ")\n",
+			i, resumed ? "resumed" : "started",
+			vq_net_is_tx_queue(i) ? "tx" : "rx", vq_dev_num(r->dev),
+			vq_dev_features(r->dev));
+	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(i))
+		tap_start(&d->taps[i / 2], vq_fw_dev_loop(d->fwd, i / 2));
+	t->process = turn_of(d, i, &t->ops);
+	t->arg = r;
+	t->ring = r;
+	return 0;
 }
 
 /*
@@ -1000,42 +765,38 @@ static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
 static void tx_drain(struct ring *r)
 {
 	uint64_t bytes = 0;
-	int n;
 
-	if (!r->running || !r->nq || !vq_net_is_tx_queue(r->index) ||
-	    vq_dev_error(r->dev) || tx_held(r))
+	if (!vq_net_is_tx_queue(r->index) || vq_dev_error(r->dev) || tx_held(r))
 		return;
-	n = process_tx(NULL, r, &(struct vq_rt_budget){ vq_dev_num(r->dev), ~0ull },
-		       &bytes);
-	if (n > 0 && r->call_fd >= 0 && vq_dev_should_signal(r->dev))
-		vq_evt_signal(r->call_fd);
+	if (process_tx(NULL, r, &(struct vq_rt_budget){ vq_dev_num(r->dev), ~0ull },
+		       &bytes) > 0)
+		ring_call(r);
 }
 
-/* A ring that resumes keeps its TAP queue attached: detaching would drop
+/* A ring that pauses keeps its TAP queue attached: detaching would drop
  * the frames waiting there, and a guest behind a vIOMMU pauses its rings
  * on every IOTLB flush. */
-static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
+static void net_ring_stop(void *opaque, struct vq_fw_ring *fr, bool paused)
 {
 	struct daemon *d = opaque;
-	struct worker *w;
+	unsigned i = vq_fw_ring_index(fr);
+	struct ring *r = &d->rings[i];
 
-	if (index >= 2 * d->o.pairs)
-		return;
-	w = &d->workers[worker_of(d, index)];
-	worker_stop(w);
-	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(index))
-		tap_stop(&d->taps[index / 2], !resumes);
-	tx_drain(&d->rings[index]);
-	ring_release(&d->rings[index], w);
-	if (worker_start(w) < 0)
-		fprintf(stderr, "virtq-net: cannot restart worker %u\n", w->id);
+	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(i))
+		tap_stop(&d->taps[i / 2], !paused);
+	if (!r->running)
+		return;         /* paused before: its TAP queue was all it kept */
+	tx_drain(r);
+	/* Whatever was filled reaches the guest before the ring goes. */
+	if (!vq_net_is_tx_queue(i))
+		vq_net_rx_flush(r->nq);
+	totals_add(&r->base, vq_net_queue_stats(r->nq));
+	vq_net_queue_free(r->nq);
+	r->nq = NULL;
+	r->dev = NULL;
+	r->running = false;
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-net: queue %u %s\n", index,
-			resumes ? "paused" : "stopped");
-}
-
-static void dev_reset(void *opaque)
-{
+		fprintf(stderr, "virtq-net: queue %u %s\n", i, paused ? "paused" : "stopped");
 }
 
 /* QEMU after migrating a guest without GUEST_ANNOUNCE: broadcast a RARP
@@ -1111,10 +872,9 @@ static int dev_set_mtu(void *opaque, uint16_t mtu)
 	return 0;
 }
 
-static const struct vq_vhu_device_ops net_ops = {
-	.queue_start = dev_queue_start,
-	.queue_stop = dev_queue_stop,
-	.reset = dev_reset,
+static const struct vq_fw_device_ops net_ops = {
+	.ring_start = net_ring_start,
+	.ring_stop = net_ring_stop,
 	.send_rarp = dev_send_rarp,
 	.set_mtu = dev_set_mtu,
 };
@@ -1123,23 +883,52 @@ static const struct vq_vhu_device_ops net_ops = {
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
 
+struct stats_call {
+	struct daemon *d;
+	unsigned pair;
+	struct wstats *s;
+};
+
+/* On the pair's worker: its rings' totals into s. */
+static void stats_pair(void *arg)
+{
+	struct stats_call *sc = arg;
+	struct wstats *s = sc->s;
+
+	for (unsigned i = 2 * sc->pair; i < 2 * sc->pair + 2; i++) {
+		struct ring *r = &sc->d->rings[i];
+		const struct vq_rt_counters *c = vq_fw_ring_counters(r->fr);
+		struct ring_totals t = r->base;
+
+		if (r->nq)
+			totals_add(&t, vq_net_queue_stats(r->nq));
+		if (vq_net_is_tx_queue(i)) {
+			s->c.tx_pkts += t.packets;
+			s->c.tx_bytes += t.bytes;
+			s->tx_gso += t.gso;
+		} else {
+			s->c.rx_pkts += t.packets;
+			s->c.rx_bytes += t.bytes;
+			s->rx_gso += t.gso;
+		}
+		for (unsigned k = 0; k < VQ_NET_DROP_MAX; k++)
+			s->drops[k] += t.drops[k];
+		s->evicted += t.evicted;
+		s->c.kicks += c->kicks_recv;
+		s->c.calls += c->calls_sent;
+		s->kicks_missed += c->kicks_missed;
+		s->calls_late += c->calls_late;
+		s->queue_packets[i] = t.packets;
+	}
+}
+
 static void stats_read(struct daemon *d, struct wstats *s)
 {
-	unsigned i, k;
-
 	memset(s, 0, sizeof(*s));
-	for (i = 0; i < d->o.threads; i++) {
-		uint64_t *src = (uint64_t *)&d->workers[i].pub;
-		uint64_t *base = (uint64_t *)&d->workers[i].base;
-		uint64_t *dst = (uint64_t *)s;
+	for (unsigned k = 0; k < d->o.pairs; k++) {
+		struct stats_call sc = { d, k, s };
 
-		for (k = 0; k < sizeof(*s) / sizeof(uint64_t); k++) {
-			uint64_t p = __atomic_load_n(&src[k], __ATOMIC_RELAXED);
-
-			/* base only grows while the worker is stopped, and the
-			 * worker's publication includes it. */
-			dst[k] += p > base[k] ? p : base[k];
-		}
+		vq_fw_dev_call(d->fwd, k, stats_pair, &sc);
 	}
 }
 
@@ -1181,7 +970,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			/* by ring index: receiveq0, transmitq0, receiveq1, ... */
 			printf(",\"queue_packets\":[");
 			for (i = 0; i < 2 * d->o.pairs; i++)
-				printf("%s%" PRIu64, i ? "," : "", d->rings[i].total_pkts);
+				printf("%s%" PRIu64, i ? "," : "", now->queue_packets[i]);
 			printf("]");
 		}
 		printf("}\n");
@@ -1208,7 +997,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		if (final && d->o.pairs > 1)
 			for (i = 0; i < d->o.pairs; i++)
 				printf("\npair %u: tx %" PRIu64 " rx %" PRIu64 " packets", i,
-				       d->rings[2 * i + 1].total_pkts, d->rings[2 * i].total_pkts);
+				       now->queue_packets[2 * i + 1], now->queue_packets[2 * i]);
 		printf("\n");
 	}
 	fflush(stdout);
@@ -1254,20 +1043,15 @@ static void build_frame(uint8_t *f, unsigned size)
 		f[i] = (uint8_t)i;
 }
 
-/* The daemon's state before any front-end: rings, workers, the source's
- * frames, the TAP's queues. */
+/* The daemon's state before any front-end: rings, the source's frames,
+ * the TAP's queues. */
 static void daemon_init(struct daemon *d)
 {
 	unsigned i;
 
-	for (i = 0; i < MAX_THREADS; i++) {
-		d->workers[i].d = d;
-		d->workers[i].id = i;
-	}
 	for (i = 0; i < 2 * MAX_PAIRS; i++) {
 		d->rings[i].d = d;
 		d->rings[i].index = i;
-		d->rings[i].kick_fd = d->rings[i].call_fd = d->rings[i].err_fd = -1;
 	}
 	build_frame(d->frame, d->o.size);
 	d->frame_iov = (struct iovec){ d->frame, d->o.size };
@@ -1276,31 +1060,47 @@ static void daemon_init(struct daemon *d)
 	d->source_left = (int64_t)d->o.count;
 	for (i = 0; i < MAX_PAIRS; i++)
 		d->taps[i] = (struct tapq){ .d = d, .pair = i, .fd = -1, .tx_fd = -1 };
+	pthread_mutex_init(&d->tap_lock, NULL);
 }
 
-/* Stop the data path before the summary: queue_stop for each running ring
- * comes with the backend's teardown, but the summary wants final counts. */
-static void data_path_stop(struct daemon *d)
+/* The workers and the device on them, with its back-end. */
+static int device_new(struct daemon *d, struct vqd_ctl *ctl)
 {
-	unsigned i;
+	unsigned cpus[MAX_THREADS];
+	struct vq_fw_config fc = {
+		.threads = d->o.threads, .cpus = cpus, .ncpus = d->o.ncpus,
+		.busy_poll_ns = d->com.busy_poll_us * 1000,
+		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
+	};
+	struct vq_fw_device dev = {
+		.name = "virtq-net", .features = offered_features(d),
+		.nqueues = 2 * d->o.pairs, .ops = &net_ops, .opaque = d,
+	};
+	int r;
 
-	for (i = 0; i < d->o.threads; i++)
-		worker_stop(&d->workers[i]);
-	for (i = 0; i < d->o.pairs; i++)
-		if (d->o.mode == M_TAP)
-			tap_stop(&d->taps[i], true);
-	for (i = 0; i < 2 * d->o.pairs; i++)
-		ring_release(&d->rings[i], &d->workers[worker_of(d, i)]);
-	for (i = 0; i < d->o.threads; i++)
-		d->workers[i].pub = d->workers[i].base;
+	for (unsigned i = 0; i < d->o.ncpus; i++)
+		cpus[i] = (unsigned)d->o.cpus[i];
+	r = vq_fw_new(&fc, &d->fw);
+	if (r == 0)
+		r = vq_fw_dev_new(d->fw, &dev, &d->fwd);
+	if (r < 0) {
+		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
+		return r;
+	}
+	for (unsigned i = 0; i < 2 * d->o.pairs; i++)
+		d->rings[i].fr = vq_fw_dev_ring(d->fwd, i);
+	ctl->b = d->b = vq_fw_dev_backend(d->fwd);
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
+			net_mode_names[d->o.mode], d->o.pairs, d->o.threads, dev.features);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct vq_vhu_device dev;
 	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
-	int r, rc = 1;
+	int rc = 1;
 
 	ctl.cli = net_parse(argc, argv, &d.o, &d.com);
 	daemon_init(&d);
@@ -1308,30 +1108,17 @@ int main(int argc, char **argv)
 		tap_close(&d);
 		return 1;
 	}
-	dev = (struct vq_vhu_device){
-		.name = "virtq-net", .features = offered_features(&d),
-		.nqueues = 2 * d.o.pairs, .ops = &net_ops, .opaque = &d,
-	};
 	vqd_log_to_stderr(d.com.quiet);
-	r = vq_vhu_backend_new(&dev, &ctl.b);
-	d.b = ctl.b;
-	if (r < 0) {
-		fprintf(stderr, "virtq-net: %s\n", strerror(-r));
-		tap_close(&d);
-		return 1;
-	}
-	if (vqd_open(&ctl) < 0)
+	if (device_new(&d, &ctl) < 0 || vqd_open(&ctl) < 0)
 		goto out;
-	if (!d.com.quiet)
-		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
-			net_mode_names[d.o.mode], d.o.pairs, d.o.threads, dev.features);
-	/* The data path runs on the workers: the loop only serves the
-	 * control socket and the statistics. */
 	rc = vqd_run(&ctl);
-	data_path_stop(&d);
 	vqd_summary(&ctl);
 out:
+	/* the device owns the back-end: freeing it stops every ring */
+	vq_fw_dev_free(d.fwd);
+	ctl.b = NULL;
 	vqd_close(&ctl);
+	vq_fw_free(d.fw);
 	tap_close(&d);
 	return rc;
 }
