@@ -160,8 +160,9 @@ unsigned vq_fw_ring_index(const struct vq_fw_ring *r);
 /* The ring while it runs (NULL when stopped or paused). */
 struct vq_dev *vq_fw_ring_vq(const struct vq_fw_ring *r);
 bool vq_fw_ring_running(const struct vq_fw_ring *r);
-/* After a flush outside the ring's own turn: call the driver if the ring
- * says so (vq_rt_queue_signal).  1, 0, or -errno. */
+/* After a flush outside the ring's own turn (another ring's, an fd's, or
+ * the ring's own ring_start): call the driver if the ring says so
+ * (vq_rt_queue_signal).  1, 0, or -errno. */
 int vq_fw_ring_signal(struct vq_fw_ring *r);
 /* Work for the ring its ring does not show (vq_rt_queue_wake). */
 void vq_fw_ring_wake(struct vq_fw_ring *r);

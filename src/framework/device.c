@@ -452,7 +452,20 @@ bool vq_fw_ring_running(const struct vq_fw_ring *r)
 
 int vq_fw_ring_signal(struct vq_fw_ring *r)
 {
-	return r->rtq ? vq_rt_queue_signal(r->rtq) : 0;
+	if (r->rtq)
+		return vq_rt_queue_signal(r->rtq);
+	/* not on the loop (yet: ring_start runs before it is put there, or
+	 * at all: a ring without turns of its own): call from here */
+	if (!r->vq || r->broken || !vq_dev_should_signal(r->vq))
+		return 0;
+	if (r->call_fd >= 0) {
+		int e = vq_evt_signal(r->call_fd);
+
+		if (e < 0)
+			return e;
+	}
+	r->base.calls_sent++;
+	return 1;
 }
 
 void vq_fw_ring_wake(struct vq_fw_ring *r)

@@ -251,15 +251,12 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* Wait for the vhost-user socket: on the data path's loop if it shares
- * this thread, else in poll.  1 readable, 0 not (yet), -errno. */
+/* Wait for the vhost-user socket.  1 readable, 0 not (yet), -errno. */
 static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
 {
 	struct pollfd pf = { .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
 	int r;
 
-	if (c->hooks && c->hooks->wait)
-		return c->hooks->wait(c->arg, pf.fd, timeout_ms);
 	/* A negative fd (reconnecting) is ignored by poll. */
 	r = poll(&pf, 1, timeout_ms);
 	if (r < 0)

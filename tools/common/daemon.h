@@ -8,12 +8,9 @@
  * --once says so or when an inherited connection hangs up, then print a
  * summary.
  *
- * The data paths differ (virtq-net runs the runtime's poll loop on worker
- * threads; virtq-vsock runs it on the control thread, rings and host
- * sockets alike), so the loop takes a hook for a data path that shares
- * its thread: it waits for the vhost-user socket on the data path's loop.
- * Compiled into each daemon; not part of libvirtq.  The command line
- * follows cli.h: a bad one ends the program with one line, exit 2.
+ * Both data paths run on the library's device framework, off this
+ * thread.  Compiled into each daemon; not part of libvirtq.  The command
+ * line follows cli.h: a bad one ends the program with one line, exit 2.
  */
 #ifndef VIRTQ_TOOLS_DAEMON_H
 #define VIRTQ_TOOLS_DAEMON_H
@@ -154,17 +151,6 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 
 /* ---- the control loop ---- */
 
-/* A data path that runs on the control thread (NULL: none). */
-struct vqd_hooks {
-	/*
-	 * Wait up to timeout_ms (-1: no limit) for fd, the vhost-user socket
-	 * (-1: none, while reconnecting), to be readable, running the data
-	 * path meanwhile.  1: readable; 0: the time is up or a signal came;
-	 * -errno: the data path failed (the daemon ends).
-	 */
-	int (*wait)(void *arg, int fd, int timeout_ms);
-};
-
 #define VQD_MAX_LISTENERS 4
 
 struct vqd_ctl {
@@ -174,8 +160,7 @@ struct vqd_ctl {
 	/* A statistics line over [prev, now]: dt seconds, t since the start;
 	 * final: the summary (prev is the start). */
 	void (*stats)(void *arg, double dt, double t, bool final);
-	const struct vqd_hooks *hooks;
-	void *arg;                      /* for stats and hooks */
+	void *arg;                      /* for stats */
 	double t0, last, next_stats;
 	bool was_connected;
 	/* The sockets we created, removed at the end if still ours. */

@@ -8,12 +8,12 @@
  *
  * (options.c reads the command line.)
  *
- * One thread does everything: the rings and the host sockets (the device's
- * epoll set) are the queues and an fd of one runtime loop, and the control
- * loop waits for the vhost-user socket on it too, so a ring is never
- * touched after queue_stop returns and the device layer needs no locks.
- * A ring the device has nothing for (no data for the guest, TX held back
- * by replies waiting for RX buffers) asks for no kicks; work found for it
+ * A device on the library's framework (virtq/framework.h): its three rings
+ * are one group, so one worker runs them and the host sockets (the
+ * device's epoll set, an fd of the worker's loop), and the device layer
+ * needs no locks; the control thread serves the vhost-user socket.  A
+ * ring the device has nothing for (no data for the guest, TX held back by
+ * replies waiting for RX buffers) asks for no kicks; work found for it
  * elsewhere (host data, a reply, credit) wakes it.  Busy polling
  * (--busy-poll) covers rings and host sockets alike, and the loop's quiet
  * look finds the kicks and calls a guest's failed barrier lost.
@@ -29,38 +29,30 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <virtq/framework.h>
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_backend.h>
 #include <virtq/vsock.h>
 
 #include "virtq-vsock.h"
 
 #define NQ 3u
-#define BUDGET 256u
 
 struct daemon;
 
+/* A ring as the device sees it (the worker's). */
 struct ring {
 	struct daemon *d;
 	unsigned index;
 	bool running;
+	struct vq_fw_ring *fr;
 	struct vq_dev *dev;
-	int kick_fd, call_fd, err_fd;
 	bool armed;                     /* idle, waiting for a kick */
-	bool broken_logged;
-	struct vq_rt_queue *rtq;        /* on the loop (while vsock runs) */
-	uint64_t calls;                 /* sent off the loop */
-};
-
-/* The loop's counters of the rings, kept across loops. */
-struct rt_count {
-	uint64_t kicks, calls, kicks_missed, calls_late;
 };
 
 struct snap {
 	struct vqd_count c;
 	struct vq_vsock_stats s;
-	struct rt_count rt;
+	uint64_t kicks_missed, calls_late;
 	unsigned conns;
 };
 
@@ -69,11 +61,11 @@ struct daemon {
 	struct vqd_opts com;            /* the options every daemon takes */
 	struct snap st_now, st_prev;    /* the statistics line's ends */
 	struct vq_vsock *vs;
+	struct vq_fw *fw;
+	struct vq_fw_dev *fwd;
 	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	struct ring q[NQ];
-	struct vq_rt_loop *loop;        /* rings, host sockets, the control socket */
-	struct rt_count rt_old;         /* from loops and rings gone */
-	bool ctl_ready;                 /* the vhost-user socket is readable */
+	struct vq_rt_fd *host;          /* the host sockets, on the worker's loop */
 	/* Per front-end connection: did its first start resume rings that
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
@@ -94,20 +86,9 @@ static int host_connect(void *arg, uint32_t port, uint16_t type)
 static void dev_notify(void *arg, unsigned qi)
 {
 	struct daemon *d = arg;
-	struct ring *r = &d->q[qi];
 
-	if (!r->running)
-		return;
-	if (r->rtq) {
-		vq_rt_queue_signal(r->rtq);
-		return;
-	}
-	/* off the loop: the event queue's reset, from the control side */
-	if (!vq_dev_should_signal(r->dev))
-		return;
-	if (r->call_fd >= 0)
-		vq_evt_signal(r->call_fd);
-	r->calls++;
+	if (d->q[qi].running)
+		vq_fw_ring_signal(d->q[qi].fr);
 }
 
 static bool ring_fresh(const struct vq_dev *dev)
@@ -117,9 +98,6 @@ static bool ring_fresh(const struct vq_dev *dev)
 
 	return s.avail_idx == z && s.used_idx == z;
 }
-
-static void loop_drop(struct daemon *d);
-static int loop_build(struct daemon *d);
 
 static void attach(struct daemon *d)
 {
@@ -149,94 +127,9 @@ static void attach(struct daemon *d)
 	}
 }
 
-static int dev_queue_start(void *opaque, const struct vq_vhu_queue *q)
-{
-	struct daemon *d = opaque;
-	struct ring *r;
-
-	if (q->index >= NQ)
-		return -EINVAL;
-	loop_drop(d);
-	r = &d->q[q->index];
-	r->running = true;
-	r->dev = q->vq;
-	r->kick_fd = q->kick_fd;
-	r->call_fd = q->call_fd;
-	r->err_fd = q->err_fd;
-	r->armed = false;
-	r->broken_logged = false;
-	vq_dev_disable_notify(r->dev);
-	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
-			q->index, qname[q->index], vq_dev_num(q->vq), vq_dev_features(q->vq));
-	attach(d);
-	return loop_build(d);
-}
-
-static void dev_queue_stop(void *opaque, unsigned index, bool resumes)
-{
-	struct daemon *d = opaque;
-	struct ring *r;
-
-	if (index >= NQ || !d->q[index].running)
-		return;
-	r = &d->q[index];
-	loop_drop(d);
-	/* Keep the connections either way: a ring that pauses resumes, and
-	 * one the front-end stopped may start again (QEMU stops and starts
-	 * them on a guest's suspend); a reset or disconnect ends them. */
-	vq_vsock_detach(d->vs);
-	d->rt_old.calls += r->calls;
-	*r = (struct ring){ .d = d, .index = index, .kick_fd = -1, .call_fd = -1,
-			    .err_fd = -1 };
-	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) stopped\n", index, qname[index]);
-	attach(d);
-	loop_build(d);
-}
-
-static void dev_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
-{
-	struct daemon *d = opaque;
-	struct vq_vsock_config_space c = { .guest_cid = vq_le64(d->o.cid) };
-
-	/* The library checked off + len against config_len. */
-	memcpy(buf, (uint8_t *)&c + off, len);
-}
-
-static void dev_reset(void *opaque)
-{
-	struct daemon *d = opaque;
-
-	loop_drop(d);
-	vq_vsock_stop(d->vs);
-	d->session_started = d->session_resumed = d->reset_sent = false;
-	loop_build(d);
-}
-
-static const struct vq_vhu_device_ops vsock_ops = {
-	.queue_start = dev_queue_start,
-	.queue_stop = dev_queue_stop,
-	.get_config = dev_get_config,
-	.reset = dev_reset,
-};
-
 /* ------------------------------------------------------------------ */
 /* Data path: the rings are the loop's queues, the host sockets its fd */
 /* ------------------------------------------------------------------ */
-
-static void ring_broken(struct daemon *d, unsigned qi)
-{
-	struct ring *r = &d->q[qi];
-
-	if (r->broken_logged || !r->running)
-		return;
-	r->broken_logged = true;
-	fprintf(stderr, "virtq-vsock: queue %u (%s) broken: %s\n", qi, qname[qi],
-		vq_dev_error_msg(r->dev));
-	if (r->err_fd >= 0)
-		vq_evt_signal(r->err_fd);
-}
 
 /* Does the device want ring qi's buffers now? */
 static bool ring_wanted(struct daemon *d, unsigned qi)
@@ -264,11 +157,11 @@ static void wake_wanted(struct daemon *d)
 	for (i = 0; i < NQ; i++) {
 		struct ring *r = &d->q[i];
 
-		if (!r->rtq || vq_rt_queue_active(r->rtq))
+		if (!r->running || vq_fw_ring_active(r->fr))
 			continue;
 		if (ring_wanted(d, i)) {
 			if (!r->armed)
-				vq_rt_queue_wake(r->rtq);
+				vq_fw_ring_wake(r->fr);
 		} else if (r->armed) {
 			q_disable(r);
 		}
@@ -302,7 +195,7 @@ static int q_enable(void *p)
 	}
 	k = vq_dev_enable_notify(r->dev);
 	if (k < 0) {
-		ring_broken(r->d, r->index);
+		vq_fw_ring_broken(r->fr);
 		return 0;
 	}
 	r->armed = k == 0;
@@ -314,7 +207,8 @@ static const struct vq_rt_ring_ops ring_ops = {
 	.enable_notify = q_enable,
 };
 
-/* A ring's turn. */
+/* A ring's turn.  A ring the device broke (its own, or the other one a
+ * reply goes to) is said broken with its own message. */
 static int q_process(struct vq_rt_queue *q, void *arg,
 		     const struct vq_rt_budget *b, uint64_t *bytes)
 {
@@ -332,13 +226,12 @@ static int q_process(struct vq_rt_queue *q, void *arg,
 		else
 			n = vq_vsock_process_event(d->vs);
 	}
-	if (n < 0) {
-		ring_broken(d, r->index);
-		n = 0;
-	}
+	for (unsigned i = 0; n < 0 && i < NQ; i++)
+		if (d->q[i].running && vq_dev_error(d->q[i].dev))
+			vq_fw_ring_broken(d->q[i].fr);
 	*bytes += s->tx_bytes + s->rx_bytes - before;
 	wake_wanted(d);
-	return n;
+	return n < 0 ? 0 : n;
 }
 
 /* The host sockets' turn (the device's epoll set is readable). */
@@ -350,135 +243,140 @@ static int host_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
 
 	if (n < 0) {
 		fprintf(stderr, "virtq-vsock: host sockets: %s\n", strerror(-n));
-		return n;
+		return 0;
 	}
 	wake_wanted(d);
 	return n;
 }
 
-static int ctl_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
-		    const struct vq_rt_budget *b, uint64_t *bytes)
+/* ------------------------------------------------------------------ */
+/* The device's callbacks (the worker)                                 */
+/* ------------------------------------------------------------------ */
+
+static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
+			    struct vq_fw_turn *t)
 {
-	((struct daemon *)arg)->ctl_ready = true;
+	struct daemon *d = opaque;
+	struct ring *r = &d->q[vq_fw_ring_index(fr)];
+
+	r->running = true;
+	r->dev = vq_fw_ring_vq(fr);
+	r->armed = false;
+	vq_dev_disable_notify(r->dev);
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
+			r->index, qname[r->index], vq_dev_num(r->dev), vq_dev_features(r->dev));
+	attach(d);
+	t->process = q_process;
+	t->arg = r;
+	t->ops = &ring_ops;
+	t->ring = r;
 	return 0;
 }
 
-/* Keep the counters of the loop's queues and free it. */
-static void loop_drop(struct daemon *d)
+/* Keep the connections either way: a ring that pauses resumes, and one
+ * the front-end stopped may start again (QEMU stops and starts them on a
+ * guest's suspend); a reset or disconnect ends them. */
+static void vsock_ring_stop(void *opaque, struct vq_fw_ring *fr, bool paused)
 {
-	unsigned i;
+	struct daemon *d = opaque;
+	struct ring *r = &d->q[vq_fw_ring_index(fr)];
 
-	for (i = 0; i < NQ; i++) {
-		struct ring *r = &d->q[i];
-		const struct vq_rt_counters *c;
-
-		if (!r->rtq)
-			continue;
-		c = vq_rt_queue_counters(r->rtq);
-		d->rt_old.kicks += c->kicks_recv;
-		d->rt_old.calls += c->calls_sent;
-		d->rt_old.kicks_missed += c->kicks_missed;
-		d->rt_old.calls_late += c->calls_late;
-		r->rtq = NULL;
-	}
-	vq_rt_loop_free(d->loop);
-	d->loop = NULL;
+	if (!r->running)
+		return;
+	vq_vsock_detach(d->vs);
+	r->running = false;
+	r->dev = NULL;
+	r->armed = false;
+	if (!d->com.quiet)
+		fprintf(stderr, "virtq-vsock: queue %u (%s) %s\n", r->index, qname[r->index],
+			paused ? "paused" : "stopped");
+	attach(d);
 }
 
-/* The loop: the host sockets always, the rings while the device runs. */
-static int loop_build(struct daemon *d)
+static void vsock_reset(void *opaque, unsigned group)
 {
-	struct vq_rt_loop_config lc = {
-		.busy_poll_ns = d->com.busy_poll_us * 1000,
-		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
-	};
-	unsigned i;
-	int r;
+	struct daemon *d = opaque;
 
-	r = vq_rt_loop_new(&lc, &d->loop);
-	if (r == 0)
-		r = vq_rt_loop_add_fd(d->loop, vq_vsock_fd(d->vs), EPOLLIN, host_turn,
-				      d, NULL);
-	for (i = 0; r == 0 && vq_vsock_started(d->vs) && i < NQ; i++) {
-		struct ring *rg = &d->q[i];
-		struct vq_rt_queue_config qc = {
-			.dev = rg->dev, .ops = &ring_ops, .ring = rg,
-			.kick_fd = rg->kick_fd, .call_fd = rg->call_fd,
-			.process = q_process, .arg = rg,
-		};
-
-		if (rg->running)
-			r = vq_rt_loop_add(d->loop, &qc, &rg->rtq);
-	}
-	if (r < 0) {
-		fprintf(stderr, "virtq-vsock: cannot build the data path's loop: %s\n",
-			strerror(-r));
-		loop_drop(d);
-	}
-	return r;
+	vq_vsock_stop(d->vs);
+	d->session_started = d->session_resumed = d->reset_sent = false;
 }
 
-/* vqd_run's wait: the loop runs until the vhost-user socket is readable
- * or the time is up. */
-static int data_wait(void *arg, int fd, int timeout_ms)
+/* Control thread: the config space is the guest's CID, fixed. */
+static void vsock_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
+{
+	struct daemon *d = opaque;
+	struct vq_vsock_config_space c = { .guest_cid = vq_le64(d->o.cid) };
+
+	/* The library checked off + len against config_len. */
+	memcpy(buf, (uint8_t *)&c + off, len);
+}
+
+static const struct vq_fw_device_ops vsock_ops = {
+	.ring_start = vsock_ring_start,
+	.ring_stop = vsock_ring_stop,
+	.reset = vsock_reset,
+	.get_config = vsock_get_config,
+};
+
+/* On the worker: the host sockets join its loop, or leave it. */
+static void host_on_loop(void *arg)
 {
 	struct daemon *d = arg;
-	struct vq_rt_fd *ctl = NULL;
-	uint64_t now = vq_rt_now_ns();
-	uint64_t end = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000;
-	int r = 0;
+	int r = vq_rt_loop_add_fd(vq_fw_dev_loop(d->fwd, 0), vq_vsock_fd(d->vs),
+				  EPOLLIN, host_turn, d, &d->host);
 
-	if (!d->loop) {
-		r = loop_build(d);
-		if (r < 0)
-			return r;
-	}
-	d->ctl_ready = false;
-	if (fd >= 0) {
-		r = vq_rt_loop_add_fd(d->loop, fd, EPOLLIN, ctl_turn, d, &ctl);
-		if (r < 0)
-			return r;
-	}
-	do {
-		uint64_t left = end - now;
+	if (r < 0)
+		fprintf(stderr, "virtq-vsock: cannot watch the host sockets: %s\n",
+			strerror(-r));
+}
 
-		r = vq_rt_loop_run_once(d->loop, end == UINT64_MAX ? -1 :
-					(int)((left + 999999) / 1000000));
-		now = vq_rt_now_ns();
-	} while (r >= 0 && !d->ctl_ready && !vqd_stop && now < end);
-	vq_rt_fd_remove(ctl);
-	return r < 0 ? r : d->ctl_ready;
+static void host_off_loop(void *arg)
+{
+	struct daemon *d = arg;
+
+	vq_rt_fd_remove(d->host);
+	d->host = NULL;
 }
 
 /* ------------------------------------------------------------------ */
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
 
+struct snap_call {
+	struct daemon *d;
+	struct snap *p;
+};
+
+/* On the worker: what the device and its rings counted. */
+static void snap_worker(void *arg)
+{
+	struct snap_call *sc = arg;
+	struct daemon *d = sc->d;
+	struct snap *p = sc->p;
+
+	memset(p, 0, sizeof(*p));
+	p->s = *vq_vsock_stats(d->vs);
+	for (unsigned i = 0; i < NQ; i++) {
+		const struct vq_rt_counters *c = vq_fw_ring_counters(d->q[i].fr);
+
+		p->c.kicks += c->kicks_recv;
+		p->c.calls += c->calls_sent;
+		p->kicks_missed += c->kicks_missed;
+		p->calls_late += c->calls_late;
+	}
+	p->conns = vq_vsock_conn_count(d->vs);
+}
+
 static void snap_take(struct daemon *d, struct snap *p)
 {
-	unsigned i;
+	struct snap_call sc = { d, p };
 
-	p->s = *vq_vsock_stats(d->vs);
-	p->rt = d->rt_old;
-	for (i = 0; i < NQ; i++) {
-		const struct ring *r = &d->q[i];
-
-		p->rt.calls += r->calls;
-		if (r->rtq) {
-			const struct vq_rt_counters *c = vq_rt_queue_counters(r->rtq);
-
-			p->rt.kicks += c->kicks_recv;
-			p->rt.calls += c->calls_sent;
-			p->rt.kicks_missed += c->kicks_missed;
-			p->rt.calls_late += c->calls_late;
-		}
-	}
-	p->c = (struct vqd_count){
-		.tx_pkts = p->s.tx_pkts, .tx_bytes = p->s.tx_bytes,
-		.rx_pkts = p->s.rx_pkts, .rx_bytes = p->s.rx_bytes,
-		.kicks = p->rt.kicks, .calls = p->rt.calls,
-	};
-	p->conns = vq_vsock_conn_count(d->vs);
+	vq_fw_dev_call(d->fwd, 0, snap_worker, &sc);
+	p->c.tx_pkts = p->s.tx_pkts;
+	p->c.tx_bytes = p->s.tx_bytes;
+	p->c.rx_pkts = p->s.rx_pkts;
+	p->c.rx_bytes = p->s.rx_bytes;
 }
 
 static uint64_t bad_total(const struct vq_vsock_stats *s)
@@ -517,7 +415,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"host_msg_too_big\":%" PRIu64 "}",
 		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
-		       s->host_msg_deferred, now->rt.kicks_missed, now->rt.calls_late,
+		       s->host_msg_deferred, now->kicks_missed, now->calls_late,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
@@ -546,8 +444,6 @@ static void stats_line(void *arg, double dt, double t, bool final)
 	fflush(stdout);
 	*prev = *now;
 }
-
-static const struct vqd_hooks hooks = { .wait = data_wait };
 
 static uint64_t offered_features(const struct daemon *d)
 {
@@ -592,7 +488,7 @@ bad:
 	return r;
 }
 
-static int device_new(struct daemon *d)
+static int device_new(struct daemon *d, struct vqd_ctl *ctl)
 {
 	struct vq_vsock_config vc = {
 		.guest_cid = d->o.cid, .buf_alloc = d->o.buf_alloc,
@@ -601,54 +497,65 @@ static int device_new(struct daemon *d)
 		.used_batch = d->com.used_batch ? d->com.used_batch : UINT32_MAX,
 		.host_connect = host_connect, .notify = dev_notify, .arg = d,
 	};
+	struct vq_fw_config fc = {
+		.threads = 1,
+		.busy_poll_ns = d->com.busy_poll_us * 1000,
+		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
+	};
+	struct vq_fw_device dev = {
+		.name = "virtq-vsock", .features = offered_features(d),
+		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
+		.group_size = NQ, .ops = &vsock_ops, .opaque = d,
+	};
 	int r = vq_vsock_new(&vc, &d->vs);
 
-	if (r < 0)
+	if (r == 0)
+		r = vq_fw_new(&fc, &d->fw);
+	if (r == 0)
+		r = vq_fw_dev_new(d->fw, &dev, &d->fwd);
+	if (r < 0) {
 		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
-	return r;
+		return r;
+	}
+	for (unsigned i = 0; i < NQ; i++)
+		d->q[i] = (struct ring){ .d = d, .index = i, .fr = vq_fw_dev_ring(d->fwd, i) };
+	ctl->b = d->b = vq_fw_dev_backend(d->fwd);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct vq_vhu_device dev;
-	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .hooks = &hooks,
-			       .arg = &d };
-	int r, rc = 1;
-	unsigned i;
+	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
+	int rc = 1;
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
-	for (i = 0; i < NQ; i++)
-		d.q[i] = (struct ring){ .d = &d, .index = i, .kick_fd = -1,
-					.call_fd = -1, .err_fd = -1 };
-	if (device_new(&d) < 0)
-		return 1;
-	dev = (struct vq_vhu_device){
-		.name = "virtq-vsock", .features = offered_features(&d),
-		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
-		.ops = &vsock_ops, .opaque = &d,
-	};
 	vqd_log_to_stderr(d.com.quiet);
-	r = vq_vhu_backend_new(&dev, &ctl.b);
-	if (r < 0) {
-		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
+	if (device_new(&d, &ctl) < 0)
 		goto out;
-	}
-	d.b = ctl.b;
 	/* The vhost-user socket last: a front-end that sees it finds the
 	 * host side ready. */
-	if (host_listen(&d, &ctl) < 0 || loop_build(&d) < 0 || vqd_open(&ctl) < 0)
+	if (host_listen(&d, &ctl) < 0)
+		goto out;
+	vq_fw_dev_call(d.fwd, 0, host_on_loop, &d);
+	if (vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
 		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
 			", used batch %u, busy poll %" PRIu64 " us\n",
-			d.o.cid, d.o.uds, dev.features, d.com.used_batch, d.com.busy_poll_us);
+			d.o.cid, d.o.uds, offered_features(&d), d.com.used_batch,
+			d.com.busy_poll_us);
 	rc = vqd_run(&ctl);
 	vqd_summary(&ctl);
 out:
-	/* the backend first: its teardown resets the device */
+	if (d.fwd) {
+		vq_fw_dev_call(d.fwd, 0, host_off_loop, &d);
+		/* the device owns the back-end: freeing it resets the device */
+		vq_fw_dev_free(d.fwd);
+	}
+	ctl.b = NULL;
 	vqd_close(&ctl);
-	loop_drop(&d);
+	vq_fw_free(d.fw);
 	vq_vsock_free(d.vs);
 	return rc;
 }
