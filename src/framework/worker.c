@@ -101,12 +101,19 @@ static bool run_calls(struct fw_worker *w)
 	return quit;
 }
 
-/* The mailbox's turn: calls are run after the round (run_calls). */
+/*
+ * The mailbox's turn: calls are run after the round (run_calls).  The
+ * drain may take the wake-up of a call queued after the last run_calls:
+ * then the turn says its budget is spent, so the fd keeps its turn and the
+ * loop does not sleep before the worker looks at its queue.
+ */
 static int mbox_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
 		     const struct vq_rt_budget *b, uint64_t *bytes)
 {
-	vq_evt_drain(((struct fw_worker *)arg)->mbox_fd);
-	return 0;
+	struct fw_worker *w = arg;
+
+	vq_evt_drain(w->mbox_fd);
+	return __atomic_load_n(&w->pending, __ATOMIC_ACQUIRE) ? (int)b->pkts : 0;
 }
 
 static void *worker_main(void *arg)
