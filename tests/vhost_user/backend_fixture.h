@@ -232,17 +232,25 @@ static inline struct vq_vhu_region whole(struct fx *x)
 				       .mmap_offset = 0 };
 }
 
-/* SET_FEATURES + SET_MEM_TABLE(whole guest) + SET_VRING_NUM(0, num). */
-static inline void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
+/* SET_FEATURES + SET_MEM_TABLE(whole guest, from the GSIZE bytes of
+ * fd) + SET_VRING_NUM(0, num). */
+static inline void setup_to_num_from(struct fx *x, int s, uint64_t features,
+				     uint32_t num, int fd)
 {
 	struct vq_vhu_region r = whole(x);
 
 	snd_u64(s, VQ_VHU_SET_FEATURES, features);
 	ok(x);
-	snd_mem(s, 1, &r, &x->gfd);
+	snd_mem(s, 1, &r, &fd);
 	ok(x);
 	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, num);
 	ok(x);
+}
+
+/* The same from the fixture's guest memory. */
+static inline void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
+{
+	setup_to_num_from(x, s, features, num, x->gfd);
 }
 
 /* Queue 0 of 64 at guest offsets 0, 0x1000, 0x2000: its address, then
