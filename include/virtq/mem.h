@@ -12,6 +12,7 @@
 #ifndef VIRTQ_MEM_H
 #define VIRTQ_MEM_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -179,6 +180,33 @@ bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
 /* Mark the pages of [gpa, gpa+len) dirty now (pages past the log are
  * skipped: callers check coverage when they set the log up). */
 void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
+
+/*
+ * Guest memory files a front-end truncates under us.  The vhost-user
+ * back-end maps the files the front-end passes (guest memory, the dirty
+ * log); touching a page the file no longer has raises SIGBUS on whatever
+ * thread touches it.  Unless the file is a memfd sealed against shrinking
+ * (QEMU's memory-backend-memfd seals by default; its size was checked when
+ * it was mapped), the library guards the mapping: its SIGBUS handler,
+ * installed the first time a mapping is guarded, replaces the whole
+ * mapping with anonymous zero pages (the faulting access then completes:
+ * reads see zeros, writes go to private memory) and shuts down the
+ * connection that passed the file, which the back-end then closes with a
+ * message naming the region.  Any other SIGBUS goes to the handler
+ * installed before ours, or kills the process as it would have.
+ *
+ * Replacement rather than siglongjmp: no access pays for it (no setjmp
+ * around each one), and it covers any code that touches guest memory: the
+ * rings read in place, a device's memcpy, an application's callback.  The
+ * kernel's own copies from or to guest buffers (read, write, sendmsg) do
+ * not raise SIGBUS: they fail with EFAULT or return a short count, which a
+ * device meets as a failed I/O.
+ *
+ * A program that installs its own SIGBUS handler after the library has
+ * guarded a mapping calls this first, and returns when it returns true:
+ * the fault was in a guarded mapping and is dealt with.  Async-signal-safe.
+ */
+bool vq_mem_handle_sigbus(const siginfo_t *si);
 
 #ifdef __cplusplus
 }

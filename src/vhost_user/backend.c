@@ -422,6 +422,16 @@ static int fail_pending(struct vq_vhu_backend *b)
 	return err;
 }
 
+/* A failure found off the control thread: another thread's, or guest
+ * memory lost to its file shrinking (its handler shut the socket down).
+ * Its -errno, with vhu_berr saying why, or 0. */
+static int failed_elsewhere(struct vq_vhu_backend *b)
+{
+	int r = fail_pending(b);
+
+	return r ? r : vhu_mem_lost(b);
+}
+
 /* Read, decode and handle one message.  1: one was handled, 0: none was
  * waiting, -errno: the connection must close. */
 static int handle_one(struct vq_vhu_backend *b)
@@ -433,17 +443,17 @@ static int handle_one(struct vq_vhu_backend *b)
 	struct vq_vhu_msg m;
 	char err[160];
 	bool ack;
-	int r;
+	int r, e;
 
-	r = fail_pending(b);
+	r = failed_elsewhere(b);
 	if (r)
 		return r;
 	r = vhu_recv(b->conn_fd, true, true, buf, &len, fds, &nfds);
 	if (r == -EAGAIN)
 		return 0;
 	/* the socket was shut down for a failure found meanwhile */
-	if (r < 0 && fail_pending(b))
-		return b->fail.err;
+	if (r < 0 && (e = failed_elsewhere(b)))
+		return e;
 	if (r == -ECONNRESET)
 		return -ECONNRESET;     /* orderly close: not an error message */
 	if (r < 0 && len == VQ_VHU_HDR_SIZE) {
@@ -482,6 +492,10 @@ static int handle_one(struct vq_vhu_backend *b)
 		if (s && r >= 0)
 			r = s;
 	}
+	/* a failure found meanwhile (the handler touched lost memory, its
+	 * socket shut down) is why the handler or its reply failed */
+	if (r < 0 && (e = failed_elsewhere(b)))
+		return e;
 	return r < 0 ? r : 1;   /* a refusal keeps the connection */
 }
 

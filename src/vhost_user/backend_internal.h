@@ -55,6 +55,7 @@ struct map {
 	dev_t file_dev;                 /* the file mapped, to know it again */
 	ino_t file_ino;
 	unsigned refs;                  /* ADD_MEM_REGs of this very region */
+	int guard;                      /* its guard (mem/guard.h), or -1 */
 };
 
 /* An IOTLB miss asked of the front-end and not yet answered: asked again
@@ -102,6 +103,8 @@ struct vq_vhu_backend {
 	struct vq_dirty_log log;        /* SET_LOG_BASE; bits NULL: none */
 	void *log_map;
 	size_t log_map_len;
+	uint64_t log_map_offset;        /* in its file */
+	int log_guard;                  /* with log_map: as struct map's guard */
 	struct backend_chan chan;
 	struct postcopy {
 		int ufd;                /* POSTCOPY_ADVISE..END, else -1 */
@@ -248,6 +251,9 @@ VQ_INTERNAL int vhu_h_vring_enable(struct vq_vhu_backend *b, struct vq_vhu_msg *
 /* backend_mem.c */
 VQ_INTERNAL void vhu_unmap_all(struct vq_vhu_backend *b);
 VQ_INTERNAL void vhu_log_unmap(struct vq_vhu_backend *b);
+/* A guarded mapping lost to its file shrinking (mem/guard.h): -EFAULT,
+ * with vhu_berr naming the region or the log, or 0. */
+VQ_INTERNAL int vhu_mem_lost(struct vq_vhu_backend *b);
 VQ_INTERNAL int vhu_ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 				   const struct vq_ring_addr *ra);
 VQ_INTERNAL int vhu_h_set_mem_table(struct vq_vhu_backend *b, struct vq_vhu_msg *m);

@@ -3,7 +3,10 @@
  * The back-end's guest memory and dirty log: regions mmap'ed from the fds
  * the front-end passes (checked against the file's size, hugetlbfs
  * aligned), the memory-table messages, and the log that live migration
- * has the rings mark (vhost-user "Migration").
+ * has the rings mark (vhost-user "Migration").  A mapping of a file the
+ * front-end can still shrink is guarded (mem/guard.h): a page lost under
+ * it shuts the connection down, and the control thread closes it naming
+ * the region (vhu_mem_lost).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <sys/statfs.h>
 
 #include "backend_internal.h"
+#include "mem/guard.h"
 
 #ifndef HUGETLBFS_MAGIC
 #define HUGETLBFS_MAGIC 0x958458f6
@@ -21,14 +25,51 @@
 void vhu_unmap_all(struct vq_vhu_backend *b)
 {
 	for (unsigned i = 0; i < b->nmaps; i++) {
-		vq_mem_remove(b->mem, b->maps[i].gpa, b->maps[i].size, NULL);
-		munmap(b->maps[i].addr, b->maps[i].len);
+		const struct map *mp = &b->maps[i];
+
+		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
+		vq_guard_unmap(mp->guard, mp->addr, mp->len);
 	}
 	b->nmaps = 0;
 }
 
 /* Messages about a region: where the rule is, then which region. */
 #define REGION "vhost-user \"Memory regions description\": region at guest 0x%llx: "
+
+/* mmap len bytes of fd at off, shared, and guard the mapping if guard
+ * says so, with the connection as the socket to shut down: 0, *p and
+ * *slot (-1: unguarded), or -errno (vq_guard_add's too). */
+static int map_file(struct vq_vhu_backend *b, int fd, bool guard, size_t len,
+		    uint64_t off, void **p, int *slot)
+{
+	*slot = -1;
+	*p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	if (*p == MAP_FAILED)
+		return -errno;
+	if (guard) {
+		*slot = vq_guard_add(*p, len, b->conn_fd);
+		if (*slot < 0) {
+			int r = *slot;
+
+			munmap(*p, len);
+			*slot = -1;
+			return r;
+		}
+	}
+	return 0;
+}
+
+static const char *map_file_error(int r)
+{
+	if (r == -ENOSPC)
+		return "no guard slot left for it in the process";
+	if (r == -ENOTSUP)
+		return "no SIGBUS handler could be installed to guard it";
+	return strerror(-r);
+}
+
+/* What a lost mapping's message says after naming it (vhu_mem_lost). */
+#define LOST_MSG "its file was truncated under the mapping (no page at file offset 0x%llx)"
 
 /* mmap one region from fd (which is closed here) and add it to the map. */
 static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
@@ -38,8 +79,10 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	struct statfs sfs;
 	uint64_t align, moff, delta, len;
 	struct vq_mem_region mr;
+	/* before the size check: see vq_guard_needed */
+	bool guard = vq_guard_needed(fd);
 	void *p;
-	int ret;
+	int ret, slot;
 
 	if (fstat(fd, &st) < 0 || fstatfs(fd, &sfs) < 0) {
 		ret = vhu_berr(b, -errno, REGION "cannot stat its fd: %s",
@@ -79,18 +122,18 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 		b->maps = nm;
 		b->capmaps = cap;
 	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
-	if (p == MAP_FAILED) {
-		ret = vhu_berr(b, -errno, REGION "mmap of 0x%llx bytes failed: %s",
+	ret = map_file(b, fd, guard, len, moff, &p, &slot);
+	if (ret) {
+		ret = vhu_berr(b, ret, REGION "mapping 0x%llx bytes failed: %s",
 			       (unsigned long long)r->gpa, (unsigned long long)len,
-			       strerror(errno));
+			       map_file_error(ret));
 		goto out;
 	}
 	mr = (struct vq_mem_region){ .gpa = r->gpa, .size = r->size,
 				     .uaddr = r->uaddr, .hva = (char *)p + delta };
 	ret = vq_mem_add(b->mem, &mr);
 	if (ret) {
-		munmap(p, len);
+		vq_guard_unmap(slot, p, len);
 		if (ret == -ENOSPC)
 			ret = vhu_berr(b, ret, REGION "one region more than the %u we map",
 				       (unsigned long long)r->gpa, VQ_MEM_MAX_REGIONS);
@@ -110,7 +153,7 @@ static int map_region(struct vq_vhu_backend *b, const struct vq_vhu_region *r,
 	}
 	b->maps[b->nmaps++] = (struct map){ p, len, mr.hva, r->gpa, r->size,
 					    r->uaddr, r->mmap_offset, st.st_dev,
-					    st.st_ino, 1 };
+					    st.st_ino, 1, slot };
 out:
 	close(fd);
 	return ret;
@@ -119,7 +162,7 @@ out:
 void vhu_log_unmap(struct vq_vhu_backend *b)
 {
 	if (b->log_map)
-		munmap(b->log_map, b->log_map_len);
+		vq_guard_unmap(b->log_guard, b->log_map, b->log_map_len);
 	b->log_map = NULL;
 	b->log_map_len = 0;
 	b->log = (struct vq_dirty_log){ 0 };
@@ -192,7 +235,8 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	struct vq_vhu_msg rep = { .kind = VQ_VHU_P_EMPTY };
 	uint64_t size = m->u.log.size, off = m->u.log.offset;
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), delta = off % pg;
-	int fd = m->fds[0], r;
+	int fd = m->fds[0], r, slot;
+	bool guard = vq_guard_needed(fd);       /* before the size check */
 	struct stat st;
 	void *p;
 
@@ -214,17 +258,19 @@ int vhu_h_set_log_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 		close(fd);
 		return r;
 	}
-	p = mmap(NULL, size + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		 (off_t)(off - delta));
+	r = map_file(b, fd, guard, size + delta, off - delta, &p, &slot);
 	close(fd);
-	if (p == MAP_FAILED)
-		return vhu_berr(b, -errno,
-				"VHOST_USER_SET_LOG_BASE: mmap of 0x%llx bytes failed: %s",
-				(unsigned long long)(size + delta), strerror(errno));
+	if (r)
+		return vhu_berr(b, r,
+				"VHOST_USER_SET_LOG_BASE: mapping 0x%llx bytes failed: %s",
+				(unsigned long long)(size + delta),
+				map_file_error(r));
 	vhu_suspend_all(b);         /* no ring may still be marking the old log */
 	vhu_log_unmap(b);
 	b->log_map = p;
 	b->log_map_len = size + delta;
+	b->log_map_offset = off - delta;
+	b->log_guard = slot;
 	b->log = (struct vq_dirty_log){ .bits = (uint8_t *)p + delta, .size = size };
 	r = vhu_start_all(b);
 	return r ? r : vhu_reply(b, m, &rep);
@@ -335,7 +381,7 @@ int vhu_h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 			return b->pc.listening ? vhu_postcopy_mem_changed(b, m, NULL) : VHU_DONE;
 		vhu_suspend_all(b);
 		vq_mem_remove(b->mem, mp->gpa, mp->size, NULL);
-		munmap(mp->addr, mp->len);
+		vq_guard_unmap(mp->guard, mp->addr, mp->len);
 		b->maps[i] = b->maps[--b->nmaps];
 		if (b->pc.listening)
 			return vhu_postcopy_mem_changed(b, m, NULL);
@@ -345,4 +391,29 @@ int vhu_h_rem_mem_reg(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 			"VHOST_USER_REM_MEM_REG: no region at guest 0x%llx of 0x%llx bytes at user 0x%llx",
 			(unsigned long long)r->gpa, (unsigned long long)r->size,
 			(unsigned long long)r->uaddr);
+}
+
+int vhu_mem_lost(struct vq_vhu_backend *b)
+{
+	uint64_t off;
+
+	for (unsigned i = 0; i < b->nmaps; i++) {
+		const struct map *mp = &b->maps[i];
+		/* where the mapping starts in the file */
+		uint64_t start = mp->mmap_offset -
+				 (uint64_t)((char *)mp->hva - (char *)mp->addr);
+
+		if (vq_guard_lost(mp->guard, &off))
+			return vhu_berr(b, -EFAULT,
+					"vhost-user \"Memory regions description\": region at guest 0x%llx (0x%llx bytes): " LOST_MSG,
+					(unsigned long long)mp->gpa,
+					(unsigned long long)mp->size,
+					(unsigned long long)(start + off));
+	}
+	if (b->log_map && vq_guard_lost(b->log_guard, &off))
+		return vhu_berr(b, -EFAULT,
+				"vhost-user \"Migration\": the log of 0x%llx bytes: " LOST_MSG,
+				(unsigned long long)b->log.size,
+				(unsigned long long)(b->log_map_offset + off));
+	return 0;
 }

@@ -232,17 +232,25 @@ static inline struct vq_vhu_region whole(struct fx *x)
 				       .mmap_offset = 0 };
 }
 
-/* SET_FEATURES + SET_MEM_TABLE(whole guest) + SET_VRING_NUM(0, num). */
-static inline void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
+/* SET_FEATURES + SET_MEM_TABLE(whole guest, from the GSIZE bytes of
+ * fd) + SET_VRING_NUM(0, num). */
+static inline void setup_to_num_from(struct fx *x, int s, uint64_t features,
+				     uint32_t num, int fd)
 {
 	struct vq_vhu_region r = whole(x);
 
 	snd_u64(s, VQ_VHU_SET_FEATURES, features);
 	ok(x);
-	snd_mem(s, 1, &r, &x->gfd);
+	snd_mem(s, 1, &r, &fd);
 	ok(x);
 	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, num);
 	ok(x);
+}
+
+/* The same from the fixture's guest memory. */
+static inline void setup_to_num(struct fx *x, int s, uint64_t features, uint32_t num)
+{
+	setup_to_num_from(x, s, features, num, x->gfd);
 }
 
 /* Queue 0 of 64 at guest offsets 0, 0x1000, 0x2000: its address, then
@@ -262,6 +270,69 @@ static inline void split_ring(struct fx *x, int s, uint64_t features, int kick)
 {
 	setup_to_num(x, s, features, 64);
 	ring_addr_kick(x, s, kick);
+}
+
+/* ---- live migration's dirty log (vhost-user "Migration") ---- */
+
+#define LOG_SHMFD VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD)
+#define LOG_ALL VIRTQ_BIT(VQ_VHU_F_LOG_ALL)
+/* GSIZE is 256 pages: a log of 32 bytes covers it exactly */
+#define LOG_BYTES (GSIZE / VQ_LOG_PAGE / 8)
+
+static inline int log_memfd(uint64_t size)
+{
+	int fd = memfd_create("vhu-test-log", MFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
+static inline bool page_dirty(const uint8_t *log, uint64_t gpa)
+{
+	uint64_t page = gpa / VQ_LOG_PAGE;
+
+	return log[page / 8] & (1u << (page % 8));
+}
+
+/* One chain through the echo device: in bytes read at rd, written at wr
+ * (a buffer of wlen bytes). */
+static inline void echo_one(struct fx *x, struct vq_drv *d, uint64_t rd,
+			    uint32_t in, uint64_t wr, uint32_t wlen)
+{
+	struct vq_seg seg[2] = { { rd, in }, { wr, wlen } };
+	void *tok;
+	uint32_t len;
+
+	CHECK_EQ(vq_drv_add(d, seg, 1, 1, x), 0);
+	vq_drv_kick_prepare(d);
+	echo_run_queue(&x->e, 0);
+	CHECK_EQ(vq_drv_get(d, &tok, &len), 1);
+	CHECK_EQ(len, in);
+}
+
+/* Up to a started, enabled queue 0 with LOG_SHMFD negotiated; descriptors
+ * at guest page 0, driver area at page 1, device area at page 2. */
+static inline void log_ring(struct fx *x, int s, uint64_t f, int kick,
+			    uint32_t flags, uint64_t log_addr)
+{
+	struct vq_vhu_region r = whole(x);
+
+	snd_u64(s, VQ_VHU_SET_FEATURES, f);
+	ok(x);
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
+	ok(x);
+	snd_mem(s, 1, &r, &x->gfd);
+	ok(x);
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
+	ok(x);
+	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, flags, log_addr);
+	ok(x);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
+	ok(x);
+	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
+	ok(x);
+	CHECK(x->e.q[0].on);
 }
 
 /* ---- the log callback, and fd 2 that must stay empty ---- */

@@ -8,27 +8,6 @@
  */
 #include "backend_fixture.h"
 
-#define LOG_SHMFD VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD)
-#define LOG_ALL VIRTQ_BIT(VQ_VHU_F_LOG_ALL)
-/* GSIZE is 256 pages: a log of 32 bytes covers it exactly */
-#define LOG_BYTES (GSIZE / VQ_LOG_PAGE / 8)
-
-static int log_memfd(uint64_t size)
-{
-	int fd = memfd_create("vhu-test-log", MFD_CLOEXEC);
-
-	CHECK(fd >= 0);
-	CHECK_EQ(ftruncate(fd, (off_t)size), 0);
-	return fd;
-}
-
-static bool page_dirty(const uint8_t *log, uint64_t gpa)
-{
-	uint64_t page = gpa / VQ_LOG_PAGE;
-
-	return log[page / 8] & (1u << (page % 8));
-}
-
 static unsigned dirty_pages(const uint8_t *log)
 {
 	unsigned n = 0;
@@ -36,46 +15,6 @@ static unsigned dirty_pages(const uint8_t *log)
 	for (unsigned i = 0; i < LOG_BYTES; i++)
 		n += (unsigned)__builtin_popcount(log[i]);
 	return n;
-}
-
-/* One chain through the echo device: in bytes read at rd, written at wr
- * (a buffer of wlen bytes). */
-static void echo_one(struct fx *x, struct vq_drv *d, uint64_t rd, uint32_t in,
-		     uint64_t wr, uint32_t wlen)
-{
-	struct vq_seg seg[2] = { { rd, in }, { wr, wlen } };
-	void *tok;
-	uint32_t len;
-
-	CHECK_EQ(vq_drv_add(d, seg, 1, 1, x), 0);
-	vq_drv_kick_prepare(d);
-	echo_run_queue(&x->e, 0);
-	CHECK_EQ(vq_drv_get(d, &tok, &len), 1);
-	CHECK_EQ(len, in);
-}
-
-/* Up to a started, enabled queue 0 with LOG_SHMFD negotiated; descriptors
- * at guest page 0, driver area at page 1, device area at page 2. */
-static void log_ring(struct fx *x, int s, uint64_t f, int kick, uint32_t flags,
-		     uint64_t log_addr)
-{
-	struct vq_vhu_region r = whole(x);
-
-	snd_u64(s, VQ_VHU_SET_FEATURES, f);
-	ok(x);
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, LOG_SHMFD);
-	ok(x);
-	snd_mem(s, 1, &r, &x->gfd);
-	ok(x);
-	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 64);
-	ok(x);
-	snd_addr_log(s, 0, UA, UA + 0x1000, UA + 0x2000, flags, log_addr);
-	ok(x);
-	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 0, kick);
-	ok(x);
-	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
-	ok(x);
-	CHECK(x->e.q[0].on);
 }
 
 /* "All the modifications to memory pointed by vring 'descriptor' should be
