@@ -7,6 +7,7 @@
  *   backend_mem.c       memory regions and the dirty log
  *   backend_iotlb.c     the IOTLB and the back-end channel
  *   backend_postcopy.c  postcopy (PROTOCOL_F_PAGEFAULT)
+ *   backend_fd.c        what the front-end's fds are
  *
  * Every message has passed the codec's table checks before a handler sees
  * it.  A handler returns 0, or -errno, which closes the connection (with
@@ -259,6 +260,11 @@ VQ_INTERNAL int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i,
 				  struct vq_ring_addr *ra, bool *mapped);
 VQ_INTERNAL int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
+
+/* backend_fd.c: the fds a front-end passes are its own too (it keeps the
+ * open file descriptions).  0 if fd is an eventfd, else -EINVAL with what
+ * it is in kind ("a pipe", "a socket", "a memfd", ...). */
+VQ_INTERNAL int vhu_fd_eventfd(int fd, char *kind, size_t len);
 
 /* backend_postcopy.c */
 VQ_INTERNAL bool vhu_uffd_usable(void);

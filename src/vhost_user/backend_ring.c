@@ -336,6 +336,26 @@ int vhu_h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return vhu_reply(b, m, &rep);
 }
 
+/*
+ * The kick, call and err fds are eventfds ("the event file descriptor"):
+ * anything else (a pipe, a socket, a memfd) would block a queue thread or
+ * fail it in odd ways, so it is refused before any ring sees it.
+ */
+static int vring_fd_take(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
+			 unsigned i, int fd)
+{
+	char kind[80];
+	int r = vhu_fd_eventfd(fd, kind, sizeof(kind));
+
+	if (r == -EINVAL)
+		return vhu_berr(b, r, "%s: queue %u: the fd is %s, not an eventfd",
+				vq_vhu_request_name(m->request), i, kind);
+	if (r)
+		return vhu_berr(b, r, "%s: queue %u: the fd cannot be used: %s",
+				vq_vhu_request_name(m->request), i, strerror(-r));
+	return 0;
+}
+
 int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.vring_fd.index;
@@ -344,6 +364,13 @@ int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	int *slot = m->request == VQ_VHU_SET_VRING_KICK ? &q->kick_fd :
 		    m->request == VQ_VHU_SET_VRING_CALL ? &q->call_fd : &q->err_fd;
 
+	/* refused: the fd stays the message's, closed with it */
+	if (fd >= 0) {
+		int r = vring_fd_take(b, m, i, fd);
+
+		if (r)
+			return r;
+	}
 	m->nfds = 0;
 	/* the device must let go of the old fd before it is closed */
 	vhu_dev_stop(b, i, true);
