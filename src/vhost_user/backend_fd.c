@@ -8,11 +8,15 @@
  * front-end's without waiting on it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+
+#include <virtq/runtime.h>
 
 #include "backend_internal.h"
 
@@ -125,4 +129,23 @@ int vhu_fd_eventfd(int fd, char *kind, size_t len)
 	}
 	fd_kind(&st, link, kind, len);
 	return -EINVAL;
+}
+
+int vhu_fd_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -errno;
+	return 0;
+}
+
+void vhu_fe_signal(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	/* POLLOUT: the counter takes 1 more now.  Without it a notification
+	 * is pending already. */
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
+		vq_evt_signal(fd);
 }

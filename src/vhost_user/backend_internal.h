@@ -265,6 +265,12 @@ VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
  * open file descriptions).  0 if fd is an eventfd, else -EINVAL with what
  * it is in kind ("a pipe", "a socket", "a memfd", ...). */
 VQ_INTERNAL int vhu_fd_eventfd(int fd, char *kind, size_t len);
+/* Set O_NONBLOCK (on the description the front-end shares).  0 or -errno. */
+VQ_INTERNAL int vhu_fd_nonblock(int fd);
+/* Signal a front-end's eventfd from the control thread: only when the
+ * write cannot wait (poll POLLOUT first), since the front-end may have
+ * cleared O_NONBLOCK; a counter that takes no more has one pending. */
+VQ_INTERNAL void vhu_fe_signal(int fd);
 
 /* backend_postcopy.c */
 VQ_INTERNAL bool vhu_uffd_usable(void);

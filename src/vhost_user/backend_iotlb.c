@@ -10,8 +10,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <virtq/runtime.h>
-
 #include "backend_internal.h"
 #include "log_internal.h"
 
@@ -149,7 +147,7 @@ static void kick_all(struct vq_vhu_backend *b)
 {
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		if (b->rings[i].vq && b->rings[i].kick_fd >= 0)
-			vq_evt_signal(b->rings[i].kick_fd);
+			vhu_fe_signal(b->rings[i].kick_fd);
 }
 
 /* Suspend every started ring with an area in [iova, iova+size) (size 0 or

@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include <virtq/runtime.h>
-
 #include "backend_internal.h"
 
 int vhu_ring_areas(const struct vq_vhu_backend *b, unsigned i,
@@ -339,7 +337,11 @@ int vhu_h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 /*
  * The kick, call and err fds are eventfds ("the event file descriptor"):
  * anything else (a pipe, a socket, a memfd) would block a queue thread or
- * fail it in odd ways, so it is refused before any ring sees it.
+ * fail it in odd ways, so it is refused before any ring sees it.  The one
+ * taken is made non-blocking; its open file description is the
+ * front-end's too, which sees the flag and may clear it again: no read of
+ * ours waits anyway (vq_evt_drain), and the control thread polls before
+ * it writes (vhu_fe_signal).
  */
 static int vring_fd_take(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
 			 unsigned i, int fd)
@@ -350,6 +352,8 @@ static int vring_fd_take(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
 	if (r == -EINVAL)
 		return vhu_berr(b, r, "%s: queue %u: the fd is %s, not an eventfd",
 				vq_vhu_request_name(m->request), i, kind);
+	if (!r)
+		r = vhu_fd_nonblock(fd);
 	if (r)
 		return vhu_berr(b, r, "%s: queue %u: the fd cannot be used: %s",
 				vq_vhu_request_name(m->request), i, strerror(-r));
@@ -380,7 +384,7 @@ int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	 * old fd, or was never sent by a back-end that died (reconnect),
 	 * still reaches the driver; a spurious one finds nothing used. */
 	if (m->request == VQ_VHU_SET_VRING_CALL && fd >= 0)
-		vq_evt_signal(fd);
+		vhu_fe_signal(fd);
 	if (m->request == VQ_VHU_SET_VRING_KICK)
 		q->has_kick = true;
 	return vhu_ring_try_start(b, i);

@@ -329,6 +329,23 @@ static inline ssize_t stderr_restore(void)
 	return total;
 }
 
+/* A step that might block (a regression) is bounded by alarm(n): past it
+ * the test fails, saying so, instead of hanging the test run. */
+static inline void alarm_failed(int sig)
+{
+	static const char m[] = "a step blocked past its bound (alarm)\n";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static inline void alarm_fails(void)
+{
+	signal(SIGALRM, alarm_failed);
+}
+
 /* Feature and protocol bits the cases negotiate. */
 #define PROTO VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)
 #define PACKED VIRTQ_BIT(VIRTIO_F_RING_PACKED)

@@ -4,24 +4,20 @@
  * their open file descriptions and may change their flags whenever it
  * likes.  A ring's kick, call and err fds must be eventfds (anything else
  * is refused at its SET_VRING_*, with the connection closed, nothing
- * leaked and the next front-end served).  Every step that could hang is
- * bounded by alarm(), so a regression fails instead of hanging the test
- * run.
+ * leaked and the next front-end served), and no thread blocks on one the
+ * front-end made blocking, filled to its maximum count, shared between
+ * rings or between kick and call, or whose O_NONBLOCK it cleared after
+ * giving it.  Every step that could hang is bounded by alarm(), so a
+ * regression fails instead of hanging the test run.
  */
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 
 #include "backend_fixture.h"
 
-static void on_alarm(int sig)
-{
-	static const char m[] = "a step blocked past its bound (alarm)\n";
-
-	(void)sig;
-	if (write(2, m, sizeof(m) - 1) < 0)
-		_exit(1);
-	_exit(1);
-}
+/* The largest count an eventfd holds: a write of 1 more waits (or fails
+ * with EAGAIN when non-blocking). */
+#define EVT_MAX 0xfffffffffffffffeull
 
 /* What the front-end passes instead of an eventfd, and how the back-end
  * must name it. */
@@ -131,14 +127,234 @@ static void vring_fds_must_be_eventfds(struct fx *x)
 	}
 }
 
+/* A blocking eventfd already at its maximum count. */
+static int evt_at_max(void)
+{
+	uint64_t v = EVT_MAX;
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, &v, 8), 8);
+	return fd;
+}
+
+static struct vq_drv *drv_at(struct fx *x, uint64_t off)
+{
+	struct vq_drv_config dc = { .features = SPLIT, .num = 64,
+		.ring = { x->g + off, x->g + off + 0x1000, x->g + off + 0x2000 } };
+	struct vq_drv *d;
+
+	CHECK_EQ(vq_drv_new(&dc, &d), 0);
+	return d;
+}
+
+/* Queue 1 of 64 at guest offsets 0x4000, 0x5000, 0x6000, with its kick. */
+static void ring1(struct fx *x, int s, int kick)
+{
+	snd_state(s, VQ_VHU_SET_VRING_NUM, 1, 64);
+	ok(x);
+	snd_addr(s, 1, UA + 0x4000, UA + 0x5000, UA + 0x6000);
+	ok(x);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_KICK, 1, kick);
+	ok(x);
+}
+
+/* Post 64 bytes at gpa src (seeded) to be echoed into gpa dst. */
+static void post64(struct fx *x, struct vq_drv *d, uint64_t src, uint64_t dst,
+		   uint8_t seed)
+{
+	for (unsigned i = 0; i < 64; i++)
+		x->g[src + i] = (uint8_t)(seed + i);
+	CHECK_EQ(vq_drv_add(d, (struct vq_seg[2]){ { src, 64 }, { dst, 64 } },
+			    1, 1, x), 0);
+	vq_drv_kick_prepare(d);
+}
+
+/* The chain came back with 64 bytes, the bytes echoed. */
+static void echoed64(struct fx *x, struct vq_drv *d, uint64_t src, uint64_t dst)
+{
+	void *tok;
+	uint32_t len;
+
+	CHECK_EQ(vq_drv_get(d, &tok, &len), 1);
+	CHECK_EQ(len, 64);
+	CHECK(!memcmp(x->g + src, x->g + dst, 64));
+}
+
+static bool nonblocking(int fd)
+{
+	return fcntl(fd, F_GETFL) & O_NONBLOCK;
+}
+
+/*
+ * Call and err fds that are blocking eventfds at their maximum count: the
+ * back-end makes them non-blocking at SET (the description is shared, so
+ * the front-end's fd shows it), the one signal of a new call fd does not
+ * wait, the ring runs and the echo device moves a buffer (its call finds
+ * the counter full: a notification is pending), and a broken queue's
+ * signal of the err fd does not wait either.  The counts stay at the
+ * maximum: nothing was lost or wrapped.
+ */
+static void call_and_err_eventfds_at_max_count_never_block(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int c = evt_at_max(), e = evt_at_max();
+	struct vq_drv *d;
+	uint64_t v;
+
+	split_ring(x, s, SPLIT, k);
+	alarm(10);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_CALL, 0, c);
+	ok(x);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_ERR, 0, e);
+	ok(x);
+	CHECK(nonblocking(c) && nonblocking(e));
+	CHECK(x->e.q[0].on);
+	d = drv_at(x, 0);
+	post64(x, d, 0x10000, 0x20000, 1);
+	echo_run_queue(&x->e, 0);
+	echoed64(x, d, 0x10000, 0x20000);
+	/* a descriptor past guest memory: the queue breaks, err is signalled */
+	CHECK_EQ(vq_drv_add(d, (struct vq_seg[1]){ { GSIZE, 64 } }, 1, 0, x), 0);
+	vq_drv_kick_prepare(d);
+	echo_run_queue(&x->e, 0);
+	CHECK(x->e.q[0].dead);
+	alarm(0);
+	CHECK_EQ(read(c, &v, 8), 8);
+	CHECK_EQ(v, EVT_MAX);
+	CHECK_EQ(read(e, &v, 8), 8);
+	CHECK_EQ(v, EVT_MAX);
+	vq_drv_free(d);
+	close(s);
+	close(k);
+	close(c);
+	close(e);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	memset(x->g, 0, 0x30000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/*
+ * One blocking eventfd (count 0) as the kick of two rings: a kick makes
+ * both ready, the device drains it for the first and finds nothing for
+ * the second without waiting, and both rings move their buffer.
+ */
+static void one_blocking_eventfd_kicks_two_rings(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+	struct vq_drv *d0, *d1;
+
+	split_ring(x, s, SPLIT, k);
+	ring1(x, s, k);
+	CHECK(x->e.q[0].on && x->e.q[1].on);
+	CHECK(nonblocking(k));
+	d0 = drv_at(x, 0);
+	d1 = drv_at(x, 0x4000);
+	post64(x, d0, 0x10000, 0x20000, 2);
+	post64(x, d1, 0x11000, 0x21000, 3);
+	CHECK_EQ(vq_evt_signal(k), 0);
+	alarm(10);
+	CHECK_EQ(echo_poll_once(&x->e, 1000), 0);
+	alarm(0);
+	echoed64(x, d0, 0x10000, 0x20000);
+	echoed64(x, d1, 0x11000, 0x21000);
+	vq_drv_free(d0);
+	vq_drv_free(d1);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	memset(x->g, 0, 0x30000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/*
+ * One blocking eventfd (count 0) as kick and call of one ring: the new
+ * call fd's signal is a kick too, the device serves, its call kicks
+ * itself, and nothing waits.
+ */
+static void one_blocking_eventfd_as_kick_and_call(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
+	struct vq_drv *d;
+
+	split_ring(x, s, SPLIT, k);
+	alarm(10);
+	snd_vring_fd(s, VQ_VHU_SET_VRING_CALL, 0, k);
+	ok(x);
+	CHECK(x->e.q[0].on);
+	d = drv_at(x, 0);
+	post64(x, d, 0x10000, 0x20000, 4);
+	CHECK_EQ(echo_poll_once(&x->e, 1000), 0);
+	echoed64(x, d, 0x10000, 0x20000);
+	CHECK_EQ(echo_poll_once(&x->e, 1000), 0);       /* its own call */
+	CHECK_EQ(echo_poll_once(&x->e, 0), 0);
+	alarm(0);
+	vq_drv_free(d);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	memset(x->g, 0, 0x30000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/*
+ * A front-end that clears O_NONBLOCK on its kick eventfd after
+ * SET_VRING_KICK (the description is shared, so our fd turns blocking
+ * too) and then never kicks: the queue's thread goes on reading it
+ * without waiting, still serves a buffer, and stops when the front-end
+ * stops the ring (GET_VRING_BASE joins it).
+ */
+static void kick_made_blocking_after_set_thread_still_stops(struct fx *x)
+{
+	int s = cli(x), k = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct vq_vhu_msg rep;
+	struct vq_drv *d;
+	void *tok;
+	uint32_t len;
+	int got = 0;
+
+	x->e.threaded = true;
+	split_ring(x, s, SPLIT, k);
+	CHECK(x->e.q[0].on);
+	CHECK_EQ(fcntl(k, F_SETFL, fcntl(k, F_GETFL) & ~O_NONBLOCK), 0);
+	alarm(10);
+	usleep(100 * 1000);             /* a few of its reads, never kicked */
+	d = drv_at(x, 0);
+	post64(x, d, 0x10000, 0x20000, 5);
+	for (int i = 0; i < 500 && !got; i++) {
+		got = vq_drv_get(d, &tok, &len);
+		if (!got)
+			usleep(10 * 1000);
+	}
+	CHECK_EQ(got, 1);
+	CHECK_EQ(len, 64);
+	snd_state(s, VQ_VHU_GET_VRING_BASE, 0, 0);
+	ok(x);
+	rep = rcv(s, VQ_VHU_GET_VRING_BASE, false);
+	alarm(0);
+	CHECK_EQ(rep.u.state.num, 1);
+	CHECK(!x->e.q[0].on);
+	x->e.threaded = false;
+	vq_drv_free(d);
+	close(s);
+	close(k);
+	CHECK_EQ(pump(x), -ECONNRESET);
+	memset(x->g, 0, 0x30000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
 int main(void)
 {
 	struct fx x;
 
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGALRM, on_alarm);
+	alarm_fails();
 	fx_init(&x);
 	T(vring_fds_must_be_eventfds);
+	T(call_and_err_eventfds_at_max_count_never_block);
+	T(one_blocking_eventfd_kicks_two_rings);
+	T(one_blocking_eventfd_as_kick_and_call);
+	T(kick_made_blocking_after_set_thread_still_stops);
 	fx_fini(&x);
 	return 0;
 }
