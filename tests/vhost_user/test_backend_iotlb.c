@@ -729,6 +729,31 @@ static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
 	iotlb_teardown(x, &io);
 }
 
+/* A ring stalled on a miss looks empty until the IOTLB changes, or for
+ * 250 ms: then it has work again (a runtime loop's quiet look, every
+ * 200 ms at most, finds it), so a question that never reached the
+ * front-end is asked again; one that did is not asked twice within 1 s
+ * (VQ_VHU_MISS_RETRY_NS), and the ring stalls anew. */
+static void iotlb_stalled_ring_looks_again_after_250_ms(struct fx *x)
+{
+	struct iox io;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	expect_miss(io.ch, DATA_IOVA, VQ_ACCESS_RO);
+	CHECK(!vq_dev_has_avail(x->e.q[0].vq));
+	usleep(300 * 1000);
+	CHECK(vq_dev_has_avail(x->e.q[0].vq));
+	echo_run_queue(&x->e, 0);
+	expect_no_miss(io.ch);
+	CHECK(!vq_dev_has_avail(x->e.q[0].vq));
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	answered(x, &io);
+	done(&io, 64);
+	iotlb_teardown(x, &io);
+}
+
 /* After an update the back-end kicks every started queue, from the
  * control thread.  A front-end that made its kick eventfd blocking after
  * SET_VRING_KICK (it shares the description) and filled it to the
@@ -772,6 +797,7 @@ int main(void)
 	T(iotlb_paused_ring_then_stopped);
 	T(iotlb_invalidation_held_up_counted_and_logged);
 	T(iotlb_update_kick_never_waits_on_a_full_blocking_kick);
+	T(iotlb_stalled_ring_looks_again_after_250_ms);
 	fx_fini(&x);
 	return 0;
 }
