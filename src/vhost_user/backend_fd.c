@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <virtq/runtime.h>
@@ -129,6 +130,27 @@ int vhu_fd_eventfd(int fd, char *kind, size_t len)
 	}
 	fd_kind(&st, link, kind, len);
 	return -EINVAL;
+}
+
+int vhu_fd_unix_stream(int fd, char *kind, size_t len)
+{
+	int dom = 0, type = 0;
+	socklen_t l = sizeof(int), l2 = sizeof(int);
+	struct stat st;
+	char link[64];
+
+	if (!getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) &&
+	    !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2)) {
+		if (dom == AF_UNIX && type == SOCK_STREAM)
+			return 0;
+		snprintf(kind, len, "a socket of family %d and type %d", dom, type);
+		return -ENOTSOCK;
+	}
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	fd_link(fd, link, sizeof(link));
+	fd_kind(&st, link, kind, len);
+	return -ENOTSOCK;
 }
 
 int vhu_fd_nonblock(int fd)

@@ -69,6 +69,13 @@ struct miss {
 	uint64_t asked_ns;
 };
 
+/* A back-end channel that has taken nothing for this long since it first
+ * refused a message has failed (the front-end stopped reading it).  Our
+ * own clock: every send is MSG_DONTWAIT, so nothing the front-end sets on
+ * the socket it shares with us (O_NONBLOCK, SO_SNDTIMEO) can make one
+ * wait. */
+#define VQ_VHU_CHAN_TIMEOUT_MS 1000u
+
 /* The back-end channel (SET_BACKEND_REQ_FD): queue threads send IOTLB
  * misses on it, the control thread sets and closes it. */
 struct backend_chan {
@@ -76,6 +83,11 @@ struct backend_chan {
 	int fd;
 	struct miss misses[VQ_VHU_MISSES];
 	unsigned next;          /* slot to reuse */
+	/* a message the channel took in part: its rest goes first */
+	uint8_t rest[64];
+	unsigned rest_off, rest_len;
+	uint64_t refused_ns;    /* when it first refused since it last
+				 * took a byte; 0: it takes */
 	struct vq_vhu_iotlb_stats st;
 };
 
@@ -265,6 +277,8 @@ VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
  * open file descriptions).  0 if fd is an eventfd, else -EINVAL with what
  * it is in kind ("a pipe", "a socket", "a memfd", ...). */
 VQ_INTERNAL int vhu_fd_eventfd(int fd, char *kind, size_t len);
+/* 0 if fd is an AF_UNIX stream socket, else -ENOTSOCK with what it is. */
+VQ_INTERNAL int vhu_fd_unix_stream(int fd, char *kind, size_t len);
 /* Set O_NONBLOCK (on the description the front-end shares).  0 or -errno. */
 VQ_INTERNAL int vhu_fd_nonblock(int fd);
 /* Signal a front-end's eventfd from the control thread: only when the

@@ -233,10 +233,11 @@ static inline void echo_run_queue(struct echo *e, unsigned qi)
 	} while (r == 1);
 }
 
-/* A started queue's thread (threaded): drain the kick, serve, wait up to
- * 20 ms for the next kick, until queue_stop.  It drains after a timeout
- * too: a front-end holding the same eventfd can take the count between
- * our poll and our read, and this makes that race certain. */
+/* A started queue's thread (threaded): drain the kick, serve the ring if
+ * it shows work (as a runtime loop looks at it), wait up to 20 ms for the
+ * next kick, until queue_stop.  It drains after a timeout too: a
+ * front-end holding the same eventfd can take the count between our poll
+ * and our read, and this makes that race certain. */
 static void *echo_thread(void *arg)
 {
 	struct echo_q *q = arg;
@@ -246,7 +247,8 @@ static void *echo_thread(void *arg)
 
 		if (q->kick >= 0)
 			vq_evt_drain(q->kick);
-		echo_run_queue(q->owner, q->index);
+		if (vq_dev_has_avail(q->vq))
+			echo_run_queue(q->owner, q->index);
 		poll(&p, q->kick >= 0, 20);
 	}
 	return NULL;
