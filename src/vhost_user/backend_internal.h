@@ -21,7 +21,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <virtq/vhost_user_backend.h>
@@ -158,14 +157,6 @@ static inline size_t vhu_copy_out(void *dst, size_t size, const void *src,
 	memcpy(dst, src, n);
 	memset((char *)dst + n, 0, size - n);
 	return n;
-}
-
-static inline uint64_t vhu_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static inline void vhu_close_fd(int *fd)

@@ -31,7 +31,7 @@ static void snd_iotlb(int s, uint32_t flags, uint64_t iova, uint64_t size,
 	m.u.iotlb.uaddr = ua;
 	m.u.iotlb.perm = perm;
 	m.u.iotlb.type = type;
-	CHECK_EQ(vhu_send(s, &m, NULL, 0), 0);
+	CHECK_EQ(vhu_send(s, &m, NULL, 0, 5000), 0);
 }
 
 /* An IOTLB update of [iova, iova+size) -> the guest address gpa (front-end
@@ -68,7 +68,7 @@ static int next_miss(int ch, uint64_t *iova, unsigned *perm)
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
-	int r = vhu_recv(ch, false, true, buf, &len, fds, &nfds);
+	int r = vhu_recv(ch, false, true, 5000, buf, &len, fds, &nfds);
 
 	if (r == -EAGAIN)
 		return 0;
