@@ -11,7 +11,9 @@
  * closed must name the spec's place first.
  *
  * Record: u8 fdspec (bits 0-1 count, bit 2 first fd is the memfd), u16 len,
- * len bytes of message.
+ * len bytes of message.  A SET_BACKEND_REQ_FD's first fd is instead one
+ * end of a socketpair, as the back-end requires; the other end stays open,
+ * unread, until the input ends.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -125,6 +127,25 @@ static void check_log(void *arg, enum vq_log_level level, const char *msg)
 
 static int guest_fd = -1;
 
+/* The channels' other ends, closed when the input ends. */
+static int chan_peer[8];
+static unsigned nchan_peer;
+
+/* The first fd of a SET_BACKEND_REQ_FD: a back-end channel, or -1. */
+static int channel_fd(const uint8_t *p, size_t len)
+{
+	uint32_t req;
+	int sv[2];
+
+	if (len < 4 || nchan_peer == 8)
+		return -1;
+	memcpy(&req, p, 4);
+	if (req != 21 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	chan_peer[nchan_peer++] = sv[1];
+	return sv[0];
+}
+
 static void send_rec(int s, const uint8_t *p, size_t len, unsigned nfds,
 		     bool memfd)
 {
@@ -133,8 +154,11 @@ static void send_rec(int s, const uint8_t *p, size_t len, unsigned nfds,
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fds[3];
 
-	for (unsigned i = 0; i < nfds; i++)
-		fds[i] = (i == 0 && memfd) ? dup(guest_fd) : eventfd(0, EFD_CLOEXEC);
+	for (unsigned i = 0; i < nfds; i++) {
+		fds[i] = i == 0 && !memfd ? channel_fd(p, len) : -1;
+		if (fds[i] < 0)
+			fds[i] = (i == 0 && memfd) ? dup(guest_fd) : eventfd(0, EFD_CLOEXEC);
+	}
 	if (nfds) {
 		struct cmsghdr *cm;
 
@@ -206,6 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (qstate[0] != Q_IDLE || qstate[1] != Q_IDLE)
 		die("a queue not stopped for good at the end");
 	close(sv[1]);
+	while (nchan_peer)
+		close(chan_peer[--nchan_peer]);
 	if (count_fds() != fds0)
 		die("fd leak");
 	return 0;

@@ -161,7 +161,8 @@ bool vq_dev_iotlb_quiescent(const struct vq_dev *d);
 
 /* Did the last pop stop at an IOTLB miss (so it returned 0 with chains
  * still available, and the queue looks empty until the front-end
- * answers)?  (Its own thread.) */
+ * answers, or for 250 ms: then it looks again, and a pop asks again if
+ * the miss handler wants to)?  (Its own thread.) */
 bool vq_dev_iotlb_waiting(struct vq_dev *d);
 /* Make d look empty for as long as other waits for the IOTLB: a device
  * that cannot use d's buffers without other's (a loopback's transmit ring

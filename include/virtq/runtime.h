@@ -34,9 +34,12 @@ extern "C" {
 
 /* A non-blocking, close-on-exec eventfd: the fd, or -errno. */
 int vq_evt_new(void);
-/* Notify: add 1 to the counter.  0 or -errno. */
+/* Notify: add 1 to the counter.  0 or -errno.  A counter at its maximum
+ * is a notification pending (0); on an fd without O_NONBLOCK that write
+ * would wait. */
 int vq_evt_signal(int fd);
-/* Consume pending notifications without blocking: returns how many were
+/* Consume pending notifications without blocking, even on an fd without
+ * O_NONBLOCK (RWF_NOWAIT, where the kernel has it): returns how many were
  * coalesced in the counter (0 if none), or -errno. */
 int64_t vq_evt_drain(int fd);
 /* Wait up to timeout_ms (-1: forever) for fd to become readable, then drain

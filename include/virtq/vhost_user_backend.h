@@ -190,11 +190,15 @@ const char *vq_vhu_backend_error_msg(const struct vq_vhu_backend *b);
  * New counters go at the end. */
 struct vq_vhu_iotlb_stats {
 	uint64_t misses;                /* asked of the front-end */
-	uint64_t misses_unsent;         /* no back-end channel, or it failed */
+	uint64_t misses_unsent;         /* no back-end channel, it was full
+					 * (asked again), or it failed */
 	uint64_t updates;               /* entries the front-end gave */
 	uint64_t invalidations;         /* invalidation messages */
 	uint64_t refused;               /* updates or invalidations refused */
 	uint64_t quiesce_timeouts;      /* invalidations a queue held up */
+	uint64_t channel_failures;      /* back-end channels closed: they took
+					 * nothing for 1 s, or failed; each
+					 * closes its connection */
 };
 /* Copy the counters into s, of size bytes (sizeof *s as the caller was
  * built): a smaller struct gets its fields, a larger one zeroes past the

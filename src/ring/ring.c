@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mem/log_batch.h"
 #include "ring_internal.h"
@@ -163,6 +164,9 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
  * device's loop sleeps on its kick (the backend kicks after an update)
  * instead of spinning on a chain it cannot read yet.  The generation is
  * taken before the pop, so an update racing with the miss is never missed.
+ * After IOTLB_STALL_NS the queue looks again all the same (a loop's quiet
+ * look finds it): the question may never have reached the front-end (its
+ * channel was full), and the miss handler decides whether to ask again.
  *
  * held counts the chains translated and still in the device's hands, plus
  * one while a pop runs, for the thread that invalidates entries: once it
@@ -181,15 +185,27 @@ struct vq_dev_iotlb {
 	bool missed;            /* the last pop stopped at a miss */
 	bool stalled;           /* ... and the IOTLB has not changed since */
 	uint32_t stall_gen;
+	uint64_t stall_ns;      /* when it stopped (CLOCK_MONOTONIC) */
 	uint32_t held;          /* written by the queue's thread only */
 };
+
+#define IOTLB_STALL_NS 250000000ull
+
+static uint64_t stall_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static bool stalled(struct vq_dev *d)
 {
 	struct vq_dev_iotlb *t = d->iotlb;
 
 	return t->stalled &&
-	       (t->stalled = vq_mem_iotlb_generation(d->cfg.mem) == t->stall_gen);
+	       (t->stalled = vq_mem_iotlb_generation(d->cfg.mem) == t->stall_gen &&
+			     stall_now_ns() - t->stall_ns < IOTLB_STALL_NS);
 }
 
 static void held_set(struct vq_dev_iotlb *t, uint32_t v)
@@ -216,6 +232,7 @@ static int pop_leave(struct vq_dev *d, int r, uint32_t gen)
 	if (likely(!t->missed))
 		return r;
 	t->stall_gen = gen;
+	t->stall_ns = stall_now_ns();
 	t->stalled = true;
 	return 0;
 }
@@ -308,6 +325,7 @@ void vq_dev_iotlb_wait_like(struct vq_dev *d, struct vq_dev *other)
 	if (d->iotlb && other->iotlb && other->iotlb->missed &&
 	    d->cfg.mem == other->cfg.mem) {
 		d->iotlb->stall_gen = other->iotlb->stall_gen;
+		d->iotlb->stall_ns = other->iotlb->stall_ns;
 		d->iotlb->stalled = true;
 	}
 }

@@ -3,11 +3,15 @@
  * Notifications over eventfd.  A kick (driver -> device) and a call
  * (device -> driver) are each one write of 1; a reader drains the counter in
  * one read, which also tells how many notifications were coalesced.
+ * Reads never wait, whatever the fd's O_NONBLOCK (RWF_NOWAIT); a write
+ * relies on O_NONBLOCK (eventfds refuse RWF_NOWAIT for writes), which the
+ * vhost-user back-end sets on every eventfd a front-end gives it.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "runtime_internal.h"
@@ -38,12 +42,37 @@ int vq_evt_signal(int fd)
 	}
 }
 
+/* 1 once preadv2(RWF_NOWAIT) was refused for an eventfd (a kernel before
+ * eventfd supported it): read() from then on. */
+static int nowait_refused;
+
+/* One read of the counter that never waits, whatever the fd's O_NONBLOCK
+ * says: a front-end's eventfd shares its open file description with the
+ * front-end, which may clear O_NONBLOCK after we set it. */
+static ssize_t evt_read(int fd, uint64_t *v)
+{
+	struct iovec iov = { v, sizeof(*v) };
+	ssize_t r;
+
+	if (__atomic_load_n(&nowait_refused, __ATOMIC_RELAXED))
+		return read(fd, v, sizeof(*v));
+	r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+	if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
+		return r;
+	/* Refused.  Remember it only if read() works on this fd: EINVAL may
+	 * be the fd's own answer (not an eventfd), not the flag's. */
+	r = read(fd, v, sizeof(*v));
+	if (r == sizeof(*v) || (r < 0 && errno == EAGAIN))
+		__atomic_store_n(&nowait_refused, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
 int64_t vq_evt_drain(int fd)
 {
 	uint64_t v;
 
 	for (;;) {
-		ssize_t r = read(fd, &v, sizeof(v));
+		ssize_t r = evt_read(fd, &v);
 
 		if (r == sizeof(v))
 			return (int64_t)(v > INT64_MAX ? INT64_MAX : v);

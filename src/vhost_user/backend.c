@@ -54,7 +54,9 @@ int vhu_reply_fds(struct vq_vhu_backend *b, const struct vq_vhu_msg *req,
 
 	rep->request = req->request;
 	rep->flags = VQ_VHU_VERSION | VQ_VHU_FLAG_REPLY;
-	r = vhu_send(b->conn_fd, rep, fds, nfds);
+	/* bounded like a request's rest: a front-end that reads no reply
+	 * cannot hold the control thread longer */
+	r = vhu_send(b->conn_fd, rep, fds, nfds, b->recv_timeout_ms);
 	if (r)
 		return vhu_berr(b, r,
 				"vhost-user \"Communication\": sending the reply to %s failed: %s",
@@ -118,17 +120,11 @@ static void conn_close(struct vq_vhu_backend *b, int r)
 		b->next_connect_ns = vhu_now_ns() + b->reconnect_ms * 1000000ull;
 }
 
+/* The socket's own flags and timeouts are left as they are: its I/O
+ * never waits but in poll(), up to our timeout (vhu_send, vhu_recv), and
+ * a front-end sharing the socket (an adopted --fd) could change them. */
 static void set_conn(struct vq_vhu_backend *b, int fd)
 {
-	struct timeval tv = { .tv_sec = b->recv_timeout_ms / 1000,
-			      .tv_usec = (b->recv_timeout_ms % 1000) * 1000 };
-	int fl = fcntl(fd, F_GETFL);
-
-	/* blocking reads inside a message, bounded by the timeout */
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pthread_mutex_lock(&b->fail.lock);
 	b->conn_fd = fd;
 	pthread_mutex_unlock(&b->fail.lock);
@@ -448,7 +444,8 @@ static int handle_one(struct vq_vhu_backend *b)
 	r = failed_elsewhere(b);
 	if (r)
 		return r;
-	r = vhu_recv(b->conn_fd, true, true, buf, &len, fds, &nfds);
+	r = vhu_recv(b->conn_fd, true, true, b->recv_timeout_ms, buf, &len, fds,
+		     &nfds);
 	if (r == -EAGAIN)
 		return 0;
 	/* the socket was shut down for a failure found meanwhile */

@@ -7,6 +7,7 @@
  *   backend_mem.c       memory regions and the dirty log
  *   backend_iotlb.c     the IOTLB and the back-end channel
  *   backend_postcopy.c  postcopy (PROTOCOL_F_PAGEFAULT)
+ *   backend_fd.c        what the front-end's fds are
  *
  * Every message has passed the codec's table checks before a handler sees
  * it.  A handler returns 0, or -errno, which closes the connection (with
@@ -20,7 +21,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <virtq/vhost_user_backend.h>
@@ -69,6 +69,13 @@ struct miss {
 	uint64_t asked_ns;
 };
 
+/* A back-end channel that has taken nothing for this long since it first
+ * refused a message has failed (the front-end stopped reading it).  Our
+ * own clock: every send is MSG_DONTWAIT, so nothing the front-end sets on
+ * the socket it shares with us (O_NONBLOCK, SO_SNDTIMEO) can make one
+ * wait. */
+#define VQ_VHU_CHAN_TIMEOUT_MS 1000u
+
 /* The back-end channel (SET_BACKEND_REQ_FD): queue threads send IOTLB
  * misses on it, the control thread sets and closes it. */
 struct backend_chan {
@@ -76,6 +83,11 @@ struct backend_chan {
 	int fd;
 	struct miss misses[VQ_VHU_MISSES];
 	unsigned next;          /* slot to reuse */
+	/* a message the channel took in part: its rest goes first */
+	uint8_t rest[64];
+	unsigned rest_off, rest_len;
+	uint64_t refused_ns;    /* when it first refused since it last
+				 * took a byte; 0: it takes */
 	struct vq_vhu_iotlb_stats st;
 };
 
@@ -151,14 +163,6 @@ static inline size_t vhu_copy_out(void *dst, size_t size, const void *src,
 	memcpy(dst, src, n);
 	memset((char *)dst + n, 0, size - n);
 	return n;
-}
-
-static inline uint64_t vhu_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static inline void vhu_close_fd(int *fd)
@@ -268,6 +272,19 @@ VQ_INTERNAL int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i,
 				  struct vq_ring_addr *ra, bool *mapped);
 VQ_INTERNAL int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
 VQ_INTERNAL int vhu_h_iotlb_msg(struct vq_vhu_backend *b, struct vq_vhu_msg *m);
+
+/* backend_fd.c: the fds a front-end passes are its own too (it keeps the
+ * open file descriptions).  0 if fd is an eventfd, else -EINVAL with what
+ * it is in kind ("a pipe", "a socket", "a memfd", ...). */
+VQ_INTERNAL int vhu_fd_eventfd(int fd, char *kind, size_t len);
+/* 0 if fd is an AF_UNIX stream socket, else -ENOTSOCK with what it is. */
+VQ_INTERNAL int vhu_fd_unix_stream(int fd, char *kind, size_t len);
+/* Set O_NONBLOCK (on the description the front-end shares).  0 or -errno. */
+VQ_INTERNAL int vhu_fd_nonblock(int fd);
+/* Signal a front-end's eventfd from the control thread: only when the
+ * write cannot wait (poll POLLOUT first), since the front-end may have
+ * cleared O_NONBLOCK; a counter that takes no more has one pending. */
+VQ_INTERNAL void vhu_fe_signal(int fd);
 
 /* backend_postcopy.c */
 VQ_INTERNAL bool vhu_uffd_usable(void);

@@ -10,17 +10,77 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <virtq/runtime.h>
-
 #include "backend_internal.h"
 #include "log_internal.h"
+
+/* Forget the channel and what was asked on it.  Under the lock. */
+static void chan_reset(struct backend_chan *c, int fd)
+{
+	vhu_close_fd(&c->fd);
+	c->fd = fd;
+	memset(c->misses, 0, sizeof(c->misses));
+	c->rest_len = 0;
+	c->refused_ns = 0;
+}
 
 void vhu_chan_close(struct vq_vhu_backend *b)
 {
 	pthread_mutex_lock(&b->chan.lock);
-	vhu_close_fd(&b->chan.fd);
-	memset(b->chan.misses, 0, sizeof(b->chan.misses));
+	chan_reset(&b->chan, -1);
 	pthread_mutex_unlock(&b->chan.lock);
+}
+
+/* What the channel takes of [p, p+len) now, without waiting: bytes, or
+ * -errno (-EAGAIN: none, it is full). */
+static ssize_t chan_send(int fd, const uint8_t *p, size_t len)
+{
+	for (;;) {
+		ssize_t w = send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w >= 0)
+			return w;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
+/*
+ * Send msg (len bytes) after the rest of one the channel took in part,
+ * without waiting: 1 when msg went (all of it, or a part with its rest
+ * kept for next time), 0 when the channel is full, -ETIMEDOUT once it has
+ * taken nothing for VQ_VHU_CHAN_TIMEOUT_MS since it first refused, or
+ * another -errno when it failed.  Under the lock.
+ */
+static int chan_push(struct backend_chan *c, const uint8_t *msg, size_t len,
+		     uint64_t now)
+{
+	ssize_t w = 0;
+
+	if (c->rest_len) {
+		w = chan_send(c->fd, c->rest + c->rest_off, c->rest_len);
+		if (w > 0) {
+			c->refused_ns = 0;
+			c->rest_off += (unsigned)w;
+			c->rest_len -= (unsigned)w;
+		}
+	}
+	if (!c->rest_len) {
+		w = chan_send(c->fd, msg, len);
+		if (w > 0) {
+			c->refused_ns = 0;
+			memcpy(c->rest, msg + w, len - (size_t)w);
+			c->rest_off = 0;
+			c->rest_len = (unsigned)(len - (size_t)w);
+			return 1;
+		}
+	}
+	if (w < 0 && w != -EAGAIN)
+		return (int)w;
+	/* full (it may have taken part of a rest first) */
+	if (!c->refused_ns)
+		c->refused_ns = now;
+	return now - c->refused_ns >= VQ_VHU_CHAN_TIMEOUT_MS * 1000000ull ?
+	       -ETIMEDOUT : 0;
 }
 
 /*
@@ -28,9 +88,10 @@ void vhu_chan_close(struct vq_vhu_backend *b)
  * the front-end with VHOST_USER_BACKEND_IOTLB_MSG, once per page and access
  * until an update answers or VQ_VHU_MISS_RETRY_NS passes.  The answer comes as
  * an IOTLB_MSG update on the front-end channel (h_iotlb_msg), which kicks
- * the queues.  Blocking send, bounded by the socket's send timeout: a
- * front-end that does not read its channel stalls only the queue that
- * needs it.
+ * the queues.  Nothing here waits: a miss the full channel does not take
+ * is not sent now, and asked again when the ring retries (its stall ends
+ * after a while); a channel that takes nothing for VQ_VHU_CHAN_TIMEOUT_MS
+ * has failed, and so has the connection, which cannot serve its misses.
  */
 void vhu_iotlb_miss(void *arg, uint64_t iova, unsigned access)
 {
@@ -40,33 +101,27 @@ void vhu_iotlb_miss(void *arg, uint64_t iova, unsigned access)
 				.flags = VQ_VHU_VERSION, .kind = VQ_VHU_P_IOTLB };
 	uint8_t buf[VQ_VHU_MSG_MAX];
 	uint64_t page = iova / 4096 + 1, now = vhu_now_ns();
-	ssize_t len, n = 0;
+	ssize_t len;
 	unsigned k;
+	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (k = 0; k < VQ_VHU_MISSES; k++)
 		if (c->misses[k].page == page && c->misses[k].access == access &&
 		    now - c->misses[k].asked_ns < VQ_VHU_MISS_RETRY_NS)
 			goto out;
-	if (c->fd < 0) {
-		c->st.misses_unsent++;
-		goto out;
-	}
 	m.u.iotlb.iova = iova;
 	m.u.iotlb.perm = (uint8_t)access;
 	m.u.iotlb.type = VQ_VHU_IOTLB_MISS;
 	len = vq_vhu_encode_backend_request(&m, buf, sizeof(buf));
-	while (len > 0 && n < len) {
-		ssize_t w = send(c->fd, buf + n, (size_t)(len - n), MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		n += w;
-	}
-	if (len <= 0 || n < len) {
+	if (c->fd >= 0 && len > 0 && (size_t)len <= sizeof(c->rest))
+		r = chan_push(c, buf, (size_t)len, now);
+	if (r != 1) {
 		c->st.misses_unsent++;
+		if (r < 0) {
+			c->st.channel_failures++;
+			chan_reset(c, -1);
+		}
 		goto out;
 	}
 	c->st.misses++;
@@ -74,6 +129,14 @@ void vhu_iotlb_miss(void *arg, uint64_t iova, unsigned access)
 	c->next = (c->next + 1) % VQ_VHU_MISSES;
 out:
 	pthread_mutex_unlock(&c->lock);
+	if (r == -ETIMEDOUT)
+		vq_vhu_backend_fail(b, r,
+				    "vhost-user \"IOMMU support\": the back-end channel took nothing for %u ms: the front-end stopped reading it",
+				    VQ_VHU_CHAN_TIMEOUT_MS);
+	else if (r < 0)
+		vq_vhu_backend_fail(b, r,
+				    "vhost-user \"IOMMU support\": the back-end channel failed: %s",
+				    strerror(-r));
 }
 
 /* An update answered the misses in [iova, iova+size). */
@@ -149,7 +212,7 @@ static void kick_all(struct vq_vhu_backend *b)
 {
 	for (unsigned i = 0; i < b->dev.nqueues; i++)
 		if (b->rings[i].vq && b->rings[i].kick_fd >= 0)
-			vq_evt_signal(b->rings[i].kick_fd);
+			vhu_fe_signal(b->rings[i].kick_fd);
 }
 
 /* Suspend every started ring with an area in [iova, iova+size) (size 0 or
@@ -213,16 +276,25 @@ int vhu_ring_map_iova(struct vq_vhu_backend *b, unsigned i,
 	return r;
 }
 
+/* The back-end channel is a UNIX stream socket like the front-end's own
+ * ("Back-end communication"); anything else is refused.  Its sends never
+ * wait (vhu_iotlb_miss), whatever the front-end sets on it. */
 int vhu_h_set_backend_req_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
-	struct timeval tv = { .tv_sec = 1 };
+	char kind[80];
 	int fd = m->fds[0];
+	int r = vhu_fd_unix_stream(fd, kind, sizeof(kind));
 
+	if (r == -ENOTSOCK)
+		return vhu_berr(b, r,
+				"VHOST_USER_SET_BACKEND_REQ_FD: the fd is %s, not an AF_UNIX stream socket",
+				kind);
+	if (r)
+		return vhu_berr(b, r, "VHOST_USER_SET_BACKEND_REQ_FD: the fd cannot be used: %s",
+				strerror(-r));
 	m->nfds = 0;
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pthread_mutex_lock(&b->chan.lock);
-	vhu_close_fd(&b->chan.fd);
-	b->chan.fd = fd;
+	chan_reset(&b->chan, fd);
 	pthread_mutex_unlock(&b->chan.lock);
 	return VHU_DONE;
 }

@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include <virtq/runtime.h>
-
 #include "backend_internal.h"
 #include "backend_lib.h"
 #include "ring/ring_lib.h"
@@ -349,6 +347,32 @@ int vhu_h_get_vring_base(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	return vhu_reply(b, m, &rep);
 }
 
+/*
+ * The kick, call and err fds are eventfds ("the event file descriptor"):
+ * anything else (a pipe, a socket, a memfd) would block a queue thread or
+ * fail it in odd ways, so it is refused before any ring sees it.  The one
+ * taken is made non-blocking; its open file description is the
+ * front-end's too, which sees the flag and may clear it again: no read of
+ * ours waits anyway (vq_evt_drain), and the control thread polls before
+ * it writes (vhu_fe_signal).
+ */
+static int vring_fd_take(struct vq_vhu_backend *b, const struct vq_vhu_msg *m,
+			 unsigned i, int fd)
+{
+	char kind[80];
+	int r = vhu_fd_eventfd(fd, kind, sizeof(kind));
+
+	if (r == -EINVAL)
+		return vhu_berr(b, r, "%s: queue %u: the fd is %s, not an eventfd",
+				vq_vhu_request_name(m->request), i, kind);
+	if (!r)
+		r = vhu_fd_nonblock(fd);
+	if (r)
+		return vhu_berr(b, r, "%s: queue %u: the fd cannot be used: %s",
+				vq_vhu_request_name(m->request), i, strerror(-r));
+	return 0;
+}
+
 int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 {
 	unsigned i = m->u.vring_fd.index;
@@ -357,6 +381,13 @@ int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	int *slot = m->request == VQ_VHU_SET_VRING_KICK ? &q->kick_fd :
 		    m->request == VQ_VHU_SET_VRING_CALL ? &q->call_fd : &q->err_fd;
 
+	/* refused: the fd stays the message's, closed with it */
+	if (fd >= 0) {
+		int r = vring_fd_take(b, m, i, fd);
+
+		if (r)
+			return r;
+	}
 	m->nfds = 0;
 	/* the device must let go of the old fd before it is closed */
 	vhu_dev_stop(b, i, true);
@@ -366,7 +397,7 @@ int vhu_h_vring_fd(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 	 * old fd, or was never sent by a back-end that died (reconnect),
 	 * still reaches the driver; a spurious one finds nothing used. */
 	if (m->request == VQ_VHU_SET_VRING_CALL && fd >= 0)
-		vq_evt_signal(fd);
+		vhu_fe_signal(fd);
 	if (m->request == VQ_VHU_SET_VRING_KICK)
 		q->has_kick = true;
 	return vhu_ring_try_start(b, i);

@@ -78,12 +78,11 @@ static int recv_reply(struct vq_vhu_frontend *f, uint32_t req, bool ack,
 	char err[160];
 	int r;
 
-	r = vhu_recv(f->sock, false, false, buf, &len, fds, &nfds);
-	if (r == -EAGAIN)
-		r = -ETIMEDOUT;         /* SO_RCVTIMEO expired */
+	r = vhu_recv(f->sock, false, false, f->cfg.timeout_ms, buf, &len, fds,
+		     &nfds);
 	if (r == -ETIMEDOUT)
 		return vhu_ferr(f, r, "%s: no reply within %u ms", vq_vhu_request_name(req),
-				f->cfg.timeout_ms ? f->cfg.timeout_ms : 5000);
+				f->cfg.timeout_ms);
 	if (r == -EMSGSIZE)
 		return vhu_ferr(f, r, "%s: a reply of more than %u payload bytes",
 				vq_vhu_request_name(req), VQ_VHU_PAYLOAD_MAX);
@@ -109,7 +108,7 @@ int vhu_fe_call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
 	int r;
 
 	m->flags = VQ_VHU_VERSION | (ack ? VQ_VHU_FLAG_NEED_REPLY : 0);
-	r = vhu_send(f->sock, m, fds, nfds);
+	r = vhu_send(f->sock, m, fds, nfds, f->cfg.timeout_ms);
 	if (r)
 		return vhu_ferr(f, r, "%s: send failed (%s)",
 				vq_vhu_request_name(m->request), strerror(-r));
@@ -513,8 +512,6 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 			 struct vq_vhu_frontend **out)
 {
 	struct vq_vhu_frontend *f;
-	unsigned ms = cfg->timeout_ms ? cfg->timeout_ms : 5000;
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 	int r;
 
 	*out = NULL;
@@ -524,11 +521,12 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 		return -ENOMEM;
 	}
 	f->cfg = *cfg;
+	/* every send and the wait for each reply (vhu_send, vhu_recv) */
+	if (!f->cfg.timeout_ms)
+		f->cfg.timeout_ms = 5000;
 	f->sock = sock;
 	f->mem_fd = -1;
 	f->chan = -1;
-	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (cfg->nqueues == 0 || cfg->nqueues > VQ_VHU_MAX_QUEUES) {
 		r = vhu_ferr(f, -EINVAL,
 			     "vhost-user \"Multiple queue support\": %u queues, not 1 to %u",

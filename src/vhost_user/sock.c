@@ -2,9 +2,12 @@
 /*
  * UNIX sockets: listening ones created whole (vq_unix_listener, and the
  * library's own through vq_unix_listen), and vhost-user message I/O:
- * SCM_RIGHTS in and out, whole messages only.
+ * SCM_RIGHTS in and out, whole messages only, each within a deadline of
+ * ours.
  */
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,8 +212,39 @@ void vq_unix_listener_free(struct vq_unix_listener *l)
 	free(l);
 }
 
+/* Our own deadline, timeout_ms from now (CLOCK_MONOTONIC ns). */
+static uint64_t deadline_in(unsigned timeout_ms)
+{
+	return vhu_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+/*
+ * Wait until sock is ready for events, or the deadline: 0 (try again; a
+ * hang-up or an error shows in that call) or -ETIMEDOUT.  The wait is
+ * ours: every sendmsg and recvmsg is MSG_DONTWAIT, so nothing the peer
+ * sets on a description it shares with us (O_NONBLOCK, SO_RCVTIMEO,
+ * SO_SNDTIMEO: an inherited --fd) changes how long we wait.
+ */
+static int wait_ready(int sock, short events, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = sock, .events = events };
+		uint64_t now = vhu_now_ns(), ms;
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		ms = (deadline - now + 999999) / 1000000;
+		r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
 int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
-	     unsigned nfds)
+	     unsigned nfds, unsigned timeout_ms)
 {
 	uint8_t buf[VQ_VHU_MSG_MAX];
 	union {
@@ -220,6 +254,7 @@ int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
 	struct msghdr mh = { 0 };
 	struct iovec iov;
 	ssize_t len = vq_vhu_encode(m, buf, sizeof(buf)), done = 0;
+	uint64_t deadline = deadline_in(timeout_ms);
 
 	if (len < 0)
 		return (int)len;
@@ -246,11 +281,17 @@ int vhu_send(int sock, const struct vq_vhu_msg *m, const int *fds,
 			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 		}
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
+			int r = 0;
+
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				r = wait_ready(sock, POLLOUT, deadline);
+			else if (errno != EINTR)
+				r = -errno;
+			if (r)
+				return r;
+			continue;
 		}
 		done += n;
 	}
@@ -286,9 +327,11 @@ static int take_fds(struct msghdr *mh, int *fds, unsigned *nfds)
 	return ret;
 }
 
-/* Read exactly len bytes (or fail); fds may arrive with any part. */
+/* Read exactly len bytes (or fail) by the deadline; fds may arrive with
+ * any part.  nowait: the first byte of a message (first) is not waited
+ * for. */
 static int recv_exact(int sock, uint8_t *p, size_t len, bool nowait,
-		      int *fds, unsigned *nfds, bool first)
+		      uint64_t deadline, int *fds, unsigned *nfds, bool first)
 {
 	size_t done = 0;
 	int bad = 0;
@@ -300,22 +343,26 @@ static int recv_exact(int sock, uint8_t *p, size_t len, bool nowait,
 		} ctl;
 		struct msghdr mh = { 0 };
 		struct iovec iov = { p + done, len - done };
-		int flags = MSG_CMSG_CLOEXEC;
 		ssize_t n;
 
-		if (nowait && first && done == 0)
-			flags |= MSG_DONTWAIT;
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
 		mh.msg_control = ctl.b;
 		mh.msg_controllen = sizeof(ctl.b);
-		n = recvmsg(sock, &mh, flags);
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return (first && done == 0) ? -EAGAIN : -ETIMEDOUT;
-			return -errno;
+			int r = 0;
+
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (nowait && first && done == 0)
+					return -EAGAIN;
+				r = wait_ready(sock, POLLIN, deadline);
+			} else if (errno != EINTR) {
+				r = -errno;
+			}
+			if (r)
+				return r;
+			continue;
 		}
 		if (take_fds(&mh, fds, nfds))
 			bad = -EBADF;
@@ -333,15 +380,16 @@ static void close_fds(int *fds, unsigned *nfds)
 	*nfds = 0;
 }
 
-int vhu_recv(int sock, bool request, bool nowait, uint8_t *buf, size_t *len,
-	     int *fds, unsigned *nfds)
+int vhu_recv(int sock, bool request, bool nowait, unsigned timeout_ms,
+	     uint8_t *buf, size_t *len, int *fds, unsigned *nfds)
 {
+	uint64_t deadline = deadline_in(timeout_ms);
 	uint32_t size;
 	int r;
 
 	*nfds = 0;
 	*len = 0;
-	r = recv_exact(sock, buf, VQ_VHU_HDR_SIZE, nowait, fds, nfds, true);
+	r = recv_exact(sock, buf, VQ_VHU_HDR_SIZE, nowait, deadline, fds, nfds, true);
 	if (r)
 		goto err;
 	if (request) {
@@ -357,7 +405,8 @@ int vhu_recv(int sock, bool request, bool nowait, uint8_t *buf, size_t *len,
 			goto err;
 		}
 	}
-	r = recv_exact(sock, buf + VQ_VHU_HDR_SIZE, size, false, fds, nfds, false);
+	r = recv_exact(sock, buf + VQ_VHU_HDR_SIZE, size, false, deadline, fds,
+		       nfds, false);
 	if (r)
 		goto err;
 	*len = VQ_VHU_HDR_SIZE + size;

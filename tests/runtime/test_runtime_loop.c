@@ -6,7 +6,16 @@
  */
 #include <virtq/runtime.h>
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <stddef.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fake_ring.h"
@@ -421,6 +430,98 @@ static void evt_signal_coalesces_and_drains(void)
 	close(fd);
 }
 
+/* A drain never waits, even on an eventfd without O_NONBLOCK: a
+ * front-end's eventfd shares its open file description with the
+ * front-end, which can clear the flag whenever it likes (vhost-user
+ * "Kick, call and err fds are eventfds": no thread ever blocks on one).
+ * alarm() turns a drain that blocks into a failure, not a hung test. */
+static void evt_drain_never_waits_on_a_blocking_eventfd(void)
+{
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	alarm(5);
+	CHECK_EQ(vq_evt_drain(fd), 0);
+	CHECK_EQ(vq_evt_signal(fd), 0);
+	CHECK_EQ(vq_evt_drain(fd), 1);
+	CHECK_EQ(vq_evt_drain(fd), 0);
+	alarm(0);
+	close(fd);
+}
+
+/* Where the kernel refuses RWF_NOWAIT (before eventfds supported it), a
+ * drain reads as it used to: a child whose preadv2 fails with EOPNOTSUPP
+ * (seccomp) still drains. */
+static void evt_drain_reads_where_rwf_nowait_is_refused(void)
+{
+#if defined(__x86_64__)
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_preadv2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	int st, fd = vq_evt_new();
+	pid_t pid;
+
+	CHECK(fd >= 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		uint64_t v;
+		struct iovec iov = { &v, sizeof(v) };
+
+		CHECK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+		CHECK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+		CHECK_EQ(preadv2(fd, &iov, 1, -1, RWF_NOWAIT), -1);
+		CHECK_EQ(errno, EOPNOTSUPP);
+		CHECK_EQ(vq_evt_signal(fd), 0);
+		CHECK_EQ(vq_evt_drain(fd), 1);
+		CHECK_EQ(vq_evt_drain(fd), 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(fd);
+#endif
+}
+
+/* One blocking eventfd as the kick of two queues of a loop (a front-end
+ * may pass the same one for two rings): one kick makes both ready, the
+ * first drain takes the count and the second finds none, without
+ * waiting; both queues wake. */
+static void loop_one_blocking_kick_shared_by_two_queues(void)
+{
+	struct vq_rt_loop_config lc = { 0 };
+	struct fring a = { .name = 'a' }, b = { .name = 'b' };
+	struct vq_rt_queue *qa, *qb;
+	struct vq_rt_loop *l;
+	int k = eventfd(0, EFD_CLOEXEC), k2 = dup(k);
+
+	CHECK(k >= 0 && k2 >= 0);
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	qa = add_fake(l, &a, k);
+	qb = add_fake(l, &b, k2);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);         /* both go idle */
+	CHECK_EQ(vq_rt_loop_run_once(l, 1), 0);         /* and ask for kicks */
+	a.avail = b.avail = 1;
+	CHECK_EQ(vq_evt_signal(k), 0);
+	alarm(5);
+	CHECK_EQ(vq_rt_loop_run_once(l, 1000), 0);      /* woken, both */
+	alarm(0);
+	CHECK(vq_rt_queue_active(qa) && vq_rt_queue_active(qb));
+	CHECK_EQ(vq_rt_queue_counters(qa)->kicks_recv +
+		 vq_rt_queue_counters(qb)->kicks_recv, 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 2);
+	vq_rt_loop_free(l);
+	close(k);
+	close(k2);
+}
+
 /* vq_rt_loop_stop from "another thread" wakes a sleeping loop. */
 static void loop_stop_wakes_sleeper(void)
 {
@@ -529,6 +630,9 @@ int main(void)
 	RUN(loop_busy_poll_yields_after_its_time);
 	RUN(loop_enable_notify_recheck_reprocesses);
 	RUN(loop_busy_poll_ends_when_other_queue_has_work);
+	RUN(evt_drain_never_waits_on_a_blocking_eventfd);
+	RUN(evt_drain_reads_where_rwf_nowait_is_refused);
+	RUN(loop_one_blocking_kick_shared_by_two_queues);
 	RUN(loop_stop_wakes_sleeper);
 	RUN(loop_idle_queue_read_while_others_busy);
 	RUN(loop_removed_queue_is_never_touched);

@@ -68,7 +68,7 @@ static inline void snd(int s, uint32_t req, uint32_t flags, enum vq_vhu_payload 
 		       kind == VQ_VHU_P_STATE ? sizeof(m.u.state) :
 		       kind == VQ_VHU_P_VRING_FD ? sizeof(m.u.vring_fd) :
 		       kind == VQ_VHU_P_LOG ? sizeof(m.u.log) : sizeof(m.u.u64));
-	CHECK_EQ(vhu_send(s, &m, fds, nfds), 0);
+	CHECK_EQ(vhu_send(s, &m, fds, nfds, 5000), 0);
 }
 
 static inline void snd_u64(int s, uint32_t req, uint64_t v)
@@ -152,7 +152,7 @@ static inline struct vq_vhu_msg rcv(int s, uint32_t req, bool ack)
 	size_t len;
 	struct vq_vhu_msg m;
 
-	CHECK(vhu_recv(s, false, false, buf, &len, fds, &nfds) > 0);
+	CHECK(vhu_recv(s, false, false, 5000, buf, &len, fds, &nfds) > 0);
 	CHECK_EQ(vq_vhu_decode_reply(buf, len, fds, nfds, req, ack, &m, NULL, 0), 0);
 	return m;
 }
@@ -398,6 +398,23 @@ static inline ssize_t stderr_restore(void)
 	}
 	close(err_pipe[0]);
 	return total;
+}
+
+/* A step that might block (a regression) is bounded by alarm(n): past it
+ * the test fails, saying so, instead of hanging the test run. */
+static inline void alarm_failed(int sig)
+{
+	static const char m[] = "a step blocked past its bound (alarm)\n";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static inline void alarm_fails(void)
+{
+	signal(SIGALRM, alarm_failed);
 }
 
 /* Feature and protocol bits the cases negotiate. */

@@ -4,13 +4,15 @@
  * copied into its device-writable buffers and the chain is returned with the
  * number of bytes copied.  Two queues, an 8-byte config space (the last four
  * bytes writable), and a single-threaded poll loop over the control socket
- * and the kick eventfds.  Also counts fds and mappings for leak checks.
+ * and the kick eventfds, or (threaded) a thread per started queue, as a
+ * real device runs them.  Also counts fds and mappings for leak checks.
  */
 #ifndef VQ_ECHO_DEV_H
 #define VQ_ECHO_DEV_H
 
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -24,12 +26,20 @@
 
 struct echo {
 	struct vq_vhu_backend *b;
-	struct {
+	struct echo_q {
 		struct vq_dev *vq;
 		int kick, call, err;
 		bool on, dead;
 		uint64_t chains;
+		pthread_t th;           /* threaded: serves the queue */
+		bool th_on;             /* ... and has not been joined */
+		int stop;               /* atomic: the thread must return */
+		struct echo *owner;     /* for the thread */
+		unsigned index;
 	} q[ECHO_NQ];
+	/* Each started queue gets a thread (echo_thread) until queue_stop
+	 * joins it; while it runs, only it touches the queue's fields. */
+	bool threaded;
 	uint8_t config[8];
 	unsigned starts, stops, resets;
 	unsigned pauses;                /* queue_stop(resumes) */
@@ -42,6 +52,8 @@ struct echo {
 	void *hook_arg;
 };
 
+static void *echo_thread(void *arg);
+
 static inline int echo_start(void *o, const struct vq_vhu_queue *q)
 {
 	struct echo *e = o;
@@ -53,6 +65,14 @@ static inline int echo_start(void *o, const struct vq_vhu_queue *q)
 	e->q[q->index].on = true;
 	e->q[q->index].dead = false;
 	e->starts++;
+	if (e->threaded) {
+		e->q[q->index].stop = 0;
+		e->q[q->index].owner = e;
+		e->q[q->index].index = q->index;
+		CHECK_EQ(pthread_create(&e->q[q->index].th, NULL, echo_thread,
+					&e->q[q->index]), 0);
+		e->q[q->index].th_on = true;
+	}
 	return 0;
 }
 
@@ -60,6 +80,11 @@ static inline void echo_stop(void *o, unsigned i, bool resumes)
 {
 	struct echo *e = o;
 
+	if (e->q[i].th_on) {
+		__atomic_store_n(&e->q[i].stop, 1, __ATOMIC_RELEASE);
+		CHECK_EQ(pthread_join(e->q[i].th, NULL), 0);
+		e->q[i].th_on = false;
+	}
 	e->q[i].on = false;
 	e->q[i].vq = NULL;
 	if (e->stop_hook)
@@ -206,6 +231,27 @@ static inline void echo_run_queue(struct echo *e, unsigned qi)
 		}
 		r = vq_dev_enable_notify(vq);
 	} while (r == 1);
+}
+
+/* A started queue's thread (threaded): drain the kick, serve the ring if
+ * it shows work (as a runtime loop looks at it), wait up to 20 ms for the
+ * next kick, until queue_stop.  It drains after a timeout too: a
+ * front-end holding the same eventfd can take the count between our poll
+ * and our read, and this makes that race certain. */
+static void *echo_thread(void *arg)
+{
+	struct echo_q *q = arg;
+
+	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd p = { .fd = q->kick, .events = POLLIN };
+
+		if (q->kick >= 0)
+			vq_evt_drain(q->kick);
+		if (vq_dev_has_avail(q->vq))
+			echo_run_queue(q->owner, q->index);
+		poll(&p, q->kick >= 0, 20);
+	}
+	return NULL;
 }
 
 /* Poll the control socket and kicks once (up to timeout_ms).  Returns the

@@ -10,6 +10,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "backend_fixture.h"
 
@@ -321,11 +322,110 @@ static void fail_from_another_thread(struct fx *x)
 	CHECK_EQ(pump(x), -ECONNRESET);
 }
 
+/* A second back-end on an adopted connection (an inherited --fd), whose
+ * front-end keeps a dup of the end it gave and makes that socket blocking
+ * with no timeouts (SO_RCVTIMEO, SO_SNDTIMEO 0): the flags of the very
+ * description we read and write. */
+struct adopted {
+	struct echo e;
+	int s;          /* the front-end's end */
+	int dup;        /* its dup of ours */
+};
+
+static void adopted_open(struct adopted *a)
+{
+	struct timeval tv = { 0 };
+	int sv[2];
+
+	echo_init(&a->e);
+	vq_vhu_backend_set_recv_timeout(a->e.b, 200);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	CHECK_EQ(vq_vhu_backend_adopt_fd(a->e.b, sv[0]), 0);
+	a->s = sv[1];
+	a->dup = dup(sv[0]);
+	CHECK(a->dup >= 0);
+	CHECK_EQ(setsockopt(a->dup, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	CHECK_EQ(setsockopt(a->dup, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	CHECK_EQ(fcntl(a->dup, F_SETFL, fcntl(a->dup, F_GETFL) & ~O_NONBLOCK), 0);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The connection closed with err and message text, and left nothing. */
+static void adopted_closed(struct fx *x, struct adopted *a, int r, int err,
+			   const char *text)
+{
+	fprintf(stderr, "   -> %d: %s\n", r, vq_vhu_backend_error_msg(a->e.b));
+	CHECK_EQ(r, err);
+	CHECK(!vq_vhu_backend_connected(a->e.b));
+	CHECK(strstr(vq_vhu_backend_error_msg(a->e.b), text));
+	vq_vhu_backend_free(a->e.b);
+	close(a->s);
+	close(a->dup);
+	CHECK_EQ(count_fds(), x->fds0);
+}
+
+/* vhost-user "Communication": a message that stalls half-way closes the
+ * connection after the receive timeout, ours, whatever the front-end set
+ * on the socket: blocking, SO_RCVTIMEO cleared. */
+static void frontend_stalls_mid_message_on_a_socket_it_made_blocking(struct fx *x)
+{
+	uint32_t h[4] = { VQ_VHU_SET_FEATURES, VQ_VHU_VERSION, 8, 1 };
+	struct adopted a;
+	uint64_t t0, ms;
+	int r;
+
+	adopted_open(&a);
+	CHECK_EQ(write(a.s, h, 16), 16);        /* 4 of 8 payload bytes */
+	alarm(10);
+	t0 = now_ms();
+	r = vq_vhu_backend_process(a.e.b);
+	ms = now_ms() - t0;
+	alarm(0);
+	fprintf(stderr, "   closed after %llu ms\n", (unsigned long long)ms);
+	CHECK(ms >= 150 && ms < 2000);
+	adopted_closed(x, &a, r, -ETIMEDOUT, "stalled past the receive timeout");
+}
+
+/* A reply the front-end does not read: once the socket is full the send
+ * waits for the same timeout, ours, then the connection closes; the
+ * front-end's blocking flag and cleared SO_SNDTIMEO do not hold us. */
+static void frontend_reads_no_reply_on_a_socket_it_made_blocking(struct fx *x)
+{
+	static uint32_t reqs[3000][3];
+	struct adopted a;
+	unsigned n = 0;
+	int r = 1;
+
+	adopted_open(&a);
+	for (unsigned i = 0; i < 3000; i++) {
+		reqs[i][0] = VQ_VHU_GET_FEATURES;
+		reqs[i][1] = VQ_VHU_VERSION;
+	}
+	CHECK_EQ(write(a.s, reqs, sizeof(reqs)), (ssize_t)sizeof(reqs));
+	alarm(20);
+	while (r > 0 && n < 3000) {
+		r = vq_vhu_backend_process(a.e.b);
+		n++;
+	}
+	alarm(0);
+	fprintf(stderr, "   %u replies went out\n", n - 1);
+	adopted_closed(x, &a, r, -ETIMEDOUT,
+		       "vhost-user \"Communication\": sending the reply to VHOST_USER_GET_FEATURES failed: Connection timed out");
+}
+
 int main(void)
 {
 	struct fx x;
 
 	signal(SIGPIPE, SIG_IGN);
+	alarm_fails();
 	fx_init(&x);
 	T(bad_truncated_header_frontend_gone);
 	T(bad_truncated_payload_frontend_stalls);
@@ -345,6 +445,8 @@ int main(void)
 	T(status_set_get);
 	T(reset_device_forgets_state);
 	T(fail_from_another_thread);
+	T(frontend_stalls_mid_message_on_a_socket_it_made_blocking);
+	T(frontend_reads_no_reply_on_a_socket_it_made_blocking);
 	fx_fini(&x);
 	return 0;
 }

@@ -7,6 +7,9 @@
  * invalidations (of buffers and of a ring's own areas), and the feature
  * switched only while no ring runs.
  */
+#include <poll.h>
+#include <time.h>
+
 #include "backend_fixture.h"
 
 #define AP VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)
@@ -28,7 +31,7 @@ static void snd_iotlb(int s, uint32_t flags, uint64_t iova, uint64_t size,
 	m.u.iotlb.uaddr = ua;
 	m.u.iotlb.perm = perm;
 	m.u.iotlb.type = type;
-	CHECK_EQ(vhu_send(s, &m, NULL, 0), 0);
+	CHECK_EQ(vhu_send(s, &m, NULL, 0, 5000), 0);
 }
 
 /* An IOTLB update of [iova, iova+size) -> the guest address gpa (front-end
@@ -65,7 +68,7 @@ static int next_miss(int ch, uint64_t *iova, unsigned *perm)
 	unsigned nfds;
 	size_t len;
 	struct vq_vhu_msg m;
-	int r = vhu_recv(ch, false, true, buf, &len, fds, &nfds);
+	int r = vhu_recv(ch, false, true, 5000, buf, &len, fds, &nfds);
 
 	if (r == -EAGAIN)
 		return 0;
@@ -108,6 +111,7 @@ static bool kicked(int k)
 struct iox {
 	int s;          /* front-end channel */
 	int ch;         /* our end of the back-end channel */
+	int bk;         /* a dup of the end we gave the back-end, or -1 */
 	int k;          /* queue 0's kick (non-blocking) */
 	bool pk;
 	struct vq_drv *d;
@@ -115,14 +119,16 @@ struct iox {
 
 /* VERSION_1 | ACCESS_PLATFORM (| RING_PACKED) | PROTOCOL_FEATURES,
  * REPLY_ACK | BACKEND_REQ, the back-end channel, the whole guest, queue 0
- * of 64 at IOVAs. */
-static void iotlb_setup(struct fx *x, struct iox *io, bool pk)
+ * of 64 at IOVAs.  keep: the test keeps a dup of the channel's end it
+ * gave (a front-end can, and change that socket's flags under us). */
+static void iotlb_setup_keep(struct fx *x, struct iox *io, bool pk, bool keep)
 {
 	struct vq_vhu_region r = whole(x);
 	int sv[2];
 
 	memset(io, 0, sizeof(*io));
 	io->pk = pk;
+	io->bk = -1;
 	io->s = cli(x);
 	CHECK(get_u64(x, io->s, VQ_VHU_GET_FEATURES) & AP);
 	CHECK(get_u64(x, io->s, VQ_VHU_GET_PROTOCOL_FEATURES) & P_BACKEND_REQ);
@@ -133,12 +139,20 @@ static void iotlb_setup(struct fx *x, struct iox *io, bool pk)
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	snd(io->s, VQ_VHU_SET_BACKEND_REQ_FD, 0, VQ_VHU_P_NONE, NULL, &sv[1], 1);
 	ok(x);
-	close(sv[1]);
+	if (keep)
+		io->bk = sv[1];
+	else
+		close(sv[1]);
 	io->ch = sv[0];
 	snd_mem(io->s, 1, &r, &x->gfd);
 	ok(x);
 	snd_state(io->s, VQ_VHU_SET_VRING_NUM, 0, 64);
 	ok(x);
+}
+
+static void iotlb_setup(struct fx *x, struct iox *io, bool pk)
+{
+	iotlb_setup_keep(x, io, pk, false);
 }
 
 /* The ring asked for its three areas: answer them; it runs after the
@@ -193,6 +207,8 @@ static void iotlb_teardown(struct fx *x, struct iox *io)
 	close(io->s);
 	close(io->k);
 	close(io->ch);
+	if (io->bk >= 0)
+		close(io->bk);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	CHECK(!x->e.q[0].on);
 	CHECK_EQ(count_fds(), x->fds0);
@@ -729,11 +745,316 @@ static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
 	iotlb_teardown(x, &io);
 }
 
+/* A ring stalled on a miss looks empty until the IOTLB changes, or for
+ * 250 ms: then it has work again (a runtime loop's quiet look, every
+ * 200 ms at most, finds it), so a question that never reached the
+ * front-end is asked again; one that did is not asked twice within 1 s
+ * (VQ_VHU_MISS_RETRY_NS), and the ring stalls anew. */
+static void iotlb_stalled_ring_looks_again_after_250_ms(struct fx *x)
+{
+	struct iox io;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	expect_miss(io.ch, DATA_IOVA, VQ_ACCESS_RO);
+	CHECK(!vq_dev_has_avail(x->e.q[0].vq));
+	usleep(300 * 1000);
+	CHECK(vq_dev_has_avail(x->e.q[0].vq));
+	echo_run_queue(&x->e, 0);
+	expect_no_miss(io.ch);
+	CHECK(!vq_dev_has_avail(x->e.q[0].vq));
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	answered(x, &io);
+	done(&io, 64);
+	iotlb_teardown(x, &io);
+}
+
+/* After an update the back-end kicks every started queue, from the
+ * control thread.  A front-end that made its kick eventfd blocking after
+ * SET_VRING_KICK (it shares the description) and filled it to the
+ * maximum count cannot stall that thread: the kick is skipped, as one is
+ * pending anyway, and the update is acked. */
+static void iotlb_update_kick_never_waits_on_a_full_blocking_kick(struct fx *x)
+{
+	uint64_t v = 0xfffffffffffffffeull;
+	struct iox io;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	CHECK_EQ(fcntl(io.k, F_SETFL, fcntl(io.k, F_GETFL) & ~O_NONBLOCK), 0);
+	CHECK_EQ(write(io.k, &v, 8), 8);
+	alarm(10);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	alarm(0);
+	v = 0;
+	CHECK_EQ(read(io.k, &v, 8), 8);
+	CHECK_EQ(v, 0xfffffffffffffffeull);
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	iotlb_teardown(x, &io);
+}
+
+/* "The back-end channel is a UNIX stream socket" (SET_BACKEND_REQ_FD):
+ * a pipe, a datagram socket or a memfd is refused at the message, the
+ * connection closes, nothing leaks, the next one is served. */
+static void iotlb_backend_channel_must_be_a_unix_stream_socket(struct fx *x)
+{
+	static const char *const want[3] = {
+		"a pipe", "a socket of family 1 and type 2", "a memfd",
+	};
+
+	for (unsigned k = 0; k < 3; k++) {
+		int s = cli(x), p[2], fd, r;
+		char msg[160];
+
+		if (k == 0) {
+			CHECK_EQ(pipe2(p, O_CLOEXEC), 0);
+			close(p[0]);
+			fd = p[1];
+		} else if (k == 1) {
+			CHECK_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, p), 0);
+			close(p[0]);
+			fd = p[1];
+		} else {
+			fd = memfd_create("vhu-test-channel", MFD_CLOEXEC);
+		}
+		snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | AP | PROTO);
+		ok(x);
+		snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, P_REPLY_ACK | P_BACKEND_REQ);
+		ok(x);
+		snd(s, VQ_VHU_SET_BACKEND_REQ_FD, 0, VQ_VHU_P_NONE, NULL, &fd, 1);
+		close(fd);
+		r = pump(x);
+		snprintf(msg, sizeof(msg),
+			 "VHOST_USER_SET_BACKEND_REQ_FD: the fd is %s, not an AF_UNIX stream socket",
+			 want[k]);
+		CHECK(!strcmp(vq_vhu_backend_error_msg(x->e.b), msg));
+		closed_with(x, s, r, -ENOTSOCK);
+	}
+}
+
+/* The front-end's hold on the channel's socket: it clears SO_SNDTIMEO and
+ * O_NONBLOCK on the description it shares with us, so a send of ours
+ * that waits would wait forever. */
+static void channel_made_blocking(struct iox *io)
+{
+	struct timeval tv = { 0 };
+
+	CHECK_EQ(setsockopt(io->bk, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	CHECK_EQ(fcntl(io->bk, F_SETFL, fcntl(io->bk, F_GETFL) & ~O_NONBLOCK), 0);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The head chain's readable buffer moved to another page (the ring reads
+ * descriptors afresh on every pop), for a miss on a page not yet asked. */
+static void move_head_buffer(struct fx *x, uint64_t iova)
+{
+	struct virtq_desc *d = (struct virtq_desc *)x->g;
+
+	d->addr = vq_le64(iova);
+}
+
+static struct vq_vhu_iotlb_stats iotlb_stats(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st;
+
+	vq_vhu_backend_iotlb_stats(x->e.b, &st, sizeof(st));
+	return st;
+}
+
+/* The connection closes once the channel has failed, the ring looking
+ * again meanwhile (serve: on this thread, else the device's own does):
+ * process()'s result, with the time it took from t0 in *ms. */
+static int wait_closed(struct fx *x, bool serve, uint64_t t0, uint64_t *ms)
+{
+	int r = 0;
+
+	while (vq_vhu_backend_connected(x->e.b) && now_ms() - t0 < 5000) {
+		struct pollfd p = { .fd = vq_vhu_backend_fd(x->e.b), .events = POLLIN };
+
+		if (serve)
+			echo_run_queue(&x->e, 0);
+		if (poll(&p, 1, 20) == 1)
+			r = pump(x);
+	}
+	*ms = now_ms() - t0;
+	fprintf(stderr, "   closed after %llu ms\n", (unsigned long long)*ms);
+	return r;
+}
+
+/*
+ * "The back-end channel cannot stall the back-end": the front-end keeps a
+ * dup of the channel's end it gave, makes it blocking (SO_SNDTIMEO and
+ * O_NONBLOCK cleared) and never reads the other end, while the ring
+ * misses page after page.  Each miss is sent without waiting until the
+ * channel is full; then a miss is not sent (counted, asked again on the
+ * ring's next look), nothing blocks, and once the channel has taken
+ * nothing for VQ_VHU_CHAN_TIMEOUT_MS (1000 ms) it is closed, counted, and
+ * the connection fails with the channel's error; the next one is served.
+ */
+static void iotlb_channel_not_read_fails_connection_after_1000_ms(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st0 = iotlb_stats(x), st;
+	struct iox io;
+	uint64_t t0, ms;
+	unsigned n;
+	int r;
+
+	iotlb_setup_keep(x, &io, false, true);
+	channel_made_blocking(&io);
+	iotlb_ring_start(x, &io);
+	alarm(20);
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	for (n = 1; n < 100000 && iotlb_stats(x).misses_unsent == st0.misses_unsent; n++) {
+		move_head_buffer(x, DATA_IOVA + n * PG);
+		echo_run_queue(&x->e, 0);
+	}
+	t0 = now_ms();
+	st = iotlb_stats(x);
+	fprintf(stderr, "   the channel took %llu misses\n",
+		(unsigned long long)(st.misses - st0.misses - 3));
+	CHECK_EQ(st.misses_unsent - st0.misses_unsent, 1);
+	CHECK(vq_vhu_backend_connected(x->e.b));
+	r = wait_closed(x, true, t0, &ms);
+	alarm(0);
+	CHECK(ms >= 900 && ms < 2500);
+	CHECK(!strcmp(vq_vhu_backend_error_msg(x->e.b),
+		      "vhost-user \"IOMMU support\": the back-end channel took nothing for 1000 ms: the front-end stopped reading it"));
+	st = iotlb_stats(x);
+	CHECK_EQ(st.channel_failures - st0.channel_failures, 1);
+	CHECK(st.misses_unsent - st0.misses_unsent > 1);
+	vq_drv_free(io.d);
+	close(io.k);
+	close(io.ch);
+	close(io.bk);
+	closed_with(x, io.s, r, -ETIMEDOUT);
+	memset(x->g, 0, 0x50000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/*
+ * The same on the device's own thread (the echo device looks at its ring
+ * as a runtime loop does: when it shows work), the front-end filling the
+ * channel itself through its dup: the queue thread's miss is refused, its
+ * ring stalls and looks again, the connection fails after about 1000 ms,
+ * and the queue thread, never blocked, is joined.
+ */
+static void iotlb_channel_full_queue_thread_never_blocks(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st0 = iotlb_stats(x), st;
+	char junk[4096] = { 0 };
+	struct iox io;
+	uint64_t t0, ms;
+	int r;
+
+	x->e.threaded = true;
+	iotlb_setup_keep(x, &io, false, true);
+	iotlb_ring_start(x, &io);
+	while (send(io.bk, junk, sizeof(junk), MSG_DONTWAIT) > 0)
+		;
+	channel_made_blocking(&io);
+	alarm(20);
+	t0 = now_ms();
+	CHECK_EQ(vq_drv_add(io.d, (struct vq_seg[2]){ { DATA_IOVA, 64 },
+		 { DATA_IOVA + 0x800, 64 } }, 1, 1, x), 0);
+	vq_drv_kick_prepare(io.d);
+	CHECK_EQ(vq_evt_signal(io.k), 0);
+	r = wait_closed(x, false, t0, &ms);
+	alarm(0);
+	CHECK(ms >= 900 && ms < 2500);
+	CHECK(strstr(vq_vhu_backend_error_msg(x->e.b), "took nothing for 1000 ms"));
+	st = iotlb_stats(x);
+	CHECK_EQ(st.channel_failures - st0.channel_failures, 1);
+	CHECK(st.misses_unsent - st0.misses_unsent >= 2);      /* asked again */
+	x->e.threaded = false;
+	vq_drv_free(io.d);
+	close(io.k);
+	close(io.ch);
+	close(io.bk);
+	closed_with(x, io.s, r, -ETIMEDOUT);
+	memset(x->g, 0, 0x50000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/* A front-end that closed its end of the channel can answer no miss: the
+ * first miss finds the channel broken (EPIPE), which closes it and fails
+ * the connection, saying why. */
+static void iotlb_channel_closed_by_frontend_fails_connection(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st0 = iotlb_stats(x);
+	struct iox io;
+	int r;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	close(io.ch);
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	r = pump(x);
+	CHECK(!strcmp(vq_vhu_backend_error_msg(x->e.b),
+		      "vhost-user \"IOMMU support\": the back-end channel failed: Broken pipe"));
+	CHECK_EQ(iotlb_stats(x).channel_failures - st0.channel_failures, 1);
+	vq_drv_free(io.d);
+	close(io.k);
+	closed_with(x, io.s, r, -EPIPE);
+	memset(x->g, 0, 0x50000);
+	x->e.starts = x->e.stops = x->e.pauses = 0;
+}
+
+/* This program's send() takes the place of libc's for the statically
+ * linked library (only the channel's sends use it): the next one of more
+ * than short_send bytes takes that many, as a nearly full channel does. */
+static size_t short_send;
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	if (short_send && len > short_send) {
+		len = short_send;
+		short_send = 0;
+	}
+	return sendto(fd, buf, len, flags, NULL, 0);
+}
+
+/* A miss the channel took in part keeps its rest, which goes before the
+ * next message: the front-end reads whole messages, in order. */
+static void iotlb_channel_message_taken_in_part_keeps_its_rest(struct fx *x)
+{
+	struct vq_vhu_iotlb_stats st0 = iotlb_stats(x), st;
+	uint8_t b[64];
+	struct iox io;
+
+	iotlb_setup(x, &io, false);
+	iotlb_ring_start(x, &io);
+	short_send = 10;
+	post(x, &io, DATA_IOVA, 64, DATA_IOVA + 0x800, 64);
+	CHECK_EQ(recv(io.ch, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT), 10);
+	move_head_buffer(x, DATA_IOVA + 0x3000);
+	echo_run_queue(&x->e, 0);
+	expect_miss(io.ch, DATA_IOVA, VQ_ACCESS_RO);
+	expect_miss(io.ch, DATA_IOVA + 0x3000, VQ_ACCESS_RO);
+	expect_no_miss(io.ch);
+	st = iotlb_stats(x);
+	CHECK_EQ(st.misses - st0.misses, 3 + 2);        /* the ring's 3, then 2 */
+	CHECK_EQ(st.misses_unsent, st0.misses_unsent);
+	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
+	map_page(x, io.s, DATA_IOVA + 0x3000, 0x13000, VQ_VHU_IOTLB_PERM_RO);
+	answered(x, &io);
+	done(&io, 64);
+	iotlb_teardown(x, &io);
+}
+
 int main(void)
 {
 	struct fx x;
 
 	signal(SIGPIPE, SIG_IGN);
+	alarm_fails();
 	fx_init(&x);
 	T(iotlb_ring_and_buffers_through_iova_split);
 	T(iotlb_ring_and_buffers_through_iova_packed);
@@ -746,6 +1067,13 @@ int main(void)
 	T(iotlb_invalidate_ring_area_stops_ring);
 	T(iotlb_paused_ring_then_stopped);
 	T(iotlb_invalidation_held_up_counted_and_logged);
+	T(iotlb_update_kick_never_waits_on_a_full_blocking_kick);
+	T(iotlb_stalled_ring_looks_again_after_250_ms);
+	T(iotlb_backend_channel_must_be_a_unix_stream_socket);
+	T(iotlb_channel_message_taken_in_part_keeps_its_rest);
+	T(iotlb_channel_not_read_fails_connection_after_1000_ms);
+	T(iotlb_channel_full_queue_thread_never_blocks);
+	T(iotlb_channel_closed_by_frontend_fails_connection);
 	fx_fini(&x);
 	return 0;
 }

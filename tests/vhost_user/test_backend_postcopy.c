@@ -29,7 +29,7 @@ static int pc_advise(struct fx *x, int s)
 
 	snd_none(s, VQ_VHU_POSTCOPY_ADVISE);
 	ok(x);
-	CHECK(vhu_recv(s, false, false, buf, &len, fds, &nfds) > 0);
+	CHECK(vhu_recv(s, false, false, 5000, buf, &len, fds, &nfds) > 0);
 	CHECK_EQ(vq_vhu_decode_reply(buf, len, fds, nfds, VQ_VHU_POSTCOPY_ADVISE,
 				     false, &m, NULL, 0), 0);
 	CHECK_EQ(m.size, 0);

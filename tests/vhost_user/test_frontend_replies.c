@@ -3,8 +3,10 @@
  * The front-end against a back-end that answers badly: a reply without the
  * reply flag, to another request, truncated, oversized, with an fd where
  * none belongs, missing, or without VIRTIO_F_VERSION_1: each fails the
- * connect with its error, and nothing leaks.
+ * connect with its error, and nothing leaks.  And one that answers well
+ * on a non-blocking socket, served on a thread.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -73,9 +75,46 @@ static void frontend_bad_replies(void)
 	CHECK_EQ(count_maps(), maps0);
 }
 
+/* An echo back-end served on its own thread until its connection ends. */
+static void *serve(void *arg)
+{
+	struct echo *e = arg;
+
+	while (vq_vhu_backend_connected(e->b))
+		if (echo_poll_once(e, 50) < 0)
+			break;
+	return NULL;
+}
+
+/* The front-end waits for each reply in poll(), to its own timeout: a
+ * socket handed to it non-blocking (inherited so) is served as a blocking
+ * one is, not failed at the first read that finds no reply yet. */
+static void frontend_waits_for_replies_on_a_nonblocking_socket(void)
+{
+	struct vq_vhu_frontend_config c = {
+		.features = ECHO_FEATURES, .nqueues = 1, .queue_size = 64,
+		.mem_size = 1 << 20, .timeout_ms = 2000,
+	};
+	int fds0 = count_fds(), sv[2];
+	struct vq_vhu_frontend *f;
+	struct echo e;
+	pthread_t th;
+
+	echo_init(&e);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	CHECK_EQ(vq_vhu_backend_adopt_fd(e.b, sv[1]), 0);
+	CHECK_EQ(pthread_create(&th, NULL, serve, &e), 0);
+	CHECK_EQ(vq_vhu_frontend_adopt_fd(sv[0], &c, &f), 0);
+	vq_vhu_frontend_free(f);
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	vq_vhu_backend_free(e.b);
+	CHECK_EQ(count_fds(), fds0);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	RUN(frontend_bad_replies);
+	RUN(frontend_waits_for_replies_on_a_nonblocking_socket);
 	return 0;
 }

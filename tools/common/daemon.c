@@ -93,9 +93,10 @@ void vqd_json_backend(struct vq_vhu_backend *b)
 	vq_vhu_backend_postcopy_stats(b, &pc, sizeof(pc));
 	printf(",\"iotlb\":{\"misses\":%" PRIu64 ",\"misses_unsent\":%" PRIu64
 	       ",\"updates\":%" PRIu64 ",\"invalidations\":%" PRIu64
-	       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64 "}",
+	       ",\"refused\":%" PRIu64 ",\"quiesce_timeouts\":%" PRIu64
+	       ",\"channel_failures\":%" PRIu64 "}",
 	       io.misses, io.misses_unsent, io.updates, io.invalidations,
-	       io.refused, io.quiesce_timeouts);
+	       io.refused, io.quiesce_timeouts, io.channel_failures);
 	printf(",\"postcopy\":{\"advises\":%" PRIu64 ",\"listens\":%" PRIu64
 	       ",\"regions\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"ends\":%" PRIu64 "}",
 	       pc.advises, pc.listens, pc.regions, pc.acks, pc.ends);
