@@ -17,12 +17,16 @@
  * HOSTILE_CASE=TEXT runs only the cases whose name contains TEXT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +102,132 @@ static const char *log_truncated_while_logging(struct hfe *h)
 	return NULL;
 }
 
+/* Set up with the fds the case chose, then traffic (and kick again). */
+static void rings_then_traffic(struct hfe *h, bool kick_again)
+{
+	hfe_open(h, P(REPLY_ACK), 0);
+	hfe_mem_table(h, NULL);
+	hfe_rings(h, true);
+	hfe_traffic(h);
+	if (kick_again)
+		hfe_kick_all(h);
+	hfe_wait_closed(h, 300);
+}
+
+/* ... and the rings must still be served. */
+static const char *rings_served(struct hfe *h, bool kick_again)
+{
+	rings_then_traffic(h, kick_again);
+	hfe_expect_served(h);
+	return NULL;
+}
+
+static const char *call_eventfd_at_max(struct hfe *h)
+{
+	h->q[1].call = hfe_own(h, eventfd_at_max());
+	return rings_served(h, true);
+}
+
+static const char *call_pipe_full(struct hfe *h)
+{
+	int rd = -1;
+
+	h->q[1].call = hfe_own(h, pipe_full(&rd));
+	hfe_own(h, rd); /* kept: the pipe has a reader who never reads */
+	return rings_served(h, true);
+}
+
+/* The error fd is signalled when a ring breaks: break one. */
+static const char *err_eventfd_at_max(struct hfe *h)
+{
+	h->q[1].err = hfe_own(h, eventfd_at_max());
+	rings_then_traffic(h, false);
+	hfe_break_ring(h, 1);
+	hfe_wait_closed(h, 500);
+	return NULL;
+}
+
+/* One kick for both rings, landing while the daemon is off its CPUs: it
+ * then finds both rings' entries of its epoll set ready at once (a kick
+ * that wakes it from its sleep may show it one only); SIGSTOP makes that
+ * moment certain.  After the first read drains the counter, a second read
+ * of the same blocking eventfd never returns.  That one kick is the only
+ * write: another would let the blocked read return. */
+static const char *kick_one_eventfd_two_rings(struct hfe *h)
+{
+	int fd = hfe_own(h, eventfd(0, EFD_CLOEXEC)), st;
+	uint64_t one = 1;
+
+	h->q[0].kick = h->q[1].kick = fd;
+	hfe_open(h, P(REPLY_ACK), 0);
+	hfe_mem_table(h, NULL);
+	hfe_rings(h, true);
+	if (hfe_ok(h) && kill(D.pid, SIGSTOP) == 0) {
+		waitpid(D.pid, &st, WUNTRACED);
+		if (write(fd, &one, sizeof(one)) < 0)
+			snprintf(h->failed, sizeof(h->failed), "the kick: %s",
+				 strerror(errno));
+		kill(D.pid, SIGCONT);
+	}
+	hfe_wait_closed(h, 300);
+	return NULL;
+}
+
+/* Ring 1's kick is fd (kicked by writing 8 bytes to writer, if any):
+ * the last ring of a net pair, so ring 0 already runs when its start
+ * fails.  With hang_up, the writer then goes away: the kick fd reads
+ * end-of-file from then on. */
+static const char *odd_kick(struct hfe *h, int fd, int writer, bool hang_up)
+{
+	if (writer >= 0)
+		fcntl(writer, F_SETFL, O_NONBLOCK);
+	h->q[1].kick = fd;
+	h->q[1].kick_wr = writer;
+	rings_then_traffic(h, true);
+	if (hang_up) {
+		h->q[1].kick_wr = -1;
+		hfe_drop(h, writer);
+		hfe_wait_closed(h, 300);
+	}
+	hfe_expect_served(h);
+	return NULL;
+}
+
+static const char *kick_pipe(struct hfe *h)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return "pipe2 failed";
+	return odd_kick(h, hfe_own(h, p[0]), hfe_own(h, p[1]), true);
+}
+
+static const char *kick_socket(struct hfe *h)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return "socketpair failed";
+	return odd_kick(h, hfe_own(h, sv[1]), hfe_own(h, sv[0]), true);
+}
+
+static const char *kick_memfd(struct hfe *h)
+{
+	return odd_kick(h,
+			hfe_own(h, memfd_create("hostile-kick", MFD_CLOEXEC)),
+			-1, false);
+}
+
+static const char *kick_pipe_without_reader(struct hfe *h)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return "pipe2 failed";
+	close(p[0]);
+	return odd_kick(h, hfe_own(h, p[1]), -1, false);
+}
+
 /* ---- the runner ---- */
 
 struct hcase {
@@ -108,7 +238,8 @@ struct hcase {
 	const char *(*run)(struct hfe *h);
 };
 
-#define MEMRD "vhost-user \"Memory regions description\""
+#define MEMRD  "vhost-user \"Memory regions description\""
+#define RINGST "vhost-user \"Ring states\""
 
 static const struct hcase cases[] = {
 	{ "memory files",
@@ -129,6 +260,22 @@ static const struct hcase cases[] = {
 	  "vhost_user_migration_log_file_truncated_while_logging",
 	  "vhost-user \"Migration\", VHOST_USER_SET_LOG_BASE",
 	  log_truncated_while_logging },
+	{ "notification fds", "vhost_user_set_vring_call_eventfd_at_max_count",
+	  "VHOST_USER_SET_VRING_CALL", call_eventfd_at_max },
+	{ "notification fds", "vhost_user_set_vring_err_eventfd_at_max_count",
+	  "VHOST_USER_SET_VRING_ERR", err_eventfd_at_max },
+	{ "notification fds", "vhost_user_set_vring_call_full_blocking_pipe",
+	  "VHOST_USER_SET_VRING_CALL", call_pipe_full },
+	{ "notification fds", "vhost_user_set_vring_kick_one_eventfd_two_rings",
+	  "VHOST_USER_SET_VRING_KICK", kick_one_eventfd_two_rings },
+	{ "fd kinds", "vhost_user_set_vring_kick_pipe",
+	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_pipe },
+	{ "fd kinds", "vhost_user_set_vring_kick_socket",
+	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_socket },
+	{ "fd kinds", "vhost_user_set_vring_kick_memfd",
+	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_memfd },
+	{ "fd kinds", "vhost_user_set_vring_kick_pipe_without_reader",
+	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_pipe_without_reader },
 };
 
 enum verdict { PASS, FAIL, SKIP };
