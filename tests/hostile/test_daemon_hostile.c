@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +34,8 @@
 #include "hostile.h"
 
 #define P(x) VIRTQ_BIT(VQ_VHU_PROTOCOL_F_##x)
+/* Rings at I/O virtual addresses no IOTLB entry will ever map. */
+#define IOVA_NOWHERE 0x10000000000ull
 /* A case, its checks and a restart, at most. */
 #define CASE_ALARM_S 60
 
@@ -228,6 +231,99 @@ static const char *kick_pipe_without_reader(struct hfe *h)
 	return odd_kick(h, hfe_own(h, p[1]), -1, false);
 }
 
+/* Fill a socket's send buffer through fd (without waiting). */
+static void socket_fill(int fd)
+{
+	static const char junk[4096];
+	int small = 4096;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	while (send(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+	while (send(fd, junk, 1, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+}
+
+/* The back-end channel: we keep a duplicate of the end we pass, take away
+ * the send timeout the back-end gives it and make it block, fill it and
+ * never read it; then rings at IOVAs nobody maps make the back-end send
+ * IOTLB misses. */
+static const char *backend_channel_full(struct hfe *h)
+{
+	struct vq_vhu_msg m = hfe_msg(VQ_VHU_SET_BACKEND_REQ_FD, VQ_VHU_P_NONE);
+	struct timeval none = { 0 };
+	int sv[2];
+
+	hfe_open(h, P(REPLY_ACK) | P(BACKEND_REQ),
+		 VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM));
+	if (hfe_ok(h) && (!(h->protocol & P(BACKEND_REQ)) ||
+			  !(h->features & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM))))
+		return "the daemon does not offer BACKEND_REQ with ACCESS_PLATFORM";
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return "socketpair failed";
+	hfe_own(h, sv[0]);
+	hfe_own(h, sv[1]);
+	hfe_req(h, &m, &sv[1], 1, NULL);
+	setsockopt(sv[1], SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) & ~O_NONBLOCK);
+	socket_fill(sv[1]);
+	h->iova = IOVA_NOWHERE;
+	hfe_mem_table(h, NULL);
+	hfe_rings(h, false);
+	hfe_wait_closed(h, 300);
+	return NULL;
+}
+
+/* Can this process open a userfaultfd that also takes the kernel's own
+ * faults (what the daemons need to offer PAGEFAULT)? */
+static bool uffd_here(void)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* ADVISE (we get its userfaultfd and never read it), LISTEN, then memory
+ * nobody ever populates and rings on it. */
+static const char *postcopy_never_served(struct hfe *h)
+{
+	struct vq_vhu_msg m, rep;
+
+	hfe_open(h, P(REPLY_ACK) | P(PAGEFAULT), 0);
+	if (hfe_ok(h) && !(h->protocol & P(PAGEFAULT))) {
+		if (!uffd_here())
+			return "no userfaultfd can be opened here (root, or "
+			       "vm.unprivileged_userfaultfd=1)";
+		snprintf(h->failed, sizeof(h->failed),
+			 "PROTOCOL_F_PAGEFAULT not offered, "
+			 "though a userfaultfd can be opened here");
+		return NULL;
+	}
+	m = hfe_msg(VQ_VHU_POSTCOPY_ADVISE, VQ_VHU_P_NONE);
+	hfe_req(h, &m, NULL, 0, &rep);
+	if (hfe_ok(h) && rep.nfds != 1)
+		snprintf(h->failed, sizeof(h->failed),
+			 "POSTCOPY_ADVISE's reply carried %u fds", rep.nfds);
+	for (unsigned i = 0; hfe_ok(h) && i < rep.nfds; i++)
+		hfe_own(h, rep.fds[i]);
+	m = hfe_msg(VQ_VHU_POSTCOPY_LISTEN, VQ_VHU_P_NONE);
+	hfe_req(h, &m, NULL, 0, NULL);
+	if (h->refused)
+		snprintf(h->failed, sizeof(h->failed),
+			 "POSTCOPY_LISTEN was refused");
+	if (h->refused)
+		return NULL;
+	hfe_mem_table(h, &rep); /* the echo, with the daemon's addresses */
+	m = hfe_msg(VQ_VHU_SET_MEM_TABLE, VQ_VHU_P_POSTCOPY_ACK);
+	hfe_req(h, &m, NULL, 0, NULL);
+	hfe_rings(h, false);
+	hfe_wait_closed(h, 300);
+	return NULL;
+}
+
 /* ---- the runner ---- */
 
 struct hcase {
@@ -276,6 +372,13 @@ static const struct hcase cases[] = {
 	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_memfd },
 	{ "fd kinds", "vhost_user_set_vring_kick_pipe_without_reader",
 	  RINGST ", VHOST_USER_SET_VRING_KICK", kick_pipe_without_reader },
+	{ "back-end channel",
+	  "vhost_user_iommu_backend_channel_full_and_blocking",
+	  "vhost-user \"IOMMU support\", VHOST_USER_SET_BACKEND_REQ_FD",
+	  backend_channel_full },
+	{ "postcopy", "vhost_user_postcopy_faults_never_served",
+	  "vhost-user \"Migration\" (postcopy), VHOST_USER_POSTCOPY_LISTEN",
+	  postcopy_never_served },
 };
 
 enum verdict { PASS, FAIL, SKIP };
