@@ -9,6 +9,7 @@
  * this front-end or the next, finds it as new.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,12 +119,6 @@ static void ring_off_loop(struct vq_fw_ring *r)
 
 /* ---- the lifecycle, on the ring's worker ---- */
 
-struct start_call {
-	struct vq_fw_ring *r;
-	struct vq_vhu_queue q;
-	int result;
-};
-
 static void ring_start_call(void *arg)
 {
 	struct start_call *sc = arg;
@@ -150,8 +145,6 @@ static void ring_start_call(void *arg)
 	if (e == 0 && t.process)
 		e = ring_on_loop(r);
 	if (e) {
-		vq_log(VQ_LOG_ERR, "%s: queue %u: the device could not start it: %s",
-		       d->desc.name, r->index, strerror(-e));
 		/* what the device set up for it (or kept while it paused) goes */
 		if ((started || resumed) && ops->ring_stop) {
 			if (!started)
@@ -162,11 +155,12 @@ static void ring_start_call(void *arg)
 		r->vq = NULL;
 		r->kick_fd = r->call_fd = r->err_fd = -1;
 		r->state = FR_STOPPED;
-		sc->result = e;
+		vq_vhu_backend_fail(d->b, e,
+				    "vhost-user \"Ring states\": %s: queue %u: the device could not start it: %s",
+				    d->desc.name, r->index, strerror(-e));
 		return;
 	}
 	r->state = FR_RUNNING;
-	sc->result = 0;
 }
 
 struct stop_call {
@@ -210,14 +204,21 @@ static void reset_call(void *arg)
 
 /* ---- the back-end's device callbacks (control thread) ---- */
 
+/* Not waited for: a start that fails closes the connection from the
+ * worker (vq_vhu_backend_fail), and every later call on the ring runs
+ * after it. */
 static int fw_queue_start(void *opaque, const struct vq_vhu_queue *q)
 {
 	struct vq_fw_dev *d = opaque;
-	struct start_call sc = { &d->rings[q->index], *q, 0 };
-	struct fw_call c = { .fn = ring_start_call, .arg = &sc, .dev = d };
+	struct vq_fw_ring *r = &d->rings[q->index];
 
-	fw_call_wait(sc.r->w, &c);
-	return sc.result;
+	r->ctl_call_fd = q->call_fd;
+	r->ctl_err_fd = q->err_fd;
+	r->start = (struct start_call){ .r = r, .q = *q };
+	r->start.call = (struct fw_call){ .fn = ring_start_call, .arg = &r->start,
+					  .dev = d };
+	fw_call_post(r->w, &r->start.call);
+	return 0;
 }
 
 static void fw_queue_stop(void *opaque, unsigned index, bool resumes)
@@ -227,6 +228,7 @@ static void fw_queue_stop(void *opaque, unsigned index, bool resumes)
 	struct fw_call c = { .fn = ring_stop_call, .arg = &sc, .dev = d };
 
 	fw_call_wait(sc.r->w, &c);
+	sc.r->ctl_call_fd = sc.r->ctl_err_fd = -1;
 }
 
 static void fw_reset(void *opaque)
@@ -281,9 +283,19 @@ void fw_dev_stalled(struct vq_fw_dev *d, const struct fw_worker *w, const char *
 			    d->desc.name, w->id, d->fw->cfg.stall_ms, where);
 }
 
+bool fw_dev_hung_up(const struct vq_fw_dev *d)
+{
+	struct pollfd p = { .fd = vq_vhu_backend_connected(d->b) ?
+				  vq_vhu_backend_fd(d->b) : -1,
+			    .events = POLLRDHUP };
+
+	return p.fd >= 0 && poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 void fw_unstall(struct vq_fw_dev *d, struct fw_worker *w)
 {
-	vq_log(VQ_LOG_WARNING, "%s: worker %u is held for %u ms: failing the front-end and releasing the worker",
+	vq_log(VQ_LOG_WARNING, "%s: worker %u is held by a front-end that is gone or slower than %u ms: failing it and releasing the worker",
 	       d->desc.name, w->id, d->fw->cfg.stall_ms);
 	fw_dev_stalled(d, w, "");
 	/* a fault nobody serves: unregistering wakes the thread */
@@ -295,10 +307,10 @@ void fw_unstall(struct vq_fw_dev *d, struct fw_worker *w)
 
 		if (r->w != w)
 			continue;
-		if (r->call_fd >= 0)
-			vq_evt_drain(r->call_fd);
-		if (r->err_fd >= 0)
-			vq_evt_drain(r->err_fd);
+		if (r->ctl_call_fd >= 0)
+			vq_evt_drain(r->ctl_call_fd);
+		if (r->ctl_err_fd >= 0)
+			vq_evt_drain(r->ctl_err_fd);
 	}
 }
 
@@ -363,6 +375,7 @@ int vq_fw_dev_new(struct vq_fw *fw, const struct vq_fw_device *dev,
 		d->rings[i] = (struct vq_fw_ring){
 			.dev = d, .w = fw_worker_of(d, i / d->group_size), .index = i,
 			.kick_fd = -1, .call_fd = -1, .err_fd = -1,
+			.ctl_call_fd = -1, .ctl_err_fd = -1,
 		};
 	d->vops = (struct vq_vhu_device_ops){
 		.queue_start = fw_queue_start, .queue_stop = fw_queue_stop,

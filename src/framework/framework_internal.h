@@ -70,6 +70,15 @@ struct vq_fw {
 
 enum fw_ring_state { FR_STOPPED, FR_RUNNING, FR_PAUSED };
 
+/* A start queued on the ring's worker (the control thread does not wait
+ * for it: the ring's first touch of guest memory may wait on a page a
+ * postcopy front-end has not served yet). */
+struct start_call {
+	struct vq_fw_ring *r;
+	struct vq_vhu_queue q;
+	struct fw_call call;
+};
+
 struct vq_fw_ring {
 	struct vq_fw_dev *dev;
 	struct fw_worker *w;
@@ -80,6 +89,11 @@ struct vq_fw_ring {
 	int kick_fd, call_fd, err_fd;   /* the back-end's, while it runs */
 	struct vq_rt_queue *rtq;        /* on the loop */
 	struct vq_fw_turn turn;
+	/* The control thread's copy of the fds it gave the ring, for
+	 * fw_unstall: set at start, cleared when a stop has run. */
+	int ctl_call_fd, ctl_err_fd;
+	struct start_call start;        /* its last start; done before the
+					 * next, as a stop waits between */
 	struct vq_rt_ring_ops poll_ops; /* a ring without a kick fd */
 	struct vq_rt_counters base;     /* from queues already off the loop */
 	struct vq_rt_counters total;    /* vq_fw_ring_counters' answer */
@@ -98,8 +112,11 @@ struct vq_fw_dev {
 
 /* worker.c */
 VQ_INTERNAL struct fw_worker *fw_worker_of(const struct vq_fw_dev *d, unsigned group);
-/* Run c on w and wait; a worker that takes longer than stall_ms has its
- * waiters released (fw_unstall) and the wait goes on. */
+/* Queue c on w without waiting: c must live until it has run. */
+VQ_INTERNAL void fw_call_post(struct fw_worker *w, struct fw_call *c);
+/* Run c on w and wait.  A worker that takes longer than stall_ms, or
+ * whose front-end hung up meanwhile, is released (fw_unstall) and the
+ * wait goes on. */
 VQ_INTERNAL void fw_call_wait(struct fw_worker *w, struct fw_call *c);
 VQ_INTERNAL bool fw_on_worker(const struct fw_worker *w);
 VQ_INTERNAL bool fw_on_any_worker(const struct vq_fw *fw);
@@ -110,6 +127,8 @@ VQ_INTERNAL void fw_dev_unlink(struct vq_fw_dev *d);
 /* After a round that failed: take off the loop the rings of w whose ring
  * broke without a turn saying so.  How many. */
 VQ_INTERNAL unsigned fw_reap_broken(struct fw_worker *w);
+/* Has d's front-end hung up (control thread)? */
+VQ_INTERNAL bool fw_dev_hung_up(const struct vq_fw_dev *d);
 /* A worker makes no progress: fail d's connection (any thread). */
 VQ_INTERNAL void fw_dev_stalled(struct vq_fw_dev *d, const struct fw_worker *w,
 				const char *where);

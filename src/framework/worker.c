@@ -151,16 +151,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-void fw_call_wait(struct fw_worker *w, struct fw_call *c)
+void fw_call_post(struct fw_worker *w, struct fw_call *c)
 {
-	struct vq_fw *fw = w->fw;
-	unsigned stall = fw->cfg.stall_ms;
-	struct timespec until;
-
-	if (fw_on_worker(w)) {
-		c->fn(c->arg);
-		return;
-	}
 	c->done = false;
 	c->next = NULL;
 	pthread_mutex_lock(&w->lock);
@@ -169,18 +161,40 @@ void fw_call_wait(struct fw_worker *w, struct fw_call *c)
 	__atomic_store_n(&w->pending, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&w->lock);
 	vq_evt_signal(w->mbox_fd);
-	until = deadline_in(stall);
+}
+
+/* How often a waiting caller looks whether the front-end it waits for
+ * has gone (then nobody will serve what holds the worker). */
+#define WAIT_SLICE_MS 100u
+
+void fw_call_wait(struct fw_worker *w, struct fw_call *c)
+{
+	unsigned stall = w->fw->cfg.stall_ms, waited = 0;
+	bool released = false;
+
+	if (fw_on_worker(w)) {
+		c->fn(c->arg);
+		return;
+	}
+	fw_call_post(w, c);
 	pthread_mutex_lock(&w->lock);
 	while (!c->done) {
+		struct timespec until = deadline_in(WAIT_SLICE_MS);
+
 		if (pthread_cond_timedwait(&w->done_cv, &w->lock, &until) != ETIMEDOUT)
 			continue;
-		/* The worker is held by something a front-end controls: let
-		 * it go (that front-end's connection fails), then wait on. */
+		waited += WAIT_SLICE_MS;
+		if (!c->dev || (waited < stall && (released || !fw_dev_hung_up(c->dev))))
+			continue;
+		/* The worker is held by something a front-end controls, one
+		 * that is gone or too slow: let it go (that front-end's
+		 * connection fails), then wait on. */
 		pthread_mutex_unlock(&w->lock);
-		if (c->dev)
-			fw_unstall(c->dev, w);
+		fw_unstall(c->dev, w);
 		pthread_mutex_lock(&w->lock);
-		until = deadline_in(stall);
+		released = true;
+		if (waited >= stall)
+			waited = 0;
 	}
 	pthread_mutex_unlock(&w->lock);
 }

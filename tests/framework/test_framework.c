@@ -451,9 +451,11 @@ static void failed_start_leaves_ring_stopped(void)
 	tasks = count_tasks();
 	x.ed.fail_start = 1;
 	f = fe_open(&x, false, false);
-	CHECK(vq_vhu_frontend_start(f) != 0);
-	fe_close(f);
+	/* the start runs on the worker: its failure may come after the
+	 * front-end's last reply, as a closed connection */
+	vq_vhu_frontend_start(f);
 	ctl_wait_close(&x.ctl, 2, why, sizeof(why));
+	fe_close(f);
 	fprintf(stderr, "   closed: %s\n", why);
 	CHECK(strstr(why, "queue 1"));
 	CHECK(!vq_fw_ring_running(vq_fw_dev_ring(x.ed.d, 1)));

@@ -158,9 +158,10 @@ static void read_reply(struct hfe *h, uint32_t req, bool ack,
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
-	r = vhu_recv(h->s, false, false, in.buf, &in.len, in.fds, &in.nfds);
+	r = vhu_recv(h->s, false, false, (unsigned)h->tmo_ms, in.buf, &in.len,
+		     in.fds, &in.nfds);
 
-	if (r == -EAGAIN) {
+	if (r == -EAGAIN || r == -ETIMEDOUT) {
 		hfe_lost(h, true,
 			 "no reply to %s within %d ms: the daemon hangs",
 			 req_name(req), h->tmo_ms);
@@ -193,11 +194,11 @@ void hfe_req(struct hfe *h, struct vq_vhu_msg *m, const int *fds, unsigned nfds,
 	if (!hfe_ok(h))
 		return;
 	m->flags = VQ_VHU_VERSION | (ack ? VQ_VHU_FLAG_NEED_REPLY : 0);
-	r = vhu_send(h->s, m, fds, nfds);
+	r = vhu_send(h->s, m, fds, nfds, (unsigned)h->tmo_ms);
 	if (r) {
-		hfe_lost(h, r == -EAGAIN, "sending %s: %s%s",
+		hfe_lost(h, r == -EAGAIN || r == -ETIMEDOUT, "sending %s: %s%s",
 			 req_name(m->request), strerror(-r),
-			 r == -EAGAIN ? " (the daemon reads nothing)" : "");
+			 r == -EAGAIN || r == -ETIMEDOUT ? " (the daemon reads nothing)" : "");
 		return;
 	}
 	if (!reply && !ack)
