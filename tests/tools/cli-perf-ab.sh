@@ -89,6 +89,23 @@ else
 	no "unwritable --plot: exit $rc after $ms ms: $(cat "$D/err"; head -c 200 "$D/out")"
 fi
 
+# --a-exe / --b-exe: a program that cannot run is refused before any run;
+# one that can runs that side, and the table names it.
+"$perf" ab --quiet --a-exe "$D/none" -- $ring >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--a-exe" "$D/err" && [ ! -s "$D/out" ]; then
+	echo "ok   --a-exe not a program: $(cat "$D/err")"
+else
+	no "--a-exe not a program: exit $rc: $(cat "$D/err")"
+fi
+"$perf" ab --quiet --pairs 2 --b-exe "$perf" -- $ring >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "(run by $perf)" "$D/out"; then
+	echo "ok   --b-exe runs B with the program named"
+else
+	no "--b-exe: exit $rc: $(cat "$D/err"; head -c 300 "$D/out")"
+fi
+
 if ! command -v gnuplot >/dev/null 2>&1; then
 	"$perf" ab --quiet --plot "$D/chart.png" -- $ring >"$D/out" 2>"$D/err"
 	[ $? -eq 1 ] && grep -q "gnuplot is not installed" "$D/err" && [ ! -s "$D/out" ] ||

@@ -181,8 +181,8 @@ static void bound_note(struct ab_run *run, const char *b)
 }
 
 /* Run one member; its metric and placement from its JSON. */
-static int run_member(const struct argl *args, const char *metric, double *ops,
-		      enum perf_place *pl)
+static int run_member(const struct argl *args, const char *exe, const char *metric,
+		      double *ops, enum perf_place *pl)
 {
 	char out[8192], key[80];
 	size_t len = 0;
@@ -193,7 +193,7 @@ static int run_member(const struct argl *args, const char *metric, double *ops,
 
 	if (pipe2(fd, O_CLOEXEC) < 0)
 		return -errno;
-	pid = perf_spawn("virtq-perf ab", "/proc/self/exe", args->v, fd[1]);
+	pid = perf_spawn("virtq-perf ab", exe ? exe : "/proc/self/exe", args->v, fd[1]);
 	close(fd[1]);
 	if (pid < 0) {
 		close(fd[0]);
@@ -331,6 +331,8 @@ static void ab_usage(FILE *f)
 "  --json              one JSON object on stdout instead of the table\n"
 "  --plot FILE         chart of the change with its interval (gnuplot;\n"
 "                      .png, .svg or .txt)\n"
+"  --a-exe PATH        run A with this virtq-perf (another build: a change's\n"
+"                      before and after; default: this one), --b-exe for B\n"
 "  --quiet             no progress lines\n"
 "  --help, --version\n"
 "An option value with commas (except --cpu) makes one workload per value:\n"
@@ -349,7 +351,8 @@ struct ab_cfg {
 	char cmd[1024];         /* the workload, as one line */
 };
 
-enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET, O_METRIC, O_RATIO };
+enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET, O_METRIC, O_RATIO,
+       O_A_EXE, O_B_EXE };
 
 /* A JSON key the runs print: lower case, digits, '_'. */
 static const char *metric_name(const char *name, const char *v)
@@ -400,6 +403,13 @@ static void ab_option(void *opts, int c, const char *name, const char *v)
 		cfg->run.lower_better = metric_is_time(v);
 		break;
 	case O_RATIO: cfg->run.ratio = true; break;
+	case O_A_EXE:
+	case O_B_EXE:
+		if (access(v, X_OK) < 0)
+			cli_usage_error("%s: '%s' is not a program we can run: %s", name, v,
+					strerror(errno));
+		cfg->run.exe[c == O_B_EXE] = v;
+		break;
 	}
 }
 
@@ -416,13 +426,15 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ "quiet", no_argument, 0, O_QUIET },
 		{ "metric", required_argument, 0, O_METRIC },
 		{ "ratio", no_argument, 0, O_RATIO },
+		{ "a-exe", required_argument, 0, O_A_EXE },
+		{ "b-exe", required_argument, 0, O_B_EXE },
 		PERF_OPT_HELP, PERF_OPT_VERSION,
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
 
 	/* "+": the workload's options are its own, not ours */
-	perf_opts_parse(argc, argv, "ab", "+:", lo, O_RATIO + 1, ab_usage, ab_option, c);
+	perf_opts_parse(argc, argv, "ab", "+:", lo, O_B_EXE + 1, ab_usage, ab_option, c);
 	if (optind >= argc)
 		cli_usage_error("a workload is needed after the options: ring, net "
 				"or vsock (see --help)");
@@ -575,8 +587,8 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 		for (side = 0; side < 2 && r == 0; side++) {
 			bool is_a = (side == 0) == p->a_first;
 
-			r = run_member(&m[is_a ? 0 : 1], run->metric, is_a ? &p->a : &p->b,
-				       is_a ? &p->pa : &p->pb);
+			r = run_member(&m[is_a ? 0 : 1], run->exe[is_a ? 0 : 1], run->metric,
+				       is_a ? &p->a : &p->b, is_a ? &p->pa : &p->pb);
 			if (r < 0 && r != -EINVAL) {
 				char buf[1024];
 

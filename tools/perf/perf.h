@@ -115,6 +115,7 @@ struct ab_workload {
 
 struct ab_run {
 	const char *a, *b;              /* the A and B arguments */
+	const char *exe[2];             /* A's and B's virtq-perf; NULL: this one */
 	const char *cmd;                /* the workload command line */
 	unsigned pairs;
 	double seconds;                 /* added to members that set no length */

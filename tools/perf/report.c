@@ -127,7 +127,11 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		r->pairs, first_a, r->pairs - first_a,
 		r->bound_same ? "" : "runs end at ", r->bound,
 		r->bound_same ? " per run" : "");
-	fprintf(f, "  workload: %s\n  A: %s\n  B: %s\n", r->cmd, r->a, r->b);
+	fprintf(f, "  workload: %s\n", r->cmd);
+	for (unsigned s = 0; s < 2; s++)
+		fprintf(f, "  %c: %s%s%s%s\n", "AB"[s], s ? r->b : r->a,
+			r->exe[s] ? "  (run by " : "", r->exe[s] ? r->exe[s] : "",
+			r->exe[s] ? ")" : "");
 	if (ops)
 		fprintf(f, "  metric: operations/s (higher is better); ");
 	else
