@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A change's data-path before and after: the set every wave checks for
+# regressions (issue 31's), each cell a `virtq-perf ab` run of the build
+# before (A) against the build after (B), pairs alternating.
+#
+#   ring   split and packed, both threads pinned and polling
+#   net    64 B TX into virtq-net sink, 64 B RX from virtq-net source,
+#          split and packed
+#   vsock  64 KiB host->guest (rx) and guest->host (tx)
+#
+#   bench/before-after.sh BUILD_BEFORE BUILD_AFTER [PAIRS]
+#
+# Both are build directories of release builds (meson --buildtype=release).
+# virtq-perf of BUILD_AFTER drives the net and vsock runs, so only the
+# back-ends differ there; the ring runs use each build's own virtq-perf.
+set -euo pipefail
+a=$(cd "$1" && pwd) b=$(cd "$2" && pwd) pairs=${3:-12}
+perf=$b/tools/virtq-perf
+
+"$perf" ab --pairs "$pairs" --a-exe "$a/tools/virtq-perf" --a "" --b "" -- \
+	ring --layout split,packed --busy-poll 50 --cpu 0,1
+"$perf" ab --pairs "$pairs" \
+	--a "--backend '$a/tools/net/virtq-net --quiet sink'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet sink'" -- \
+	net --direction tx --size 64 --packed off,on --cpu 0
+"$perf" ab --pairs "$pairs" \
+	--a "--backend '$a/tools/net/virtq-net --quiet source'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet source'" -- \
+	net --direction rx --size 64 --packed off,on --cpu 0
+"$perf" ab --pairs "$pairs" \
+	--a "--backend $a/tools/vsock/virtq-vsock" \
+	--b "--backend $b/tools/vsock/virtq-vsock" -- \
+	vsock --direction rx,tx --buf-size 64K --bytes 256M
