@@ -12,6 +12,12 @@
  *
  * Record: u8 fdspec (bits 0-1 count, bit 2 first fd is the memfd), u16 len,
  * len bytes of message.
+ *
+ * The records are written as the back-end reads them: without blocking,
+ * and when the socket is full the back-end handles every message that has
+ * arrived whole (never one that has not, which it would wait for).  The
+ * input ends early, cleanly, when the back-end closes the connection or
+ * when a message cut into many small records cannot fit in the socket.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,32 +132,149 @@ static void check_log(void *arg, enum vq_log_level level, const char *msg)
 }
 
 static int guest_fd = -1;
+/* Fds one input may pass: those in flight count against RLIMIT_NOFILE
+ * (sendmsg fails with ETOOMANYREFS past it). */
+static unsigned fd_budget;
 
-static void send_rec(int s, const uint8_t *p, size_t len, unsigned nfds,
-		     bool memfd)
+/* Our end of the connection and everything sent on it, so we know where
+ * the back-end's next message starts. */
+struct feed {
+	struct vq_vhu_backend *b;
+	int s;
+	uint8_t *stream;
+	size_t sent;
+	unsigned fds_left;
+	bool ended;                     /* nothing more will be sent */
+};
+
+/* Bytes sent that the back-end has not read; 0 once it closed. */
+static size_t unread(const struct feed *f)
+{
+	int n = 0;
+
+	if (!vq_vhu_backend_connected(f->b) ||
+	    ioctl(vq_vhu_backend_fd(f->b), FIONREAD, &n) < 0 || n < 0)
+		return 0;
+	return (size_t)n < f->sent ? (size_t)n : f->sent;
+}
+
+/* Whether the n unread bytes begin with a whole message, or a header the
+ * back-end refuses: either way it handles them without waiting. */
+static bool whole_message(const struct feed *f, size_t n)
+{
+	const uint8_t *hdr = f->stream + f->sent - n;
+	uint32_t payload;
+
+	if (n < VQ_VHU_HDR_SIZE)
+		return false;
+	return vq_vhu_check_request_hdr(hdr, &payload) != 0 ||
+	       n - VQ_VHU_HDR_SIZE >= payload;
+}
+
+/* One message handled; its replies (and any fds in them) discarded. */
+static int process(struct feed *f)
+{
+	char sink[4096];
+	int r = vq_vhu_backend_process(f->b);
+
+	while (recv(f->s, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+		;
+	return r;
+}
+
+/* The back-end handles every message that has arrived whole.  Whether it
+ * read anything (or closed the connection). */
+static bool pump(struct feed *f)
+{
+	size_t before = unread(f), n;
+
+	while ((n = unread(f)) && whole_message(f, n))
+		if (process(f) <= 0)
+			break;
+	return !vq_vhu_backend_connected(f->b) || unread(f) < before;
+}
+
+static void send_all(struct feed *f, const uint8_t *p, size_t len,
+		     const int *fds, unsigned nfds)
 {
 	union { char b[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } c;
-	struct iovec iov = { (void *)p, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	size_t done = 0;
+
+	while (!f->ended && done < len) {
+		struct iovec iov = { (void *)(p + done), len - done };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+		bool full;
+
+		if (nfds && !done) {
+			struct cmsghdr *cm;
+
+			mh.msg_control = c.b;
+			mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+			memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+		}
+		n = sendmsg(f->s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* fds in flight count as well as bytes */
+		full = n < 0 && (errno == EAGAIN || errno == ETOOMANYREFS);
+		if (n > 0) {
+			memcpy(f->stream + f->sent, p + done, (size_t)n);
+			f->sent += (size_t)n;
+			done += (size_t)n;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (!full || !pump(f)) {
+			/* the back-end closed the connection, or cannot read
+			 * what we cannot send */
+			f->ended = true;
+		}
+	}
+}
+
+static void send_rec(struct feed *f, unsigned spec, const uint8_t *p,
+		     size_t len)
+{
+	unsigned want = spec & 3, nfds = 0;
 	int fds[3];
 
-	for (unsigned i = 0; i < nfds; i++)
-		fds[i] = (i == 0 && memfd) ? dup(guest_fd) : eventfd(0, EFD_CLOEXEC);
-	if (nfds) {
-		struct cmsghdr *cm;
+	if (!len || f->ended)
+		return;
+	if (want > f->fds_left)
+		want = f->fds_left;
+	while (nfds < want) {
+		int fd = nfds == 0 && (spec & 4) ? dup(guest_fd) :
+			 eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
-		mh.msg_control = c.b;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+		if (fd < 0)
+			break;
+		fds[nfds++] = fd;
 	}
-	if (len && sendmsg(s, &mh, MSG_NOSIGNAL) < 0 && errno != EPIPE)
-		die("sendmsg");
+	f->fds_left -= nfds;
+	send_all(f, p, len, fds, nfds);
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
+}
+
+static void setup_once(void)
+{
+	struct rlimit rl;
+
+	if (vq_set_log(check_log, NULL, VQ_LOG_DEBUG))
+		die("vq_set_log");
+	guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
+	/* every page present: a postcopy the input sets up (ADVISE,
+	 * LISTEN) then has no fault to wait on, which nobody here
+	 * would serve */
+	if (guest_fd < 0 || ftruncate(guest_fd, 1 << 20) < 0 ||
+	    fallocate(guest_fd, 0, 0, 1 << 20) < 0)
+		die("memfd");
+	/* room for the fds in flight and ours, at a quarter of the limit */
+	fd_budget = 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 4 < fd_budget)
+		fd_budget = (unsigned)(rl.rlim_cur / 4);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -158,54 +283,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.name = "fuzz", .nqueues = 2, .config_len = 8, .ops = &ops,
 		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VQ_RING_FEATURES,
 	};
-	struct vq_vhu_backend *b;
+	struct feed f = { .s = -1 };
 	int sv[2], fds0, r;
 	size_t pos = 0;
 
-	if (guest_fd < 0) {
-		if (vq_set_log(check_log, NULL, VQ_LOG_DEBUG))
-			die("vq_set_log");
-		guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
-		/* every page present: a postcopy the input sets up (ADVISE,
-		 * LISTEN) then has no fault to wait on, which nobody here
-		 * would serve */
-		if (guest_fd < 0 || ftruncate(guest_fd, 1 << 20) < 0 ||
-		    fallocate(guest_fd, 0, 0, 1 << 20) < 0)
-			die("memfd");
-	}
+	if (guest_fd < 0)
+		setup_once();
 	fds0 = count_fds();
-	if (vq_vhu_backend_new(&dev, &b))
+	f.stream = malloc(size ? size : 1);
+	if (!f.stream)
+		return 0;
+	if (vq_vhu_backend_new(&dev, &f.b))
 		die("backend_new");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		die("socketpair");
-	if (vq_vhu_backend_adopt_fd(b, sv[0]))
+	if (vq_vhu_backend_adopt_fd(f.b, sv[0]))
 		die("adopt");
-	while (pos + 3 <= size) {
+	f.s = sv[1];
+	f.fds_left = fd_budget;
+	while (pos + 3 <= size && !f.ended) {
 		unsigned spec = data[pos], len = data[pos + 1] | data[pos + 2] << 8;
 
 		pos += 3;
 		if (len > size - pos)
 			len = size - pos;
-		send_rec(sv[1], data + pos, len, spec & 3, spec & 4);
+		send_rec(&f, spec, data + pos, len);
 		pos += len;
 	}
-	shutdown(sv[1], SHUT_WR);
-	do {
-		char sink[4096];
-
-		r = vq_vhu_backend_process(b);
-		while (recv(sv[1], sink, sizeof(sink), MSG_DONTWAIT) > 0)
-			;
-	} while (r > 0);
-	if (r == 0 || vq_vhu_backend_connected(b))
+	shutdown(f.s, SHUT_WR);
+	do
+		r = process(&f);
+	while (r > 0);
+	if (vq_vhu_backend_connected(f.b))
 		die("connection still open after EOF");
-	if (vq_vhu_backend_error_msg(b)[0] &&
-	    !spec_section_first(vq_vhu_backend_error_msg(b)))
+	if (vq_vhu_backend_error_msg(f.b)[0] &&
+	    !spec_section_first(vq_vhu_backend_error_msg(f.b)))
 		die("a close reason that does not name the spec's place first");
-	vq_vhu_backend_free(b);
+	vq_vhu_backend_free(f.b);
 	if (qstate[0] != Q_IDLE || qstate[1] != Q_IDLE)
 		die("a queue not stopped for good at the end");
-	close(sv[1]);
+	close(f.s);
+	free(f.stream);
 	if (count_fds() != fds0)
 		die("fd leak");
 	return 0;
