@@ -8,10 +8,15 @@
  *
  * Every message the back-end logs (all levels, so every format runs on
  * hostile values) must be one non-empty line, and the reason a connection
- * closed must name the spec's place first.
+ * closed must name the spec's place first.  The device holds the library
+ * to its queue contract (a start, then a stop, a pause first maybe; a
+ * failed start closes the connection) and uses each ring and its fds as a
+ * device does.
  *
- * Record: u8 fdspec (bits 0-1 count, bit 2 first fd is the memfd), u16 len,
- * len bytes of message.
+ * Record: u8 fdspec, u16 len, len bytes of message.  fdspec bits 0-1: how
+ * many fds; bit 2: the first is the guest memfd (the others are
+ * eventfds); bit 3: the device fails its next queue_start, once the
+ * back-end has read what came before.
  *
  * The records are written as the back-end reads them: without blocking,
  * and when the socket is full the back-end handles every message that has
@@ -33,6 +38,7 @@
 #include <unistd.h>
 
 #include <virtq/log.h>
+#include <virtq/runtime.h>
 #include <virtq/vhost_user_backend.h>
 
 #include "spec_msg.h"
@@ -61,9 +67,16 @@ static int count_fds(void)
 
 /* What the library told the device of each queue: its contract is a
  * start, then a stop (a pause first, maybe), never two starts in a row,
- * and every queue stopped for good when the backend goes. */
+ * and every queue stopped for good when the backend goes.  A start the
+ * device fails leaves the queue as it was and closes the connection. */
 enum { Q_IDLE, Q_RUNNING, Q_PAUSED };
 static unsigned qstate[2];
+static bool fail_next_start, start_failed;
+
+static bool open_or_none(int fd)
+{
+	return fd == -1 || fcntl(fd, F_GETFD) >= 0;
+}
 
 static int qstart(void *o, const struct vq_vhu_queue *q)
 {
@@ -73,10 +86,24 @@ static int qstart(void *o, const struct vq_vhu_queue *q)
 	(void)o;
 	if (q->index >= 2 || qstate[q->index] == Q_RUNNING)
 		die("queue_start on a running queue");
+	if (!q->vq || !open_or_none(q->kick_fd) || !open_or_none(q->call_fd) ||
+	    !open_or_none(q->err_fd))
+		die("queue_start without a ring or with a closed fd");
+	if (fail_next_start) {
+		fail_next_start = false;
+		start_failed = true;
+		return -EIO;
+	}
 	qstate[q->index] = Q_RUNNING;
-	/* touch the ring the way a device would */
-	if (vq_dev_pop(q->vq, &c) == 1)
-		vq_dev_push(q->vq, &c, 0);
+	/* the ring and its fds, as a device uses them: take the kicks, pop,
+	 * push, call; signal the err fd if the ring broke */
+	if (q->kick_fd >= 0)
+		vq_evt_drain(q->kick_fd);
+	if (vq_dev_pop(q->vq, &c) == 1 && vq_dev_push(q->vq, &c, 0) == 0 &&
+	    q->call_fd >= 0 && vq_dev_should_signal(q->vq))
+		vq_evt_signal(q->call_fd);
+	if (vq_dev_error(q->vq) && q->err_fd >= 0)
+		vq_evt_signal(q->err_fd);
 	return 0;
 }
 
@@ -179,6 +206,8 @@ static int process(struct feed *f)
 
 	while (recv(f->s, sink, sizeof(sink), MSG_DONTWAIT) > 0)
 		;
+	if (start_failed && vq_vhu_backend_connected(f->b))
+		die("a failed queue_start left the connection open");
 	return r;
 }
 
@@ -192,6 +221,14 @@ static bool pump(struct feed *f)
 		if (process(f) <= 0)
 			break;
 	return !vq_vhu_backend_connected(f->b) || unread(f) < before;
+}
+
+/* The device's failure comes once the back-end has read everything sent
+ * before it. */
+static void fail_start_soon(struct feed *f)
+{
+	pump(f);
+	fail_next_start = true;
 }
 
 static void send_all(struct feed *f, const uint8_t *p, size_t len,
@@ -240,6 +277,8 @@ static void send_rec(struct feed *f, unsigned spec, const uint8_t *p,
 	unsigned want = spec & 3, nfds = 0;
 	int fds[3];
 
+	if (spec & 8)
+		fail_start_soon(f);
 	if (!len || f->ended)
 		return;
 	if (want > f->fds_left)
@@ -301,6 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("adopt");
 	f.s = sv[1];
 	f.fds_left = fd_budget;
+	fail_next_start = start_failed = false;
 	while (pos + 3 <= size && !f.ended) {
 		unsigned spec = data[pos], len = data[pos + 1] | data[pos + 2] << 8;
 
