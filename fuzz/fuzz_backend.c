@@ -14,9 +14,13 @@
  * device does.
  *
  * Record: u8 fdspec, u16 len, len bytes of message.  fdspec bits 0-1: how
- * many fds; bit 2: the first is the guest memfd (the others are
- * eventfds); bit 3: the device fails its next queue_start, once the
- * back-end has read what came before.
+ * many fds; bit 2: the first is the guest memfd; bit 3: the device fails
+ * its next queue_start, once the back-end has read what came before; bits
+ * 4-7: the kind of the other fds (enum hfd_kind) when the environment has
+ * VQ_FUZZ_HOSTILE_FDS=1, else ignored (non-blocking eventfds).  The
+ * hostile kinds are off by default until the library survives them: a
+ * blocking or full fd can stall the back-end, a memfd that shrinks under
+ * its mapping can fault it.
  *
  * The records are written as the back-end reads them: without blocking,
  * and when the socket is full the back-end handles every message that has
@@ -27,10 +31,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -41,6 +45,7 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user_backend.h>
 
+#include "hostile_fds.h"
 #include "spec_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -159,6 +164,7 @@ static void check_log(void *arg, enum vq_log_level level, const char *msg)
 }
 
 static int guest_fd = -1;
+static bool hostile;            /* VQ_FUZZ_HOSTILE_FDS=1 */
 /* Fds one input may pass: those in flight count against RLIMIT_NOFILE
  * (sendmsg fails with ETOOMANYREFS past it). */
 static unsigned fd_budget;
@@ -172,6 +178,7 @@ struct feed {
 	size_t sent;
 	unsigned fds_left;
 	bool ended;                     /* nothing more will be sent */
+	struct hfd_set hfd;
 };
 
 /* Bytes sent that the back-end has not read; 0 once it closed. */
@@ -223,12 +230,16 @@ static bool pump(struct feed *f)
 	return !vq_vhu_backend_connected(f->b) || unread(f) < before;
 }
 
-/* The device's failure comes once the back-end has read everything sent
- * before it. */
-static void fail_start_soon(struct feed *f)
+/* The device's failure and a memfd's shrinking come once the back-end
+ * has read everything sent before them. */
+static void settle(struct feed *f, bool fail_start)
 {
+	if (!fail_start && !hfd_shrink_pending(&f->hfd))
+		return;
 	pump(f);
-	fail_next_start = true;
+	hfd_shrink(&f->hfd);
+	if (fail_start)
+		fail_next_start = true;
 }
 
 static void send_all(struct feed *f, const uint8_t *p, size_t len,
@@ -274,18 +285,18 @@ static void send_all(struct feed *f, const uint8_t *p, size_t len,
 static void send_rec(struct feed *f, unsigned spec, const uint8_t *p,
 		     size_t len)
 {
+	enum hfd_kind kind = hostile ? (enum hfd_kind)(spec >> 4) : HFD_EVENTFD;
 	unsigned want = spec & 3, nfds = 0;
 	int fds[3];
 
-	if (spec & 8)
-		fail_start_soon(f);
+	settle(f, spec & 8);
 	if (!len || f->ended)
 		return;
 	if (want > f->fds_left)
 		want = f->fds_left;
 	while (nfds < want) {
 		int fd = nfds == 0 && (spec & 4) ? dup(guest_fd) :
-			 eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			 hfd_make(&f->hfd, kind);
 
 		if (fd < 0)
 			break;
@@ -297,10 +308,24 @@ static void send_rec(struct feed *f, unsigned spec, const uint8_t *p,
 		close(fds[i]);
 }
 
+/* The library writes to fds a front-end passed: a write it lets raise
+ * SIGPIPE would end the process with no crash report and no input saved. */
+static void on_sigpipe(int sig)
+{
+	static const char m[] =
+		"fuzz_backend: SIGPIPE: a write to a pipe or socket nobody reads\n";
+
+	(void)sig;
+	(void)!write(2, m, sizeof(m) - 1);
+	abort();
+}
+
 static void setup_once(void)
 {
 	struct rlimit rl;
+	const char *h = getenv("VQ_FUZZ_HOSTILE_FDS");
 
+	signal(SIGPIPE, on_sigpipe);
 	if (vq_set_log(check_log, NULL, VQ_LOG_DEBUG))
 		die("vq_set_log");
 	guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
@@ -310,6 +335,7 @@ static void setup_once(void)
 	if (guest_fd < 0 || ftruncate(guest_fd, 1 << 20) < 0 ||
 	    fallocate(guest_fd, 0, 0, 1 << 20) < 0)
 		die("memfd");
+	hostile = h && !strcmp(h, "1");
 	/* room for the fds in flight and ours, at a quarter of the limit */
 	fd_budget = 256;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 4 < fd_budget)
@@ -340,6 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("adopt");
 	f.s = sv[1];
 	f.fds_left = fd_budget;
+	hfd_init(&f.hfd);
 	fail_next_start = start_failed = false;
 	while (pos + 3 <= size && !f.ended) {
 		unsigned spec = data[pos], len = data[pos + 1] | data[pos + 2] << 8;
@@ -350,6 +377,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		send_rec(&f, spec, data + pos, len);
 		pos += len;
 	}
+	settle(&f, false);
 	shutdown(f.s, SHUT_WR);
 	do
 		r = process(&f);
@@ -363,6 +391,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (qstate[0] != Q_IDLE || qstate[1] != Q_IDLE)
 		die("a queue not stopped for good at the end");
 	close(f.s);
+	hfd_release(&f.hfd);
 	free(f.stream);
 	if (count_fds() != fds0)
 		die("fd leak");
