@@ -25,9 +25,9 @@ perf=$b/tools/virtq-perf
 	--b "--backend '$b/tools/net/virtq-net --quiet sink'" -- \
 	net --direction tx --size 64 --packed off,on --cpu 0
 "$perf" ab --pairs "$pairs" \
-	--a "--backend '$a/tools/net/virtq-net --quiet source'" \
-	--b "--backend '$b/tools/net/virtq-net --quiet source'" -- \
-	net --direction rx --size 64 --packed off,on --cpu 0
+	--a "--backend '$a/tools/net/virtq-net --quiet source --size 64'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet source --size 64'" -- \
+	net --direction rx --packed off,on --cpu 0
 "$perf" ab --pairs "$pairs" \
 	--a "--backend $a/tools/vsock/virtq-vsock" \
 	--b "--backend $b/tools/vsock/virtq-vsock" -- \
