@@ -83,13 +83,13 @@ static void ring_configs_refuse_reserved(void)
 static void mem_region_and_iotlb_entry_refuse_reserved(void)
 {
 	static uint8_t a[4096] __attribute__((aligned(64)));
-	struct vq_mem *m = vq_mem_new();
+	struct vq_mem *m;
 	struct vq_mem_region r = { .gpa = 0x10000, .size = sizeof(a),
 				   .uaddr = 0x7000000, .hva = a };
 	struct vq_iotlb_entry e = { .iova = 0x1000, .size = 0x100,
 				    .uaddr = 0x7000000, .perm = VQ_ACCESS_RW };
 
-	CHECK(m);
+	CHECK_EQ(vq_mem_new(&m), 0);
 	for (unsigned i = 0; i < NRESERVED(r); i++) {
 		SET_WORD(r, i);
 		CHECK_EQ(vq_mem_add(m, &r), -EINVAL);
@@ -208,10 +208,10 @@ static void busy_poll_and_driver_wait_refuse_reserved(void)
 
 	for (unsigned i = 0; i < NRESERVED(bp); i++) {
 		SET_WORD(bp, i);
-		CHECK_EQ(vq_busy_poll(&bp, 1000), -EINVAL);
+		CHECK_EQ(vq_rt_busy_poll(&bp, 1000), -EINVAL);
 	}
 	CLEAR(bp);
-	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_HIT);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 1000), VQ_BP_HIT);
 
 	pair_init(&p, pair_features(0, 0, 0, 0), 16, 1, 0);
 	/* Refused before anything else, even before the look for used

@@ -21,7 +21,7 @@
 int main(int argc, char **argv)
 {
 	struct vq_vhu_frontend_config c = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1), .nqueues = 2,
+		.features = VQ_BIT(VQ_F_VERSION_1), .nqueues = 2,
 		.queue_size = 256, .mem_size = 16u << 20,
 	};
 	struct vq_vhu_frontend *f = NULL;

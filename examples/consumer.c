@@ -20,7 +20,7 @@
 int main(void)
 {
 	uint64_t off[3];
-	uint64_t size = vq_ring_layout(VIRTQ_BIT(VIRTIO_F_VERSION_1), 256, off);
+	uint64_t size = vq_ring_layout(VQ_BIT(VQ_F_VERSION_1), 256, off);
 
 	/* descriptors 16 x 256, avail 6 + 2 x 256, used at the next 64-byte
 	 * boundary (4672), 6 + 8 x 256 long */

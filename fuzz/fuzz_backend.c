@@ -397,7 +397,7 @@ static void setup_once(void)
 	const char *h = getenv("VQ_FUZZ_HOSTILE_FDS");
 
 	signal(SIGPIPE, on_sigpipe);
-	if (vq_set_log(check_log, NULL, VQ_LOG_DEBUG))
+	if (vq_log_set(check_log, NULL, VQ_LOG_DEBUG))
 		die("vq_set_log");
 	guest_fd = memfd_create("fuzz-guest", MFD_CLOEXEC);
 	/* every page present: a postcopy the input sets up (ADVISE,
@@ -422,7 +422,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct vq_vhu_device dev = {
 		.name = "fuzz", .nqueues = 2, .config_len = 8, .ops = &ops,
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VQ_RING_FEATURES,
+		.features = VQ_BIT(VQ_F_VERSION_1) | VQ_RING_FEATURES,
 	};
 	struct feed f = { .s = -1 };
 	int sv[2], fds0, r;

@@ -90,19 +90,19 @@ static int sink(void *arg, const struct iovec *iov, unsigned n, uint32_t len,
 		const struct vq_net_hdr *h)
 {
 	uint64_t f = *(const uint64_t *)arg;
-	uint8_t x = 0, type = h->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
+	uint8_t x = 0, type = h->gso_type & ~VQ_NET_HDR_GSO_ECN;
 	uint64_t total = 0;
 
-	if (!(f & VIRTQ_BIT(VIRTIO_NET_F_CSUM)) && (h->flags || h->gso_type))
+	if (!(f & VQ_BIT(VQ_NET_F_CSUM)) && (h->flags || h->gso_type))
 		abort();
-	if ((h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	if ((h->flags & VQ_NET_HDR_F_NEEDS_CSUM) &&
 	    (uint32_t)h->csum_start + h->csum_offset + 2 > len)
 		abort();
 	if (h->gso_type &&
-	    (!(h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) || h->gso_size < VQ_NET_MIN_GSO_SIZE ||
-	     ((h->gso_type & VIRTIO_NET_HDR_GSO_ECN) && !(f & VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN))) ||
-	     !((type == VIRTIO_NET_HDR_GSO_TCPV4 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4))) ||
-	       (type == VIRTIO_NET_HDR_GSO_TCPV6 && (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))))))
+	    (!(h->flags & VQ_NET_HDR_F_NEEDS_CSUM) || h->gso_size < VQ_NET_MIN_GSO_SIZE ||
+	     ((h->gso_type & VQ_NET_HDR_GSO_ECN) && !(f & VQ_BIT(VQ_NET_F_HOST_ECN))) ||
+	     !((type == VQ_NET_HDR_GSO_TCPV4 && (f & VQ_BIT(VQ_NET_F_HOST_TSO4))) ||
+	       (type == VQ_NET_HDR_GSO_TCPV6 && (f & VQ_BIT(VQ_NET_F_HOST_TSO6))))))
 		abort();
 	for (unsigned i = 0; i < n; i++) {
 		if (!in_guest(iov[i].iov_base, iov[i].iov_len))
@@ -191,7 +191,7 @@ static void drv_returned(void *tok, uint32_t len, bool check_len)
 /* The driver side against a hostile device (config byte 2 bit 2). */
 static void drv_session(struct rd *r, uint64_t feat, uint16_t num, uint8_t *area[3])
 {
-	bool packed = feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	bool packed = feat & VQ_BIT(VQ_F_RING_PACKED);
 	struct vq_drv_config dc = {
 		.features = feat, .num = num, .ring = { area[0], area[1], area[2] },
 		.indirect = guest + (64 << 10), .indirect_gpa = GBASE + (64 << 10),
@@ -217,20 +217,20 @@ static void drv_session(struct rd *r, uint64_t feat, uint16_t num, uint8_t *area
 			uint16_t flags = (uint16_t)take(r, 2);
 
 			if (packed) {
-				struct virtq_packed_desc *pd = (void *)area[0];
+				struct vq_packed_desc *pd = (void *)area[0];
 
 				pd[slot].id = (uint16_t)id;
 				pd[slot].len = len;
 				__atomic_store_n(&pd[slot].flags, flags, __ATOMIC_RELEASE);
 			} else {
-				struct virtq_used *u = (void *)area[2];
+				struct vq_used *u = (void *)area[2];
 
-				u->ring[slot] = (struct virtq_used_elem){ id, len };
+				u->ring[slot] = (struct vq_used_elem){ id, len };
 			}
 			break;
 		}
 		case 1: {       /* device moves used->idx (split) */
-			struct virtq_used *u = (void *)area[2];
+			struct vq_used *u = (void *)area[2];
 
 			if (!packed)
 				__atomic_store_n(&u->idx, (uint16_t)(u->idx + take(r, 1) % 9),
@@ -319,16 +319,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t cfg = (uint8_t)take(&r, 1), cfg2 = (uint8_t)take(&r, 1);
 	bool net = cfg & 0x40, rx = cfg & 0x80;
 	struct vq_net_queue *nq = NULL;
-	uint64_t feat = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-		(net && (cfg2 & 1) ? VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) : 0) |
-		(net && (cfg2 & 2) ? VIRTQ_BIT(VIRTIO_NET_F_CSUM) : 0) |
+	uint64_t feat = VQ_BIT(VQ_F_VERSION_1) |
+		(net && (cfg2 & 1) ? VQ_BIT(VQ_NET_F_MRG_RXBUF) : 0) |
+		(net && (cfg2 & 2) ? VQ_BIT(VQ_NET_F_CSUM) : 0) |
 		/* the offloads, HOST_* even without CSUM (the layer must
 		 * not read a header then) */
-		(net && (cfg2 & 8) ? VQ_NET_OFFLOADS & ~VIRTQ_BIT(VIRTIO_NET_F_CSUM) : 0) |
-		(cfg & 1 ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-		(cfg & 2 ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
-		(cfg & 4 ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
-		(cfg & 8 ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0);
+		(net && (cfg2 & 8) ? VQ_NET_OFFLOADS & ~VQ_BIT(VQ_NET_F_CSUM) : 0) |
+		(cfg & 1 ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+		(cfg & 2 ? VQ_BIT(VQ_F_IN_ORDER) : 0) |
+		(cfg & 4 ? VQ_BIT(VQ_F_EVENT_IDX) : 0) |
+		(cfg & 8 ? VQ_BIT(VQ_F_INDIRECT_DESC) : 0);
 	uint16_t num = nums[(cfg >> 4) & 3], avail_idx = 0;
 	bool packed = cfg & 1;
 	uint64_t off[3], ring_size;
@@ -361,7 +361,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		area[i] = rings + (2 * i + 1) * PG - ((sz + 3) & ~3ull);
 	}
-	mem = vq_mem_new();
+	vq_mem_new(&mem);
 	reg = (struct vq_mem_region){ .gpa = GBASE, .size = GSIZE,
 				      .uaddr = (uintptr_t)guest, .hva = guest };
 	if (!mem || vq_mem_add(mem, &reg))
@@ -410,18 +410,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint16_t flags = (uint16_t)take(&r, 2), nx = (uint16_t)take(&r, 2);
 
 			if (packed) {
-				struct virtq_packed_desc *pd = (void *)area[0];
+				struct vq_packed_desc *pd = (void *)area[0];
 
-				pd[slot] = (struct virtq_packed_desc){ a, len, nx, flags };
+				pd[slot] = (struct vq_packed_desc){ a, len, nx, flags };
 			} else {
-				struct virtq_desc *sd = (void *)area[0];
+				struct vq_desc *sd = (void *)area[0];
 
-				sd[slot] = (struct virtq_desc){ a, len, flags, nx };
+				sd[slot] = (struct vq_desc){ a, len, flags, nx };
 			}
 			break;
 		}
 		case 1: {       /* driver makes heads available (split) */
-			struct virtq_avail *av = (void *)area[1];
+			struct vq_avail *av = (void *)area[1];
 			unsigned cnt = (unsigned)take(&r, 1) % 8;
 
 			if (packed)
@@ -433,13 +433,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 2: {       /* driver writes an indirect table entry at 32 KiB */
-			struct virtq_desc *t = (void *)(guest + (32 << 10));
+			struct vq_desc *t = (void *)(guest + (32 << 10));
 			uint8_t i = (uint8_t)take(&r, 1);
 			uint64_t a = addr_of((uint32_t)take(&r, 4));
 			uint32_t len = (uint32_t)take(&r, 2);
 			uint16_t flags = (uint16_t)take(&r, 1), nx = (uint16_t)take(&r, 1);
 
-			t[i] = (struct virtq_desc){ a, len, flags, nx };
+			t[i] = (struct vq_desc){ a, len, flags, nx };
 			break;
 		}
 		case 3:

@@ -3,7 +3,7 @@
  * The log callback (virtq/log.h).  One mutex holds the callback and its arg
  * together: a thread logging while another sets a new callback calls either
  * the old pair or the new one, never one's function with the other's arg,
- * and once vq_set_log returns nobody is still inside the old one.  Logging
+ * and once vq_log_set returns nobody is still inside the old one.  Logging
  * is rare (errors, connections), so the lock costs nothing that matters;
  * the common case, no callback, is one relaxed load (vq_log_on).
  */
@@ -25,7 +25,7 @@ static void *log_arg;
 /* This thread is inside the callback: it may not take the lock again. */
 static __thread bool in_callback;
 
-int vq_set_log(vq_log_fn fn, void *arg, enum vq_log_level max_level)
+int vq_log_set(vq_log_fn fn, void *arg, enum vq_log_level max_level)
 {
 	if (fn && max_level != VQ_LOG_ERR && max_level != VQ_LOG_WARNING &&
 	    max_level != VQ_LOG_INFO && max_level != VQ_LOG_DEBUG)

@@ -35,14 +35,14 @@ typedef void (*vq_log_fn)(void *arg, enum vq_log_level level, const char *msg);
  *
  * Safe from any thread at any time.  The callback may be called from any
  * thread that runs the library, but never twice at once: calls are
- * serialized, so it needs no lock of its own.  When vq_set_log returns,
+ * serialized, so it needs no lock of its own.  When vq_log_set returns,
  * the previous callback has returned and will not be called again, so its
- * arg may be freed.  The callback must not call vq_set_log (-EDEADLK); a
+ * arg may be freed.  The callback must not call vq_log_set (-EDEADLK); a
  * message the library would log from inside the callback is dropped.
  *
  * 0, -EINVAL for a max_level that is not a vq_log_level, or -EDEADLK.
  */
-int vq_set_log(vq_log_fn fn, void *arg, enum vq_log_level max_level);
+int vq_log_set(vq_log_fn fn, void *arg, enum vq_log_level max_level);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,8 @@ struct vq_mem_region {
 /* The most regions a map holds (vhost-user's largest slot count). */
 #define VQ_MEM_MAX_REGIONS 509u
 
-struct vq_mem *vq_mem_new(void);
+/* An empty map in *out.  0 or -ENOMEM. */
+int vq_mem_new(struct vq_mem **out);
 void vq_mem_free(struct vq_mem *m);
 
 /* Add a region.  -EINVAL for a zero size, an address range that wraps, or a
@@ -105,7 +106,7 @@ const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
 						 const void *hva);
 
 /*
- * The IOTLB (VIRTIO_F_ACCESS_PLATFORM behind a virtual IOMMU): the device
+ * The IOTLB (VQ_F_ACCESS_PLATFORM behind a virtual IOMMU): the device
  * sees I/O virtual addresses, and the front-end tells us, one entry at a
  * time, which IOVA range maps to which of its addresses with what
  * permission (vhost-user "IOMMU support").  With an IOTLB enabled, every
@@ -163,7 +164,7 @@ void vq_mem_iotlb_reclaim(struct vq_mem *m);
  * OR, each after the guest-memory write it records: a bit set first could be
  * harvested before the write lands, and the page would migrate stale.
  */
-#define VQ_LOG_PAGE 4096u
+#define VQ_DIRTY_LOG_PAGE 4096u
 
 struct vq_dirty_log {
 	uint8_t *bits;
@@ -174,12 +175,12 @@ struct vq_dirty_log {
 };
 
 /* Does the log have a bit for every page of [gpa, gpa+len)? */
-bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
+bool vq_dirty_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
 /* Does it cover every region of the map? */
-bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
+bool vq_dirty_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m);
 /* Mark the pages of [gpa, gpa+len) dirty now (pages past the log are
  * skipped: callers check coverage when they set the log up). */
-void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
+void vq_dirty_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len);
 
 /*
  * Guest memory files a front-end truncates under us.  The vhost-user

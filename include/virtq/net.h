@@ -7,7 +7,7 @@
  * a sink callback as iovecs straight into guest memory (no copy); an RX
  * queue (us -> guest, receiveq) takes frames given as iovecs and copies them
  * into guest buffers, merging several buffers for one frame when
- * VIRTIO_NET_F_MRG_RXBUF was negotiated.
+ * VQ_NET_F_MRG_RXBUF was negotiated.
  *
  * Used entries are filled as frames complete and flushed in batches
  * (used_batch).  A used entry is written only for a buffer that was written,
@@ -35,33 +35,33 @@ extern "C" {
 #endif
 
 /* Feature bits (5.1.3). */
-#define VIRTIO_NET_F_CSUM        0
-#define VIRTIO_NET_F_GUEST_CSUM  1
-#define VIRTIO_NET_F_MTU         3
-#define VIRTIO_NET_F_MAC         5
-#define VIRTIO_NET_F_GUEST_TSO4  7
-#define VIRTIO_NET_F_GUEST_TSO6  8
-#define VIRTIO_NET_F_GUEST_ECN   9
-#define VIRTIO_NET_F_GUEST_UFO   10
-#define VIRTIO_NET_F_HOST_TSO4   11
-#define VIRTIO_NET_F_HOST_TSO6   12
-#define VIRTIO_NET_F_HOST_ECN    13
-#define VIRTIO_NET_F_HOST_UFO    14
-#define VIRTIO_NET_F_MRG_RXBUF   15
-#define VIRTIO_NET_F_STATUS      16
-#define VIRTIO_NET_F_CTRL_VQ     17
-#define VIRTIO_NET_F_GUEST_ANNOUNCE 21
-#define VIRTIO_NET_F_MQ          22
+#define VQ_NET_F_CSUM        0
+#define VQ_NET_F_GUEST_CSUM  1
+#define VQ_NET_F_MTU         3
+#define VQ_NET_F_MAC         5
+#define VQ_NET_F_GUEST_TSO4  7
+#define VQ_NET_F_GUEST_TSO6  8
+#define VQ_NET_F_GUEST_ECN   9
+#define VQ_NET_F_GUEST_UFO   10
+#define VQ_NET_F_HOST_TSO4   11
+#define VQ_NET_F_HOST_TSO6   12
+#define VQ_NET_F_HOST_ECN    13
+#define VQ_NET_F_HOST_UFO    14
+#define VQ_NET_F_MRG_RXBUF   15
+#define VQ_NET_F_STATUS      16
+#define VQ_NET_F_CTRL_VQ     17
+#define VQ_NET_F_GUEST_ANNOUNCE 21
+#define VQ_NET_F_MQ          22
 
 /* Header flags and GSO types (5.1.6). */
-#define VIRTIO_NET_HDR_F_NEEDS_CSUM 1
-#define VIRTIO_NET_HDR_F_DATA_VALID 2
-#define VIRTIO_NET_HDR_F_RSC_INFO   4
-#define VIRTIO_NET_HDR_GSO_NONE     0
-#define VIRTIO_NET_HDR_GSO_TCPV4    1
-#define VIRTIO_NET_HDR_GSO_UDP      3
-#define VIRTIO_NET_HDR_GSO_TCPV6    4
-#define VIRTIO_NET_HDR_GSO_ECN      0x80
+#define VQ_NET_HDR_F_NEEDS_CSUM 1
+#define VQ_NET_HDR_F_DATA_VALID 2
+#define VQ_NET_HDR_F_RSC_INFO   4
+#define VQ_NET_HDR_GSO_NONE     0
+#define VQ_NET_HDR_GSO_TCPV4    1
+#define VQ_NET_HDR_GSO_UDP      3
+#define VQ_NET_HDR_GSO_TCPV6    4
+#define VQ_NET_HDR_GSO_ECN      0x80
 
 /* struct virtio_net_hdr, little-endian in guest memory.  The last field
  * exists on the wire only when the header is 12 bytes (vq_net_hdr_len). */
@@ -79,8 +79,8 @@ struct vq_net_hdr {
  * MRG_RXBUF, 10 for a legacy device without MRG_RXBUF. */
 static inline uint32_t vq_net_hdr_len(uint64_t features)
 {
-	return (features & (VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			    VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF))) ? 12 : 10;
+	return (features & (VQ_BIT(VQ_F_VERSION_1) |
+			    VQ_BIT(VQ_NET_F_MRG_RXBUF))) ? 12 : 10;
 }
 
 /* The header from and to its wire form (little-endian, hdr_len bytes:
@@ -137,9 +137,9 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
  * GUEST_ANNOUNCE needs nothing here: under vhost-user the VMM owns the
  * config space and the control queue, and the guest's announcements travel
  * as ordinary TX frames; the backend only has to let QEMU offer it. */
-#define VQ_NET_FEATURES (VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) | \
-			 VIRTQ_BIT(VIRTIO_NET_F_MQ) |     \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE) | VQ_NET_OFFLOADS)
+#define VQ_NET_FEATURES (VQ_BIT(VQ_NET_F_MRG_RXBUF) | \
+			 VQ_BIT(VQ_NET_F_MQ) |     \
+			 VQ_BIT(VQ_NET_F_GUEST_ANNOUNCE) | VQ_NET_OFFLOADS)
 
 /*
  * Checksum and segmentation offloads.  The layer checks TX headers against
@@ -149,14 +149,14 @@ static inline bool vq_net_is_tx_queue(unsigned vq_index)
  * backend offers them only if its sink and source can: a sink that would
  * put a partial checksum or a 64 KiB TSO frame on a wire cannot.
  */
-#define VQ_NET_OFFLOADS (VIRTQ_BIT(VIRTIO_NET_F_CSUM) |        \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM) |  \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4) |  \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6) |  \
-			 VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN) |   \
-			 VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4) |   \
-			 VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6) |   \
-			 VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN))
+#define VQ_NET_OFFLOADS (VQ_BIT(VQ_NET_F_CSUM) |        \
+			 VQ_BIT(VQ_NET_F_GUEST_CSUM) |  \
+			 VQ_BIT(VQ_NET_F_GUEST_TSO4) |  \
+			 VQ_BIT(VQ_NET_F_GUEST_TSO6) |  \
+			 VQ_BIT(VQ_NET_F_GUEST_ECN) |   \
+			 VQ_BIT(VQ_NET_F_HOST_TSO4) |   \
+			 VQ_BIT(VQ_NET_F_HOST_TSO6) |   \
+			 VQ_BIT(VQ_NET_F_HOST_ECN))
 
 /* Default and largest frame (without the header) the layer accepts: the
  * largest TSO frame, an IPv6 payload of 65535 bytes behind its header and
@@ -179,7 +179,7 @@ enum vq_net_drop {
 	VQ_NET_DROP_NO_RX_BUF = 0,  /* the guest had no (or not enough) RX buffers */
 	VQ_NET_DROP_BAD_HDR,        /* a header asks for an offload not negotiated
 				     * or breaks its rules (TX: read only with
-				     * VIRTIO_NET_F_CSUM) */
+				     * VQ_NET_F_CSUM) */
 	VQ_NET_DROP_OVERSIZE,       /* frame larger than the limit or the buffer */
 	VQ_NET_DROP_TAP_FULL,       /* the TAP device would block */
 	VQ_NET_DROP_RUNT,           /* shorter than an Ethernet header */

@@ -5,7 +5,7 @@
  * The device side (struct vq_dev) consumes available buffers and publishes
  * used ones: the vhost role.  The driver side (struct vq_drv) posts buffers
  * and reaps them: the virtio_ring.c role.  The layout (split or packed) and
- * the variants (VIRTIO_F_IN_ORDER, VIRTIO_F_EVENT_IDX, VIRTIO_F_INDIRECT_DESC)
+ * the variants (VQ_F_IN_ORDER, VQ_F_EVENT_IDX, VQ_F_INDIRECT_DESC)
  * are chosen once, from the negotiated features, when a queue is created.
  *
  * Conventions:
@@ -35,11 +35,11 @@ extern "C" {
 #endif
 
 /* The features the ring layer implements (and so may be negotiated). */
-#define VQ_RING_FEATURES (VIRTQ_BIT(VIRTIO_F_VERSION_1) |             \
-			  VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |          \
-			  VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |              \
-			  VIRTQ_BIT(VIRTIO_F_RING_PACKED) |            \
-			  VIRTQ_BIT(VIRTIO_F_IN_ORDER))
+#define VQ_RING_FEATURES (VQ_BIT(VQ_F_VERSION_1) |             \
+			  VQ_BIT(VQ_F_INDIRECT_DESC) |          \
+			  VQ_BIT(VQ_F_EVENT_IDX) |              \
+			  VQ_BIT(VQ_F_RING_PACKED) |            \
+			  VQ_BIT(VQ_F_IN_ORDER))
 
 /* Where a ring's three areas are in this process. */
 struct vq_ring_addr {
@@ -64,7 +64,7 @@ bool vq_ring_num_valid(uint64_t features, uint32_t num);
  * struct vq_ring_addr's order (2.7 split, 2.8.10.1 packed), for a layout and
  * queue size: what a device checks the addresses it is given against.  A
  * split ring's event words (used_event, avail_event) count only with
- * VIRTIO_F_EVENT_IDX, as only then are they touched.  0, or -EINVAL if num
+ * VQ_F_EVENT_IDX, as only then are they touched.  0, or -EINVAL if num
  * is not valid for the layout.
  */
 int vq_ring_areas(uint64_t features, uint16_t num, uint64_t size[3],
@@ -198,7 +198,7 @@ int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
 
 /*
  * After a flush: must the driver be notified of the used buffers published
- * since the last notification?  Applies VIRTIO_F_EVENT_IDX or the flags, with
+ * since the last notification?  Applies VQ_F_EVENT_IDX or the flags, with
  * the full barrier the spec requires before reading them.  Returning true
  * records the notification as sent.
  */

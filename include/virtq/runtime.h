@@ -130,7 +130,7 @@ struct vq_bp_probe {
 	bool (*other)(void *arg);       /* other work pending; NULL: never */
 	void *arg;
 	/* Zero: room for fields a later version adds (0 = today's
-	 * behaviour); vq_busy_poll refuses others with -EINVAL. */
+	 * behaviour); vq_rt_busy_poll refuses others with -EINVAL. */
 	void * reserved[4];
 };
 
@@ -142,7 +142,7 @@ struct vq_bp_probe {
  * window of 0 returns VQ_BP_TIMEOUT without probing (no busy polling).
  * -EINVAL: a reserved word is not zero.
  */
-int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);
+int vq_rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);
 
 /* ------------------------------------------------------------------ */
 /* Device side: the poll loop                                          */

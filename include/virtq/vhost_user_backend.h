@@ -77,13 +77,13 @@ struct vq_vhu_device_ops {
 	/* The front-end went away or sent RESET_DEVICE: forget device state. */
 	void (*reset)(void *opaque);
 	/* A net device after a live migration of a guest that cannot announce
-	 * itself (no VIRTIO_NET_F_GUEST_ANNOUNCE): tell the network that mac
+	 * itself (no VQ_NET_F_GUEST_ANNOUNCE): tell the network that mac
 	 * moved here, as QEMU would with a RARP broadcast.  PROTOCOL_F_RARP
 	 * is offered only when this is set.  0, or -errno (a failed
 	 * REPLY_ACK; the connection stays). */
 	int (*send_rarp)(void *opaque, const uint8_t mac[6]);
 	/* A net device's MTU, as the front-end tells the guest (QEMU's
-	 * host_mtu, with VIRTIO_NET_F_MTU): 68-65535, checked before.
+	 * host_mtu, with VQ_NET_F_MTU): 68-65535, checked before.
 	 * PROTOCOL_F_MTU is offered only when this is set.  0, or -errno
 	 * when the device cannot carry it (a failed REPLY_ACK; QEMU then
 	 * does not start the device). */
@@ -108,16 +108,16 @@ struct vq_vhu_device {
 
 /* Protocol features the backend library implements. */
 #define VQ_VHU_BACKEND_PROTOCOL_FEATURES                                \
-	(VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MQ) | VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) | \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD) |                            \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |                                 \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                                  \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |                               \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE) |                         \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |                               \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |                          \
-	 VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT))
+	(VQ_BIT(VQ_VHU_PROTOCOL_F_MQ) | VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) | \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD) |                            \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |                                 \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                                  \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |                               \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                  \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE) |                         \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |                               \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |                          \
+	 VQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT))
 
 struct vq_vhu_backend;
 

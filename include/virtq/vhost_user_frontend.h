@@ -44,7 +44,7 @@ struct vq_vhu_frontend_config {
 	/* Protocol features not to negotiate even if offered (tests). */
 	uint64_t protocol_mask_out;
 	/* Non-zero: play a guest behind a vIOMMU with long-lived mappings
-	 * (as DPDK in a guest keeps them).  VIRTIO_F_ACCESS_PLATFORM is
+	 * (as DPDK in a guest keeps them).  VQ_F_ACCESS_PLATFORM is
 	 * negotiated (the back-end must offer it, with REPLY_ACK and
 	 * BACKEND_REQ), rings and buffers are given at I/O virtual addresses
 	 * (vq_vhu_frontend_alloc returns those), and guest memory is mapped

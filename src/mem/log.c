@@ -8,7 +8,7 @@
 
 #include "log_batch.h"
 
-bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
+bool vq_dirty_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 {
 	uint64_t last;
 
@@ -16,29 +16,29 @@ bool vq_log_covers(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 		return true;
 	if (gpa + (len - 1) < gpa)
 		return false;
-	last = (gpa + (len - 1)) / VQ_LOG_PAGE;
+	last = (gpa + (len - 1)) / VQ_DIRTY_LOG_PAGE;
 	return last / 8 < log->size;
 }
 
-bool vq_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m)
+bool vq_dirty_log_covers_mem(const struct vq_dirty_log *log, const struct vq_mem *m)
 {
 	for (unsigned i = 0; i < vq_mem_count(m); i++) {
 		const struct vq_mem_region *r = vq_mem_region_at(m, i);
 
-		if (!vq_log_covers(log, r->gpa, r->size))
+		if (!vq_dirty_log_covers(log, r->gpa, r->size))
 			return false;
 	}
 	return true;
 }
 
-void vq_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
+void vq_dirty_log_mark(const struct vq_dirty_log *log, uint64_t gpa, uint64_t len)
 {
 	uint64_t page, last;
 
 	if (len == 0 || gpa + (len - 1) < gpa)
 		return;
-	last = (gpa + (len - 1)) / VQ_LOG_PAGE;
-	for (page = gpa / VQ_LOG_PAGE; page <= last && page / 8 < log->size; page++)
+	last = (gpa + (len - 1)) / VQ_DIRTY_LOG_PAGE;
+	for (page = gpa / VQ_DIRTY_LOG_PAGE; page <= last && page / 8 < log->size; page++)
 		/* release: the write being recorded is visible first (V5) */
 		__atomic_fetch_or(&log->bits[page / 8], (uint8_t)(1u << (page % 8)),
 				  __ATOMIC_RELEASE);
@@ -65,14 +65,14 @@ void vq_log_batch_add(struct vq_log_batch *b, uint64_t gpa, uint64_t len)
 
 	if (len == 0 || gpa + (len - 1) < gpa)
 		return;
-	last = (gpa + (len - 1)) / VQ_LOG_PAGE;
+	last = (gpa + (len - 1)) / VQ_DIRTY_LOG_PAGE;
 	/* the common case: one page, in the byte the last buffer marked */
-	page = gpa / VQ_LOG_PAGE;
+	page = gpa / VQ_DIRTY_LOG_PAGE;
 	if (page == last && b->n && b->e[b->n - 1].byte == page / 8) {
 		b->e[b->n - 1].bits |= (uint8_t)(1u << (page % 8));
 		return;
 	}
-	for (page = gpa / VQ_LOG_PAGE; page <= last && page / 8 < b->log->size; page++) {
+	for (page = gpa / VQ_DIRTY_LOG_PAGE; page <= last && page / 8 < b->log->size; page++) {
 		uint64_t byte = page / 8;
 		uint8_t bit = (uint8_t)(1u << (page % 8));
 		unsigned i;

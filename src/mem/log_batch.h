@@ -55,8 +55,8 @@ static inline bool vq_log_batch_add_fast(struct vq_log_batch *b, const void *hva
 	if (off >= r->size || len > r->size - off)
 		return false;
 	gpa = r->gpa + off;
-	page = gpa / VQ_LOG_PAGE;
-	if ((gpa + len - 1) / VQ_LOG_PAGE != page || b->e[b->n - 1].byte != page / 8)
+	page = gpa / VQ_DIRTY_LOG_PAGE;
+	if ((gpa + len - 1) / VQ_DIRTY_LOG_PAGE != page || b->e[b->n - 1].byte != page / 8)
 		return false;
 	b->e[b->n - 1].bits |= (uint8_t)(1u << (page % 8));
 	return true;

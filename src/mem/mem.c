@@ -45,9 +45,10 @@ struct vq_mem {
 	struct iotlb *iotlb;            /* NULL: addresses are guest-physical */
 };
 
-struct vq_mem *vq_mem_new(void)
+int vq_mem_new(struct vq_mem **out)
 {
-	return calloc(1, sizeof(struct vq_mem));
+	*out = calloc(1, sizeof(struct vq_mem));
+	return *out ? 0 : -ENOMEM;
 }
 
 void vq_mem_free(struct vq_mem *m)

@@ -7,7 +7,7 @@
  *  - A TX chain is device-readable only and starts with a whole header
  *    (5.1.6.2): otherwise the queue breaks ("Unexpected descriptor format
  *    for TX", as vhost-net says).
- *  - A TX header is read only when VIRTIO_NET_F_CSUM was negotiated;
+ *  - A TX header is read only when VQ_NET_F_CSUM was negotiated;
  *    without it the header can ask for nothing and is ignored.  One asking
  *    for an offload not negotiated, or breaking the rules of one (5.1.6.2.1:
  *    a segmentation type without NEEDS_CSUM or gso_size, a checksum place
@@ -45,7 +45,7 @@ struct vq_net_queue {
 	uint32_t max_frame;
 	uint32_t hdr_len;
 	bool mrg;
-	bool csum;              /* VIRTIO_NET_F_CSUM: TX may ask for a checksum */
+	bool csum;              /* VQ_NET_F_CSUM: TX may ask for a checksum */
 	uint32_t tx_gso;        /* 1 << gso type the guest may send (HOST_*) */
 	uint32_t rx_gso;        /* 1 << gso type the guest takes (GUEST_*) */
 	bool tx_ecn, rx_ecn;    /* HOST_ECN, GUEST_ECN */
@@ -118,28 +118,28 @@ int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 	q->used_batch = cfg->used_batch;
 	q->max_frame = cfg->max_frame ? cfg->max_frame : VQ_NET_MAX_FRAME;
 	q->hdr_len = vq_net_hdr_len(f);
-	q->mrg = f & VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
-	q->csum = f & VIRTQ_BIT(VIRTIO_NET_F_CSUM);
+	q->mrg = f & VQ_BIT(VQ_NET_F_MRG_RXBUF);
+	q->csum = f & VQ_BIT(VQ_NET_F_CSUM);
 	if (q->csum) {
 		/* 5.1.3.1: the HOST_* bits need CSUM; without it the header
 		 * is not even read */
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4))
-			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV4;
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))
-			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV6;
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_HOST_UFO))
-			q->tx_gso |= 1u << VIRTIO_NET_HDR_GSO_UDP;
-		q->tx_ecn = f & VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN);
+		if (f & VQ_BIT(VQ_NET_F_HOST_TSO4))
+			q->tx_gso |= 1u << VQ_NET_HDR_GSO_TCPV4;
+		if (f & VQ_BIT(VQ_NET_F_HOST_TSO6))
+			q->tx_gso |= 1u << VQ_NET_HDR_GSO_TCPV6;
+		if (f & VQ_BIT(VQ_NET_F_HOST_UFO))
+			q->tx_gso |= 1u << VQ_NET_HDR_GSO_UDP;
+		q->tx_ecn = f & VQ_BIT(VQ_NET_F_HOST_ECN);
 	}
-	if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM)) {
-		q->rx_flags = VIRTIO_NET_HDR_F_NEEDS_CSUM | VIRTIO_NET_HDR_F_DATA_VALID;
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4))
-			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV4;
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
-			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_TCPV6;
-		if (f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_UFO))
-			q->rx_gso |= 1u << VIRTIO_NET_HDR_GSO_UDP;
-		q->rx_ecn = f & VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN);
+	if (f & VQ_BIT(VQ_NET_F_GUEST_CSUM)) {
+		q->rx_flags = VQ_NET_HDR_F_NEEDS_CSUM | VQ_NET_HDR_F_DATA_VALID;
+		if (f & VQ_BIT(VQ_NET_F_GUEST_TSO4))
+			q->rx_gso |= 1u << VQ_NET_HDR_GSO_TCPV4;
+		if (f & VQ_BIT(VQ_NET_F_GUEST_TSO6))
+			q->rx_gso |= 1u << VQ_NET_HDR_GSO_TCPV6;
+		if (f & VQ_BIT(VQ_NET_F_GUEST_UFO))
+			q->rx_gso |= 1u << VQ_NET_HDR_GSO_UDP;
+		q->rx_ecn = f & VQ_BIT(VQ_NET_F_GUEST_ECN);
 	}
 	q->prefetchw = vq_has_prefetchw();
 	if (cfg->role == VQ_NET_TX && cfg->tx_evict != VQ_NET_TX_EVICT_OFF &&
@@ -244,15 +244,15 @@ static int net_fill(struct vq_net_queue *q, const struct vq_chain *c, uint32_t l
 /* Is segmentation type t (ECN bit included) one of mask's, with ecn? */
 static bool gso_allowed(uint8_t t, uint32_t mask, bool ecn)
 {
-	unsigned type = t & ~VIRTIO_NET_HDR_GSO_ECN;
+	unsigned type = t & ~VQ_NET_HDR_GSO_ECN;
 
-	if (type == VIRTIO_NET_HDR_GSO_NONE)
-		return !(t & VIRTIO_NET_HDR_GSO_ECN);
-	return type < 32 && (mask >> type & 1) && (ecn || !(t & VIRTIO_NET_HDR_GSO_ECN));
+	if (type == VQ_NET_HDR_GSO_NONE)
+		return !(t & VQ_NET_HDR_GSO_ECN);
+	return type < 32 && (mask >> type & 1) && (ecn || !(t & VQ_NET_HDR_GSO_ECN));
 }
 
 /*
- * Is this TX header (read with VIRTIO_NET_F_CSUM) one we can honour for a
+ * Is this TX header (read with VQ_NET_F_CSUM) one we can honour for a
  * frame of len bytes (5.1.6.2.1)?  No RX-only flag; a checksum place inside
  * the frame; a segmentation type only if negotiated, and then with
  * NEEDS_CSUM and an MSS no smaller than TCP's least (a guest asking for
@@ -262,15 +262,15 @@ static bool gso_allowed(uint8_t t, uint32_t mask, bool ecn)
 static bool tx_hdr_ok(const struct vq_net_queue *q, const struct vq_net_hdr *h,
 		      uint32_t len)
 {
-	if (h->flags & (VIRTIO_NET_HDR_F_DATA_VALID | VIRTIO_NET_HDR_F_RSC_INFO))
+	if (h->flags & (VQ_NET_HDR_F_DATA_VALID | VQ_NET_HDR_F_RSC_INFO))
 		return false;
-	if ((h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	if ((h->flags & VQ_NET_HDR_F_NEEDS_CSUM) &&
 	    (uint32_t)h->csum_start + h->csum_offset + 2 > len)
 		return false;
-	if (h->gso_type == VIRTIO_NET_HDR_GSO_NONE)
+	if (h->gso_type == VQ_NET_HDR_GSO_NONE)
 		return true;
 	return gso_allowed(h->gso_type, q->tx_gso, q->tx_ecn) &&
-	       (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
+	       (h->flags & VQ_NET_HDR_F_NEEDS_CSUM) &&
 	       h->gso_size >= VQ_NET_MIN_GSO_SIZE;
 }
 
@@ -340,7 +340,7 @@ static int tx_one(struct vq_net_queue *q, struct vq_chain *c, vq_net_tx_fn fn,
 	}
 	len = (uint32_t)(c->out_len - q->hdr_len);
 	/*
-	 * Without VIRTIO_NET_F_CSUM (we offer no GSO) the header may ask for
+	 * Without VQ_NET_F_CSUM (we offer no GSO) the header may ask for
 	 * nothing (5.1.6.2: the driver must leave flags and gso_type clear),
 	 * so it is not read at all: its line is one the guest rewrites for
 	 * its next frame, and our copy of it costs the guest an invalidation

@@ -11,7 +11,7 @@
 static const char *sec(const struct vq_dev *d, const char *split,
 		       const char *packed)
 {
-	return vq_has(d->cfg.features, VIRTIO_F_RING_PACKED) ? packed : split;
+	return vq_has(d->cfg.features, VQ_F_RING_PACKED) ? packed : split;
 }
 
 int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,

@@ -20,32 +20,32 @@
  * counter and USED = the inverse. */
 static inline uint16_t packed_avail_flags(bool wrap)
 {
-	return wrap ? VIRTQ_DESC_F_AVAIL : VIRTQ_DESC_F_USED;
+	return wrap ? VQ_DESC_F_AVAIL : VQ_DESC_F_USED;
 }
 
 /* 2.8.2: the device marks it used with AVAIL = USED = its wrap counter. */
 static inline uint16_t packed_used_flags(bool wrap)
 {
-	return wrap ? (VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED) : 0;
+	return wrap ? (VQ_DESC_F_AVAIL | VQ_DESC_F_USED) : 0;
 }
 
 static inline bool packed_is_avail(uint16_t flags, bool wrap)
 {
-	bool a = flags & VIRTQ_DESC_F_AVAIL, u = flags & VIRTQ_DESC_F_USED;
+	bool a = flags & VQ_DESC_F_AVAIL, u = flags & VQ_DESC_F_USED;
 
 	return a == wrap && u != wrap;
 }
 
 static inline bool packed_is_used(uint16_t flags, bool wrap)
 {
-	bool a = flags & VIRTQ_DESC_F_AVAIL, u = flags & VIRTQ_DESC_F_USED;
+	bool a = flags & VQ_DESC_F_AVAIL, u = flags & VQ_DESC_F_USED;
 
 	return a == wrap && u == wrap;
 }
 
 /* Load a descriptor's flags with acquire: it publishes the rest of the
  * descriptor (P1/P3). */
-static inline uint16_t packed_flags_acquire(const struct virtq_packed_desc *d)
+static inline uint16_t packed_flags_acquire(const struct vq_packed_desc *d)
 {
 	return vq_le16(vq_load_acquire(&d->flags));
 }
@@ -56,7 +56,7 @@ static inline uint16_t packed_flags_acquire(const struct virtq_packed_desc *d)
  * a new offset with old flags.  The layout is {le16 off_wrap; le16 flags},
  * i.e. the little-endian word off_wrap | flags << 16.
  */
-static inline void packed_event_read(const struct virtq_event_suppress *e,
+static inline void packed_event_read(const struct vq_event_suppress *e,
 				     uint16_t *off_wrap, uint16_t *flags)
 {
 	uint32_t v = vq_le32(vq_load_acquire((const uint32_t *)(const void *)e));
@@ -78,13 +78,13 @@ static inline bool packed_need_event(uint16_t off_wrap, uint16_t num,
 				     uint32_t count)
 {
 	uint16_t event = off_wrap & PACKED_POS_MASK;
-	bool wrap = off_wrap >> VIRTQ_EVENT_WRAP_SHIFT;
+	bool wrap = off_wrap >> VQ_EVENT_WRAP_SHIFT;
 
 	if (count >= num)
 		return true;
 	if (wrap != new_wrap)
 		event = (uint16_t)(event - num);
-	return virtq_need_event(event, new_pos, (uint16_t)(new_pos - count));
+	return vq_need_event(event, new_pos, (uint16_t)(new_pos - count));
 }
 
 /* Advance a ring position by n slots (n <= num), flipping the wrap counter

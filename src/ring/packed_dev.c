@@ -9,7 +9,7 @@
  * size and against the buffers already in flight, chains are bounded by the
  * ring, and every descriptor of a chain must be available in its own phase.
  *
- * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one whose flush
+ * Two ops tables: the plain one, and the VQ_F_IN_ORDER one whose flush
  * writes one used descriptor per batch of completely written buffers
  * (2.8.8 "In-order use of descriptors").  In order, a buffer's place in
  * the queue is its pop sequence number: fill checks it is the next one,
@@ -44,9 +44,9 @@ struct pdev_stage {
 
 struct packed_dev {
 	struct vq_dev base;
-	struct virtq_packed_desc *desc;
-	struct virtq_event_suppress *drv_event;         /* the driver writes it */
-	struct virtq_event_suppress *dev_event;         /* we write it */
+	struct vq_packed_desc *desc;
+	struct vq_event_suppress *drv_event;         /* the driver writes it */
+	struct vq_event_suppress *dev_event;         /* we write it */
 	uint16_t num;
 	bool event_idx, indirect, in_order;
 
@@ -110,7 +110,7 @@ static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
 		s->state = ID_POPPED;
 	s->ndesc = ndesc;
 	s->head = pd->last_avail |
-		  (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT;
+		  (uint16_t)pd->avail_wrap << VQ_EVENT_WRAP_SHIFT;
 	s->in_len = c->in_len;
 	c->id = id;
 	c->ndesc = ndesc;
@@ -125,7 +125,7 @@ static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
 			uint64_t addr, uint32_t len, uint16_t head)
 {
 	struct vq_dev *d = &pd->base;
-	const struct virtq_packed_desc *t;
+	const struct vq_packed_desc *t;
 	unsigned count, i;
 	int r;
 
@@ -137,11 +137,11 @@ static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
 		uint32_t l = vq_le32(t[i].len);
 		uint16_t f = vq_le16(t[i].flags);
 
-		if (unlikely(f & VIRTQ_DESC_F_INDIRECT))
+		if (unlikely(f & VQ_DESC_F_INDIRECT))
 			return vq_dev_break(d, -EINVAL,
 					    "2.8.19: nested indirect descriptor at entry %u (chain at slot %u)",
 					    i, head);
-		r = vq_chain_add(d, c, a, l, f & VIRTQ_DESC_F_WRITE,
+		r = vq_chain_add(d, c, a, l, f & VQ_DESC_F_WRITE,
 				 "indirect", i);
 		if (r < 0)
 			return r;
@@ -161,7 +161,7 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 
 	vq_chain_begin(c, head);
 	for (;;) {
-		const struct virtq_packed_desc *desc = &pd->desc[pos];
+		const struct vq_packed_desc *desc = &pd->desc[pos];
 		uint64_t addr;
 		uint32_t len;
 
@@ -177,25 +177,25 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 		addr = vq_le64(desc->addr);
 		len = vq_le32(desc->len);
 		id = vq_le16(desc->id);
-		if (flags & VIRTQ_DESC_F_INDIRECT) {
+		if (flags & VQ_DESC_F_INDIRECT) {
 			if (unlikely(!pd->indirect))
 				return vq_dev_break(d, -EINVAL,
 						    "2.8.19: indirect descriptor at slot %u without VIRTIO_F_INDIRECT_DESC",
 						    pos);
-			if (unlikely(flags & VIRTQ_DESC_F_NEXT))
+			if (unlikely(flags & VQ_DESC_F_NEXT))
 				return vq_dev_break(d, -EINVAL,
 						    "2.8.19: descriptor at slot %u has both INDIRECT and NEXT",
 						    pos);
 			r = pop_indirect(pd, c, addr, len, head);
 		} else {
 			r = vq_chain_add(d, c, addr, len,
-					 flags & VIRTQ_DESC_F_WRITE, "ring", pos);
+					 flags & VQ_DESC_F_WRITE, "ring", pos);
 		}
 		if (r < 0)
 			return r;
 		n++;
 		packed_advance(&pos, &wrap, 1, pd->num);
-		if (!(flags & VIRTQ_DESC_F_NEXT))
+		if (!(flags & VQ_DESC_F_NEXT))
 			break;
 		if (unlikely(n >= pd->num))
 			return vq_dev_break(d, -EINVAL,
@@ -217,7 +217,7 @@ static int packed_pop(struct vq_dev *d, struct vq_chain *c)
 }
 
 #define BATCH 4
-#define BATCH_BAD (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT)
+#define BATCH_BAD (VQ_DESC_F_NEXT | VQ_DESC_F_INDIRECT)
 
 /*
  * Pop four single-descriptor chains that share one 64-byte line of the ring
@@ -240,7 +240,7 @@ static int pop_batch(struct packed_dev *pd, struct vq_chain *c)
 			return 0;
 	}
 	for (i = 0; i < BATCH; i++) {
-		const struct virtq_packed_desc *desc = &pd->desc[pos + i];
+		const struct vq_packed_desc *desc = &pd->desc[pos + i];
 		uint64_t addr = vq_le64(desc->addr);
 		uint32_t len = vq_le32(desc->len);
 		uint16_t id = vq_le16(desc->id);
@@ -250,7 +250,7 @@ static int pop_batch(struct packed_dev *pd, struct vq_chain *c)
 
 		vq_chain_begin(&c[i], pos + i);
 		r = vq_chain_add(d, &c[i], addr, len,
-				 flags[i] & VIRTQ_DESC_F_WRITE, "ring", pos + i);
+				 flags[i] & VQ_DESC_F_WRITE, "ring", pos + i);
 		packed_advance(&next, &next_wrap, 1, pd->num);
 		if (r >= 0)
 			r = pop_commit(pd, &c[i], id, pos + i, 1, next,
@@ -318,7 +318,7 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 		if (pd->in_order ? s->seq <= pd->filled : s->state != ID_POPPED)
 			return -EINVAL;
 		rewind_pos(&pos, &wrap, s->ndesc, pd->num);
-		if (s->head != (pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT))
+		if (s->head != (pos | (uint16_t)wrap << VQ_EVENT_WRAP_SHIFT))
 			return -EINVAL;
 	}
 	for (i = 0; i < n; i++) {
@@ -395,7 +395,7 @@ static void write_used(struct packed_dev *pd, uint16_t pos, uint16_t id,
 static uint16_t used_flags(bool wrap, uint32_t len)
 {
 	/* WRITE says the device wrote len bytes, as Linux's vhost does. */
-	return vq_le16(packed_used_flags(wrap) | (len ? VIRTQ_DESC_F_WRITE : 0));
+	return vq_le16(packed_used_flags(wrap) | (len ? VQ_DESC_F_WRITE : 0));
 }
 
 /* Count published slots; a whole ring or more already means "signal", so
@@ -497,9 +497,9 @@ static bool packed_should_signal(struct vq_dev *d)
 	/* V3: our used descriptors before the driver's event structure. */
 	vq_mb();
 	packed_event_read(pd->drv_event, &off_wrap, &flags);
-	if (flags == VIRTQ_EVENT_F_DISABLE)
+	if (flags == VQ_EVENT_F_DISABLE)
 		return false;
-	if (flags == VIRTQ_EVENT_F_DESC && pd->event_idx && pd->signalled_valid)
+	if (flags == VQ_EVENT_F_DESC && pd->event_idx && pd->signalled_valid)
 		need = packed_need_event(off_wrap, pd->num, pd->last_used,
 					 pd->used_wrap, pd->unsignalled);
 	else
@@ -521,7 +521,7 @@ static void set_dev_flags(struct packed_dev *pd, uint16_t flags)
 
 static void packed_disable_notify(struct vq_dev *d)
 {
-	set_dev_flags(to_pd(d), VIRTQ_EVENT_F_DISABLE);
+	set_dev_flags(to_pd(d), VQ_EVENT_F_DISABLE);
 }
 
 static bool avail_now(struct packed_dev *pd)
@@ -538,10 +538,10 @@ static int packed_enable_notify(struct vq_dev *d)
 		/* P4: the event offset before the flags that enable it. */
 		vq_store_relaxed(&pd->dev_event->off_wrap,
 				 vq_le16(pd->last_avail |
-					 (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT));
-		set_dev_flags(pd, VIRTQ_EVENT_F_DESC);
+					 (uint16_t)pd->avail_wrap << VQ_EVENT_WRAP_SHIFT));
+		set_dev_flags(pd, VQ_EVENT_F_DESC);
 	} else {
-		set_dev_flags(pd, VIRTQ_EVENT_F_ENABLE);
+		set_dev_flags(pd, VQ_EVENT_F_ENABLE);
 	}
 	/* V4: the enable must be visible before we look at the ring again,
 	 * or a buffer added meanwhile would go unnoticed by both sides. */
@@ -560,9 +560,9 @@ static struct vq_dev_state packed_get_state(const struct vq_dev *d)
 
 	return (struct vq_dev_state){
 		.avail_idx = pd->last_avail |
-			     (uint16_t)pd->avail_wrap << VIRTQ_EVENT_WRAP_SHIFT,
+			     (uint16_t)pd->avail_wrap << VQ_EVENT_WRAP_SHIFT,
 		.used_idx = pd->last_used |
-			    (uint16_t)pd->used_wrap << VIRTQ_EVENT_WRAP_SHIFT,
+			    (uint16_t)pd->used_wrap << VQ_EVENT_WRAP_SHIFT,
 	};
 }
 
@@ -571,9 +571,9 @@ static void packed_dev_reset(struct vq_dev *d)
 	struct packed_dev *pd = to_pd(d);
 
 	pd->last_avail = d->cfg.avail_idx & PACKED_POS_MASK;
-	pd->avail_wrap = d->cfg.avail_idx >> VIRTQ_EVENT_WRAP_SHIFT;
+	pd->avail_wrap = d->cfg.avail_idx >> VQ_EVENT_WRAP_SHIFT;
 	pd->last_used = d->cfg.used_idx & PACKED_POS_MASK;
-	pd->used_wrap = d->cfg.used_idx >> VIRTQ_EVENT_WRAP_SHIFT;
+	pd->used_wrap = d->cfg.used_idx >> VQ_EVENT_WRAP_SHIFT;
 	pd->unsignalled = 0;
 	pd->signalled_valid = false;
 	pd->dev_flags_shadow = DEV_FLAGS_UNKNOWN;
@@ -634,7 +634,7 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 		return -ENOMEM;
 	pd->stage = vq_ring_zalloc(cfg->num, sizeof(*pd->stage));
 	pd->ids = vq_ring_zalloc(cfg->num, sizeof(*pd->ids));
-	pd->in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
+	pd->in_order = vq_has(cfg->features, VQ_F_IN_ORDER);
 	if (!pd->stage || !pd->ids) {
 		packed_dev_destroy(&pd->base);
 		return -ENOMEM;
@@ -645,8 +645,8 @@ int vq_packed_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	pd->drv_event = cfg->ring.driver;
 	pd->dev_event = cfg->ring.device;
 	pd->num = cfg->num;
-	pd->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
-	pd->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC);
+	pd->event_idx = vq_has(cfg->features, VQ_F_EVENT_IDX);
+	pd->indirect = vq_has(cfg->features, VQ_F_INDIRECT_DESC);
 	packed_dev_reset(&pd->base);
 	*out = &pd->base;
 	return 0;

@@ -9,7 +9,7 @@
  * are written at next_avail with the head's flags stored last (P1); used
  * descriptors are read at last_used, flags first (P3).
  *
- * Two ops tables: the plain one, and the VIRTIO_F_IN_ORDER one, where a used
+ * Two ops tables: the plain one, and the VQ_F_IN_ORDER one, where a used
  * descriptor names the last buffer of a batch and completes every buffer
  * outstanding before it.  In order, buffers come back in the order they
  * were added, so ids are handed out in sequence (modulo num) instead of
@@ -33,9 +33,9 @@ struct pdrv_id {
 
 struct packed_drv {
 	struct vq_drv base;
-	struct virtq_packed_desc *desc;
-	struct virtq_event_suppress *drv_event;         /* we write it */
-	struct virtq_event_suppress *dev_event;         /* the device writes it */
+	struct vq_packed_desc *desc;
+	struct vq_event_suppress *drv_event;         /* we write it */
+	struct vq_event_suppress *dev_event;         /* the device writes it */
 	uint16_t num;
 	bool event_idx, indirect, in_order;
 	bool prefetchw;                 /* the CPU has PREFETCHW */
@@ -116,28 +116,28 @@ static int packed_add(struct vq_drv *q, const struct vq_seg *seg, unsigned nout,
 
 	if (indirect) {
 		uint64_t off = (uint64_t)id * q->cfg.indirect_max * 16;
-		struct virtq_packed_desc *t =
-			(struct virtq_packed_desc *)((uint8_t *)q->cfg.indirect + off);
+		struct vq_packed_desc *t =
+			(struct vq_packed_desc *)((uint8_t *)q->cfg.indirect + off);
 
 		for (i = 0; i < total; i++) {
 			t[i].addr = vq_le64(seg[i].addr);
 			t[i].len = vq_le32(seg[i].len);
 			t[i].id = 0;
-			t[i].flags = vq_le16(i >= nout ? VIRTQ_DESC_F_WRITE : 0);
+			t[i].flags = vq_le16(i >= nout ? VQ_DESC_F_WRITE : 0);
 		}
 		pq->desc[pos].addr = vq_le64(q->cfg.indirect_gpa + off);
 		pq->desc[pos].len = vq_le32(total * 16);
 		pq->desc[pos].id = vq_le16(id);
-		head_flags = VIRTQ_DESC_F_INDIRECT | packed_avail_flags(wrap);
+		head_flags = VQ_DESC_F_INDIRECT | packed_avail_flags(wrap);
 		packed_advance(&pos, &wrap, 1, pq->num);
 	} else {
 		for (i = 0; i < total; i++) {
 			uint16_t f = packed_avail_flags(wrap);
 
 			if (i + 1 < total)
-				f |= VIRTQ_DESC_F_NEXT;
+				f |= VQ_DESC_F_NEXT;
 			if (i >= nout)
-				f |= VIRTQ_DESC_F_WRITE;
+				f |= VQ_DESC_F_WRITE;
 			pq->desc[pos].addr = vq_le64(seg[i].addr);
 			pq->desc[pos].len = vq_le32(seg[i].len);
 			/* 2.8.6: the id counts in the last descriptor; writing
@@ -180,7 +180,7 @@ static int packed_add_burst(struct vq_drv *q, const struct vq_seg *seg,
 {
 	struct packed_drv *pq = to_pq(q);
 	uint16_t pos = pq->next_avail, head = pos, head_flags = 0;
-	uint16_t dir = writable ? VIRTQ_DESC_F_WRITE : 0;
+	uint16_t dir = writable ? VQ_DESC_F_WRITE : 0;
 	bool wrap = pq->avail_wrap;
 	unsigned i;
 
@@ -189,7 +189,7 @@ static int packed_add_burst(struct vq_drv *q, const struct vq_seg *seg,
 	if (!n)
 		return 0;
 	for (i = 0; i < n; i++) {
-		struct virtq_packed_desc *d = &pq->desc[pos];
+		struct vq_packed_desc *d = &pq->desc[pos];
 		uint16_t id = take_id(pq, i), f = packed_avail_flags(wrap) | dir;
 		struct pdrv_id *s = &pq->ids[id];
 
@@ -228,9 +228,9 @@ static int packed_kick_prepare(struct vq_drv *q)
 	/* P2: our descriptors before the device's event structure. */
 	vq_mb();
 	packed_event_read(pq->dev_event, &off_wrap, &flags);
-	if (flags == VIRTQ_EVENT_F_DISABLE || !added)
+	if (flags == VQ_EVENT_F_DISABLE || !added)
 		return 0;
-	if (flags == VIRTQ_EVENT_F_DESC && pq->event_idx)
+	if (flags == VQ_EVENT_F_DESC && pq->event_idx)
 		return packed_need_event(off_wrap, pq->num, pq->next_avail,
 					 pq->avail_wrap, added);
 	return 1;
@@ -264,7 +264,7 @@ static void free_id(struct packed_drv *pq, uint16_t id)
  */
 static void used_advance(struct packed_drv *pq, uint16_t ndesc)
 {
-	const struct virtq_packed_desc *old = &pq->desc[pq->last_used];
+	const struct vq_packed_desc *old = &pq->desc[pq->last_used];
 
 	packed_advance(&pq->last_used, &pq->used_wrap, ndesc, pq->num);
 	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[pq->last_used]) >= 64)
@@ -275,7 +275,7 @@ static void used_advance(struct packed_drv *pq, uint16_t ndesc)
  * len, 0 if none. */
 static int read_used(struct packed_drv *pq, uint16_t *id, uint32_t *len)
 {
-	const struct virtq_packed_desc *d = &pq->desc[pq->last_used];
+	const struct vq_packed_desc *d = &pq->desc[pq->last_used];
 
 	/* P3: flags with acquire, then the body they publish. */
 	if (!packed_is_used(packed_flags_acquire(d), pq->used_wrap))
@@ -387,7 +387,7 @@ static void set_drv_flags(struct packed_drv *pq, uint16_t flags)
 
 static void packed_disable_cb(struct vq_drv *q)
 {
-	set_drv_flags(to_pq(q), VIRTQ_EVENT_F_DISABLE);
+	set_drv_flags(to_pq(q), VQ_EVENT_F_DISABLE);
 }
 
 static bool used_pending(struct packed_drv *pq)
@@ -408,11 +408,11 @@ static int enable_at(struct packed_drv *pq, uint32_t ahead)
 
 		packed_advance(&pos, &wrap, ahead, pq->num);
 		vq_store_relaxed(&pq->drv_event->off_wrap,
-				 vq_le16(pos | (uint16_t)wrap << VIRTQ_EVENT_WRAP_SHIFT));
+				 vq_le16(pos | (uint16_t)wrap << VQ_EVENT_WRAP_SHIFT));
 		/* P4: off_wrap before the flags that make it count. */
-		set_drv_flags(pq, VIRTQ_EVENT_F_DESC);
+		set_drv_flags(pq, VQ_EVENT_F_DESC);
 	} else {
-		set_drv_flags(pq, VIRTQ_EVENT_F_ENABLE);
+		set_drv_flags(pq, VQ_EVENT_F_ENABLE);
 	}
 	/* P4: the enable must be visible before we look for used buffers,
 	 * or one written meanwhile would go unnotified. */
@@ -480,7 +480,7 @@ static void packed_drv_reset(struct vq_drv *q)
 	pq->avail_wrap = pq->used_wrap = true;     /* 2.8.1: start at 1 */
 	pq->free_slots = pq->num;
 	pq->nbufs = pq->num_added = 0;
-	pq->drv_flags_shadow = VIRTQ_EVENT_F_ENABLE;
+	pq->drv_flags_shadow = VQ_EVENT_F_ENABLE;
 	pq->oldest = 0;
 	pq->batch = false;
 	for (i = 0; i < pq->num; i++) {
@@ -538,7 +538,7 @@ static const struct vq_drv_ops packed_drv_in_order_ops = {
 int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 {
 	struct packed_drv *pq;
-	bool in_order = vq_has(cfg->features, VIRTIO_F_IN_ORDER);
+	bool in_order = vq_has(cfg->features, VQ_F_IN_ORDER);
 
 	*out = NULL;
 	pq = vq_ring_zalloc(1, sizeof(*pq));
@@ -555,9 +555,9 @@ int vq_packed_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	pq->drv_event = cfg->ring.driver;
 	pq->dev_event = cfg->ring.device;
 	pq->num = cfg->num;
-	pq->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	pq->event_idx = vq_has(cfg->features, VQ_F_EVENT_IDX);
 	pq->in_order = in_order;
-	pq->indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
+	pq->indirect = vq_has(cfg->features, VQ_F_INDIRECT_DESC) &&
 		       cfg->indirect;
 	pq->prefetchw = vq_has_prefetchw();
 	packed_drv_reset(&pq->base);

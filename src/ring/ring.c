@@ -17,9 +17,9 @@
 
 bool vq_ring_num_valid(uint64_t features, uint32_t num)
 {
-	if (num == 0 || num > VIRTQ_MAX_QUEUE_SIZE)
+	if (num == 0 || num > VQ_MAX_QUEUE_SIZE)
 		return false;
-	if (vq_has(features, VIRTIO_F_RING_PACKED))
+	if (vq_has(features, VQ_F_RING_PACKED))
 		return true;
 	return (num & (num - 1)) == 0;
 }
@@ -34,47 +34,47 @@ uint64_t vq_ring_layout(uint64_t features, uint16_t num, uint64_t off[3])
 	if (!vq_ring_num_valid(features, num))
 		return 0;
 	off[0] = 0;
-	if (vq_has(features, VIRTIO_F_RING_PACKED)) {
+	if (vq_has(features, VQ_F_RING_PACKED)) {
 		off[1] = 16ull * num;                   /* event structs: 4-aligned */
 		off[2] = off[1] + 4;
 		return off[2] + 4;
 	}
-	off[1] = virtq_split_desc_size(num);
+	off[1] = vq_split_desc_size(num);
 	/* The used ring is written by the device and read by the driver; give
 	 * it its own cache lines, away from the avail ring. */
-	off[2] = align_up(off[1] + virtq_split_avail_size(num), 64);
-	return off[2] + virtq_split_used_size(num);
+	off[2] = align_up(off[1] + vq_split_avail_size(num), 64);
+	return off[2] + vq_split_used_size(num);
 }
 
 int vq_ring_areas(uint64_t features, uint16_t num, uint64_t size[3],
 		  uint64_t align[3])
 {
 	/* the event words only with EVENT_IDX: without it nobody touches them */
-	uint64_t event = vq_has(features, VIRTIO_F_EVENT_IDX) ? 2 : 0;
+	uint64_t event = vq_has(features, VQ_F_EVENT_IDX) ? 2 : 0;
 
 	if (!vq_ring_num_valid(features, num))
 		return -EINVAL;
 	size[0] = 16ull * num;
 	align[0] = 16;
-	if (vq_has(features, VIRTIO_F_RING_PACKED)) {
+	if (vq_has(features, VQ_F_RING_PACKED)) {
 		/* 2.8.10.1: the two event suppression structures */
-		size[1] = size[2] = sizeof(struct virtq_event_suppress);
+		size[1] = size[2] = sizeof(struct vq_event_suppress);
 		align[1] = align[2] = 4;
 		return 0;
 	}
 	/* 2.7: flags, idx, ring[num], then used_event / avail_event */
-	size[1] = virtq_split_avail_size(num) - 2 + event;
+	size[1] = vq_split_avail_size(num) - 2 + event;
 	align[1] = 2;
-	size[2] = virtq_split_used_size(num) - 2 + event;
+	size[2] = vq_split_used_size(num) - 2 + event;
 	align[2] = 4;
 	return 0;
 }
 
 int vq_ring_used_idx(uint64_t features, const void *device, uint16_t *idx)
 {
-	const struct virtq_used *u = device;
+	const struct vq_used *u = device;
 
-	if (vq_has(features, VIRTIO_F_RING_PACKED))
+	if (vq_has(features, VQ_F_RING_PACKED))
 		return -EINVAL;
 	/* acquire: what the index covers was written before it */
 	*idx = vq_le16(__atomic_load_n(&u->idx, __ATOMIC_ACQUIRE));
@@ -126,17 +126,17 @@ int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
  * layouts), and nothing the ring layer does not implement. */
 static bool ring_features_ok(uint64_t features)
 {
-	uint64_t ring_bits = VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
-			     VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-			     VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
-			     VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	uint64_t ring_bits = VQ_BIT(VQ_F_INDIRECT_DESC) |
+			     VQ_BIT(VQ_F_EVENT_IDX) |
+			     VQ_BIT(VQ_F_RING_PACKED) |
+			     VQ_BIT(VQ_F_IN_ORDER);
 
-	if (!vq_has(features, VIRTIO_F_VERSION_1))
+	if (!vq_has(features, VQ_F_VERSION_1))
 		return false;
 	/* Device-specific bits (0-23, 50+) pass through; transport bits we do
 	 * not implement (ACCESS_PLATFORM, ...) are refused. */
-	uint64_t transport = features & (((VIRTQ_BIT(50) - 1) >> 24) << 24);
-	return (transport & ~(ring_bits | VIRTQ_BIT(VIRTIO_F_VERSION_1))) == 0;
+	uint64_t transport = features & (((VQ_BIT(50) - 1) >> 24) << 24);
+	return (transport & ~(ring_bits | VQ_BIT(VQ_F_VERSION_1))) == 0;
 }
 
 static bool aligned(const void *p, uintptr_t a)
@@ -150,7 +150,7 @@ static bool ring_addr_ok(uint64_t features, const struct vq_ring_addr *r)
 		return false;
 	/* 2.7 / 2.8 alignment: descriptors 16; split avail 2, used 4;
 	 * packed event structures 4. */
-	if (vq_has(features, VIRTIO_F_RING_PACKED))
+	if (vq_has(features, VQ_F_RING_PACKED))
 		return aligned(r->desc, 16) && aligned(r->driver, 4) &&
 		       aligned(r->device, 4);
 	return aligned(r->desc, 16) && aligned(r->driver, 2) &&
@@ -344,7 +344,7 @@ int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	    !vq_ring_num_valid(cfg->features, cfg->num) ||
 	    !ring_addr_ok(cfg->features, &cfg->ring))
 		return -EINVAL;
-	r = vq_has(cfg->features, VIRTIO_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
+	r = vq_has(cfg->features, VQ_F_RING_PACKED) ? vq_packed_dev_new(cfg, out)
 							: vq_split_dev_new(cfg, out);
 	if (r || !vq_mem_iotlb_enabled(cfg->mem))
 		return r;
@@ -567,7 +567,7 @@ uint16_t vq_dev_num(const struct vq_dev *d) { return d->cfg.num; }
 uint64_t vq_dev_features(const struct vq_dev *d) { return d->cfg.features; }
 void vq_dev_defer_used_idx(struct vq_dev *d)
 {
-	d->cfg.used_idx_unread = !vq_has(d->cfg.features, VIRTIO_F_RING_PACKED);
+	d->cfg.used_idx_unread = !vq_has(d->cfg.features, VQ_F_RING_PACKED);
 }
 
 void vq_dev_take_used_idx(struct vq_dev *d)
@@ -597,7 +597,7 @@ int vq_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	if (cfg->indirect && (!aligned(cfg->indirect, 16) ||
 			      (cfg->indirect_gpa & 15) || cfg->indirect_max < 2))
 		return -EINVAL;
-	if (vq_has(cfg->features, VIRTIO_F_RING_PACKED))
+	if (vq_has(cfg->features, VQ_F_RING_PACKED))
 		return vq_packed_drv_new(cfg, out);
 	return vq_split_drv_new(cfg, out);
 }

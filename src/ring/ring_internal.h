@@ -172,7 +172,7 @@ VQ_INTERNAL int vq_drv_break(struct vq_drv *q, int err, const char *fmt, ...)
 
 static inline bool vq_has(uint64_t features, unsigned bit)
 {
-	return features & VIRTQ_BIT(bit);
+	return features & VQ_BIT(bit);
 }
 
 /* ---- walking a chain (device side), shared by the layouts ---- */

@@ -8,7 +8,7 @@
  * memory once, so a driver rewriting them under our feet cannot make us see
  * two different values.
  *
- * Two ops tables: the general one and the VIRTIO_F_IN_ORDER variant, which
+ * Two ops tables: the general one and the VQ_F_IN_ORDER variant, which
  * checks that descriptors are used in table order and publishes one used
  * element per batch.
  */
@@ -37,9 +37,9 @@ struct split_dev {
 	struct vq_dev base;
 	uint16_t num, mask;
 	bool event_idx, indirect_ok;
-	struct virtq_desc *desc;
-	struct virtq_avail *avail;
-	struct virtq_used *used;
+	struct vq_desc *desc;
+	struct vq_avail *avail;
+	struct vq_used *used;
 
 	uint16_t last_avail;            /* next avail ring entry to read */
 	uint16_t avail_shadow;          /* avail->idx as last read (validated) */
@@ -138,10 +138,10 @@ static int sd_avail_count(struct split_dev *s)
 
 /* Walk an indirect table (2.7.5.3): follow NEXT inside it, bounded by its size. */
 static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
-			    const struct virtq_desc *ind, unsigned at)
+			    const struct vq_desc *ind, unsigned at)
 {
 	struct vq_dev *d = &s->base;
-	const struct virtq_desc *tbl;
+	const struct vq_desc *tbl;
 	unsigned count, i = 0, steps = 0;
 	int r;
 
@@ -150,7 +150,7 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 	if (!tbl)
 		return d->err ? d->err : -EAGAIN;
 	for (;;) {
-		struct virtq_desc dsc;
+		struct vq_desc dsc;
 		uint16_t flags;
 
 		memcpy(&dsc, &tbl[i], sizeof(dsc));
@@ -159,15 +159,15 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 			return vq_dev_break(d, -EINVAL,
 					    "2.7.5.2: loop in the indirect table of %u entries (head %u, descriptor %u)",
 					    count, c->id, at);
-		if (unlikely(flags & VIRTQ_DESC_F_INDIRECT))
+		if (unlikely(flags & VQ_DESC_F_INDIRECT))
 			return vq_dev_break(d, -EINVAL,
 					    "2.7.5.3.1: nested indirect descriptor at entry %u of the indirect table (head %u)",
 					    i, c->id);
 		r = vq_chain_add(d, c, vq_le64(dsc.addr), vq_le32(dsc.len),
-				 flags & VIRTQ_DESC_F_WRITE, "indirect", i);
+				 flags & VQ_DESC_F_WRITE, "indirect", i);
 		if (r < 0)
 			return r;
-		if (!(flags & VIRTQ_DESC_F_NEXT))
+		if (!(flags & VQ_DESC_F_NEXT))
 			return 0;
 		i = vq_le16(dsc.next);
 		if (unlikely(i >= count))
@@ -211,7 +211,7 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 	vq_chain_begin(c, head);
 	i = head;
 	for (;;) {
-		struct virtq_desc dsc;
+		struct vq_desc dsc;
 		uint16_t flags, next;
 
 		if (unlikely(++ndesc > s->num))
@@ -220,12 +220,12 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 					    head, s->num);
 		memcpy(&dsc, &s->desc[i], sizeof(dsc));
 		flags = vq_le16(dsc.flags);
-		if (flags & VIRTQ_DESC_F_INDIRECT) {
+		if (flags & VQ_DESC_F_INDIRECT) {
 			if (unlikely(!s->indirect_ok))
 				return vq_dev_break(d, -EINVAL,
 						    "2.7.5.3.1: descriptor %u (head %u) is INDIRECT without VIRTIO_F_INDIRECT_DESC",
 						    i, head);
-			if (unlikely(flags & VIRTQ_DESC_F_NEXT))
+			if (unlikely(flags & VQ_DESC_F_NEXT))
 				return vq_dev_break(d, -EINVAL,
 						    "2.7.5.3.1: descriptor %u (head %u) has INDIRECT together with NEXT",
 						    i, head);
@@ -237,10 +237,10 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 			break;
 		}
 		r = vq_chain_add(d, c, vq_le64(dsc.addr), vq_le32(dsc.len),
-				 flags & VIRTQ_DESC_F_WRITE, "ring", i);
+				 flags & VQ_DESC_F_WRITE, "ring", i);
 		if (r < 0)
 			return r;
-		if (!(flags & VIRTQ_DESC_F_NEXT))
+		if (!(flags & VQ_DESC_F_NEXT))
 			break;
 		next = vq_le16(dsc.next);
 		if (unlikely(next >= s->num))
@@ -408,7 +408,7 @@ static void sd_published(struct split_dev *s, uint16_t old, unsigned n)
 
 static void sd_write_elem(struct split_dev *s, uint16_t pos, uint16_t id, uint32_t len)
 {
-	struct virtq_used_elem *e = &s->used->ring[pos & s->mask];
+	struct vq_used_elem *e = &s->used->ring[pos & s->mask];
 
 	e->id = vq_le32(id);
 	e->len = vq_le32(len);
@@ -475,7 +475,7 @@ static bool sd_should_signal(struct vq_dev *d)
 	 * suppression state (V3). */
 	vq_mb();
 	if (!s->event_idx) {
-		if (vq_le16(vq_load_acquire(&s->avail->flags)) & VIRTQ_AVAIL_F_NO_INTERRUPT)
+		if (vq_le16(vq_load_acquire(&s->avail->flags)) & VQ_AVAIL_F_NO_INTERRUPT)
 			return false;
 		s->unsignalled = 0;
 		return true;
@@ -485,7 +485,7 @@ static bool sd_should_signal(struct vq_dev *d)
 	valid = s->signalled_valid;
 	s->signalled_used = s->used_idx;
 	s->signalled_valid = true;
-	if (valid && !virtq_need_event(event, s->used_idx, old))
+	if (valid && !vq_need_event(event, s->used_idx, old))
 		return false;
 	s->unsignalled = 0;
 	return true;
@@ -503,7 +503,7 @@ static bool sd_signal_owed(struct vq_dev *d)
 	vq_mb();
 	event = vq_le16(vq_load_acquire(used_event_ptr(s)));
 	if (s->unsignalled <= UINT16_MAX &&
-	    !virtq_need_event(event, s->used_idx, (uint16_t)(s->used_idx - s->unsignalled)))
+	    !vq_need_event(event, s->used_idx, (uint16_t)(s->used_idx - s->unsignalled)))
 		return false;
 	s->signalled_used = s->used_idx;
 	s->signalled_valid = true;
@@ -527,7 +527,7 @@ static void sd_disable_notify(struct vq_dev *d)
 	/* With EVENT_IDX the driver ignores the flag; avail_event stays where
 	 * it is, so at most one more kick comes. */
 	if (!s->event_idx)
-		sd_set_used_flags(s, VIRTQ_USED_F_NO_NOTIFY);
+		sd_set_used_flags(s, VQ_USED_F_NO_NOTIFY);
 }
 
 static int sd_enable_notify(struct vq_dev *d)
@@ -620,8 +620,8 @@ int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 	s->base.cfg = vq_dev_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
-	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
-	s->indirect_ok = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC);
+	s->event_idx = vq_has(cfg->features, VQ_F_EVENT_IDX);
+	s->indirect_ok = vq_has(cfg->features, VQ_F_INDIRECT_DESC);
 	s->desc = cfg->ring.desc;
 	s->avail = cfg->ring.driver;
 	s->used = cfg->ring.device;
@@ -632,7 +632,7 @@ int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out)
 		sd_destroy(&s->base);
 		return -ENOMEM;
 	}
-	s->base.ops = vq_has(cfg->features, VIRTIO_F_IN_ORDER) ?
+	s->base.ops = vq_has(cfg->features, VQ_F_IN_ORDER) ?
 		      &split_dev_in_order_ops : &split_dev_ops;
 	sd_reset(&s->base);
 	*out = &s->base;

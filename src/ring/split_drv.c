@@ -8,7 +8,7 @@
  * index, the id and the length, and validate all three.
  *
  * Two ops tables: the general one (a free list of descriptors) and the
- * VIRTIO_F_IN_ORDER variant (descriptors taken in table order, buffers
+ * VQ_F_IN_ORDER variant (descriptors taken in table order, buffers
  * completed in add order, one used element possibly completing a batch).
  */
 #include <errno.h>
@@ -30,9 +30,9 @@ struct split_drv {
 	uint16_t num, mask;
 	bool event_idx, can_indirect;
 	bool prefetchw;                 /* the CPU has PREFETCHW */
-	struct virtq_desc *desc;
-	struct virtq_avail *avail;
-	struct virtq_used *used;
+	struct vq_desc *desc;
+	struct vq_avail *avail;
+	struct vq_used *used;
 
 	uint16_t avail_shadow;          /* next avail index to add at */
 	uint16_t kicked;                /* avail->idx as last published */
@@ -80,9 +80,9 @@ static void sq_reset(struct vq_drv *q)
 	struct split_drv *s = to_sq(q);
 	unsigned i;
 
-	memset(s->desc, 0, virtq_split_desc_size(s->num));
-	memset(s->avail, 0, virtq_split_avail_size(s->num));
-	memset(s->used, 0, virtq_split_used_size(s->num));
+	memset(s->desc, 0, vq_split_desc_size(s->num));
+	memset(s->avail, 0, vq_split_avail_size(s->num));
+	memset(s->used, 0, vq_split_used_size(s->num));
 	s->avail_shadow = s->kicked = 0;
 	s->avail_flags = 0;
 	s->last_used = s->used_shadow = 0;
@@ -101,7 +101,7 @@ static void sq_reset(struct vq_drv *q)
 /* Two stores, not four: the table line is usually one the device read
  * last, and until it is ours again every store behind it waits in the
  * store buffer. */
-static void sq_write_desc(struct virtq_desc *d, uint64_t addr, uint32_t len,
+static void sq_write_desc(struct vq_desc *d, uint64_t addr, uint32_t len,
 			  uint16_t flags, uint16_t next)
 {
 	struct { uint32_t len; uint16_t flags, next; } rest = {
@@ -114,9 +114,9 @@ static void sq_write_desc(struct virtq_desc *d, uint64_t addr, uint32_t len,
 
 static uint16_t seg_flags(unsigned i, unsigned nout, unsigned n)
 {
-	uint16_t f = i >= nout ? VIRTQ_DESC_F_WRITE : 0;
+	uint16_t f = i >= nout ? VQ_DESC_F_WRITE : 0;
 
-	return i + 1 < n ? f | VIRTQ_DESC_F_NEXT : f;
+	return i + 1 < n ? f | VQ_DESC_F_NEXT : f;
 }
 
 /* Fill the indirect table of pool slot head; point desc[at] at it. */
@@ -124,14 +124,14 @@ static void sq_write_indirect(struct split_drv *s, uint16_t at, uint16_t head,
 			      const struct vq_seg *seg, unsigned nout, unsigned n)
 {
 	uint64_t off = (uint64_t)head * s->base.cfg.indirect_max * 16;
-	struct virtq_desc *tbl = (struct virtq_desc *)((char *)s->base.cfg.indirect + off);
+	struct vq_desc *tbl = (struct vq_desc *)((char *)s->base.cfg.indirect + off);
 	unsigned i;
 
 	for (i = 0; i < n; i++)
 		sq_write_desc(&tbl[i], seg[i].addr, seg[i].len,
 			      seg_flags(i, nout, n), (uint16_t)(i + 1));
 	sq_write_desc(&s->desc[at], s->base.cfg.indirect_gpa + off, n * 16u,
-		      VIRTQ_DESC_F_INDIRECT, 0);
+		      VQ_DESC_F_INDIRECT, 0);
 }
 
 /* Use an indirect table when it saves ring slots and the pool allows it. */
@@ -251,7 +251,7 @@ static int sq_add_burst_common(struct split_drv *s, const struct vq_seg *seg,
 			       void *const *tokens, unsigned n, bool writable,
 			       bool in_order)
 {
-	uint16_t flags = writable ? VIRTQ_DESC_F_WRITE : 0;
+	uint16_t flags = writable ? VQ_DESC_F_WRITE : 0;
 	uint16_t pos = s->avail_shadow, head = in_order ? s->next_desc : s->free_head;
 	unsigned i;
 
@@ -312,9 +312,9 @@ static int sq_kick_prepare(struct vq_drv *q)
 	 * state (D2), or we could miss that it wants a kick. */
 	vq_mb();
 	if (s->event_idx)
-		return virtq_need_event(vq_le16(vq_load_acquire(avail_event_ptr(s))),
+		return vq_need_event(vq_le16(vq_load_acquire(avail_event_ptr(s))),
 					new_idx, old);
-	return !(vq_le16(vq_load_acquire(&s->used->flags)) & VIRTQ_USED_F_NO_NOTIFY);
+	return !(vq_le16(vq_load_acquire(&s->used->flags)) & VQ_USED_F_NO_NOTIFY);
 }
 
 /* Buffers the device can see and has not returned. */
@@ -365,7 +365,7 @@ static void sq_free_chain(struct split_drv *s, uint16_t id)
  * head and a length that fits its buffer. */
 static int sq_read_used(struct split_drv *s, uint16_t *idp, uint32_t *lenp)
 {
-	const struct virtq_used_elem *e = &s->used->ring[s->last_used & s->mask];
+	const struct vq_used_elem *e = &s->used->ring[s->last_used & s->mask];
 	uint32_t id = vq_le32(e->id), len = vq_le32(e->len);
 
 	if (unlikely(id >= s->num))
@@ -469,7 +469,7 @@ static void sq_disable_cb(struct vq_drv *q)
 {
 	/* With EVENT_IDX the device ignores the flag; used_event stays where
 	 * it was, so at most one more notification comes. */
-	sq_set_avail_flags(to_sq(q), VIRTQ_AVAIL_F_NO_INTERRUPT);
+	sq_set_avail_flags(to_sq(q), VQ_AVAIL_F_NO_INTERRUPT);
 }
 
 /* Ask for a notification once used->idx passes last_used + bufs, then
@@ -608,9 +608,9 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 	s->base.cfg = vq_drv_setup_of(cfg);
 	s->num = cfg->num;
 	s->mask = cfg->num - 1;
-	s->event_idx = vq_has(cfg->features, VIRTIO_F_EVENT_IDX);
+	s->event_idx = vq_has(cfg->features, VQ_F_EVENT_IDX);
 	s->prefetchw = vq_has_prefetchw();
-	s->can_indirect = vq_has(cfg->features, VIRTIO_F_INDIRECT_DESC) &&
+	s->can_indirect = vq_has(cfg->features, VQ_F_INDIRECT_DESC) &&
 			  cfg->indirect;
 	s->desc = cfg->ring.desc;
 	s->avail = cfg->ring.driver;
@@ -622,7 +622,7 @@ int vq_split_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out)
 		sq_destroy(&s->base);
 		return -ENOMEM;
 	}
-	s->base.ops = vq_has(cfg->features, VIRTIO_F_IN_ORDER) ?
+	s->base.ops = vq_has(cfg->features, VQ_F_IN_ORDER) ?
 		      &split_drv_in_order_ops : &split_drv_ops;
 	sq_reset(&s->base);
 	*out = &s->base;

@@ -51,7 +51,7 @@ int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
 	}
 }
 
-int vq_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
+int vq_rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
 {
 	return rt_busy_poll(p, window_ns, 0);
 }

@@ -65,7 +65,7 @@ int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 			.now_ns = drv_now, .ready = drv_ready,
 			.other = w->other ? drv_other : NULL, .arg = &dp,
 		};
-		int b = vq_busy_poll(&p, w->busy_poll_ns);
+		int b = vq_rt_busy_poll(&p, w->busy_poll_ns);
 
 		if (b == VQ_BP_HIT) {
 			c->bp_hits++;

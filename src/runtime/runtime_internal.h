@@ -107,7 +107,7 @@ VQ_INTERNAL int rt_take_events(struct vq_rt_loop *l, const struct epoll_event *e
 /* Every ready fd's turn; then free the removed ones.  Work done or -errno. */
 VQ_INTERNAL int rt_fds_round(struct vq_rt_loop *l);
 VQ_INTERNAL void rt_fds_free(struct vq_rt_loop *l);
-/* vq_busy_poll, offering the CPU at every probe once yield_after_ns of the
+/* vq_rt_busy_poll, offering the CPU at every probe once yield_after_ns of the
  * window passed with nothing (0: never; vq_rt_loop_config). */
 VQ_INTERNAL int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
 			     uint64_t yield_after_ns);

@@ -146,7 +146,7 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 				"VHOST_USER_SET_FEATURES: bits 0x%llx of 0x%llx were not offered (0x%llx)",
 				(unsigned long long)(f & ~b->offered),
 				(unsigned long long)f, (unsigned long long)b->offered);
-	if (!(f & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
+	if (!(f & VQ_BIT(VQ_F_VERSION_1)))
 		return vhu_berr(b, -EINVAL,
 				"VHOST_USER_SET_FEATURES: 0x%llx lacks VIRTIO_F_VERSION_1 (bit 32): no legacy devices",
 				(unsigned long long)f);
@@ -156,27 +156,27 @@ static int h_set_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
 					"vhost-user \"Ring states\": VHOST_USER_SET_FEATURES changes the ring features from 0x%llx to 0x%llx while queue %u runs",
 					(unsigned long long)vhu_ring_features(b->features),
 					(unsigned long long)vhu_ring_features(f), i);
-	if ((f ^ b->features) & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) {
+	if ((f ^ b->features) & VQ_BIT(VQ_F_ACCESS_PLATFORM)) {
 		int r;
 
 		for (unsigned i = 0; i < b->dev.nqueues; i++)
 			if (b->rings[i].vq)
 				return vhu_berr(b, -EBUSY,
 						"vhost-user \"IOMMU support\": VHOST_USER_SET_FEATURES turns VIRTIO_F_ACCESS_PLATFORM %s while queue %u runs",
-						f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM) ? "on" : "off", i);
-		if (!(f & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)))
+						f & VQ_BIT(VQ_F_ACCESS_PLATFORM) ? "on" : "off", i);
+		if (!(f & VQ_BIT(VQ_F_ACCESS_PLATFORM)))
 			vq_mem_iotlb_disable(b->mem);
 		else if ((r = vq_mem_iotlb_enable(b->mem, vhu_iotlb_miss, b)))
 			return vhu_berr(b, r, "vhost-user \"IOMMU support\": no memory for the IOTLB");
 	}
 	/* Migration starts or ends while the rings run: restart them with
 	 * the log or without it. */
-	if ((f ^ b->features) & VIRTQ_BIT(VQ_VHU_F_LOG_ALL))
+	if ((f ^ b->features) & VQ_BIT(VQ_VHU_F_LOG_ALL))
 		vhu_suspend_all(b);
 	b->features = f;
 	b->features_set = true;
 	/* spec, "Ring states": without protocol features rings are enabled */
-	if (!(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
+	if (!(f & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
 		for (unsigned i = 0; i < b->dev.nqueues; i++)
 			b->rings[i].enabled = true;
 	return vhu_start_all(b);
@@ -513,11 +513,11 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 {
 	static const struct vq_vhu_device_ops no_ops;
 	struct vq_vhu_backend *b;
-	uint64_t dev_mask = (VIRTQ_BIT(24) - 1) | ~(VIRTQ_BIT(50) - 1);
+	uint64_t dev_mask = (VQ_BIT(24) - 1) | ~(VQ_BIT(50) - 1);
 
 	*out = NULL;
 	if (!dev || dev->nqueues == 0 || dev->nqueues > VQ_VHU_MAX_QUEUES ||
-	    !(dev->features & VIRTQ_BIT(VIRTIO_F_VERSION_1)) ||
+	    !(dev->features & VQ_BIT(VQ_F_VERSION_1)) ||
 	    (dev->features & ~(dev_mask | VQ_RING_FEATURES)) ||
 	    device_reserved_set(dev))
 		return -EINVAL;
@@ -531,23 +531,23 @@ int vq_vhu_backend_new(const struct vq_vhu_device *dev,
 		b->dev.name = "vhost-user device";
 	/* The ring layer logs every write a device makes through a chain, so
 	 * every device can migrate. */
-	b->offered = dev->features | VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) |
-		     VIRTQ_BIT(VQ_VHU_F_LOG_ALL);
+	b->offered = dev->features | VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) |
+		     VQ_BIT(VQ_VHU_F_LOG_ALL);
 	/* The same goes for the IOTLB (every chain is translated by the ring
 	 * layer): a guest behind a vIOMMU can use any device. */
-	b->offered |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+	b->offered |= VQ_BIT(VQ_F_ACCESS_PLATFORM);
 	b->proto_offered = VQ_VHU_BACKEND_PROTOCOL_FEATURES;
 	if (!b->dev.ops->get_config)
-		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
+		b->proto_offered &= ~VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
 	if (!b->dev.ops->send_rarp)
-		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP);
+		b->proto_offered &= ~VQ_BIT(VQ_VHU_PROTOCOL_F_RARP);
 	if (!b->dev.ops->set_mtu)
-		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU);
+		b->proto_offered &= ~VQ_BIT(VQ_VHU_PROTOCOL_F_MTU);
 	if (!vhu_uffd_usable())
-		b->proto_offered &= ~VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT);
+		b->proto_offered &= ~VQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT);
 	b->listen_fd = b->conn_fd = -1;
 	b->recv_timeout_ms = 5000;
-	b->mem = vq_mem_new();
+	vq_mem_new(&b->mem);
 	b->rings = calloc(dev->nqueues, sizeof(*b->rings));
 	if (!b->mem || !b->rings) {
 		vq_mem_free(b->mem);

@@ -174,21 +174,21 @@ static inline void vhu_close_fd(int *fd)
 
 static inline bool vhu_has_proto(const struct vq_vhu_backend *b, unsigned bit)
 {
-	return b->protocol & VIRTQ_BIT(bit);
+	return b->protocol & VQ_BIT(bit);
 }
 
 /* The feature bits a ring is created with: ring bits and device bits;
  * vhost-user's own bit 30 is not a virtio feature. */
 static inline uint64_t vhu_ring_features(uint64_t f)
 {
-	uint64_t dev_bits = (VIRTQ_BIT(24) - 1) | ~(VIRTQ_BIT(50) - 1);
+	uint64_t dev_bits = (VQ_BIT(24) - 1) | ~(VQ_BIT(50) - 1);
 
 	return f & (VQ_RING_FEATURES | dev_bits);
 }
 
 static inline bool vhu_packed(const struct vq_vhu_backend *b)
 {
-	return b->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	return b->features & VQ_BIT(VQ_F_RING_PACKED);
 }
 
 /* Migration logging is on: LOG_ALL negotiated and a log to write.  QEMU
@@ -196,14 +196,14 @@ static inline bool vhu_packed(const struct vq_vhu_backend *b)
  * during a migration; rings log from the moment the log arrives. */
 static inline bool vhu_logging(const struct vq_vhu_backend *b)
 {
-	return (b->features & VIRTQ_BIT(VQ_VHU_F_LOG_ALL)) && b->log.bits;
+	return (b->features & VQ_BIT(VQ_VHU_F_LOG_ALL)) && b->log.bits;
 }
 
-/* VIRTIO_F_ACCESS_PLATFORM negotiated: QEMU sends it only with a vIOMMU
+/* VQ_F_ACCESS_PLATFORM negotiated: QEMU sends it only with a vIOMMU
  * in front of the device (vhost_dev_has_iommu), so addresses are IOVAs. */
 static inline bool vhu_iommu(const struct vq_vhu_backend *b)
 {
-	return b->features & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+	return b->features & VQ_BIT(VQ_F_ACCESS_PLATFORM);
 }
 
 /*

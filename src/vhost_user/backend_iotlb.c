@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The back-end's IOTLB and back-end channel (vhost-user "IOMMU support"):
- * with VIRTIO_F_ACCESS_PLATFORM every address is an IOVA, a miss is asked
+ * with VQ_F_ACCESS_PLATFORM every address is an IOVA, a miss is asked
  * of the front-end on the channel SET_BACKEND_REQ_FD gave, and IOTLB_MSG
  * updates and invalidates the table the rings translate through.
  */

@@ -182,7 +182,7 @@ int vhu_ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 	q->log_nring = 0;
 	if (!vhu_logging(b) || vhu_ring_areas(b, i, size, align))
 		return 0;
-	if (!vq_log_covers_mem(&b->log, b->mem))
+	if (!vq_dirty_log_covers_mem(&b->log, b->mem))
 		return vhu_berr(b, -EINVAL,
 				"vhost-user \"Migration\": the log of 0x%llx bytes does not cover guest memory",
 				(unsigned long long)b->log.size);
@@ -216,7 +216,7 @@ int vhu_ring_log_setup(struct vq_vhu_backend *b, unsigned i,
 		q->log_ring[n++].len = size[0];
 	}
 	if (q->log_used) {
-		if (!vq_log_covers(&b->log, q->log_gpa, size[2]))
+		if (!vq_dirty_log_covers(&b->log, q->log_gpa, size[2]))
 			return vhu_berr(b, -EINVAL,
 					"vhost-user \"Migration\": queue %u: the %s's log address 0x%llx + %llu bytes is past the log of 0x%llx bytes",
 					i, vhu_area_name(b, 2),

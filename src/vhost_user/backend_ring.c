@@ -130,7 +130,7 @@ void vhu_ring_suspend(struct vq_vhu_backend *b, unsigned i, bool resumes)
 	/* a fill the device did not flush still wrote the ring */
 	if (vhu_logging(b))
 		for (unsigned k = 0; k < q->log_nring; k++)
-			vq_log_mark(&b->log, q->log_ring[k].gpa, q->log_ring[k].len);
+			vq_dirty_log_mark(&b->log, q->log_ring[k].gpa, q->log_ring[k].len);
 	st = vq_dev_get_state(q->vq);
 	q->base = vhu_packed(b) ? (uint32_t)st.avail_idx | (uint32_t)st.used_idx << 16
 				: st.avail_idx;

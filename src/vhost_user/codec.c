@@ -461,10 +461,10 @@ static int check_fields(const struct vq_vhu_msg *m, unsigned nqueues,
 	}
 	switch (m->request) {
 	case VQ_VHU_SET_VRING_NUM:
-		if (m->u.state.num == 0 || m->u.state.num > VIRTQ_MAX_QUEUE_SIZE)
+		if (m->u.state.num == 0 || m->u.state.num > VQ_MAX_QUEUE_SIZE)
 			return fail(err, errlen, -EINVAL,
 				    "VHOST_USER_SET_VRING_NUM: queue size %u is not 1 to %u",
-				    m->u.state.num, VIRTQ_MAX_QUEUE_SIZE);
+				    m->u.state.num, VQ_MAX_QUEUE_SIZE);
 		break;
 	/* GET_VRING_BASE num is reserved ("must be set to 0"), but DPDK's
 	 * virtio-user sends the ring size there: it carries nothing, so it is

@@ -34,14 +34,14 @@
 #define ST_FEATURES_OK 8
 
 /* Protocol features the front-end knows how to use. */
-#define FRONTEND_PROTOCOL (VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MQ) |                 \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) |          \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |             \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |             \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |               \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                \
-			   VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD))
+#define FRONTEND_PROTOCOL (VQ_BIT(VQ_VHU_PROTOCOL_F_MQ) |                 \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK) |          \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG) |             \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_STATUS) |             \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |               \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |                \
+			   VQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD))
 
 int vhu_ferr(struct vq_vhu_frontend *f, int err, const char *fmt, ...)
 {
@@ -281,20 +281,20 @@ static int negotiate(struct vq_vhu_frontend *f)
 	if (r)
 		return r;
 	f->offered = offered;
-	if (!(offered & VIRTQ_BIT(VIRTIO_F_VERSION_1)))
+	if (!(offered & VQ_BIT(VQ_F_VERSION_1)))
 		return vhu_ferr(f, -ENOTSUP,
 				"VHOST_USER_GET_FEATURES: the back-end does not offer VIRTIO_F_VERSION_1 (0x%llx)",
 				(unsigned long long)offered);
-	if (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)) {
+	if (offered & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)) {
 		r = get_u64(f, VQ_VHU_GET_PROTOCOL_FEATURES, &pofs);
 		if (r)
 			return r;
 		pofs &= (FRONTEND_PROTOCOL |
-			 (f->cfg.iommu_page ? VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
+			 (f->cfg.iommu_page ? VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
 			~f->cfg.protocol_mask_out;
 		if (f->cfg.iommu_page &&
-		    (~pofs & (VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |
-			      VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK))))
+		    (~pofs & (VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |
+			      VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK))))
 			return vhu_ferr(f, -ENOTSUP,
 					"vhost-user \"IOMMU support\": the back-end does not offer REPLY_ACK and BACKEND_REQ (0x%llx)",
 					(unsigned long long)pofs);
@@ -316,24 +316,24 @@ static int negotiate(struct vq_vhu_frontend *f)
 					(unsigned long long)nq, f->cfg.nqueues);
 	}
 	/* logging is switched on later, as a migration does */
-	want = (f->cfg.features | VIRTQ_BIT(VIRTIO_F_VERSION_1)) &
-	       ~VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) & ~VIRTQ_BIT(VQ_VHU_F_LOG_ALL);
+	want = (f->cfg.features | VQ_BIT(VQ_F_VERSION_1)) &
+	       ~VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) & ~VQ_BIT(VQ_VHU_F_LOG_ALL);
 	if (f->cfg.iommu_page) {
-		if (!(offered & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)) || !f->protocol)
+		if (!(offered & VQ_BIT(VQ_F_ACCESS_PLATFORM)) || !f->protocol)
 			return vhu_ferr(f, -ENOTSUP,
 					"vhost-user \"IOMMU support\": the back-end does not offer VIRTIO_F_ACCESS_PLATFORM with protocol features (0x%llx)",
 					(unsigned long long)offered);
-		want |= VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+		want |= VQ_BIT(VQ_F_ACCESS_PLATFORM);
 	} else {
-		want &= ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+		want &= ~VQ_BIT(VQ_F_ACCESS_PLATFORM);
 	}
 	f->features = (want & offered) |
-		      (offered & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
+		      (offered & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
 	if (!vq_ring_num_valid(f->features, f->cfg.queue_size))
 		return vhu_ferr(f, -EINVAL, "%s: queue size %u is not %s",
-				f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ? "2.8" : "2.7",
+				f->features & VQ_BIT(VQ_F_RING_PACKED) ? "2.8" : "2.7",
 				f->cfg.queue_size,
-				f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ?
+				f->features & VQ_BIT(VQ_F_RING_PACKED) ?
 				"1 to 32768" : "a power of 2 up to 32768");
 	r = vhu_fe_call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 	if (r)
@@ -360,8 +360,8 @@ static uint64_t gpa_of(const struct vq_vhu_frontend *f, const void *p)
  * addresses we give are what the device sees; the ring does not care). */
 static uint64_t drv_features(uint64_t f)
 {
-	return f & ~VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) &
-	       ~VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM);
+	return f & ~VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) &
+	       ~VQ_BIT(VQ_F_ACCESS_PLATFORM);
 }
 
 /* Guest memory for a part of ring i, or NULL with the error set. */
@@ -383,7 +383,7 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	struct fqueue *q = &f->q[i];
 	uint64_t size, idxmax = f->cfg.indirect_max, ind_gpa = 0;
 	uint16_t num = f->cfg.queue_size;
-	bool pk = f->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	bool pk = f->features & VQ_BIT(VQ_F_RING_PACKED);
 	struct vq_drv_config dc = { 0 };
 	struct vq_vhu_msg m = { .request = VQ_VHU_SET_VRING_ADDR, .kind = VQ_VHU_P_ADDR };
 	void *ring, *ind = NULL;
@@ -403,7 +403,7 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	q->ring_gpa = gpa_of(f, ring);
 	if (idxmax) {
 		ind = ring_alloc(f, i, "indirect tables",
-				 sizeof(struct virtq_desc) * idxmax * num, &ind_gpa);
+				 sizeof(struct vq_desc) * idxmax * num, &ind_gpa);
 		if (!ind)
 			return -ENOMEM;
 	}
@@ -452,7 +452,7 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	r = vhu_fe_call(f, &m, NULL, 0, NULL);
 	if (!r)
 		r = call_vring_fd(f, VQ_VHU_SET_VRING_KICK, i, q->kick_fd);
-	if (!r && (f->features & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
+	if (!r && (f->features & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
 		r = call_state(f, VQ_VHU_SET_VRING_ENABLE, i, 1);
 	return r;
 }

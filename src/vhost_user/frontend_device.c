@@ -36,7 +36,7 @@ void vhu_fe_log_free(struct vq_vhu_frontend *f)
 
 int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 {
-	uint64_t pages = (GUEST_GPA + f->mem_size + VQ_LOG_PAGE - 1) / VQ_LOG_PAGE;
+	uint64_t pages = (GUEST_GPA + f->mem_size + VQ_DIRTY_LOG_PAGE - 1) / VQ_DIRTY_LOG_PAGE;
 	struct vq_vhu_msg m = { .request = VQ_VHU_SET_LOG_BASE, .kind = VQ_VHU_P_LOG };
 	int fd, r;
 	void *p;
@@ -50,7 +50,7 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 		vhu_fe_log_free(f);
 		return r;
 	}
-	if (!(f->offered & VIRTQ_BIT(VQ_VHU_F_LOG_ALL)) || !vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_LOG_SHMFD))
+	if (!(f->offered & VQ_BIT(VQ_VHU_F_LOG_ALL)) || !vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_LOG_SHMFD))
 		return vhu_ferr(f, -EOPNOTSUPP,
 				"vhost-user \"Migration\": the back-end does not offer VHOST_F_LOG_ALL with LOG_SHMFD (features 0x%llx, protocol features 0x%llx)",
 				(unsigned long long)f->offered, (unsigned long long)f->protocol);
@@ -77,7 +77,7 @@ int vq_vhu_frontend_set_logging(struct vq_vhu_frontend *f, bool on)
 	r = vhu_fe_call(f, &m, &fd, 1, NULL);
 	close(fd);
 	if (!r)
-		r = vhu_fe_call_u64(f, VQ_VHU_SET_FEATURES, f->features | VIRTQ_BIT(VQ_VHU_F_LOG_ALL));
+		r = vhu_fe_call_u64(f, VQ_VHU_SET_FEATURES, f->features | VQ_BIT(VQ_VHU_F_LOG_ALL));
 	if (!r)
 		r = resend_addrs(f, true);
 	if (r)

@@ -50,7 +50,7 @@ struct vq_vhu_frontend {
 
 static inline bool vhu_fe_proto(const struct vq_vhu_frontend *f, unsigned bit)
 {
-	return f->protocol & VIRTQ_BIT(bit);
+	return f->protocol & VQ_BIT(bit);
 }
 
 static inline uint64_t vhu_align_up(uint64_t v, uint64_t a)

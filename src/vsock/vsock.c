@@ -98,7 +98,7 @@ int vq_vsock_start(struct vq_vsock *v, struct vq_dev *rx, struct vq_dev *tx,
 	v->rx = rx;
 	v->tx = tx;
 	v->ev = ev;
-	v->seqpacket = vq_dev_features(rx) & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET);
+	v->seqpacket = vq_dev_features(rx) & VQ_BIT(VQ_VSOCK_F_SEQPACKET);
 	v->rx_n = 0;
 	v->rx_staged = 0;
 	return 0;

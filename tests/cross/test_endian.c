@@ -65,7 +65,7 @@ static void split_ring_is_little_endian(void)
 	struct ring_pair p;
 	const uint8_t *desc, *avail, *used;
 	const uint8_t idx1[2] = { 0x01, 0x00 };
-	const uint8_t write_flag[2] = { VIRTQ_DESC_F_WRITE, 0x00 };
+	const uint8_t write_flag[2] = { VQ_DESC_F_WRITE, 0x00 };
 	const uint8_t head0[4] = { 0, 0, 0, 0 };
 
 	round_trip(&p, false);
@@ -100,7 +100,7 @@ static void packed_ring_is_little_endian(void)
 	 * WRITE (bit 1) as the driver made it available */
 	const uint8_t used_flags[2] = { 0x80, 0x80 };
 	const uint8_t off1_wrap1[2] = { 0x01, 0x80 };
-	const uint8_t desc_flag[2] = { VIRTQ_EVENT_F_DESC, 0x00 };
+	const uint8_t desc_flag[2] = { VQ_EVENT_F_DESC, 0x00 };
 
 	round_trip(&p, true);
 	desc = p.ring.desc;

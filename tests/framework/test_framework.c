@@ -200,8 +200,8 @@ static void fx_init(struct fx *x, unsigned stall_ms)
 {
 	struct vq_fw_config fc = { .threads = 2, .stall_ms = stall_ms };
 	struct vq_fw_device dev = {
-		.name = "fw-echo", .features = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX),
+		.name = "fw-echo", .features = VQ_BIT(VQ_F_VERSION_1) |
+			VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_EVENT_IDX),
 		.nqueues = NQ, .ops = &echo_ops, .opaque = &x->ed,
 	};
 
@@ -234,8 +234,8 @@ static struct vq_vhu_frontend *fe_open(struct fx *x, bool packed, bool start)
 {
 	char err[256] = "";
 	struct vq_vhu_frontend_config c = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			    (packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0),
+		.features = VQ_BIT(VQ_F_VERSION_1) |
+			    (packed ? VQ_BIT(VQ_F_RING_PACKED) : 0),
 		.nqueues = NQ, .queue_size = QSIZE, .mem_size = 4u << 20,
 		.err = err, .errlen = sizeof(err),
 	};
@@ -496,7 +496,7 @@ static void broken_ring_said_once_others_go_on(void)
 	uint64_t seed = vq_test_seed(4);
 	struct vq_seg seg[2] = { { 1ull << 40, 64 }, { 1ull << 40, 64 } };
 
-	vq_set_log(log_count, &l, VQ_LOG_ERR);
+	vq_log_set(log_count, &l, VQ_LOG_ERR);
 	fx_init(&x, 0);
 	f = fe_open(&x, false, true);
 	d = vq_vhu_frontend_queue(f, 0);
@@ -520,7 +520,7 @@ static void broken_ring_said_once_others_go_on(void)
 	pthread_mutex_unlock(&l.lock);
 	fe_close(f);
 	fx_fini(&x);
-	vq_set_log(NULL, NULL, VQ_LOG_ERR);
+	vq_log_set(NULL, NULL, VQ_LOG_ERR);
 }
 
 /*

@@ -292,7 +292,7 @@ static struct vq_vhu_frontend *fe_connect(struct daemon *d, unsigned nq,
 {
 	char err[256] = "";
 	struct vq_vhu_frontend_config fc = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1),
+		.features = VQ_BIT(VQ_F_VERSION_1),
 		.nqueues = nq,
 		.queue_size = qsize,
 		.mem_size = 4u << 20,

@@ -24,7 +24,7 @@
 #include "hostile.h"
 #include "vhost_user/vhu_internal.h"
 
-#define P(x) VIRTQ_BIT(VQ_VHU_PROTOCOL_F_##x)
+#define P(x) VQ_BIT(VQ_VHU_PROTOCOL_F_##x)
 
 /* Guest memory (guest-physical 0, at our own address as the front-end's
  * user address): three rings of NUM entries, then the buffers. */
@@ -37,7 +37,7 @@
 #define VS_TX	    0x90000u
 #define VS_EV	    0xa0000u
 
-static const uint64_t RING_F = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+static const uint64_t RING_F = VQ_BIT(VQ_F_VERSION_1);
 
 static uint64_t now_ms(void)
 {
@@ -260,8 +260,8 @@ void hfe_open(struct hfe *h, uint64_t proto_want, uint64_t extra)
 	h->proto_offered = get_u64(h, VQ_VHU_GET_PROTOCOL_FEATURES);
 	hfe_u64(h, VQ_VHU_SET_PROTOCOL_FEATURES, proto_want & h->proto_offered);
 	h->protocol = proto_want & h->proto_offered;
-	h->features = (VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-		       VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) | extra) &
+	h->features = (VQ_BIT(VQ_F_VERSION_1) |
+		       VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) | extra) &
 		      h->offered;
 	hfe_u64(h, VQ_VHU_SET_FEATURES, h->features);
 }
@@ -387,7 +387,7 @@ void hfe_logging_on(struct hfe *h, int *logfd)
 	}
 	m.u.log.size = 4096;
 	hfe_req(h, &m, &fd, 1, &rep);
-	h->features |= VIRTQ_BIT(VQ_VHU_F_LOG_ALL);
+	h->features |= VQ_BIT(VQ_VHU_F_LOG_ALL);
 	hfe_u64(h, VQ_VHU_SET_FEATURES, h->features);
 	for (unsigned i = 0; i < h->nq; i++)
 		vring_addr(h, i, true);

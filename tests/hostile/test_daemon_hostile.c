@@ -33,7 +33,7 @@
 
 #include "hostile.h"
 
-#define P(x) VIRTQ_BIT(VQ_VHU_PROTOCOL_F_##x)
+#define P(x) VQ_BIT(VQ_VHU_PROTOCOL_F_##x)
 /* Rings at I/O virtual addresses no IOTLB entry will ever map. */
 #define IOVA_NOWHERE 0x10000000000ull
 /* A case, its checks and a restart, at most. */
@@ -255,9 +255,9 @@ static const char *backend_channel_full(struct hfe *h)
 	int sv[2];
 
 	hfe_open(h, P(REPLY_ACK) | P(BACKEND_REQ),
-		 VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM));
+		 VQ_BIT(VQ_F_ACCESS_PLATFORM));
 	if (hfe_ok(h) && (!(h->protocol & P(BACKEND_REQ)) ||
-			  !(h->features & VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM))))
+			  !(h->features & VQ_BIT(VQ_F_ACCESS_PLATFORM))))
 		return "the daemon does not offer BACKEND_REQ with ACCESS_PLATFORM";
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return "socketpair failed";

@@ -56,10 +56,10 @@ static inline uint64_t pair_alloc(struct ring_pair *p, uint64_t len)
 static inline uint64_t pair_features(bool packed, bool in_order, bool event_idx,
 				     bool indirect)
 {
-	return (packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-	       (in_order ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
-	       (event_idx ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
-	       (indirect ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0);
+	return (packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+	       (in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0) |
+	       (event_idx ? VQ_BIT(VQ_F_EVENT_IDX) : 0) |
+	       (indirect ? VQ_BIT(VQ_F_INDIRECT_DESC) : 0);
 }
 
 /* Set up memory and the ring; with_drv/with_dev create either side. */
@@ -70,15 +70,14 @@ static inline void pair_init(struct ring_pair *p, uint64_t features,
 	struct vq_mem_region r;
 
 	memset(p, 0, sizeof(*p));
-	p->features = features | VIRTQ_BIT(VIRTIO_F_VERSION_1);
+	p->features = features | VQ_BIT(VQ_F_VERSION_1);
 	p->num = num;
 	/* Anonymous pages are zero and only the touched ones cost anything:
 	 * a memset of the whole block made every pair_init slow. */
 	p->guest = mmap(NULL, GUEST_SIZE, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(p->guest != MAP_FAILED);
-	p->mem = vq_mem_new();
-	CHECK(p->mem);
+	CHECK_EQ(vq_mem_new(&p->mem), 0);
 	r = (struct vq_mem_region){ .gpa = GUEST_BASE, .size = GUEST_SIZE,
 				    .uaddr = (uintptr_t)p->guest, .hva = p->guest };
 	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
@@ -104,7 +103,7 @@ static inline void pair_init(struct ring_pair *p, uint64_t features,
 		CHECK_EQ(vq_drv_new(&dc, &p->drv), 0);
 	}
 	if (with_dev) {
-		int packed = !!(p->features & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+		int packed = !!(p->features & VQ_BIT(VQ_F_RING_PACKED));
 		struct vq_dev_config vc = {
 			.features = p->features, .num = num, .ring = p->ring,
 			.mem = p->mem,

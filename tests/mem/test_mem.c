@@ -10,11 +10,11 @@ static _Alignas(4096) uint8_t a[4096], b[4096];
 
 static struct vq_mem *two_adjacent_regions(void)
 {
-	struct vq_mem *m = vq_mem_new();
+	struct vq_mem *m;
 	struct vq_mem_region ra = { .gpa = 0x10000, .size = sizeof(a), .uaddr = 0x7000000, .hva = a };
 	struct vq_mem_region rb = { .gpa = 0x11000, .size = sizeof(b), .uaddr = 0x9000000, .hva = b };
 
-	CHECK(m);
+	CHECK_EQ(vq_mem_new(&m), 0);
 	CHECK_EQ(vq_mem_add(m, &rb), 0);
 	CHECK_EQ(vq_mem_add(m, &ra), 0);
 	return m;
@@ -155,10 +155,10 @@ static void on_miss(void *arg, uint64_t iova, unsigned access)
 /* One region of 4 pages at front-end address 0x7000000; an IOTLB on it. */
 static struct vq_mem *iotlb_map(struct misses *ms)
 {
-	struct vq_mem *m = vq_mem_new();
+	struct vq_mem *m;
 	struct vq_mem_region r = { .gpa = 0x40000, .size = sizeof(big), .uaddr = 0x7000000, .hva = big };
 
-	CHECK(m);
+	CHECK_EQ(vq_mem_new(&m), 0);
 	CHECK_EQ(vq_mem_add(m, &r), 0);
 	CHECK_EQ(vq_mem_iotlb_enable(m, on_miss, ms), 0);
 	CHECK(vq_mem_iotlb_enabled(m));
@@ -274,7 +274,7 @@ static void iotlb_update_checked(void)
 	CHECK_EQ(vq_mem_iotlb_count(m), 1);
 	vq_mem_free(m);
 
-	m = vq_mem_new();
+	CHECK_EQ(vq_mem_new(&m), 0);
 	CHECK_EQ(update(m, 0x1000, 0x1000, 0x7000000, VQ_ACCESS_RW), -ENXIO);
 	CHECK_EQ(vq_mem_iotlb_invalidate(m, 0, 0), 0);
 	vq_mem_free(m);

@@ -15,9 +15,9 @@ static const struct {
 	uint64_t f;
 } layouts[] = {
 	{ "split", 0 },
-	{ "split-inorder", VIRTQ_BIT(VIRTIO_F_IN_ORDER) },
-	{ "packed", VIRTQ_BIT(VIRTIO_F_RING_PACKED) },
-	{ "packed-inorder", VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_IN_ORDER) },
+	{ "split-inorder", VQ_BIT(VQ_F_IN_ORDER) },
+	{ "packed", VQ_BIT(VQ_F_RING_PACKED) },
+	{ "packed-inorder", VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_IN_ORDER) },
 };
 
 #define RUN_LAYOUTS(fn) do {                                                \
@@ -28,8 +28,8 @@ static const struct {
 } while (0)
 #define VQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-#define IDX_F (VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX))
-#define MRG   VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF)
+#define IDX_F (VQ_BIT(VQ_F_INDIRECT_DESC) | VQ_BIT(VQ_F_EVENT_IDX))
+#define MRG   VQ_BIT(VQ_NET_F_MRG_RXBUF)
 
 struct np {
 	struct ring_pair p;
@@ -279,7 +279,7 @@ static void tx_hostile_empty_chain_breaks(uint64_t lf)
 	np_fini(&n);
 }
 
-/* Headers asking for what was not negotiated (VIRTIO_NET_F_CSUM is, so
+/* Headers asking for what was not negotiated (VQ_NET_F_CSUM is, so
  * headers are read), runts, oversize frames and sink refusals: dropped,
  * counted by reason, chains still returned. */
 static void tx_drops_counted_by_reason(uint64_t lf)
@@ -287,11 +287,11 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	static struct sink s;
 	struct np n;
 	uint8_t gso[12] = { 0, 1 };             /* GSO_TCPV4, not offered */
-	uint8_t csum[12] = { VIRTIO_NET_HDR_F_NEEDS_CSUM, 0, 0, 0, 0, 0, 14, 0, 16 };
-	uint8_t valid[12] = { VIRTIO_NET_HDR_F_DATA_VALID };  /* RX-only flag */
+	uint8_t csum[12] = { VQ_NET_HDR_F_NEEDS_CSUM, 0, 0, 0, 0, 0, 14, 0, 16 };
+	uint8_t valid[12] = { VQ_NET_HDR_F_DATA_VALID };  /* RX-only flag */
 	const struct vq_net_stats *st;
 
-	np_init(&n, lf | VIRTQ_BIT(VIRTIO_NET_F_CSUM), 64, VQ_NET_TX, 0, 1000);
+	np_init(&n, lf | VQ_BIT(VQ_NET_F_CSUM), 64, VQ_NET_TX, 0, 1000);
 	memset(&s, 0, sizeof(s));
 	tx_add(&n, 0, 60, 0, gso, 12);
 	tx_add(&n, 1, 60, 1, csum, 12);         /* negotiated: passed on */
@@ -304,7 +304,7 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 7);
 	CHECK_EQ(s.calls, 3);
 	CHECK_EQ(s.len[0], 60);
-	CHECK_EQ(s.hdr[0].flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+	CHECK_EQ(s.hdr[0].flags, VQ_NET_HDR_F_NEEDS_CSUM);
 	CHECK_EQ(s.hdr[0].csum_start, 14);
 	CHECK_EQ(s.hdr[0].csum_offset, 16);
 	CHECK_EQ(s.len[1], 1000);
@@ -348,8 +348,8 @@ static void hdr_wire(uint8_t b[12], uint8_t flags, uint8_t gso_type, uint16_t gs
 	vq_net_hdr_encode(b, 12, &h);
 }
 
-#define HOST_TSO (VIRTQ_BIT(VIRTIO_NET_F_CSUM) | VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO4) | \
-		  VIRTQ_BIT(VIRTIO_NET_F_HOST_TSO6))
+#define HOST_TSO (VQ_BIT(VQ_NET_F_CSUM) | VQ_BIT(VQ_NET_F_HOST_TSO4) | \
+		  VQ_BIT(VQ_NET_F_HOST_TSO6))
 
 /*
  * 5.1.6.2.1 with the offloads negotiated: a segmentation type the guest may
@@ -367,19 +367,19 @@ static void tx_5_1_6_2_segmentation_offload_rules(uint64_t lf)
 		uint32_t len;
 		bool passed[2];         /* without, with HOST_ECN */
 	} c[] = {
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { true, true } },
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, 1428, 54, 16, 1514, { true, true } },
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_ECN, 1448, 34, 16, 1514, { false, true } },
-		{ 1, VIRTIO_NET_HDR_GSO_UDP, 1472, 34, 6, 1514, { false, false } },  /* no HOST_UFO */
-		{ 0, VIRTIO_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { false, false } }, /* no NEEDS_CSUM */
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 0, 34, 16, 1514, { false, false } },    /* no MSS */
+		{ 1, VQ_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { true, true } },
+		{ 1, VQ_NET_HDR_GSO_TCPV6, 1428, 54, 16, 1514, { true, true } },
+		{ 1, VQ_NET_HDR_GSO_TCPV4 | VQ_NET_HDR_GSO_ECN, 1448, 34, 16, 1514, { false, true } },
+		{ 1, VQ_NET_HDR_GSO_UDP, 1472, 34, 6, 1514, { false, false } },  /* no HOST_UFO */
+		{ 0, VQ_NET_HDR_GSO_TCPV4, 1448, 34, 16, 1514, { false, false } }, /* no NEEDS_CSUM */
+		{ 1, VQ_NET_HDR_GSO_TCPV4, 0, 34, 16, 1514, { false, false } },    /* no MSS */
 		/* an MSS below TCP's least would have the host cut one
 		 * frame into thousands */
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 1, 34, 16, 1514, { false, false } },
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE - 1, 54, 16, 1514, { false, false } },
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE, 54, 16, 1514, { true, true } },
+		{ 1, VQ_NET_HDR_GSO_TCPV4, 1, 34, 16, 1514, { false, false } },
+		{ 1, VQ_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE - 1, 54, 16, 1514, { false, false } },
+		{ 1, VQ_NET_HDR_GSO_TCPV6, VQ_NET_MIN_GSO_SIZE, 54, 16, 1514, { true, true } },
 		{ 1, 0x7f, 1448, 34, 16, 1514, { false, false } },                     /* unknown type */
-		{ 0, VIRTIO_NET_HDR_GSO_ECN, 0, 0, 0, 60, { false, false } },          /* ECN alone */
+		{ 0, VQ_NET_HDR_GSO_ECN, 0, 0, 0, 60, { false, false } },          /* ECN alone */
 		{ 1, 0, 0, 44, 16, 62, { true, true } },        /* checksum ends at the last byte */
 		{ 1, 0, 0, 44, 16, 61, { false, false } },      /* one past it */
 		{ 1, 0, 0, 0xffff, 0xffff, 1514, { false, false } },
@@ -391,7 +391,7 @@ static void tx_5_1_6_2_segmentation_offload_rules(uint64_t lf)
 		struct np n;
 		unsigned want = 0, bad = 0, gso = 0;
 
-		np_init(&n, lf | HOST_TSO | (ecn ? VIRTQ_BIT(VIRTIO_NET_F_HOST_ECN) : 0),
+		np_init(&n, lf | HOST_TSO | (ecn ? VQ_BIT(VQ_NET_F_HOST_ECN) : 0),
 			64, VQ_NET_TX, 0, 0);
 		memset(&s, 0, sizeof(s));
 		for (unsigned i = 0; i < n_cases; i++) {
@@ -566,7 +566,7 @@ out:
 	np_fini(&e.n);
 }
 
-/* 5.1.6.2: without VIRTIO_NET_F_CSUM or GSO the driver may not ask for an
+/* 5.1.6.2: without VQ_NET_F_CSUM or GSO the driver may not ask for an
  * offload, and the header is not read: whatever bytes it holds, the frame
  * goes on with a clear header. */
 static void tx_5_1_6_2_header_ignored_without_offloads(uint64_t lf)
@@ -839,8 +839,8 @@ static void rx_5_1_6_4_mrg_splits_and_sets_num_buffers(uint64_t lf)
 	np_fini(&n);
 }
 
-#define GUEST_TSO (VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM) | VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4) | \
-		   VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
+#define GUEST_TSO (VQ_BIT(VQ_NET_F_GUEST_CSUM) | VQ_BIT(VQ_NET_F_GUEST_TSO4) | \
+		   VQ_BIT(VQ_NET_F_GUEST_TSO6))
 
 /*
  * 5.1.6.4.2: the header given to the guest carries only what it negotiated.
@@ -853,11 +853,11 @@ static void rx_5_1_6_4_offload_header_as_negotiated(uint64_t lf)
 {
 	static struct rxbuf b[64];
 	static uint8_t got[VQ_NET_MAX_FRAME + 12];
-	const struct vq_net_hdr csum = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM |
-						  VIRTIO_NET_HDR_F_DATA_VALID,
+	const struct vq_net_hdr csum = { .flags = VQ_NET_HDR_F_NEEDS_CSUM |
+						  VQ_NET_HDR_F_DATA_VALID,
 					 .csum_start = 34, .csum_offset = 16 };
-	const struct vq_net_hdr tso = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
-					.gso_type = VIRTIO_NET_HDR_GSO_TCPV4, .hdr_len = 54,
+	const struct vq_net_hdr tso = { .flags = VQ_NET_HDR_F_NEEDS_CSUM,
+					.gso_type = VQ_NET_HDR_GSO_TCPV4, .hdr_len = 54,
 					.gso_size = 1448, .csum_start = 34, .csum_offset = 16,
 					.num_buffers = 77 };
 	struct np n;
@@ -904,8 +904,8 @@ static void rx_5_1_6_4_offload_header_as_negotiated(uint64_t lf)
 			struct vq_net_hdr h;
 
 			vq_net_hdr_decode(got, 12, &h);
-			CHECK_EQ(h.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
-			CHECK_EQ(h.gso_type, VIRTIO_NET_HDR_GSO_TCPV4);
+			CHECK_EQ(h.flags, VQ_NET_HDR_F_NEEDS_CSUM);
+			CHECK_EQ(h.gso_type, VQ_NET_HDR_GSO_TCPV4);
 			CHECK_EQ(h.hdr_len, 54);
 			CHECK_EQ(h.gso_size, 1448);
 			CHECK_EQ(h.csum_start, 34);
@@ -920,7 +920,7 @@ static void rx_5_1_6_4_offload_header_as_negotiated(uint64_t lf)
 		{
 			struct vq_net_hdr e = tso;
 
-			e.gso_type |= VIRTIO_NET_HDR_GSO_ECN;
+			e.gso_type |= VQ_NET_HDR_GSO_ECN;
 			CHECK_EQ(deliver_hdr(&n, 4, 1514, &e, burst), (int)burst);
 			CHECK_EQ(vq_net_queue_stats(n.q)->drops[VQ_NET_DROP_BAD_HDR], 1);
 		}
@@ -1275,14 +1275,14 @@ static void rx_no_stale_frame_after_overflow_mrg(uint64_t lf)
 
 static void rx_no_stale_frame_odd_packed_size(uint64_t lf)
 {
-	if (lf & VIRTQ_BIT(VIRTIO_F_RING_PACKED))
+	if (lf & VQ_BIT(VQ_F_RING_PACKED))
 		rx_no_stale_frame_after_overflow(lf, 0, 37);
 }
 
 static void net_5_1_6_header_size(void)
 {
-	CHECK_EQ(vq_net_hdr_len(VIRTQ_BIT(VIRTIO_F_VERSION_1)), 12);
-	CHECK_EQ(vq_net_hdr_len(VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF)), 12);
+	CHECK_EQ(vq_net_hdr_len(VQ_BIT(VQ_F_VERSION_1)), 12);
+	CHECK_EQ(vq_net_hdr_len(VQ_BIT(VQ_NET_F_MRG_RXBUF)), 12);
 	CHECK_EQ(vq_net_hdr_len(0), 10);
 	CHECK(!vq_net_is_tx_queue(0));
 	CHECK(vq_net_is_tx_queue(1));

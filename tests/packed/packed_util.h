@@ -11,25 +11,25 @@
 
 #include "ring_pair.h"
 
-#define PACKED   (VIRTQ_BIT(VIRTIO_F_RING_PACKED))
-#define EVIDX    (VIRTQ_BIT(VIRTIO_F_EVENT_IDX))
-#define INDIRECT (VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC))
-#define INORDER  (VIRTQ_BIT(VIRTIO_F_IN_ORDER))
+#define PACKED   (VQ_BIT(VQ_F_RING_PACKED))
+#define EVIDX    (VQ_BIT(VQ_F_EVENT_IDX))
+#define INDIRECT (VQ_BIT(VQ_F_INDIRECT_DESC))
+#define INORDER  (VQ_BIT(VQ_F_IN_ORDER))
 
-#define F_AVAIL VIRTQ_DESC_F_AVAIL
-#define F_USED  VIRTQ_DESC_F_USED
+#define F_AVAIL VQ_DESC_F_AVAIL
+#define F_USED  VQ_DESC_F_USED
 
-static inline struct virtq_packed_desc *ring_desc(struct ring_pair *p)
+static inline struct vq_packed_desc *ring_desc(struct ring_pair *p)
 {
 	return p->ring.desc;
 }
 
-static inline struct virtq_event_suppress *drv_event(struct ring_pair *p)
+static inline struct vq_event_suppress *drv_event(struct ring_pair *p)
 {
 	return p->ring.driver;
 }
 
-static inline struct virtq_event_suppress *dev_event(struct ring_pair *p)
+static inline struct vq_event_suppress *dev_event(struct ring_pair *p)
 {
 	return p->ring.device;
 }

@@ -12,7 +12,7 @@
 static void forge(struct ring_pair *p, unsigned slot, uint64_t addr,
 		  uint32_t len, uint16_t id, uint16_t flags)
 {
-	struct virtq_packed_desc *d = &ring_desc(p)[slot];
+	struct vq_packed_desc *d = &ring_desc(p)[slot];
 
 	d->addr = vq_le64(addr);
 	d->len = vq_le32(len);
@@ -22,9 +22,9 @@ static void forge(struct ring_pair *p, unsigned slot, uint64_t addr,
 
 /* Forge slot 0 last so the chain appears at once, as a driver would. */
 #define AV  F_AVAIL                     /* available, wrap 1 */
-#define NX  VIRTQ_DESC_F_NEXT
-#define WR  VIRTQ_DESC_F_WRITE
-#define IND VIRTQ_DESC_F_INDIRECT
+#define NX  VQ_DESC_F_NEXT
+#define WR  VQ_DESC_F_WRITE
+#define IND VQ_DESC_F_INDIRECT
 
 /* The queue is broken with err: pop fails fast, nothing else moves; after a
  * reset and a repaired slot 0 it works again. */
@@ -192,16 +192,16 @@ static void hostile_indirect_with_next(void)
 static void hostile_nested_indirect(void)
 {
 	struct ring_pair p;
-	struct virtq_packed_desc *tb;
+	struct vq_packed_desc *tb;
 	uint64_t t, buf;
 
 	pair_init(&p, PACKED | INDIRECT, 8, 0, 1);
 	t = pair_alloc(&p, 64);
 	buf = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
-	tb[1] = (struct virtq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(32),
-					    .flags = vq_le16(VIRTQ_DESC_F_INDIRECT) };
+	tb[0] = (struct vq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
+	tb[1] = (struct vq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(32),
+					    .flags = vq_le16(VQ_DESC_F_INDIRECT) };
 	forge(&p, 0, t, 32, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -226,13 +226,13 @@ static void hostile_indirect_bad_length(void)
 static void hostile_indirect_without_feature(void)
 {
 	struct ring_pair p;
-	struct virtq_packed_desc *tb;
+	struct vq_packed_desc *tb;
 	uint64_t t;
 
 	pair_init(&p, PACKED, 8, 0, 1);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(8) };
+	tb[0] = (struct vq_packed_desc){ .addr = vq_le64(t), .len = vq_le32(8) };
 	forge(&p, 0, t, 16, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -242,7 +242,7 @@ static void hostile_indirect_without_feature(void)
 static void hostile_indirect_outside_memory(void)
 {
 	struct ring_pair p;
-	struct virtq_packed_desc *tb;
+	struct vq_packed_desc *tb;
 	uint64_t t;
 
 	pair_init(&p, PACKED | INDIRECT, 8, 0, 1);
@@ -253,7 +253,7 @@ static void hostile_indirect_outside_memory(void)
 	pair_init(&p, PACKED | INDIRECT, 8, 0, 1);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(GUEST_BASE + GUEST_SIZE - 4),
+	tb[0] = (struct vq_packed_desc){ .addr = vq_le64(GUEST_BASE + GUEST_SIZE - 4),
 					    .len = vq_le32(8) };
 	forge(&p, 0, t, 16, 0, AV | IND);
 	expect_broken(&p, -EFAULT);
@@ -290,7 +290,7 @@ static void hostile_address_length_overflow(void)
 static void hostile_readable_after_writable(void)
 {
 	struct ring_pair p;
-	struct virtq_packed_desc *tb;
+	struct vq_packed_desc *tb;
 	uint64_t buf, t;
 
 	pair_init(&p, PACKED, 8, 0, 1);
@@ -304,9 +304,9 @@ static void hostile_readable_after_writable(void)
 	buf = pair_alloc(&p, 64);
 	t = pair_alloc(&p, 64);
 	tb = pair_hva(&p, t);
-	tb[0] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8),
-					    .flags = vq_le16(VIRTQ_DESC_F_WRITE) };
-	tb[1] = (struct virtq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
+	tb[0] = (struct vq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8),
+					    .flags = vq_le16(VQ_DESC_F_WRITE) };
+	tb[1] = (struct vq_packed_desc){ .addr = vq_le64(buf), .len = vq_le32(8) };
 	forge(&p, 0, t, 32, 0, AV | IND);
 	expect_broken(&p, -EINVAL);
 	pair_fini(&p);
@@ -337,7 +337,7 @@ static void hostile_chain_needs_more_iovecs(void)
 static void forge_used(struct ring_pair *p, unsigned slot, uint16_t id,
 		       uint32_t len, bool wrap)
 {
-	struct virtq_packed_desc *d = &ring_desc(p)[slot];
+	struct vq_packed_desc *d = &ring_desc(p)[slot];
 
 	d->id = vq_le16(id);
 	d->len = vq_le32(len);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * VIRTIO_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.8 "In-order use of
+ * VQ_F_IN_ORDER on the packed ring (virtio 1.2 §2.8.8 "In-order use of
  * descriptors"): one used descriptor per batch, at the batch's first slot,
  * carrying the id of its last buffer; the buffers before it are used
  * completely and the used position skips every slot of the batch.
@@ -47,16 +47,16 @@ static void packed_2_8_22_one_used_desc_per_batch(void)
 	CHECK(!vq_drv_has_used(p.drv));
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
 	/* Batch 1 = buffers 0..2 at slot 0 with buffer 2's id and length. */
-	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | F_USED | VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le16(ring_desc(&p)[0].id), pc[2].c.id);
 	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 10);
 	/* Slots 1..3 untouched. */
-	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VIRTQ_DESC_F_NEXT);
-	CHECK_EQ(slot_flags(&p, 2), F_AVAIL | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(slot_flags(&p, 3), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VQ_DESC_F_NEXT);
+	CHECK_EQ(slot_flags(&p, 2), F_AVAIL | VQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 3), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le32(ring_desc(&p)[3].len), 30);
 	/* Batch 2 = buffer 3 at its own slot 4. */
-	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le16(ring_desc(&p)[4].id), pc[3].c.id);
 	CHECK_EQ(vq_le32(ring_desc(&p)[4].len), 40);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8005);
@@ -72,7 +72,7 @@ static void packed_2_8_22_one_used_desc_per_batch(void)
 	CHECK_EQ(vq_drv_free_slots(p.drv), 16);
 	/* The driver is at slot 5 now, like the device. */
 	add_in(&p, g[0].gpa, 8, &t[0]);
-	CHECK_EQ(slot_flags(&p, 5), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 5), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK_EQ(pop1(&p, &pc[0]), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 8), 1);
 	CHECK_EQ(vq_le16(ring_desc(&p)[5].id), pc[0].c.id);
@@ -152,7 +152,7 @@ static void packed_2_8_22_batch_across_wrap(void)
 		CHECK_EQ(vq_dev_fill(p.dev, &c[i], 8), 0);
 	CHECK_EQ(vq_dev_flush(p.dev), 4);
 	CHECK(vq_dev_should_signal(p.dev));
-	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 4), F_AVAIL | F_USED | VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le16(ring_desc(&p)[4].id), c[3].id);
 	/* Slots 5 (phase 1) and 0, 1 (phase 0) still say "available". */
 	CHECK_EQ(slot_flags(&p, 5) & (F_AVAIL | F_USED), F_AVAIL);

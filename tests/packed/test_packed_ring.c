@@ -28,8 +28,8 @@ static void round_trip(uint16_t num)
 	CHECK_EQ(vq_drv_free_slots(p.drv), num - 2);
 	CHECK_EQ(vq_drv_outstanding(p.drv), 1);
 	/* Wrap counter 1: AVAIL set, USED clear; NEXT on the head. */
-	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VIRTQ_DESC_F_NEXT);
-	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VQ_DESC_F_NEXT);
+	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr), out.gpa);
 	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 128);
 	CHECK(vq_dev_has_avail(p.dev));
@@ -98,9 +98,9 @@ static void packed_2_8_6_chain_skips_slots(void)
 	add_in(&p, g[5].gpa, g[5].len, &tb);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 10);
 	for (int i = 0; i < 4; i++)
-		CHECK(slot_flags(&p, i) & VIRTQ_DESC_F_NEXT);
-	CHECK(!(slot_flags(&p, 4) & VIRTQ_DESC_F_NEXT));
-	CHECK_EQ(slot_flags(&p, 2), F_AVAIL | VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE);
+		CHECK(slot_flags(&p, i) & VQ_DESC_F_NEXT);
+	CHECK(!(slot_flags(&p, 4) & VQ_DESC_F_NEXT));
+	CHECK_EQ(slot_flags(&p, 2), F_AVAIL | VQ_DESC_F_NEXT | VQ_DESC_F_WRITE);
 
 	CHECK_EQ(pop1(&p, &a), 1);
 	CHECK_EQ(a.c.ndesc, 5);
@@ -132,7 +132,7 @@ static void packed_2_8_6_chain_skips_slots(void)
 	CHECK_EQ(vq_drv_free_slots(p.drv), 16);
 	/* The next buffer goes after both chains: slot 6. */
 	add_in(&p, g[5].gpa, 1, &ta);
-	CHECK_EQ(slot_flags(&p, 6), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 6), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK_EQ(pop1(&p, &a), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &a.c, 1), 1);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -227,11 +227,11 @@ static void packed_2_8_1_flags_at_wrap_point(void)
 	for (int i = 0; i < 3; i++)
 		s[i] = (struct vq_seg){ g.gpa + 8 * i, 8 };
 	CHECK_EQ(vq_drv_add(p.drv, s, 1, 2, &t), 0);
-	CHECK_EQ(slot_flags(&p, 7), F_AVAIL | VIRTQ_DESC_F_NEXT);
-	CHECK_EQ(slot_flags(&p, 0), F_USED | VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(slot_flags(&p, 1), F_USED | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 7), F_AVAIL | VQ_DESC_F_NEXT);
+	CHECK_EQ(slot_flags(&p, 0), F_USED | VQ_DESC_F_NEXT | VQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 1), F_USED | VQ_DESC_F_WRITE);
 	add_in(&p, g.gpa, 8, &t);
-	CHECK_EQ(slot_flags(&p, 2), F_USED | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 2), F_USED | VQ_DESC_F_WRITE);
 
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.ndesc, 3);
@@ -258,7 +258,7 @@ static void packed_2_8_6_buffer_id_in_last_descriptor(void)
 {
 	struct ring_pair p;
 	struct popped pc;
-	struct virtq_packed_desc *d;
+	struct vq_packed_desc *d;
 	uint64_t buf;
 
 	pair_init(&p, PACKED, 8, 0, 1);
@@ -271,8 +271,8 @@ static void packed_2_8_6_buffer_id_in_last_descriptor(void)
 	}
 	d[2].id = vq_le16(5);
 	d[2].flags = vq_le16(F_AVAIL);
-	d[1].flags = vq_le16(F_AVAIL | VIRTQ_DESC_F_NEXT);
-	__atomic_store_n(&d[0].flags, vq_le16(F_AVAIL | VIRTQ_DESC_F_NEXT), __ATOMIC_RELEASE);
+	d[1].flags = vq_le16(F_AVAIL | VQ_DESC_F_NEXT);
+	__atomic_store_n(&d[0].flags, vq_le16(F_AVAIL | VQ_DESC_F_NEXT), __ATOMIC_RELEASE);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.id, 5);
 	CHECK_EQ(pc.c.ndesc, 3);
@@ -408,7 +408,7 @@ static void packed_burst_pop_stops_at_bad_chain(void)
 	struct ring_pair p;
 	struct popped pc[4];
 	struct vq_chain c[4];
-	struct virtq_packed_desc *d;
+	struct vq_packed_desc *d;
 	uint64_t buf;
 
 	pair_init(&p, PACKED, 8, 0, 1);
@@ -456,7 +456,7 @@ static void packed_flush_publishes_head_flags_last(void)
 	/* A chain filled twice, or never popped, is refused. */
 	CHECK_EQ(vq_dev_fill(p.dev, &pc[0].c, 1), -EINVAL);
 	for (int i = 0; i < 3; i++)
-		CHECK_EQ(slot_flags(&p, i), F_AVAIL | VIRTQ_DESC_F_WRITE);
+		CHECK_EQ(slot_flags(&p, i), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK(!vq_drv_has_used(p.drv));
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 0);
 	CHECK_EQ(vq_dev_get_state(p.dev).used_idx, 0x8000);
@@ -464,7 +464,7 @@ static void packed_flush_publishes_head_flags_last(void)
 	CHECK_EQ(vq_dev_flush(p.dev), 3);
 	CHECK_EQ(vq_dev_flush(p.dev), 0);
 	for (int i = 0; i < 3; i++) {
-		CHECK_EQ(slot_flags(&p, i), F_AVAIL | F_USED | VIRTQ_DESC_F_WRITE);
+		CHECK_EQ(slot_flags(&p, i), F_AVAIL | F_USED | VQ_DESC_F_WRITE);
 		CHECK_EQ(vq_le16(ring_desc(&p)[i].id), pc[order[i]].c.id);
 		CHECK_EQ(vq_le32(ring_desc(&p)[i].len), order[i] + 1);
 	}
@@ -485,7 +485,7 @@ static void packed_2_8_19_indirect_round_trip(void)
 	struct popped pc;
 	struct gbuf g[5];
 	struct vq_seg s[5];
-	struct virtq_packed_desc *t;
+	struct vq_packed_desc *t;
 	uint8_t got[64];
 	void *tok;
 	uint32_t len;
@@ -499,14 +499,14 @@ static void packed_2_8_19_indirect_round_trip(void)
 	}
 	CHECK_EQ(vq_drv_add(p.drv, s, 2, 3, &tk), 0);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 7);
-	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VQ_DESC_F_INDIRECT);
 	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 5 * 16);
 	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr),
 		 p.indirect_gpa + 16ull * p.indirect_max * vq_le16(ring_desc(&p)[0].id));
 	t = pair_hva(&p, vq_le64(ring_desc(&p)[0].addr));
 	CHECK_EQ(vq_le64(t[1].addr), g[1].gpa);
 	CHECK_EQ(vq_le16(t[1].flags), 0);
-	CHECK_EQ(vq_le16(t[2].flags), VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(vq_le16(t[2].flags), VQ_DESC_F_WRITE);
 
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.ndesc, 1);
@@ -527,7 +527,7 @@ static void packed_2_8_19_indirect_round_trip(void)
 
 	/* One segment, or more than indirect_max: direct descriptors. */
 	add_in(&p, g[0].gpa, 4, &tk);
-	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 1), F_AVAIL | VQ_DESC_F_WRITE);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 4), 1);
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -580,13 +580,13 @@ static void packed_2_8_10_driver_event_enable_disable(void)
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);        /* nothing new */
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VQ_EVENT_F_DISABLE);
 	add_in(&p, buf, 8, &t);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	/* Without EVENT_IDX enable means ENABLE; the re-check sees the two
 	 * buffers already there. */
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
-	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VQ_EVENT_F_ENABLE);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
@@ -618,7 +618,7 @@ static void packed_2_8_10_desc_event_driver_kick(void)
 	vq_drv_kick_prepare(p.drv);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
 	CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x8003);
-	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VQ_EVENT_F_DESC);
 	add_in(&p, buf, 8, &t);                 /* slot 3: the event */
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	add_in(&p, buf, 8, &t);                 /* slot 4: past it */
@@ -659,7 +659,7 @@ static void packed_2_8_10_desc_event_driver_kick(void)
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	/* DISABLE wins over the event. */
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(vq_le16(dev_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(dev_event(&p)->flags), VQ_EVENT_F_DISABLE);
 	pair_fini(&p);
 }
 
@@ -678,14 +678,14 @@ static void packed_2_8_10_device_signal_enable_disable(void)
 	buf = pair_alloc(&p, 64);
 	CHECK(!vq_dev_should_signal(p.dev));    /* nothing published */
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_DISABLE);
 	add_in(&p, buf, 8, &t);
 	add_in(&p, buf, 8, &t);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 0), 1);
 	CHECK(!vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);  /* one is pending */
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_ENABLE);
 	CHECK(vq_dev_should_signal(p.dev));
 	CHECK(!vq_dev_should_signal(p.dev));   /* already signalled */
 	CHECK_EQ(vq_drv_get(p.drv, &tok, &len), 1);
@@ -724,7 +724,7 @@ static void packed_2_8_10_desc_event_device_signal(void)
 		CHECK_EQ(pop1(&p, &pc[i]), 1);
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);
 	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8006);
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_DESC);
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 0), 1); /* slot 6: the event */
 	CHECK(vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_dev_push(p.dev, &pc[1].c, 0), 1); /* slot 7 */
@@ -745,7 +745,7 @@ static void packed_2_8_10_desc_event_device_signal(void)
 	CHECK_EQ(vq_dev_push(p.dev, &pc[0].c, 0), 1);
 	CHECK(!vq_dev_should_signal(p.dev));
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DISABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_DISABLE);
 	pair_fini(&p);
 }
 
@@ -767,7 +767,7 @@ static void packed_enable_notify_recheck(void)
 		add_in(&p, buf, 8, &t);
 		CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
 		CHECK_EQ(vq_le16(dev_event(&p)->flags),
-			 ev ? VIRTQ_EVENT_F_DESC : VIRTQ_EVENT_F_ENABLE);
+			 ev ? VQ_EVENT_F_DESC : VQ_EVENT_F_ENABLE);
 		if (ev)
 			CHECK_EQ(vq_le16(dev_event(&p)->off_wrap), 0x8000);
 		CHECK_EQ(pop1(&p, &pc), 1);
@@ -797,7 +797,7 @@ static void packed_enable_cb_delayed(void)
 		CHECK_EQ(pop1(&p, &pc[i]), 1);
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
 	CHECK_EQ(vq_le16(drv_event(&p)->off_wrap), 0x8006);     /* 0 + 8 * 3/4 */
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_DESC);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_DESC);
 	CHECK(vq_dev_should_signal(p.dev) == false);   /* nothing yet */
 	for (int i = 0; i < 6; i++) {
 		CHECK_EQ(vq_dev_push(p.dev, &pc[i].c, 0), 1);
@@ -839,7 +839,7 @@ static void packed_enable_cb_delayed(void)
 	pair_init(&p, PACKED, 16, 1, 1);
 	vq_drv_disable_cb(p.drv);
 	CHECK_EQ(vq_drv_enable_cb_delayed(p.drv), 0);
-	CHECK_EQ(vq_le16(drv_event(&p)->flags), VIRTQ_EVENT_F_ENABLE);
+	CHECK_EQ(vq_le16(drv_event(&p)->flags), VQ_EVENT_F_ENABLE);
 	pair_fini(&p);
 }
 
@@ -935,7 +935,7 @@ static void packed_detach_unused(void)
 	vq_drv_reset(p.drv);
 	CHECK_EQ(slot_flags(&p, 0), 0);
 	add_in(&p, buf, 8, &t[0]);
-	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VIRTQ_DESC_F_WRITE);
+	CHECK_EQ(slot_flags(&p, 0), F_AVAIL | VQ_DESC_F_WRITE);
 	vq_dev_reset(p.dev);
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(vq_dev_push(p.dev, &pc.c, 3), 1);

@@ -37,7 +37,7 @@ static uint64_t fclock_now(void *arg)
 	return t;
 }
 
-/* ---- probes for vq_busy_poll ---- */
+/* ---- probes for vq_rt_busy_poll ---- */
 struct fprobe {
 	struct fclock clk;
 	unsigned ready_calls, other_calls;
@@ -74,7 +74,7 @@ static void busypoll_window_ends_at_deadline(void)
 	struct fprobe p = { .clk = { .t = 1000, .step = 100 } };
 	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
-	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_TIMEOUT);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 1000), VQ_BP_TIMEOUT);
 	CHECK_EQ(p.ready_calls, 10);
 	CHECK_EQ(p.other_calls, 10);
 	CHECK_EQ(p.clk.reads, 11);
@@ -87,7 +87,7 @@ static void busypoll_hit_ends_window(void)
 	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .ready_at = 4 };
 	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
-	CHECK_EQ(vq_busy_poll(&bp, 1000), VQ_BP_HIT);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 1000), VQ_BP_HIT);
 	CHECK_EQ(p.ready_calls, 4);
 	CHECK_EQ(p.other_calls, 3);
 	CHECK_EQ(p.clk.reads, 4);       /* the start and 3 deadline checks */
@@ -99,7 +99,7 @@ static void busypoll_other_work_ends_window(void)
 	struct fprobe p = { .clk = { .t = 0, .step = 100 }, .other_at = 3 };
 	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
-	CHECK_EQ(vq_busy_poll(&bp, 1000000), VQ_BP_OTHER);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 1000000), VQ_BP_OTHER);
 	CHECK_EQ(p.ready_calls, 3);
 	CHECK_EQ(p.other_calls, 3);
 	CHECK_EQ(p.clk.reads, 3);
@@ -111,7 +111,7 @@ static void busypoll_zero_window_does_not_poll(void)
 	struct fprobe p = { .clk = { .step = 100 }, .ready_at = 1 };
 	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .other = fp_other, .arg = &p };
 
-	CHECK_EQ(vq_busy_poll(&bp, 0), VQ_BP_TIMEOUT);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 0), VQ_BP_TIMEOUT);
 	CHECK_EQ(p.ready_calls, 0);
 	CHECK_EQ(p.clk.reads, 0);
 }
@@ -123,7 +123,7 @@ static void busypoll_probes_before_deadline(void)
 	struct fprobe p = { .clk = { .step = 1000000 }, .ready_at = 1 };
 	struct vq_bp_probe bp = { .now_ns = fp_now, .ready = fp_ready, .arg = &p };
 
-	CHECK_EQ(vq_busy_poll(&bp, 1), VQ_BP_HIT);
+	CHECK_EQ(vq_rt_busy_poll(&bp, 1), VQ_BP_HIT);
 }
 
 /* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue

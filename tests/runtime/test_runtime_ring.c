@@ -18,9 +18,9 @@
 static void each_layout(void (*fn)(uint64_t features))
 {
 	fn(0);
-	fn(VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	fn(VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	fn(VQ_BIT(VQ_F_EVENT_IDX));
+	fn(VQ_BIT(VQ_F_RING_PACKED));
+	fn(VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_EVENT_IDX));
 }
 
 struct stage {
@@ -519,7 +519,7 @@ static void runtime_driver_sleeps_and_wakes_on_call(void)
 	struct vq_chain ch = { .iov = iov, .iov_max = 4 };
 	struct vq_seg seg;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 16, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_EVENT_IDX), 16, 1, 1);
 	seg = (struct vq_seg){ pair_alloc(&p, 64), 64 };
 	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
 	qc = (struct vq_rt_queue_config){ .dev = p.dev, .kick_fd = kick,

@@ -80,7 +80,7 @@ static int layout_available(uint64_t features)
 	uint64_t off[3];
 	void *mem;
 	struct vq_drv *q = NULL;
-	struct vq_drv_config dc = { .features = features | VIRTQ_BIT(VIRTIO_F_VERSION_1),
+	struct vq_drv_config dc = { .features = features | VQ_BIT(VQ_F_VERSION_1),
 				    .num = 64 };
 	int r;
 
@@ -112,8 +112,8 @@ static void run(uint64_t features, uint64_t bp_ns, unsigned total,
 	uint64_t s = seed;
 
 	fprintf(stderr, "   %s event_idx=%d busy_poll=%lluns %s n=%u\n",
-		features & VIRTQ_BIT(VIRTIO_F_RING_PACKED) ? "packed" : "split",
-		!!(features & VIRTQ_BIT(VIRTIO_F_EVENT_IDX)),
+		features & VQ_BIT(VQ_F_RING_PACKED) ? "packed" : "split",
+		!!(features & VQ_BIT(VQ_F_EVENT_IDX)),
 		(unsigned long long)bp_ns, pingpong ? "ping-pong" : "stream", total);
 	CHECK(kick >= 0 && call >= 0);
 	pair_init(&p, features, 128, 1, 1);
@@ -198,8 +198,8 @@ static void each(unsigned pp_iters, unsigned stream_iters, uint64_t bp_ns)
 		if (!layouts[packed])
 			continue;
 		for (eidx = 0; eidx < 2; eidx++) {
-			uint64_t f = (packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-				     (eidx ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0);
+			uint64_t f = (packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+				     (eidx ? VQ_BIT(VQ_F_EVENT_IDX) : 0);
 
 			run(f, bp_ns, pp_iters, true, vq_test_seed(1));
 			run(f, bp_ns, stream_iters, false, vq_test_seed(2));
@@ -361,7 +361,7 @@ static void runtime_fd_wakes_queue_loses_nothing(void)
 int main(void)
 {
 	layouts[0] = layout_available(0) == 0;
-	layouts[1] = layout_available(VIRTQ_BIT(VIRTIO_F_RING_PACKED)) == 0;
+	layouts[1] = layout_available(VQ_BIT(VQ_F_RING_PACKED)) == 0;
 	if (!layouts[0] && !layouts[1]) {
 		fprintf(stderr, "no ring layout is implemented yet\n");
 		return VQ_TEST_SKIP;

@@ -24,17 +24,17 @@ static inline struct vq_chain *cb_init(struct chainbuf *b)
 	return &b->c;
 }
 
-static inline struct virtq_desc *ring_desc(struct ring_pair *p)
+static inline struct vq_desc *ring_desc(struct ring_pair *p)
 {
 	return p->ring.desc;
 }
 
-static inline struct virtq_avail *ring_avail(struct ring_pair *p)
+static inline struct vq_avail *ring_avail(struct ring_pair *p)
 {
 	return p->ring.driver;
 }
 
-static inline struct virtq_used *ring_used(struct ring_pair *p)
+static inline struct vq_used *ring_used(struct ring_pair *p)
 {
 	return p->ring.device;
 }
@@ -53,7 +53,7 @@ static inline uint16_t ring_avail_event(struct ring_pair *p)
 static inline void forge_desc(struct ring_pair *p, uint16_t i, uint64_t addr,
 			      uint32_t len, uint16_t flags, uint16_t next)
 {
-	struct virtq_desc *d = &ring_desc(p)[i];
+	struct vq_desc *d = &ring_desc(p)[i];
 
 	d->addr = vq_le64(addr);
 	d->len = vq_le32(len);
@@ -61,7 +61,7 @@ static inline void forge_desc(struct ring_pair *p, uint16_t i, uint64_t addr,
 	d->next = vq_le16(next);
 }
 
-static inline void forge_table_desc(struct virtq_desc *d, uint64_t addr,
+static inline void forge_table_desc(struct vq_desc *d, uint64_t addr,
 				    uint32_t len, uint16_t flags, uint16_t next)
 {
 	d->addr = vq_le64(addr);

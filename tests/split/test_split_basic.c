@@ -237,24 +237,24 @@ static void split_2_7_5_3_indirect_round_trip(void)
 	struct ring_pair p;
 	struct chainbuf b;
 	struct vq_seg seg[4];
-	struct virtq_desc *tbl;
+	struct vq_desc *tbl;
 	void *tok;
 	uint32_t len;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC), 8, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_INDIRECT_DESC), 8, 1, 1);
 	for (int i = 0; i < 4; i++)
 		seg[i] = (struct vq_seg){ pair_alloc(&p, 32), 32 };
 	fill_pattern(&p, seg[0].addr, 32, 1);
 	fill_pattern(&p, seg[1].addr, 32, 2);
 	CHECK_EQ(vq_drv_add(p.drv, seg, 2, 2, TOK(1)), 0);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 7);
-	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VQ_DESC_F_INDIRECT);
 	CHECK_EQ(vq_le32(ring_desc(&p)[0].len), 4 * 16);
 	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr), p.indirect_gpa);      /* pool slot of head 0 */
-	tbl = (struct virtq_desc *)p.indirect;
-	CHECK_EQ(vq_le16(tbl[0].flags), VIRTQ_DESC_F_NEXT);
-	CHECK_EQ(vq_le16(tbl[2].flags), VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE);
-	CHECK_EQ(vq_le16(tbl[3].flags), VIRTQ_DESC_F_WRITE);
+	tbl = (struct vq_desc *)p.indirect;
+	CHECK_EQ(vq_le16(tbl[0].flags), VQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(tbl[2].flags), VQ_DESC_F_NEXT | VQ_DESC_F_WRITE);
+	CHECK_EQ(vq_le16(tbl[3].flags), VQ_DESC_F_WRITE);
 	CHECK_EQ(vq_le16(tbl[0].next), 1);
 	vq_drv_kick_prepare(p.drv);
 
@@ -284,7 +284,7 @@ static void split_indirect_saves_ring_space(void)
 	struct ring_pair p;
 	struct vq_seg seg[17];
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC), 32, 1, 0);
+	pair_init(&p, VQ_BIT(VQ_F_INDIRECT_DESC), 32, 1, 0);
 	for (int i = 0; i < 17; i++)
 		seg[i] = (struct vq_seg){ pair_alloc(&p, 16), 16 };
 	/* One segment: a direct descriptor. */
@@ -293,13 +293,13 @@ static void split_indirect_saves_ring_space(void)
 	CHECK_EQ(vq_drv_free_slots(p.drv), 31);
 	/* Two to indirect_max (16) segments: one slot. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 1, 15, TOK(1)), 0);
-	CHECK_EQ(vq_le16(ring_desc(&p)[1].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[1].flags), VQ_DESC_F_INDIRECT);
 	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 16 * 16);
 	CHECK_EQ(vq_le64(ring_desc(&p)[1].addr), p.indirect_gpa + 1 * 16 * 16);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 30);
 	/* More than the pool's table: a direct chain of 17. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 17, 0, TOK(2)), 0);
-	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VIRTQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VQ_DESC_F_NEXT);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 13);
 	/* Not enough slots for another direct chain of 17. */
 	CHECK_EQ(vq_drv_add(p.drv, seg, 17, 0, TOK(3)), -ENOSPC);
@@ -307,7 +307,7 @@ static void split_indirect_saves_ring_space(void)
 
 	pair_init(&p, 0, 32, 1, 0);
 	CHECK_EQ(vq_drv_add(p.drv, seg, 2, 2, TOK(0)), 0);
-	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_NEXT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VQ_DESC_F_NEXT);
 	CHECK_EQ(vq_drv_free_slots(p.drv), 28);
 	pair_fini(&p);
 }

@@ -140,7 +140,7 @@ static void hostile_in_order_batch_id_not_outstanding(void)
 {
 	struct ring_pair p;
 
-	setup(&p, VIRTQ_BIT(VIRTIO_F_IN_ORDER));
+	setup(&p, VQ_BIT(VQ_F_IN_ORDER));
 	add_buf(&p, 1, 1, TOK(0));              /* head 0 (0, 1) */
 	add_buf(&p, 0, 1, TOK(1));              /* head 2 */
 	vq_drv_kick_prepare(p.drv);
@@ -161,7 +161,7 @@ static void hostile_in_order_batch_larger_than_used(void)
 {
 	struct ring_pair p;
 
-	setup(&p, VIRTQ_BIT(VIRTIO_F_IN_ORDER));
+	setup(&p, VQ_BIT(VQ_F_IN_ORDER));
 	add_buf(&p, 0, 1, TOK(0));              /* head 0 */
 	add_buf(&p, 0, 1, TOK(1));              /* head 1 */
 	add_buf(&p, 0, 1, TOK(2));              /* head 2 */
@@ -177,7 +177,7 @@ static void hostile_in_order_len_too_large(void)
 {
 	struct ring_pair p;
 
-	setup(&p, VIRTQ_BIT(VIRTIO_F_IN_ORDER));
+	setup(&p, VQ_BIT(VQ_F_IN_ORDER));
 	add_buf(&p, 0, 1, TOK(0));
 	add_buf(&p, 0, 2, TOK(1));              /* head 1, 32 writable */
 	vq_drv_kick_prepare(p.drv);

@@ -7,7 +7,7 @@
  */
 #include "split_test.h"
 
-#define IND  VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC)
+#define IND  VQ_BIT(VQ_F_INDIRECT_DESC)
 #define NUM  8
 
 static uint64_t data;           /* a 64 KiB buffer area in guest memory */
@@ -31,7 +31,7 @@ static void expect_works_after_repair(struct ring_pair *p)
 	struct chainbuf b;
 
 	memset(p->ring.desc, 0, 16 * NUM);
-	forge_desc(p, 0, data, 16, VIRTQ_DESC_F_WRITE, 0);
+	forge_desc(p, 0, data, 16, VQ_DESC_F_WRITE, 0);
 	forge_avail(p, 0, 0);
 	CHECK_EQ(vq_dev_pop(p->dev, cb_init(&b)), 1);
 	CHECK_EQ(b.c.id, 0);
@@ -45,8 +45,8 @@ static void hostile_descriptor_loop(void)
 	struct ring_pair p;
 
 	setup(&p, 0);
-	forge_desc(&p, 0, data, 8, VIRTQ_DESC_F_NEXT, 1);
-	forge_desc(&p, 1, data, 8, VIRTQ_DESC_F_NEXT, 0);
+	forge_desc(&p, 0, data, 8, VQ_DESC_F_NEXT, 1);
+	forge_desc(&p, 1, data, 8, VQ_DESC_F_NEXT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "loop");
 	expect_works_after_repair(&p);
@@ -60,33 +60,33 @@ static void hostile_chain_longer_than_queue(void)
 
 	setup(&p, 0);
 	for (uint16_t i = 0; i < NUM; i++)
-		forge_desc(&p, i, data, 8, VIRTQ_DESC_F_NEXT, (i + 1) % NUM);
+		forge_desc(&p, i, data, 8, VQ_DESC_F_NEXT, (i + 1) % NUM);
 	forge_avail(&p, 0, 3);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "longer than the queue size");
 	pair_fini(&p);
 }
 
-/* 2.7.5.3.1: "The driver MUST NOT set the VIRTQ_DESC_F_INDIRECT flag
+/* 2.7.5.3.1: "The driver MUST NOT set the VQ_DESC_F_INDIRECT flag
  * within an indirect descriptor". */
 static void hostile_nested_indirect(void)
 {
 	struct ring_pair p;
 	uint64_t tgpa;
-	struct virtq_desc *t;
+	struct vq_desc *t;
 
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 64);
 	t = pair_hva(&p, tgpa);
-	forge_table_desc(&t[0], data, 8, VIRTQ_DESC_F_NEXT, 1);
-	forge_table_desc(&t[1], tgpa, 32, VIRTQ_DESC_F_INDIRECT, 0);
-	forge_desc(&p, 0, tgpa, 32, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_table_desc(&t[0], data, 8, VQ_DESC_F_NEXT, 1);
+	forge_table_desc(&t[1], tgpa, 32, VQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, tgpa, 32, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "nested indirect");
 	pair_fini(&p);
 }
 
-/* 2.7.5.3.1: "The driver MUST NOT set both VIRTQ_DESC_F_INDIRECT and
- * VIRTQ_DESC_F_NEXT in flags". */
+/* 2.7.5.3.1: "The driver MUST NOT set both VQ_DESC_F_INDIRECT and
+ * VQ_DESC_F_NEXT in flags". */
 static void hostile_indirect_with_next(void)
 {
 	struct ring_pair p;
@@ -95,7 +95,7 @@ static void hostile_indirect_with_next(void)
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 16);
 	forge_table_desc(pair_hva(&p, tgpa), data, 8, 0, 0);
-	forge_desc(&p, 0, tgpa, 16, VIRTQ_DESC_F_INDIRECT | VIRTQ_DESC_F_NEXT, 1);
+	forge_desc(&p, 0, tgpa, 16, VQ_DESC_F_INDIRECT | VQ_DESC_F_NEXT, 1);
 	forge_desc(&p, 1, data, 8, 0, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "INDIRECT together with NEXT");
@@ -108,16 +108,16 @@ static void split_normal_then_indirect_accepted(void)
 {
 	struct ring_pair p;
 	uint64_t tgpa;
-	struct virtq_desc *t;
+	struct vq_desc *t;
 	struct chainbuf b;
 
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 32);
 	t = pair_hva(&p, tgpa);
-	forge_table_desc(&t[0], data + 100, 20, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 1);
-	forge_table_desc(&t[1], data + 200, 30, VIRTQ_DESC_F_WRITE, 0);
-	forge_desc(&p, 0, data, 10, VIRTQ_DESC_F_NEXT, 5);
-	forge_desc(&p, 5, tgpa, 32, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_table_desc(&t[0], data + 100, 20, VQ_DESC_F_WRITE | VQ_DESC_F_NEXT, 1);
+	forge_table_desc(&t[1], data + 200, 30, VQ_DESC_F_WRITE, 0);
+	forge_desc(&p, 0, data, 10, VQ_DESC_F_NEXT, 5);
+	forge_desc(&p, 5, tgpa, 32, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
 	CHECK_EQ(b.c.ndesc, 2);
@@ -134,7 +134,7 @@ static void hostile_indirect_len_zero(void)
 	struct ring_pair p;
 
 	setup(&p, IND);
-	forge_desc(&p, 0, data, 0, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, data, 0, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "multiple of 16");
 	pair_fini(&p);
@@ -145,7 +145,7 @@ static void hostile_indirect_len_not_multiple_of_16(void)
 	struct ring_pair p;
 
 	setup(&p, IND);
-	forge_desc(&p, 0, data, 24, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, data, 24, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "multiple of 16");
 	pair_fini(&p);
@@ -159,7 +159,7 @@ static void hostile_indirect_table_too_big(void)
 
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 65537ull * 16);
-	forge_desc(&p, 0, tgpa, 65537u * 16, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, tgpa, 65537u * 16, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "too big");
 	pair_fini(&p);
@@ -171,7 +171,7 @@ static void hostile_indirect_table_outside_memory(void)
 	struct ring_pair p;
 
 	setup(&p, IND);
-	forge_desc(&p, 0, GUEST_BASE + GUEST_SIZE - 16, 32, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, GUEST_BASE + GUEST_SIZE - 16, 32, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EFAULT, "memory region");
 	pair_fini(&p);
@@ -182,15 +182,15 @@ static void hostile_indirect_loop(void)
 {
 	struct ring_pair p;
 	uint64_t tgpa;
-	struct virtq_desc *t;
+	struct vq_desc *t;
 
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 48);
 	t = pair_hva(&p, tgpa);
-	forge_table_desc(&t[0], data, 8, VIRTQ_DESC_F_NEXT, 1);
-	forge_table_desc(&t[1], data, 8, VIRTQ_DESC_F_NEXT, 2);
-	forge_table_desc(&t[2], data, 8, VIRTQ_DESC_F_NEXT, 0);
-	forge_desc(&p, 0, tgpa, 48, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_table_desc(&t[0], data, 8, VQ_DESC_F_NEXT, 1);
+	forge_table_desc(&t[1], data, 8, VQ_DESC_F_NEXT, 2);
+	forge_table_desc(&t[2], data, 8, VQ_DESC_F_NEXT, 0);
+	forge_desc(&p, 0, tgpa, 48, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "loop");
 	pair_fini(&p);
@@ -200,14 +200,14 @@ static void hostile_indirect_next_out_of_range(void)
 {
 	struct ring_pair p;
 	uint64_t tgpa;
-	struct virtq_desc *t;
+	struct vq_desc *t;
 
 	setup(&p, IND);
 	tgpa = pair_alloc(&p, 32);
 	t = pair_hva(&p, tgpa);
-	forge_table_desc(&t[0], data, 8, VIRTQ_DESC_F_NEXT, 2);
+	forge_table_desc(&t[0], data, 8, VQ_DESC_F_NEXT, 2);
 	forge_table_desc(&t[1], data, 8, 0, 0);
-	forge_desc(&p, 0, tgpa, 32, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, tgpa, 32, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "table size");
 	pair_fini(&p);
@@ -219,7 +219,7 @@ static void hostile_next_index_out_of_range(void)
 	struct ring_pair p;
 
 	setup(&p, 0);
-	forge_desc(&p, 0, data, 8, VIRTQ_DESC_F_NEXT, NUM);
+	forge_desc(&p, 0, data, 8, VQ_DESC_F_NEXT, NUM);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "next index 8");
 	pair_fini(&p);
@@ -257,10 +257,10 @@ static void hostile_readable_after_writable(void)
 {
 	struct ring_pair p;
 	uint64_t tgpa;
-	struct virtq_desc *t;
+	struct vq_desc *t;
 
 	setup(&p, IND);
-	forge_desc(&p, 0, data, 8, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 1);
+	forge_desc(&p, 0, data, 8, VQ_DESC_F_WRITE | VQ_DESC_F_NEXT, 1);
 	forge_desc(&p, 1, data + 8, 8, 0, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "readable after writable");
@@ -268,9 +268,9 @@ static void hostile_readable_after_writable(void)
 	/* The same inside an indirect table. */
 	tgpa = pair_alloc(&p, 32);
 	t = pair_hva(&p, tgpa);
-	forge_table_desc(&t[0], data, 8, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 1);
+	forge_table_desc(&t[0], data, 8, VQ_DESC_F_WRITE | VQ_DESC_F_NEXT, 1);
 	forge_table_desc(&t[1], data + 8, 8, 0, 0);
-	forge_desc(&p, 0, tgpa, 32, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, tgpa, 32, VQ_DESC_F_INDIRECT, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "indirect descriptor 1: readable after writable");
 	pair_fini(&p);
 }
@@ -311,7 +311,7 @@ static void hostile_head_already_in_flight(void)
 	struct chainbuf b;
 
 	setup(&p, 0);
-	forge_desc(&p, 2, data, 8, VIRTQ_DESC_F_WRITE, 0);
+	forge_desc(&p, 2, data, 8, VQ_DESC_F_WRITE, 0);
 	forge_avail(&p, 0, 2);
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
 	forge_avail(&p, 1, 2);
@@ -335,7 +335,7 @@ static void hostile_descriptors_shared_with_in_flight_chain(void)
 
 	setup(&p, 0);
 	for (uint16_t i = 0; i < NUM; i++)
-		forge_desc(&p, i, data, 8, i + 1 < NUM ? VIRTQ_DESC_F_NEXT : 0, i + 1);
+		forge_desc(&p, i, data, 8, i + 1 < NUM ? VQ_DESC_F_NEXT : 0, i + 1);
 	forge_avail(&p, 0, 0);                  /* all 8 descriptors */
 	CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
 	CHECK_EQ(b.c.ndesc, NUM);
@@ -350,8 +350,8 @@ static void hostile_in_order_violation(void)
 	struct ring_pair p;
 	struct chainbuf b;
 
-	setup(&p, VIRTQ_BIT(VIRTIO_F_IN_ORDER));
-	forge_desc(&p, 0, data, 8, VIRTQ_DESC_F_NEXT, 1);
+	setup(&p, VQ_BIT(VQ_F_IN_ORDER));
+	forge_desc(&p, 0, data, 8, VQ_DESC_F_NEXT, 1);
 	forge_desc(&p, 1, data, 8, 0, 0);
 	forge_desc(&p, 3, data, 8, 0, 0);
 	forge_avail(&p, 0, 0);
@@ -360,14 +360,14 @@ static void hostile_in_order_violation(void)
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "IN_ORDER violated: head 3");
 
 	/* A chain that does not continue at x + 1. */
-	forge_desc(&p, 0, data, 8, VIRTQ_DESC_F_NEXT, 2);
+	forge_desc(&p, 0, data, 8, VQ_DESC_F_NEXT, 2);
 	forge_desc(&p, 2, data, 8, 0, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "IN_ORDER violated: descriptor 0 chains to 2");
 	pair_fini(&p);
 }
 
-/* 2.7.5.3.1: INDIRECT only when VIRTIO_F_INDIRECT_DESC was negotiated. */
+/* 2.7.5.3.1: INDIRECT only when VQ_F_INDIRECT_DESC was negotiated. */
 static void hostile_indirect_without_feature(void)
 {
 	struct ring_pair p;
@@ -376,7 +376,7 @@ static void hostile_indirect_without_feature(void)
 	setup(&p, 0);
 	tgpa = pair_alloc(&p, 16);
 	forge_table_desc(pair_hva(&p, tgpa), data, 8, 0, 0);
-	forge_desc(&p, 0, tgpa, 16, VIRTQ_DESC_F_INDIRECT, 0);
+	forge_desc(&p, 0, tgpa, 16, VQ_DESC_F_INDIRECT, 0);
 	forge_avail(&p, 0, 0);
 	expect_dev_broken(&p, pop1(&p), -EINVAL, "without VIRTIO_F_INDIRECT_DESC");
 	pair_fini(&p);
@@ -390,7 +390,7 @@ static void hostile_chain_exceeds_iov_max(void)
 
 	setup(&p, 0);
 	for (uint16_t i = 0; i < 4; i++)
-		forge_desc(&p, i, data, 8, i < 3 ? VIRTQ_DESC_F_NEXT : 0, i + 1);
+		forge_desc(&p, i, data, 8, i < 3 ? VQ_DESC_F_NEXT : 0, i + 1);
 	forge_avail(&p, 0, 0);
 	cb_init(&b);
 	b.c.iov_max = 3;
@@ -408,8 +408,8 @@ static void hostile_burst_keeps_earlier_chains(void)
 
 	setup(&p, 0);
 	forge_desc(&p, 0, data, 10, 0, 0);
-	forge_desc(&p, 1, data + 64, 20, VIRTQ_DESC_F_WRITE, 0);
-	forge_desc(&p, 2, data, 8, VIRTQ_DESC_F_NEXT, 2);   /* loop */
+	forge_desc(&p, 1, data + 64, 20, VQ_DESC_F_WRITE, 0);
+	forge_desc(&p, 2, data, 8, VQ_DESC_F_NEXT, 2);   /* loop */
 	ring_avail(&p)->ring[0] = vq_le16(0);
 	ring_avail(&p)->ring[1] = vq_le16(1);
 	ring_avail(&p)->ring[2] = vq_le16(2);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * VIRTIO_F_IN_ORDER on the split ring (virtio 1.2 §2.7.9, RULES "In-order"):
+ * VQ_F_IN_ORDER on the split ring (virtio 1.2 §2.7.9, RULES "In-order"):
  * descriptors in table order, one used element per batch at the batch's
  * first slot naming its last buffer, separate buffer and descriptor counters.
  */
@@ -11,7 +11,7 @@
 
 static void init_in_order(struct ring_pair *p, uint64_t extra, uint16_t num)
 {
-	pair_init(p, VIRTQ_BIT(VIRTIO_F_IN_ORDER) | extra, num, 1, 1);
+	pair_init(p, VQ_BIT(VQ_F_IN_ORDER) | extra, num, 1, 1);
 }
 
 /* Add a buffer of nout readable and nin writable segments of seglen bytes. */
@@ -146,7 +146,7 @@ static void split_2_7_9_driver_completes_batch(void)
 	void *tok;
 	uint32_t len;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_IN_ORDER), 8, 1, 0);
+	pair_init(&p, VQ_BIT(VQ_F_IN_ORDER), 8, 1, 0);
 	add_buf(&p, 1, 1, 16, TOK(0));          /* head 0, in_len 16 */
 	add_buf(&p, 0, 3, 16, TOK(1));          /* head 2, in_len 48 */
 	add_buf(&p, 0, 1, 64, TOK(2));          /* head 5, in_len 64 */
@@ -242,12 +242,12 @@ static void split_2_7_9_in_order_indirect(void)
 	void *tok;
 	uint32_t len;
 
-	init_in_order(&p, VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC), 8);
+	init_in_order(&p, VQ_BIT(VQ_F_INDIRECT_DESC), 8);
 	add_buf(&p, 1, 3, 8, TOK(0));           /* indirect: head 0 */
 	add_buf(&p, 0, 1, 8, TOK(1));           /* direct: head 1 */
 	add_buf(&p, 2, 2, 8, TOK(2));           /* indirect: head 2 */
-	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VIRTQ_DESC_F_INDIRECT);
-	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VIRTQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[0].flags), VQ_DESC_F_INDIRECT);
+	CHECK_EQ(vq_le16(ring_desc(&p)[2].flags), VQ_DESC_F_INDIRECT);
 	CHECK_EQ(vq_le64(ring_desc(&p)[2].addr), p.indirect_gpa + 2ull * 16 * p.indirect_max);
 	vq_drv_kick_prepare(p.drv);
 	for (int i = 0; i < 3; i++) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Notification suppression on the split ring (virtio 1.2 §2.7.7, §2.7.10):
- * VIRTIO_F_EVENT_IDX (avail_event / used_event and virtq_need_event) and the
+ * VQ_F_EVENT_IDX (avail_event / used_event and vq_need_event) and the
  * flags without it, including the re-checks that close the lost-wakeup race
  * (RULES D2, D4, V3, V4).
  */
@@ -35,12 +35,12 @@ static void drv_get1(struct ring_pair *p)
 
 /* 2.7.10 / RULES V4, D2: the device asks for a kick at avail_event =
  * last_avail; the driver kicks iff its index crossed it
- * (virtq_need_event(avail_event, new, old)). */
+ * (vq_need_event(avail_event, new, old)). */
 static void split_2_7_10_kick_suppression_event_idx(void)
 {
 	struct ring_pair p;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 8, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_EVENT_IDX), 8, 1, 1);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 0);
 	CHECK_EQ(ring_avail_event(&p), 0);
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);       /* nothing new */
@@ -75,7 +75,7 @@ static void split_2_7_10_call_suppression_event_idx(void)
 {
 	struct ring_pair p;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 8, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_EVENT_IDX), 8, 1, 1);
 	for (int i = 0; i < 6; i++)
 		add1(&p, TOK(i));
 	vq_drv_kick_prepare(p.drv);
@@ -107,7 +107,7 @@ static void split_2_7_10_enable_cb_delayed(void)
 {
 	struct ring_pair p;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 8, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_EVENT_IDX), 8, 1, 1);
 	add1(&p, TOK(99));
 	vq_drv_kick_prepare(p.drv);
 	dev_complete1(&p);
@@ -138,7 +138,7 @@ static void rules_v4_enable_notify_recheck(void)
 	for (int ev = 0; ev < 2; ev++) {
 		struct ring_pair p;
 
-		pair_init(&p, ev ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0, 8, 1, 1);
+		pair_init(&p, ev ? VQ_BIT(VQ_F_EVENT_IDX) : 0, 8, 1, 1);
 		vq_dev_disable_notify(p.dev);
 		add1(&p, TOK(0));
 		CHECK_EQ(vq_drv_kick_prepare(p.drv), ev);  /* flags: suppressed */
@@ -158,12 +158,12 @@ static void rules_d4_enable_cb_recheck(void)
 	for (int ev = 0; ev < 2; ev++) {
 		struct ring_pair p;
 
-		pair_init(&p, ev ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0, 8, 1, 1);
+		pair_init(&p, ev ? VQ_BIT(VQ_F_EVENT_IDX) : 0, 8, 1, 1);
 		add1(&p, TOK(0));
 		add1(&p, TOK(1));
 		vq_drv_kick_prepare(p.drv);
 		vq_drv_disable_cb(p.drv);
-		CHECK_EQ(vq_le16(ring_avail(&p)->flags), VIRTQ_AVAIL_F_NO_INTERRUPT);
+		CHECK_EQ(vq_le16(ring_avail(&p)->flags), VQ_AVAIL_F_NO_INTERRUPT);
 		dev_complete1(&p);
 		CHECK_EQ(vq_drv_enable_cb(p.drv), 1);
 		CHECK_EQ(vq_le16(ring_avail(&p)->flags), 0);
@@ -183,7 +183,7 @@ static void split_2_7_7_flags_suppression(void)
 	add1(&p, TOK(0));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 	vq_dev_disable_notify(p.dev);
-	CHECK_EQ(vq_le16(ring_used(&p)->flags), VIRTQ_USED_F_NO_NOTIFY);
+	CHECK_EQ(vq_le16(ring_used(&p)->flags), VQ_USED_F_NO_NOTIFY);
 	add1(&p, TOK(1));
 	CHECK_EQ(vq_drv_kick_prepare(p.drv), 0);
 	CHECK_EQ(vq_dev_enable_notify(p.dev), 1);
@@ -194,7 +194,7 @@ static void split_2_7_7_flags_suppression(void)
 	dev_complete1(&p);
 	CHECK(vq_dev_should_signal(p.dev));
 	vq_drv_disable_cb(p.drv);
-	CHECK_EQ(vq_le16(ring_avail(&p)->flags), VIRTQ_AVAIL_F_NO_INTERRUPT);
+	CHECK_EQ(vq_le16(ring_avail(&p)->flags), VQ_AVAIL_F_NO_INTERRUPT);
 	dev_complete1(&p);
 	CHECK(!vq_dev_should_signal(p.dev));
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 1);          /* pending */
@@ -213,7 +213,7 @@ static void rules_signalled_used_invalidated_after_2_16(void)
 {
 	struct ring_pair p;
 
-	pair_init(&p, VIRTQ_BIT(VIRTIO_F_EVENT_IDX), 4, 1, 1);
+	pair_init(&p, VQ_BIT(VQ_F_EVENT_IDX), 4, 1, 1);
 	add1(&p, TOK(0));
 	vq_drv_kick_prepare(p.drv);
 	CHECK_EQ(vq_drv_enable_cb(p.drv), 0);          /* used_event = 0 */
@@ -227,7 +227,7 @@ static void rules_signalled_used_invalidated_after_2_16(void)
 		drv_get1(&p);
 	}
 	CHECK_EQ(vq_le16(ring_used(&p)->idx), 1);
-	/* With a stale signalled_used == 1, virtq_need_event(0, 1, 1) would
+	/* With a stale signalled_used == 1, vq_need_event(0, 1, 1) would
 	 * say no; the wrap invalidated it, so the device signals. */
 	CHECK(vq_dev_should_signal(p.dev));
 	pair_fini(&p);

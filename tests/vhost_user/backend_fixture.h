@@ -181,7 +181,7 @@ static inline void fx_init(struct fx *x)
 	CHECK(x->g != MAP_FAILED);
 	/* warm up (lazy allocations), then take the baseline */
 	s = cli(x);
-	CHECK(get_u64(x, s, VQ_VHU_GET_FEATURES) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(get_u64(x, s, VQ_VHU_GET_FEATURES) & VQ_BIT(VQ_F_VERSION_1));
 	close(s);
 	CHECK_EQ(pump(x), -ECONNRESET);
 	x->fds0 = count_fds();
@@ -223,7 +223,7 @@ static inline void expect_closed(struct fx *x, int s, int err)
 	closed_with(x, s, pump(x), err);
 }
 
-static const uint64_t SPLIT = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+static const uint64_t SPLIT = VQ_BIT(VQ_F_VERSION_1);
 
 static inline struct vq_vhu_region whole(struct fx *x)
 {
@@ -274,10 +274,10 @@ static inline void split_ring(struct fx *x, int s, uint64_t features, int kick)
 
 /* ---- live migration's dirty log (vhost-user "Migration") ---- */
 
-#define LOG_SHMFD VIRTQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD)
-#define LOG_ALL VIRTQ_BIT(VQ_VHU_F_LOG_ALL)
+#define LOG_SHMFD VQ_BIT(VQ_VHU_PROTOCOL_F_LOG_SHMFD)
+#define LOG_ALL VQ_BIT(VQ_VHU_F_LOG_ALL)
 /* GSIZE is 256 pages: a log of 32 bytes covers it exactly */
-#define LOG_BYTES (GSIZE / VQ_LOG_PAGE / 8)
+#define LOG_BYTES (GSIZE / VQ_DIRTY_LOG_PAGE / 8)
 
 static inline int log_memfd(uint64_t size)
 {
@@ -290,7 +290,7 @@ static inline int log_memfd(uint64_t size)
 
 static inline bool page_dirty(const uint8_t *log, uint64_t gpa)
 {
-	uint64_t page = gpa / VQ_LOG_PAGE;
+	uint64_t page = gpa / VQ_DIRTY_LOG_PAGE;
 
 	return log[page / 8] & (1u << (page % 8));
 }
@@ -418,10 +418,10 @@ static inline void alarm_fails(void)
 }
 
 /* Feature and protocol bits the cases negotiate. */
-#define PROTO VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)
-#define PACKED VIRTQ_BIT(VIRTIO_F_RING_PACKED)
-#define P_REPLY_ACK VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK)
-#define P_SLOTS VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)
+#define PROTO VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)
+#define PACKED VQ_BIT(VQ_F_RING_PACKED)
+#define P_REPLY_ACK VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK)
+#define P_SLOTS VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)
 
 /* Run one case on the fixture x: its name says which rule it checks. */
 #define T(fn) do { fprintf(stderr, "-- %s\n", #fn); fn(&x); } while (0)

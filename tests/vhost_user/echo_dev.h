@@ -22,7 +22,7 @@
 #include "vq_test.h"
 
 #define ECHO_NQ 2
-#define ECHO_FEATURES (VIRTQ_BIT(VIRTIO_F_VERSION_1) | VQ_RING_FEATURES)
+#define ECHO_FEATURES (VQ_BIT(VQ_F_VERSION_1) | VQ_RING_FEATURES)
 
 struct echo {
 	struct vq_vhu_backend *b;

@@ -21,7 +21,7 @@ static const struct vq_vhu_device_ops ops;
 static struct vq_vhu_device device(void)
 {
 	return (struct vq_vhu_device){
-		.name = "abi", .features = VIRTQ_BIT(VIRTIO_F_VERSION_1),
+		.name = "abi", .features = VQ_BIT(VQ_F_VERSION_1),
 		.nqueues = 1, .ops = &ops,
 	};
 }

@@ -108,7 +108,7 @@ static void bad_features_not_offered(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(38) /* NOTIFICATION_DATA */);
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VQ_BIT(38) /* NOTIFICATION_DATA */);
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -116,7 +116,7 @@ static void bad_features_without_version_1(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VQ_VHU_SET_FEATURES, VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
+	snd_u64(s, VQ_VHU_SET_FEATURES, VQ_BIT(VQ_F_EVENT_IDX));
 	expect_closed(x, s, -EINVAL);
 }
 
@@ -135,7 +135,7 @@ static void reply_ack_success_and_failure(struct fx *x)
 		{ 0, 0, UA, UA + 0x2000, UA + 0x1000, 0 };
 	int r;
 
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
 	snd(s, VQ_VHU_SET_OWNER, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_NONE, NULL, NULL, 0);
 	ok(x);
@@ -168,7 +168,7 @@ static void not_offered_without_callback(struct fx *x, const char *name,
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
 	snd_none(s, VQ_VHU_GET_PROTOCOL_FEATURES);
 	CHECK_EQ(vq_vhu_backend_process(b), 1);
-	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 & VIRTQ_BIT(bit)));
+	CHECK(!(rcv(s, VQ_VHU_GET_PROTOCOL_FEATURES, false).u.u64 & VQ_BIT(bit)));
 	close(s);
 	vq_vhu_backend_free(b);
 	CHECK_EQ(count_fds(), x->fds0);
@@ -187,9 +187,9 @@ static void send_rarp_mac_and_ack(struct fx *x)
 	for (unsigned i = 0; i < 6; i++)
 		v |= (uint64_t)mac[i] << (8 * i);
 	s = cli(x);
-	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP));
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
+	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VQ_BIT(VQ_VHU_PROTOCOL_F_RARP));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VQ_BIT(VQ_VHU_PROTOCOL_F_RARP) |
+		VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
 	snd(s, VQ_VHU_SEND_RARP, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_U64, &v, NULL, 0);
 	ok(x);
@@ -229,9 +229,9 @@ static void net_set_mtu_range_and_ack(struct fx *x)
 	int s, r;
 
 	s = cli(x);
-	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU));
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
+	CHECK(get_u64(x, s, VQ_VHU_GET_PROTOCOL_FEATURES) & VQ_BIT(VQ_VHU_PROTOCOL_F_MTU));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VQ_BIT(VQ_VHU_PROTOCOL_F_MTU) |
+		VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK));
 	ok(x);
 	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		x->e.mtu = 0;
@@ -258,7 +258,7 @@ static void status_set_get(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_STATUS));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VQ_BIT(VQ_VHU_PROTOCOL_F_STATUS));
 	ok(x);
 	snd_u64(s, VQ_VHU_SET_STATUS, 0xb);
 	ok(x);
@@ -272,7 +272,7 @@ static void reset_device_forgets_state(struct fx *x)
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
 	unsigned resets = x->e.resets;
 
-	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
+	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES, VQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
 	ok(x);
 	split_ring(x, s, SPLIT, k);
 	CHECK(x->e.q[0].on);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The back-end's IOTLB (vhost-user "IOMMU support"): with
- * VIRTIO_F_ACCESS_PLATFORM rings and buffers are at IOVAs, each miss is
+ * VQ_F_ACCESS_PLATFORM rings and buffers are at IOVAs, each miss is
  * asked once on the back-end channel and waits, unpopped, for the update;
  * permissions refused, updates refused with the connection kept,
  * invalidations (of buffers and of a ring's own areas), and the feature
@@ -12,8 +12,8 @@
 
 #include "backend_fixture.h"
 
-#define AP VIRTQ_BIT(VIRTIO_F_ACCESS_PLATFORM)
-#define P_BACKEND_REQ VIRTQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ)
+#define AP VQ_BIT(VQ_F_ACCESS_PLATFORM)
+#define P_BACKEND_REQ VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ)
 /* The rings' IOVAs: their guest address + RING_IOVA.  Buffers live at
  * DATA_IOVA + x, mapped page by page to scattered guest pages. */
 #define RING_IOVA 0x100000000ull
@@ -287,7 +287,7 @@ static void fill_src(struct fx *x, uint64_t gpa, uint32_t len, uint8_t seed)
 }
 
 /*
- * "IOMMU support": with VIRTIO_F_ACCESS_PLATFORM every address the back-end
+ * "IOMMU support": with VQ_F_ACCESS_PLATFORM every address the back-end
  * is given is an IOVA; an IOVA it has no entry for is asked of the
  * front-end with VHOST_USER_BACKEND_IOTLB_MSG (type MISS, the access), and
  * the access waits for the IOTLB_MSG update.  Ring areas first, then each
@@ -446,7 +446,7 @@ static void iotlb_update_refused_connection_stays(struct fx *x)
 	iotlb_teardown(x, &io);
 }
 
-/* IOTLB_MSG belongs to VIRTIO_F_ACCESS_PLATFORM, SET_BACKEND_REQ_FD to
+/* IOTLB_MSG belongs to VQ_F_ACCESS_PLATFORM, SET_BACKEND_REQ_FD to
  * PROTOCOL_F_BACKEND_REQ: either without its feature closes the
  * connection. */
 static void iotlb_msg_without_access_platform_closes(struct fx *x)
@@ -550,7 +550,7 @@ static void iotlb_invalidate_then_miss_again(struct fx *x)
 	iotlb_teardown(x, &io);
 }
 
-/* VIRTIO_F_ACCESS_PLATFORM says what the ring addresses are: it cannot
+/* VQ_F_ACCESS_PLATFORM says what the ring addresses are: it cannot
  * change under a running ring, either way. */
 static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 {
@@ -585,7 +585,7 @@ static void iotlb_access_platform_changed_while_running_closes(struct fx *x)
 }
 
 /* "VHOST_USER_RESET_DEVICE" forgets the negotiated features, and with them
- * VIRTIO_F_ACCESS_PLATFORM: renegotiated without it, descriptor addresses
+ * VQ_F_ACCESS_PLATFORM: renegotiated without it, descriptor addresses
  * are guest-physical again and a buffer is served without any IOTLB. */
 static void iotlb_reset_device_forgets_access_platform(struct fx *x)
 {
@@ -599,7 +599,7 @@ static void iotlb_reset_device_forgets_access_platform(struct fx *x)
 
 	iotlb_setup(x, &io, false);
 	snd_u64(io.s, VQ_VHU_SET_PROTOCOL_FEATURES,
-		P_REPLY_ACK | P_BACKEND_REQ | VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
+		P_REPLY_ACK | P_BACKEND_REQ | VQ_BIT(VQ_VHU_PROTOCOL_F_RESET_DEVICE));
 	ok(x);
 	iotlb_ring_start(x, &io);
 	map_page(x, io.s, DATA_IOVA, 0x10000, VQ_VHU_IOTLB_PERM_RW);
@@ -723,11 +723,11 @@ static void iotlb_invalidation_held_up_counted_and_logged(struct fx *x)
 	CHECK_EQ(vq_dev_pop(vq, &c), 1);        /* held by the device */
 	CHECK(!vq_dev_iotlb_quiescent(vq));
 	vq_vhu_backend_iotlb_stats(x->e.b, &st0, sizeof(st0));
-	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_WARNING), 0);
+	CHECK_EQ(vq_log_set(log_keep, &l, VQ_LOG_WARNING), 0);
 	stderr_to_pipe();
 	ack = iotlb_invalidate(x, io.s, DATA_IOVA, PG);
 	err_bytes = stderr_restore();
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	log_dump(&l);
 	CHECK_EQ(ack, 0);
 	CHECK_EQ(err_bytes, 0);
@@ -856,7 +856,7 @@ static uint64_t now_ms(void)
  * descriptors afresh on every pop), for a miss on a page not yet asked. */
 static void move_head_buffer(struct fx *x, uint64_t iova)
 {
-	struct virtq_desc *d = (struct virtq_desc *)x->g;
+	struct vq_desc *d = (struct vq_desc *)x->g;
 
 	d->addr = vq_le64(iova);
 }

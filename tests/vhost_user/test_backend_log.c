@@ -18,7 +18,7 @@ static void bad_ring_address_logged_not_printed(struct fx *x)
 	struct logged l = { 0 };
 	int s, r;
 
-	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_DEBUG), 0);
+	CHECK_EQ(vq_log_set(log_keep, &l, VQ_LOG_DEBUG), 0);
 	stderr_to_pipe();
 	s = cli(x);
 	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT);
@@ -28,7 +28,7 @@ static void bad_ring_address_logged_not_printed(struct fx *x)
 	snd_addr(s, 0, UA, UA + 0x1000, UA + GSIZE - 16);
 	r = r == 1 ? pump(x) : r;       /* the used ring ends past memory */
 	CHECK_EQ(stderr_restore(), 0);
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	log_dump(&l);
 	/* SET_MEM_TABLE never came: refused before the addresses are read */
 	CHECK_EQ(r, -EPROTO);
@@ -41,14 +41,14 @@ static void bad_ring_address_logged_not_printed(struct fx *x)
 
 	/* with memory: the address itself is wrong */
 	memset(&l, 0, sizeof(l));
-	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(log_keep, &l, VQ_LOG_ERR), 0);
 	stderr_to_pipe();
 	s = cli(x);
 	setup_to_num(x, s, SPLIT, 64);
 	snd_addr(s, 0, UA, UA + 0x1000, UA + GSIZE - 16);
 	r = pump(x);
 	CHECK_EQ(stderr_restore(), 0);
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	log_dump(&l);
 	CHECK_EQ(l.n, 1);               /* errors only: no info, no debug */
 	CHECK(log_find(&l, VQ_LOG_ERR, "echo: connection closed:") == 0);
@@ -65,11 +65,11 @@ static void refusal_and_hangup_logged(struct fx *x)
 	uint64_t ack;
 	int s, r;
 
-	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_INFO), 0);
+	CHECK_EQ(vq_log_set(log_keep, &l, VQ_LOG_INFO), 0);
 	stderr_to_pipe();
 	s = cli(x);
 	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
-		P_REPLY_ACK | VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
+		P_REPLY_ACK | VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
 	r = pump(x);
 	/* 4 bytes at 6 of an 8-byte config space */
 	snd(s, VQ_VHU_SET_CONFIG, VQ_VHU_FLAG_NEED_REPLY, VQ_VHU_P_CONFIG, &cfg,
@@ -79,7 +79,7 @@ static void refusal_and_hangup_logged(struct fx *x)
 	close(s);
 	r = r == 1 ? pump(x) : r;
 	CHECK_EQ(stderr_restore(), 0);
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	log_dump(&l);
 	CHECK_EQ(r, -ECONNRESET);
 	CHECK(ack != 0);
@@ -109,11 +109,11 @@ static void serve_logs_closed_connection(struct fx *x)
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	CHECK_EQ(vq_vhu_backend_adopt_fd(b, sv[0]), 0);
 	CHECK_EQ(write(sv[1], h, sizeof(h)), (ssize_t)sizeof(h));
-	CHECK_EQ(vq_set_log(log_keep, &l, VQ_LOG_WARNING), 0);
+	CHECK_EQ(vq_log_set(log_keep, &l, VQ_LOG_WARNING), 0);
 	stderr_to_pipe();
 	r = vq_vhu_backend_serve(b, NULL, true);
 	CHECK_EQ(stderr_restore(), 0);
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	log_dump(&l);
 	CHECK_EQ(r, 0);
 	CHECK_EQ(l.n, 1);

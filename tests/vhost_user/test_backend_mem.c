@@ -23,7 +23,7 @@ static unsigned dirty_pages(const uint8_t *log)
  * then SET_FEATURES with LOG_ALL, while the rings run. */
 static void migration_log(struct fx *x, bool pk)
 {
-	uint64_t rf = SPLIT | (pk ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0);
+	uint64_t rf = SPLIT | (pk ? VQ_BIT(VQ_F_RING_PACKED) : 0);
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC), lfd = log_memfd(4096);
 	uint8_t *log = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
 	struct vq_drv_config dc = { .features = rf, .num = 64,
@@ -134,7 +134,7 @@ static void bad_add_mem_reg_overlaps_existing(struct fx *x)
 	struct vq_vhu_region b = { 0x20000, 0x10000, UA + 0x8000, 0x20000 };
 
 	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+		VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
 	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
@@ -173,7 +173,7 @@ static void mem_slots_same_region_twice(struct fx *x)
 	struct vq_vhu_region moved = { 0, 0x10000, UA, 0x10000 };
 
 	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+		VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
 	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);
 	ok(x);
@@ -218,7 +218,7 @@ static void mem_slots_add_remove(struct fx *x)
 	struct vq_vhu_region b = { 0x100000, 0x10000, UA + 0x100000, 0x10000 };
 
 	snd_u64(s, VQ_VHU_SET_PROTOCOL_FEATURES,
-		VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+		VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	ok(x);
 	CHECK_EQ(get_u64(x, s, VQ_VHU_GET_MAX_MEM_SLOTS), VQ_MEM_MAX_REGIONS);
 	snd_region(s, VQ_VHU_ADD_MEM_REG, &a, x->gfd);

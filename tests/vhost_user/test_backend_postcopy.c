@@ -14,7 +14,7 @@
 
 #include "backend_fixture.h"
 
-#define P_PAGEFAULT VIRTQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT)
+#define P_PAGEFAULT VQ_BIT(VQ_VHU_PROTOCOL_F_PAGEFAULT)
 
 /* POSTCOPY_ADVISE's reply: empty, carrying a userfaultfd. */
 static int pc_advise(struct fx *x, int s)

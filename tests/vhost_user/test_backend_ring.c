@@ -52,7 +52,7 @@ static void bad_queue_size_over_32768(struct fx *x)
 {
 	int s = cli(x);
 
-	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	snd_u64(s, VQ_VHU_SET_FEATURES, SPLIT | VQ_BIT(VQ_F_RING_PACKED));
 	ok(x);
 	snd_state(s, VQ_VHU_SET_VRING_NUM, 0, 32769);
 	expect_closed(x, s, -EINVAL);
@@ -88,7 +88,7 @@ static void ring_states_disabled_until_enable(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
 
-	split_ring(x, s, SPLIT | VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES), k);
+	split_ring(x, s, SPLIT | VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES), k);
 	CHECK_EQ(x->e.starts, 0);       /* rings start disabled */
 	snd_state(s, VQ_VHU_SET_VRING_ENABLE, 0, 1);
 	ok(x);
@@ -138,7 +138,7 @@ static void new_call_fd_signalled_once(struct fx *x)
 static void get_vring_base_split_stops_ring(struct fx *x)
 {
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
-	struct virtq_used *u = (void *)(x->g + 0x2000);
+	struct vq_used *u = (void *)(x->g + 0x2000);
 	struct vq_vhu_msg rep;
 
 	setup_to_num(x, s, SPLIT, 64);
@@ -176,7 +176,7 @@ static void get_vring_base_packed_both_indices(struct fx *x)
 	int s = cli(x), k = eventfd(0, EFD_CLOEXEC);
 	struct vq_vhu_msg rep;
 
-	setup_to_num(x, s, SPLIT | VIRTQ_BIT(VIRTIO_F_RING_PACKED), 48);
+	setup_to_num(x, s, SPLIT | VQ_BIT(VQ_F_RING_PACKED), 48);
 	/* avail position 5 wrap 0, used position 3 wrap 1 */
 	snd_state(s, VQ_VHU_SET_VRING_BASE, 0, 5 | (3u | 0x8000u) << 16);
 	ok(x);

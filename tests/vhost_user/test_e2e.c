@@ -132,16 +132,16 @@ static struct vq_vhu_frontend *fe_connect(const char *path, const struct tcase *
 {
 	char err[256] = "";
 	struct vq_vhu_frontend_config c = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			    (t->packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-			    (t->in_order ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
-			    (t->event_idx ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
-			    (t->indirect ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0),
+		.features = VQ_BIT(VQ_F_VERSION_1) |
+			    (t->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+			    (t->in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0) |
+			    (t->event_idx ? VQ_BIT(VQ_F_EVENT_IDX) : 0) |
+			    (t->indirect ? VQ_BIT(VQ_F_INDIRECT_DESC) : 0),
 		.nqueues = ECHO_NQ, .queue_size = QSIZE, .mem_size = 4u << 20,
 		.indirect_max = t->indirect ? 8 : 0,
 		.hugetlb = t->hugetlb,
 		.protocol_mask_out = t->no_mem_slots ?
-			VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) : 0,
+			VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) : 0,
 		.err = err, .errlen = sizeof(err),
 	};
 	struct vq_vhu_frontend *f = NULL;
@@ -171,7 +171,7 @@ static bool logged(struct vq_vhu_frontend *f, uint64_t gpa, uint32_t len)
 	uint64_t size;
 	const uint8_t *log = vq_vhu_frontend_log(f, &size);
 
-	for (uint64_t p = gpa / VQ_LOG_PAGE; len && p <= (gpa + len - 1) / VQ_LOG_PAGE; p++)
+	for (uint64_t p = gpa / VQ_DIRTY_LOG_PAGE; len && p <= (gpa + len - 1) / VQ_DIRTY_LOG_PAGE; p++)
 		if (p / 8 >= size ||
 		    !(__atomic_load_n(&log[p / 8], __ATOMIC_RELAXED) & (1u << (p % 8))))
 			return false;
@@ -294,16 +294,16 @@ static void run_case(const struct tcase *t)
 	/* connection 2: the whole exchange */
 	f = fe_connect(path, t);
 	{
-		uint64_t want = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			(t->packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-			(t->in_order ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0) |
-			(t->event_idx ? VIRTQ_BIT(VIRTIO_F_EVENT_IDX) : 0) |
-			(t->indirect ? VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) : 0) |
-			VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES);
+		uint64_t want = VQ_BIT(VQ_F_VERSION_1) |
+			(t->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+			(t->in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0) |
+			(t->event_idx ? VQ_BIT(VQ_F_EVENT_IDX) : 0) |
+			(t->indirect ? VQ_BIT(VQ_F_INDIRECT_DESC) : 0) |
+			VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES);
 
 		CHECK_EQ(vq_vhu_frontend_features(f), want);
 		CHECK_EQ(!!(vq_vhu_frontend_protocol_features(f) &
-			    VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)), !t->no_mem_slots);
+			    VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)), !t->no_mem_slots);
 	}
 	CHECK_EQ(vq_vhu_frontend_start(f), 0);
 	for (unsigned q = 0; q < ECHO_NQ; q++) {
@@ -353,12 +353,12 @@ static void run_case(const struct tcase *t)
 		static const uint8_t unicast[6] = { 0x52, 0x54, 0, 1, 2, 3 };
 		static const uint8_t group[6] = { 0x01, 0x00, 0x5e, 0, 0, 1 };
 
-		CHECK(vq_vhu_frontend_protocol_features(f) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_RARP));
+		CHECK(vq_vhu_frontend_protocol_features(f) & VQ_BIT(VQ_VHU_PROTOCOL_F_RARP));
 		CHECK_EQ(vq_vhu_frontend_send_rarp(f, unicast), 0);
 		CHECK_EQ(vq_vhu_frontend_send_rarp(f, group), -EIO);
 	}
 	/* NET_SET_MTU (PROTOCOL_F_MTU): the echo device carries 9000 at most */
-	CHECK(vq_vhu_frontend_protocol_features(f) & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_MTU));
+	CHECK(vq_vhu_frontend_protocol_features(f) & VQ_BIT(VQ_VHU_PROTOCOL_F_MTU));
 	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 9000), 0);
 	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 9001), -EIO);
 	CHECK_EQ(vq_vhu_frontend_net_set_mtu(f, 60), -EIO);

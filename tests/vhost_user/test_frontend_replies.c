@@ -2,7 +2,7 @@
 /*
  * The front-end against a back-end that answers badly: a reply without the
  * reply flag, to another request, truncated, oversized, with an fd where
- * none belongs, missing, or without VIRTIO_F_VERSION_1: each fails the
+ * none belongs, missing, or without VQ_F_VERSION_1: each fails the
  * connect with its error, and nothing leaks.  And one that answers well
  * on a non-blocking socket, served on a thread.
  */

@@ -124,9 +124,9 @@ static void frontend_vs_dpdk_vhost(bool packed, bool in_order)
 		"--forward-mode=io", "--auto-start", NULL };
 	char err[256] = "";
 	struct vq_vhu_frontend_config c = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			    (packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0) |
-			    (in_order ? VIRTQ_BIT(VIRTIO_F_IN_ORDER) : 0),
+		.features = VQ_BIT(VQ_F_VERSION_1) |
+			    (packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+			    (in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0),
 		.nqueues = 2, .queue_size = 256, .mem_size = 8 << 20,
 		.err = err, .errlen = sizeof(err),
 	};
@@ -158,8 +158,8 @@ static void frontend_vs_dpdk_vhost(bool packed, bool in_order)
 		dump(log);
 	}
 	CHECK_EQ(r, 0);
-	CHECK(vq_vhu_frontend_features(f) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK_EQ(!!(vq_vhu_frontend_features(f) & VIRTQ_BIT(VIRTIO_F_RING_PACKED)), packed);
+	CHECK(vq_vhu_frontend_features(f) & VQ_BIT(VQ_F_VERSION_1));
+	CHECK_EQ(!!(vq_vhu_frontend_features(f) & VQ_BIT(VQ_F_RING_PACKED)), packed);
 	r = vq_vhu_frontend_start(f);
 	if (r)
 		fprintf(stderr, "start: %s\n", vq_vhu_frontend_error_msg(f));
@@ -267,8 +267,8 @@ static void backend_under_dpdk_virtio_user(bool packed)
 		dump(log);
 	}
 	CHECK(e.q[1].chains >= 32);
-	CHECK(vq_vhu_backend_features(e.b) & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK_EQ(!!(vq_vhu_backend_features(e.b) & VIRTQ_BIT(VIRTIO_F_RING_PACKED)),
+	CHECK(vq_vhu_backend_features(e.b) & VQ_BIT(VQ_F_VERSION_1));
+	CHECK_EQ(!!(vq_vhu_backend_features(e.b) & VQ_BIT(VQ_F_RING_PACKED)),
 		 packed);
 	close(in_wr);
 	/* testpmd's teardown: GET_VRING_BASE for each ring, then close */

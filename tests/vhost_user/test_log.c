@@ -53,7 +53,7 @@ static void level_filter(void)
 	CHECK_EQ(VQ_LOG_WARNING, 4);
 	CHECK_EQ(VQ_LOG_INFO, 6);
 	CHECK_EQ(VQ_LOG_DEBUG, 7);
-	CHECK_EQ(vq_set_log(keep, &s, VQ_LOG_WARNING), 0);
+	CHECK_EQ(vq_log_set(keep, &s, VQ_LOG_WARNING), 0);
 	vq_log(VQ_LOG_ERR, "error %d", 1);
 	vq_log(VQ_LOG_WARNING, "warning %s", "two");
 	vq_log(VQ_LOG_INFO, "info %d", count_evaluation());
@@ -64,13 +64,13 @@ static void level_filter(void)
 	CHECK(!strcmp(s.msg[0], "error 1"));
 	CHECK_EQ(s.level[1], VQ_LOG_WARNING);
 	CHECK(!strcmp(s.msg[1], "warning two"));
-	CHECK_EQ(vq_set_log(keep, &s, VQ_LOG_DEBUG), 0);
+	CHECK_EQ(vq_log_set(keep, &s, VQ_LOG_DEBUG), 0);
 	vq_log(VQ_LOG_DEBUG, "debug %d", count_evaluation());
 	CHECK_EQ(evaluated, 1);
 	CHECK_EQ(s.n, 3);
 	CHECK(!strcmp(s.msg[2], "debug 1"));
 	/* silenced again: nothing arrives */
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_DEBUG), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_DEBUG), 0);
 	vq_log(VQ_LOG_ERR, "error %d", 2);
 	CHECK_EQ(s.n, 3);
 	CHECK(!vq_log_on(VQ_LOG_ERR));
@@ -82,14 +82,14 @@ static void bad_level_refused(void)
 {
 	struct seen s = { 0 }, t = { 0 };
 
-	CHECK_EQ(vq_set_log(keep, &s, VQ_LOG_ERR), 0);
-	CHECK_EQ(vq_set_log(keep, &t, (enum vq_log_level)5), -EINVAL);
-	CHECK_EQ(vq_set_log(keep, &t, (enum vq_log_level)0), -EINVAL);
-	CHECK_EQ(vq_set_log(keep, &t, (enum vq_log_level)8), -EINVAL);
+	CHECK_EQ(vq_log_set(keep, &s, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(keep, &t, (enum vq_log_level)5), -EINVAL);
+	CHECK_EQ(vq_log_set(keep, &t, (enum vq_log_level)0), -EINVAL);
+	CHECK_EQ(vq_log_set(keep, &t, (enum vq_log_level)8), -EINVAL);
 	vq_log(VQ_LOG_ERR, "still");
 	CHECK_EQ(s.n, 1);
 	CHECK_EQ(t.n, 0);
-	CHECK_EQ(vq_set_log(NULL, NULL, (enum vq_log_level)0), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, (enum vq_log_level)0), 0);
 }
 
 /* A message is one line, cut at 511 bytes. */
@@ -100,11 +100,11 @@ static void long_message_cut(void)
 
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	CHECK_EQ(vq_set_log(keep, &s, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(keep, &s, VQ_LOG_ERR), 0);
 	vq_log(VQ_LOG_ERR, "%s", big);
 	CHECK_EQ(s.n, 1);
 	CHECK_EQ(strlen(s.msg[0]), 511);
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 }
 
 static struct seen reentered;
@@ -115,20 +115,20 @@ static void reenter(void *arg, enum vq_log_level level, const char *msg)
 {
 	keep(&reentered, level, msg);
 	vq_log(VQ_LOG_ERR, "from inside the callback");
-	reenter_set = vq_set_log(NULL, NULL, VQ_LOG_ERR);
+	reenter_set = vq_log_set(NULL, NULL, VQ_LOG_ERR);
 }
 
-/* Inside the callback vq_set_log refuses (the lock is held) and what the
+/* Inside the callback vq_log_set refuses (the lock is held) and what the
  * library would log is dropped, not recursed into. */
 static void callback_calls_back(void)
 {
-	CHECK_EQ(vq_set_log(reenter, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(reenter, NULL, VQ_LOG_ERR), 0);
 	vq_log(VQ_LOG_ERR, "outside");
 	CHECK_EQ(reentered.n, 1);
 	CHECK(!strcmp(reentered.msg[0], "outside"));
 	CHECK_EQ(reenter_set, -EDEADLK);
 	CHECK(vq_log_on(VQ_LOG_ERR));           /* still set */
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 }
 
 int main(void)

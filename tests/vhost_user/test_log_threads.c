@@ -2,7 +2,7 @@
 /*
  * The log callback set while another thread logs (virtq/log.h's thread
  * rules): a call gets its own callback's arg, never another's; calls never
- * overlap; and once vq_set_log returns, the callback it replaced is not
+ * overlap; and once vq_log_set returns, the callback it replaced is not
  * called again.  Also under TSan (suite threads).
  */
 #include <pthread.h>
@@ -67,7 +67,7 @@ static void set_while_another_thread_logs(void)
 		struct sink *now = &sink[r & 1], *old = &sink[!(r & 1)];
 		unsigned long old_calls;
 
-		CHECK_EQ(vq_set_log(r & 1 ? to_sink1 : to_sink0, now,
+		CHECK_EQ(vq_log_set(r & 1 ? to_sink1 : to_sink0, now,
 				    VQ_LOG_WARNING), 0);
 		/* the replaced callback has returned and stays unused: its
 		 * count may be read without a lock and does not move */
@@ -76,7 +76,7 @@ static void set_while_another_thread_logs(void)
 		CHECK_EQ(old->calls, old_calls);
 		/* and the new one's count is read only once it is replaced */
 	}
-	CHECK_EQ(vq_set_log(NULL, NULL, VQ_LOG_ERR), 0);
+	CHECK_EQ(vq_log_set(NULL, NULL, VQ_LOG_ERR), 0);
 	__atomic_store_n(&stop, true, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < 2; i++)
 		CHECK_EQ(pthread_join(t[i], NULL), 0);

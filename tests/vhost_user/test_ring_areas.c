@@ -8,9 +8,9 @@
 
 #include "vq_test.h"
 
-#define V1 VIRTQ_BIT(VIRTIO_F_VERSION_1)
-#define EVENT VIRTQ_BIT(VIRTIO_F_EVENT_IDX)
-#define PACKED VIRTQ_BIT(VIRTIO_F_RING_PACKED)
+#define V1 VQ_BIT(VQ_F_VERSION_1)
+#define EVENT VQ_BIT(VQ_F_EVENT_IDX)
+#define PACKED VQ_BIT(VQ_F_RING_PACKED)
 
 /* 2.7: descriptors 16 * num (16-aligned), avail 6 + 2 * num (2-aligned),
  * used 6 + 8 * num (4-aligned), the last two bytes of each the event word. */

@@ -34,7 +34,7 @@ static inline void gfx_init(struct gfx *x, uint64_t features, uint16_t num)
 {
 	memset(x, 0, sizeof(*x));
 	fx_rings(&x->p, x->drv, x->dq, x->ring,
-		 features | VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET), num ? num : 64);
+		 features | VQ_BIT(VQ_VSOCK_F_SEQPACKET), num ? num : 64);
 	x->gc = (struct vq_vsg_config){
 		.rx = x->drv[0], .tx = x->drv[1], .ev = x->drv[2], .cid = FX_CID,
 		.kick = gfx_kick, .arg = x,
@@ -207,7 +207,7 @@ static inline int gfx_main(uint64_t *features, void (*run_all)(void))
 	*features = 0;
 	run_all();
 	fprintf(stderr, "== packed\n");
-	*features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	*features = VQ_BIT(VQ_F_RING_PACKED);
 	run_all();
 	return 0;
 }

@@ -100,13 +100,13 @@ static void migration_packed_ring_used_slots(void)
 	memset(mem, 0, sizeof(mem));
 	CHECK_EQ(perf_dlog_watch(&w, mem, BASE, 2 * PG, true), 0);
 	/* the driver posts slots in both pages */
-	put_flags(mem + 32, VIRTQ_DESC_F_AVAIL);
-	put_flags(mem + PG + 16, VIRTQ_DESC_F_AVAIL);
+	put_flags(mem + 32, VQ_DESC_F_AVAIL);
+	put_flags(mem + PG + 16, VQ_DESC_F_AVAIL);
 	mem[PG + 16] = 0x55;
 	CHECK_EQ(perf_dlog_unmarked(&w, &d, &changed), 0);
 	CHECK_EQ(changed, 0);
 	/* the device uses the one in the second page */
-	put_flags(mem + PG + 16, VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED);
+	put_flags(mem + PG + 16, VQ_DESC_F_AVAIL | VQ_DESC_F_USED);
 	CHECK_EQ(perf_dlog_unmarked(&w, &d, &changed), 1);
 	CHECK_EQ(changed, 1);
 	mark(BASE + PG);

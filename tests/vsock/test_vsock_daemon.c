@@ -144,7 +144,7 @@ static uint64_t get_cid(int fd)
 	memset(&m, 0, sizeof(m));
 	m.request = VQ_VHU_SET_PROTOCOL_FEATURES;
 	m.kind = VQ_VHU_P_U64;
-	m.u.u64 = VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
+	m.u.u64 = VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG);
 	send_msg(fd, &m);
 	memset(&m, 0, sizeof(m));
 	m.request = VQ_VHU_GET_CONFIG;
@@ -165,13 +165,13 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	uint64_t f, pf;
 
 	f = get_u64(fd, VQ_VHU_GET_FEATURES);
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(f & VIRTQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_EVENT_IDX));
-	CHECK(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
+	CHECK(f & VQ_BIT(VQ_F_VERSION_1));
+	CHECK(f & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES));
+	CHECK(f & VQ_BIT(VQ_F_RING_PACKED));
+	CHECK(f & VQ_BIT(VQ_F_EVENT_IDX));
+	CHECK(f & VQ_BIT(VQ_VSOCK_F_SEQPACKET));
 	pf = get_u64(fd, VQ_VHU_GET_PROTOCOL_FEATURES);
-	CHECK(pf & VIRTQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
+	CHECK(pf & VQ_BIT(VQ_VHU_PROTOCOL_F_CONFIG));
 	CHECK_EQ(get_cid(fd), 545);
 	close(fd);
 	stop(pid);
@@ -202,19 +202,19 @@ static void vhost_user_vsock_refuses_unoffered_packed(void)
 	char b;
 
 	f = get_u64(fd, VQ_VHU_GET_FEATURES);
-	CHECK(!(f & VIRTQ_BIT(VIRTIO_F_RING_PACKED)));
+	CHECK(!(f & VQ_BIT(VQ_F_RING_PACKED)));
 	memset(&m, 0, sizeof(m));
 	m.request = VQ_VHU_SET_FEATURES;
 	m.kind = VQ_VHU_P_U64;
-	m.u.u64 = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-		  VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	m.u.u64 = VQ_BIT(VQ_F_VERSION_1) | VQ_BIT(VQ_F_EVENT_IDX) |
+		  VQ_BIT(VQ_F_RING_PACKED);
 	send_msg(fd, &m);
 	CHECK_EQ(read(fd, &b, 1), 0);           /* connection closed */
 	close(fd);
 	/* ... and the next front-end is served */
 	fd = vu_connect();
 	f = get_u64(fd, VQ_VHU_GET_FEATURES);
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
+	CHECK(f & VQ_BIT(VQ_F_VERSION_1));
 	close(fd);
 	stop(pid);
 	CHECK(log_has("not offered"));
@@ -228,8 +228,8 @@ static void vhost_user_vsock_no_seqpacket_option(void)
 	int fd = vu_connect();
 	uint64_t f = get_u64(fd, VQ_VHU_GET_FEATURES);
 
-	CHECK(f & VIRTQ_BIT(VIRTIO_F_VERSION_1));
-	CHECK(!(f & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET)));
+	CHECK(f & VQ_BIT(VQ_F_VERSION_1));
+	CHECK(!(f & VQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 	close(fd);
 	stop(pid);
 }

@@ -14,7 +14,7 @@ static uint64_t ring_features;
 
 static bool packed(void)
 {
-	return ring_features & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	return ring_features & VQ_BIT(VQ_F_RING_PACKED);
 }
 
 /* Write a used entry into queue q's ring by hand, at the first used
@@ -22,14 +22,14 @@ static bool packed(void)
 static void forge_first_used(struct gfx *x, unsigned q, uint16_t id, uint32_t len)
 {
 	if (packed()) {
-		struct virtq_packed_desc *d = x->ring[q].desc;
+		struct vq_packed_desc *d = x->ring[q].desc;
 
 		d[0].id = vq_le16(id);
 		d[0].len = vq_le32(len);
-		__atomic_store_n(&d[0].flags, vq_le16(VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED),
+		__atomic_store_n(&d[0].flags, vq_le16(VQ_DESC_F_AVAIL | VQ_DESC_F_USED),
 				 __ATOMIC_RELEASE);
 	} else {
-		struct virtq_used *u = x->ring[q].device;
+		struct vq_used *u = x->ring[q].device;
 
 		u->ring[0].id = vq_le32(id);
 		u->ring[0].len = vq_le32(len);

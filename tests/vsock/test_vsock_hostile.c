@@ -391,10 +391,10 @@ int main(void)
 	fx_features = 0;
 	run_all();
 	fprintf(stderr, "== packed\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	fx_features = VQ_BIT(VQ_F_RING_PACKED);
 	run_all();
 	fprintf(stderr, "== split in-order\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	fx_features = VQ_BIT(VQ_F_IN_ORDER);
 	run_all();
 	return 0;
 }

@@ -494,7 +494,7 @@ int main(void)
 	fx_features = 0;
 	run_all();
 	fprintf(stderr, "== packed\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	fx_features = VQ_BIT(VQ_F_RING_PACKED);
 	run_all();
 	return 0;
 }

@@ -796,15 +796,15 @@ int main(void)
 	fx_features = 0;
 	run_all();
 	fprintf(stderr, "== packed\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	fx_features = VQ_BIT(VQ_F_RING_PACKED);
 	run_all();
 	/* IN_ORDER: RX buffers popped and given back (nothing to send) must
 	 * keep the pop order the device fills in. */
 	fprintf(stderr, "== split in-order\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	fx_features = VQ_BIT(VQ_F_IN_ORDER);
 	run_all();
 	fprintf(stderr, "== packed in-order\n");
-	fx_features = VIRTQ_BIT(VIRTIO_F_RING_PACKED) | VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+	fx_features = VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_IN_ORDER);
 	run_all();
 	return 0;
 }

@@ -97,7 +97,7 @@ static inline void fx_rings(struct ring_pair *p, struct vq_drv *drv[3],
 			    struct vq_dev *dq[3], struct vq_ring_addr ring[3],
 			    uint64_t feat, uint16_t num)
 {
-	int packed = !!(feat & VIRTQ_BIT(VIRTIO_F_RING_PACKED));
+	int packed = !!(feat & VQ_BIT(VQ_F_RING_PACKED));
 
 	pair_init(p, feat, num, 1, 1);
 	drv[0] = p->drv;
@@ -161,8 +161,8 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 		.buf_alloc = o->guest_buf_alloc, .tx_pkt_max = o->tx_pkt_max,
 	};
 	uint16_t num = o->num ? o->num : 128;
-	uint64_t feat = fx_features | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-			(o->no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET));
+	uint64_t feat = fx_features | VQ_BIT(VQ_F_EVENT_IDX) |
+			(o->no_seqpacket ? 0 : VQ_BIT(VQ_VSOCK_F_SEQPACKET));
 
 	memset(f, 0, sizeof(*f));
 	f->host_sndbuf = o->host_sndbuf;

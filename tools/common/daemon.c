@@ -24,7 +24,7 @@ static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
 
 void vqd_log_to_stderr(bool quiet)
 {
-	vq_set_log(log_stderr, NULL, quiet ? VQ_LOG_WARNING : VQ_LOG_INFO);
+	vq_log_set(log_stderr, NULL, quiet ? VQ_LOG_WARNING : VQ_LOG_INFO);
 }
 
 double vqd_now(void)

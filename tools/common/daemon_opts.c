@@ -204,12 +204,12 @@ void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...)
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f)
 {
 	if (o->no_packed)
-		f &= ~VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+		f &= ~VQ_BIT(VQ_F_RING_PACKED);
 	if (o->no_event_idx)
-		f &= ~VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+		f &= ~VQ_BIT(VQ_F_EVENT_IDX);
 	if (o->no_indirect)
-		f &= ~VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
+		f &= ~VQ_BIT(VQ_F_INDIRECT_DESC);
 	if (o->no_in_order)
-		f &= ~VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+		f &= ~VQ_BIT(VQ_F_IN_ORDER);
 	return f;
 }

@@ -486,13 +486,13 @@ static int tap_configure(struct tapq *t, uint64_t features)
 	int hlen = (int)vq_net_hdr_len(features);
 	unsigned off = 0;
 
-	if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_CSUM)) {
+	if (features & VQ_BIT(VQ_NET_F_GUEST_CSUM)) {
 		off |= TUN_F_CSUM;
-		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO4))
+		if (features & VQ_BIT(VQ_NET_F_GUEST_TSO4))
 			off |= TUN_F_TSO4;
-		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_TSO6))
+		if (features & VQ_BIT(VQ_NET_F_GUEST_TSO6))
 			off |= TUN_F_TSO6;
-		if (features & VIRTQ_BIT(VIRTIO_NET_F_GUEST_ECN))
+		if (features & VQ_BIT(VQ_NET_F_GUEST_ECN))
 			off |= TUN_F_TSO_ECN;
 	}
 	if (ioctl(t->fd, TUNSETVNETHDRSZ, &hlen) < 0 ||
@@ -536,7 +536,7 @@ static int tap_open(struct daemon *d)
 			return -ENOMEM;
 	}
 	/* until a guest says otherwise: a 12-byte header, no offloads */
-	if (tap_configure(&d->taps[0], VIRTQ_BIT(VIRTIO_F_VERSION_1)) < 0)
+	if (tap_configure(&d->taps[0], VQ_BIT(VQ_F_VERSION_1)) < 0)
 		return -EIO;
 	for (unsigned k = 0; k < d->o.pairs; k++)
 		if (tap_attach(&d->taps[k], false) < 0)
@@ -1006,27 +1006,27 @@ static void stats_line(void *arg, double dt, double t, bool final)
 
 static uint64_t offered_features(const struct daemon *d)
 {
-	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1) | VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
-		     VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-		     VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
-		     VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF) |
+	uint64_t f = VQ_BIT(VQ_F_VERSION_1) | VQ_BIT(VQ_F_RING_PACKED) |
+		     VQ_BIT(VQ_F_IN_ORDER) | VQ_BIT(VQ_F_EVENT_IDX) |
+		     VQ_BIT(VQ_F_INDIRECT_DESC) |
+		     VQ_BIT(VQ_NET_F_MRG_RXBUF) |
 		     /* QEMU gives the guest an MTU (host_mtu) only if we
 		      * offer this; it then tells us (NET_SET_MTU) */
-		     VIRTQ_BIT(VIRTIO_NET_F_MTU) |
+		     VQ_BIT(VQ_NET_F_MTU) |
 		     /* after a live migration the guest announces itself
 		      * (gratuitous ARP) instead of QEMU sending a RARP */
-		     VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
+		     VQ_BIT(VQ_NET_F_GUEST_ANNOUNCE);
 
 	if (d->o.pairs > 1)
-		f |= VIRTQ_BIT(VIRTIO_NET_F_MQ);
+		f |= VQ_BIT(VQ_NET_F_MQ);
 	if (d->o.no_mrg)
-		f &= ~VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+		f &= ~VQ_BIT(VQ_NET_F_MRG_RXBUF);
 	/* only the TAP can finish a partial checksum or segment a TSO frame:
 	 * the other modes never see a header */
 	if (d->o.mode == M_TAP && !d->o.no_offloads)
 		f |= VQ_NET_OFFLOADS;
 	if (d->o.no_announce)
-		f &= ~VIRTQ_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE);
+		f &= ~VQ_BIT(VQ_NET_F_GUEST_ANNOUNCE);
 	return vqd_features(&d->com, f);
 }
 

@@ -36,8 +36,8 @@ bool perf_dlog_marked(const struct perf_dlog *d, uint64_t gpa, uint64_t len)
 
 	if (!len)
 		return true;
-	last = (gpa + len - 1) / VQ_LOG_PAGE;
-	for (p = gpa / VQ_LOG_PAGE; p <= last; p++)
+	last = (gpa + len - 1) / VQ_DIRTY_LOG_PAGE;
+	for (p = gpa / VQ_DIRTY_LOG_PAGE; p <= last; p++)
 		if (!page_marked(d, p))
 			return false;
 	return true;
@@ -72,7 +72,7 @@ static bool device_changed(const struct perf_dlog_watch *w, unsigned k, uint64_t
 	/* slots are 16-byte aligned in the ring: never across a page */
 	for (i = 0; i + 16 <= n; i += 16) {
 		uint16_t fl = (uint16_t)(now[i + 14] | now[i + 15] << 8);
-		bool avail = fl & VIRTQ_DESC_F_AVAIL, used = fl & VIRTQ_DESC_F_USED;
+		bool avail = fl & VQ_DESC_F_AVAIL, used = fl & VQ_DESC_F_USED;
 
 		if (avail == used && memcmp(now + i, was + i, 16))
 			return true;
@@ -91,13 +91,13 @@ uint64_t perf_dlog_unmarked(const struct perf_dlog_watch *w, const struct perf_d
 
 		while (at < w->r[k].len) {
 			uint64_t gpa = w->r[k].gpa + at;
-			uint64_t n = VQ_LOG_PAGE - gpa % VQ_LOG_PAGE;
+			uint64_t n = VQ_DIRTY_LOG_PAGE - gpa % VQ_DIRTY_LOG_PAGE;
 
 			if (n > w->r[k].len - at)
 				n = w->r[k].len - at;
 			if (device_changed(w, k, at, n)) {
 				(*changed)++;
-				if (!page_marked(d, gpa / VQ_LOG_PAGE))
+				if (!page_marked(d, gpa / VQ_DIRTY_LOG_PAGE))
 					bad++;
 			}
 			at += n;
@@ -115,7 +115,7 @@ void perf_dlog_watch_free(struct perf_dlog_watch *w)
 int perf_dlog_watch_rings(struct perf_dlog_watch *w, struct vq_vhu_frontend *f,
 			  unsigned nrings)
 {
-	bool packed = vq_vhu_frontend_features(f) & VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+	bool packed = vq_vhu_frontend_features(f) & VQ_BIT(VQ_F_RING_PACKED);
 	struct vq_gpa_range a[3];
 	int r = 0;
 

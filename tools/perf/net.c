@@ -107,18 +107,18 @@ static int backend_start(struct net_run *n)
 
 static uint64_t wanted_features(const struct net_opts *o)
 {
-	uint64_t f = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+	uint64_t f = VQ_BIT(VQ_F_VERSION_1);
 
 	if (o->packed)
-		f |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+		f |= VQ_BIT(VQ_F_RING_PACKED);
 	if (o->in_order)
-		f |= VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+		f |= VQ_BIT(VQ_F_IN_ORDER);
 	if (o->event_idx)
-		f |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+		f |= VQ_BIT(VQ_F_EVENT_IDX);
 	if (o->mrg)
-		f |= VIRTQ_BIT(VIRTIO_NET_F_MRG_RXBUF);
+		f |= VQ_BIT(VQ_NET_F_MRG_RXBUF);
 	if (o->indirect)
-		f |= VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC);
+		f |= VQ_BIT(VQ_F_INDIRECT_DESC);
 	return f;
 }
 

@@ -269,18 +269,18 @@ static int start_pinned(pthread_t *t, int cpu, void *(*fn)(void *), void *arg)
 
 static int bench_setup(struct bench *b, const struct ring_opts *o)
 {
-	uint64_t features = VIRTQ_BIT(VIRTIO_F_VERSION_1);
+	uint64_t features = VQ_BIT(VQ_F_VERSION_1);
 	uint64_t off[3], ring_size, ring_gpa;
 	struct vq_mem_region reg;
 	struct vq_ring_addr ra;
 	int r;
 
 	if (o->packed)
-		features |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+		features |= VQ_BIT(VQ_F_RING_PACKED);
 	if (o->in_order)
-		features |= VIRTQ_BIT(VIRTIO_F_IN_ORDER);
+		features |= VQ_BIT(VQ_F_IN_ORDER);
 	if (o->event_idx)
-		features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+		features |= VQ_BIT(VQ_F_EVENT_IDX);
 	ring_size = vq_ring_layout(features, (uint16_t)o->queue_size, off);
 	if (!ring_size || o->queue_size > 32768)
 		return -EINVAL;
@@ -298,8 +298,7 @@ static int bench_setup(struct bench *b, const struct ring_opts *o)
 		return -ENOMEM;
 	memset(b->mem, 0, b->mem_size);
 	memset(b->scratch, 0x5a, o->size ? o->size : 1);
-	b->map = vq_mem_new();
-	if (!b->map)
+	if (vq_mem_new(&b->map) < 0)
 		return -ENOMEM;
 	reg = (struct vq_mem_region){ .gpa = GPA_BASE, .size = b->mem_size,
 				      .uaddr = (uintptr_t)b->mem, .hva = b->mem };
@@ -495,7 +494,7 @@ static void ring_check(struct ring_opts *o, unsigned given)
 		cli_usage_error("--seconds and --ops: give one run length");
 	if ((given & 1u << O_DIR) && !o->size)
 		cli_usage_error("--direction: without --size no payload moves");
-	if (!vq_ring_num_valid(o->packed ? VIRTQ_BIT(VIRTIO_F_RING_PACKED) : 0,
+	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0,
 			       o->queue_size))
 		cli_usage_error("--queue-size: %u is not valid for the %s layout "
 				"(split: a power of two)", o->queue_size,

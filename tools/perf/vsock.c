@@ -126,7 +126,7 @@ static int dlog_watch(struct vs_run *n, const struct vq_vsg_config *gc)
 static int guest_setup(struct vs_run *n)
 {
 	struct vq_vhu_frontend_config fc = {
-		.features = VIRTQ_BIT(VIRTIO_F_VERSION_1),
+		.features = VQ_BIT(VQ_F_VERSION_1),
 		.nqueues = 3, .queue_size = (uint16_t)n->o.queue_size,
 		.mem_size = 64ull << 20,
 	};
@@ -138,11 +138,11 @@ static int guest_setup(struct vs_run *n)
 	int r;
 
 	if (n->o.packed)
-		fc.features |= VIRTQ_BIT(VIRTIO_F_RING_PACKED);
+		fc.features |= VQ_BIT(VQ_F_RING_PACKED);
 	if (n->o.event_idx)
-		fc.features |= VIRTQ_BIT(VIRTIO_F_EVENT_IDX);
+		fc.features |= VQ_BIT(VQ_F_EVENT_IDX);
 	if (n->o.seqpacket)
-		fc.features |= VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET);
+		fc.features |= VQ_BIT(VQ_VSOCK_F_SEQPACKET);
 	fc.err = err;
 	fc.errlen = sizeof(err);
 	/* A backend we just started may have bound its socket and not yet
@@ -159,12 +159,12 @@ static int guest_setup(struct vs_run *n)
 		return r;
 	}
 	if ((vq_vhu_frontend_features(n->fe) ^ fc.features) &
-	    VIRTQ_BIT(VIRTIO_F_RING_PACKED)) {
+	    VQ_BIT(VQ_F_RING_PACKED)) {
 		fprintf(stderr, "virtq-perf vsock: the backend does not offer the ring layout asked for\n");
 		return -ENOTSUP;
 	}
 	if (n->o.seqpacket &&
-	    !(vq_vhu_frontend_features(n->fe) & VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET))) {
+	    !(vq_vhu_frontend_features(n->fe) & VQ_BIT(VQ_VSOCK_F_SEQPACKET))) {
 		fprintf(stderr, "virtq-perf vsock: the backend does not offer VQ_VSOCK_F_SEQPACKET\n");
 		return -ENOTSUP;
 	}

@@ -94,7 +94,7 @@ static void dev_notify(void *arg, unsigned qi)
 static bool ring_fresh(const struct vq_dev *dev)
 {
 	struct vq_dev_state s = vq_dev_get_state(dev);
-	uint16_t z = (vq_dev_features(dev) & VIRTQ_BIT(VIRTIO_F_RING_PACKED)) ? 0x8000 : 0;
+	uint16_t z = (vq_dev_features(dev) & VQ_BIT(VQ_F_RING_PACKED)) ? 0x8000 : 0;
 
 	return s.avail_idx == z && s.used_idx == z;
 }
@@ -449,11 +449,11 @@ static uint64_t offered_features(const struct daemon *d)
 {
 	/* Streams are implied (no NO_IMPLIED_STREAM, 5.10.3: Linux 6.1 does
 	 * not know it); SEQPACKET adds message sockets. */
-	return vqd_features(&d->com, VIRTQ_BIT(VIRTIO_F_VERSION_1) |
-			    VIRTQ_BIT(VIRTIO_F_RING_PACKED) |
-			    VIRTQ_BIT(VIRTIO_F_IN_ORDER) | VIRTQ_BIT(VIRTIO_F_EVENT_IDX) |
-			    VIRTQ_BIT(VIRTIO_F_INDIRECT_DESC) |
-			    (d->o.no_seqpacket ? 0 : VIRTQ_BIT(VQ_VSOCK_F_SEQPACKET)));
+	return vqd_features(&d->com, VQ_BIT(VQ_F_VERSION_1) |
+			    VQ_BIT(VQ_F_RING_PACKED) |
+			    VQ_BIT(VQ_F_IN_ORDER) | VQ_BIT(VQ_F_EVENT_IDX) |
+			    VQ_BIT(VQ_F_INDIRECT_DESC) |
+			    (d->o.no_seqpacket ? 0 : VQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 }
 
 /* The host side: HOST_PATH for streams and, unless --no-seqpacket,
