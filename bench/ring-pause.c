@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 int main(int argc, char **argv)
 {

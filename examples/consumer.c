@@ -10,7 +10,7 @@
 #include <virtq/runtime.h>
 #include <virtq/vhost_user.h>
 #include <virtq/vhost_user_backend.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 #include <virtq/net.h>
 #include <virtq/vsock.h>
 #include <virtq/version.h>

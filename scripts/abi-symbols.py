@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 """The shared library exports exactly what the public headers declare.
 
-Usage: abi-symbols.py CC LIBRARY MAP INCLUDE_DIR...
+Usage: abi-symbols.py [--headers SUBDIR] CC LIBRARY MAP INCLUDE_DIR...
+
+(--headers: the headers of include/virtq/SUBDIR/, libvirtq-guest's "guest",
+instead of include/virtq/'s own.)
 
 Three lists must agree: the vq_* functions include/virtq/*.h declare (not
 static inline ones: those compile into the caller), the names the version
@@ -18,11 +21,11 @@ import subprocess
 import sys
 
 
-def declared(cc, include_dirs):
+def declared(cc, include_dirs, sub):
     """vq_* functions declared by the public headers, without bodies."""
     headers = sorted({os.path.relpath(h, d)
                       for d in include_dirs
-                      for h in glob.glob(os.path.join(d, "virtq", "*.h"))})
+                      for h in glob.glob(os.path.join(d, "virtq", sub, "*.h"))})
     src = "".join(f"#include <{h}>\n" for h in headers)
     cmd = [cc, "-E", "-std=gnu11", "-D_GNU_SOURCE", "-x", "c", "-"]
     cmd += [f"-I{d}" for d in include_dirs]
@@ -34,7 +37,8 @@ def declared(cc, include_dirs):
     for line in out.splitlines():
         m = re.match(r'#\s*\d+\s+"([^"]*)"', line)
         if m:
-            keep = "/virtq/" in m.group(1)
+            keep = f"/virtq/{sub + '/' if sub else ''}" in m.group(1) and \
+                (sub or "/virtq/guest/" not in m.group(1))
             continue
         if keep:
             ours.append(line)
@@ -80,7 +84,7 @@ def exported(lib):
         if len(parts) < 3:
             continue
         kind, name = parts[1], parts[2].split("@")[0]
-        if kind == "A" and re.match(r"VIRTQ_\d", name):
+        if kind == "A" and re.match(r"VIRTQ_(GUEST_)?\d", name):
             continue        # the version nodes themselves
         names.add(name)
     return names
@@ -93,12 +97,14 @@ def report(what, names):
 
 
 def main():
-    if len(sys.argv) < 5:
+    args, sub = sys.argv[1:], ""
+    if args[:1] == ["--headers"] and len(args) > 1:
+        sub, args = args[1], args[2:]
+    if len(args) < 4:
         print(__doc__)
         return 2
-    cc, lib, map_path, include_dirs = (sys.argv[1], sys.argv[2],
-                                       sys.argv[3], sys.argv[4:])
-    decl, headers = declared(cc, include_dirs)
+    cc, lib, map_path, include_dirs = args[0], args[1], args[2], args[3:]
+    decl, headers = declared(cc, include_dirs, sub)
     listed = mapped(map_path)
     exp = exported(lib)
     bad = 0

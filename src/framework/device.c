@@ -15,8 +15,8 @@
 
 #include "framework_internal.h"
 #include "log_internal.h"
-#include "ring/ring_lib.h"
-#include "vhost_user/backend_lib.h"
+#include "ring_lib.h"
+#include "backend_lib.h"
 
 static const struct vq_fw_device_ops no_ops;
 

@@ -16,7 +16,7 @@
 
 #include <virtq/framework.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* A function run on a worker for the control thread, which waits for
  * done (the call lives on its stack). */

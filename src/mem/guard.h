@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* Mappings guarded at once: many guests of one daemon, 8+ regions and a
  * log each. */

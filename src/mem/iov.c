@@ -4,7 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "util.h"
+#include "mem_lib.h"
 
 /* Move up to len bytes between buf and the bytes of iov from offset off on;
  * returns how many moved (fewer when the iovec ends first). */

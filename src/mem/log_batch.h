@@ -9,7 +9,7 @@
 
 #include <virtq/mem.h>
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * Marks gathered over a burst, then set together: one fence, and an atomic

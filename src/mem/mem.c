@@ -13,7 +13,8 @@
 
 #include <virtq/mem.h>
 
-#include "internal.h"
+#include "util.h"
+#include "mem_lib.h"
 
 /* An entry, and where its range starts here when it lies in one region
  * (found when it was added; NULL: it spans regions, resolved on use). */

@@ -32,7 +32,9 @@
 #include <virtq/net.h>
 #include <virtq/runtime.h>
 
-#include "internal.h"
+#include "util.h"
+#include "mem_lib.h"
+#include "cpu.h"
 
 /* Segments one RX chain may have (vhost's UIO_MAXIOV is 1024; real drivers
  * use 1 with MRG_RXBUF and at most MAX_SKB_FRAGS + 2 without). */

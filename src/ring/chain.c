@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "ring_internal.h"
+#include "mem_lib.h"
 
 /* The spec section of a rule both layouts share: split's or packed's. */
 static const char *sec(const struct vq_dev *d, const char *split,

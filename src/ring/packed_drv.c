@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "packed.h"
+#include "cpu.h"
 
 #define ID_NONE 0xffffu
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mem/log_batch.h"
+#include "log_batch.h"
 #include "ring_internal.h"
 #include "ring_lib.h"
 

@@ -13,7 +13,7 @@
 
 #include <virtq/ring.h>
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * Memory ordering on shared ring memory (the labels: docs/RULES.md, with

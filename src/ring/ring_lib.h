@@ -5,7 +5,7 @@
 
 #include <virtq/ring.h>
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * A split ring resumes where the driver's memory says the device was

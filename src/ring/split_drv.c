@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ring_internal.h"
+#include "cpu.h"
 
 struct drv_head {
 	void *token;                    /* non-NULL while outstanding */

@@ -7,7 +7,7 @@
 
 #include <virtq/runtime.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* Tell the CPU we are spinning (frees the sibling hyperthread, saves power
  * and avoids the memory-order machine clear on loop exit). */

@@ -22,6 +22,7 @@
 
 #include "backend_internal.h"
 #include "log_internal.h"
+#include "unix.h"
 
 int vhu_berr(struct vq_vhu_backend *b, int err, const char *fmt, ...)
 {

@@ -5,7 +5,7 @@
 
 #include <virtq/vhost_user_backend.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* The device reads a split ring's used index on the thread that runs the
  * ring (vq_dev_take_used_idx): the control thread never touches guest

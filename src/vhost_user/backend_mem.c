@@ -16,7 +16,7 @@
 #include <sys/statfs.h>
 
 #include "backend_internal.h"
-#include "mem/guard.h"
+#include "guard.h"
 
 #ifndef HUGETLBFS_MAGIC
 #define HUGETLBFS_MAGIC 0x958458f6

@@ -11,7 +11,7 @@
 
 #include "backend_internal.h"
 #include "backend_lib.h"
-#include "ring/ring_lib.h"
+#include "ring_lib.h"
 
 void vhu_backend_defer_used_idx(struct vq_vhu_backend *b)
 {

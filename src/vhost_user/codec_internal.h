@@ -12,7 +12,7 @@
 
 #include <virtq/vhost_user.h>
 
-#include "internal.h"
+#include "util.h"
 
 enum fd_rule {
 	FD_NONE,        /* no fd */

@@ -10,7 +10,7 @@
 
 #include <virtq/vhost_user.h>
 
-#include "internal.h"
+#include "util.h"
 
 /*
  * Both calls wait only in poll(), up to timeout_ms from the call: every

@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include "vsock_internal.h"
+#include "mem_lib.h"
 
 static void hdr_init(struct vq_vsock *v, struct vq_vsock_hdr *h,
 		     uint32_t lport, uint32_t pport, uint16_t type, uint16_t op)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "vsock_internal.h"
+#include "mem_lib.h"
 
 /* The payloads gathered for one write, all of one connection, pointing
  * into the burst's chains (valid until they are filled).  Seqpacket: whole

@@ -15,7 +15,8 @@
 
 #include <virtq/vsock.h>
 
-#include "internal.h"
+#include "util.h"
+#include "unix.h"
 
 int vq_vsock_uds_connect(const char *base, uint32_t port, uint16_t type)
 {

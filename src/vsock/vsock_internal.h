@@ -19,7 +19,7 @@
 
 #include <virtq/vsock.h>
 
-#include "internal.h"
+#include "util.h"
 
 #define VS_IOV_MAX      256u    /* iovecs per chain */
 #define VS_TX_BURST     32u

@@ -18,7 +18,7 @@
 
 #include <virtq/framework.h>
 #include <virtq/log.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "vq_test.h"
 

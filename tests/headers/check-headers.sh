@@ -9,7 +9,7 @@ cc=$1 inc=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kernel=$(cd /usr/include && ls linux/virtio_*.h linux/vhost.h)
-ours=$(cd "$inc" && ls virtq/*.h)
+ours=$(cd "$inc" && ls virtq/*.h virtq/guest/*.h)
 [ -n "$kernel" ] || { echo "no <linux/virtio_*.h> in /usr/include"; exit 1; }
 
 compile() {

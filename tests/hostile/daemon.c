@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 #include <virtq/vsock.h>
 
 #include "hostile.h"

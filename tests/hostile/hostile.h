@@ -17,7 +17,7 @@
 
 #include <virtq/ring.h>
 #include <virtq/vhost_user.h>
-#include <virtq/vsock_guest.h>
+#include <virtq/guest/vsock.h>
 
 enum kind { K_NET, K_VSOCK };
 

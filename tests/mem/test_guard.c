@@ -21,7 +21,7 @@
 
 #include <virtq/mem.h>
 
-#include "mem/guard.h"
+#include "guard.h"
 
 #include "vq_test.h"
 

@@ -2,7 +2,7 @@
 /* The guest memory map: translation never trusts an address or a length. */
 #include <virtq/mem.h>
 
-#include "mem/log_batch.h"
+#include "log_batch.h"
 
 #include "vq_test.h"
 

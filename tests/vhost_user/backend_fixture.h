@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include <virtq/log.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "echo_dev.h"
 #include "spec_msg.h"

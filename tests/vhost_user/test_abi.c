@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <virtq/vhost_user_backend.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "vq_test.h"
 

@@ -16,7 +16,7 @@
 #include <pthread.h>
 
 #include "backend_fixture.h"
-#include "mem/guard.h"
+#include "guard.h"
 
 /* The messages' parts: the rule, the region whole() maps, the loss. */
 #define REGION_RULE "vhost-user \"Memory regions description\": "

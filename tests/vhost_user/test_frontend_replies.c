@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "echo_dev.h"
 #include "spec_msg.h"

@@ -14,7 +14,7 @@
 #include <virtq/vsock.h>
 
 #include "ring_pair.h"
-#include <virtq/vsock_guest.h>
+#include <virtq/guest/vsock.h>
 
 #define FX_CID 3u
 #define FX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

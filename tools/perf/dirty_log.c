@@ -7,7 +7,7 @@
 
 #include <virtq/mem.h>
 #include <virtq/spec.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "dirty_log.h"
 

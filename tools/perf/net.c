@@ -29,7 +29,7 @@
 
 #include <virtq/net.h>
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "backend.h"
 #include "dirty_log.h"

@@ -54,9 +54,9 @@
 #include <unistd.h>
 
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 #include <virtq/vsock.h>
-#include <virtq/vsock_guest.h>
+#include <virtq/guest/vsock.h>
 
 #include "perf.h"
 #include "vsock_run.h"

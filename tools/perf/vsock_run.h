@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <virtq/vsock_guest.h>
+#include <virtq/guest/vsock.h>
 
 #include "backend.h"
 #include "dirty_log.h"

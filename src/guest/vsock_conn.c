@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guest_internal.h"
+#include "vsock_guest_internal.h"
 
 static struct vq_vsg_conn **bucket(struct vq_vsg *g, uint32_t l, uint32_t p)
 {

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include <virtq/runtime.h>
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "frontend_internal.h"
 

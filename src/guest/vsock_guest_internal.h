@@ -9,9 +9,9 @@
 
 #include <errno.h>
 
-#include <virtq/vsock_guest.h>
+#include <virtq/guest/vsock.h>
 
-#include "internal.h"
+#include "util.h"
 
 #define VSG_LISTEN_MAX  16u
 #define VSG_ORPHANS     64u

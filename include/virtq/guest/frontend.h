@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * virtq/vhost_user_frontend.h - the driver side of vhost-user (the
+ * virtq/guest/frontend.h - the driver side of vhost-user (the
  * "virtio-user" role).
  *
  * The front-end owns guest memory (a memfd, optionally MFD_HUGETLB), lays out

@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "guest_internal.h"
+#include "vsock_guest_internal.h"
 
 /* What vsg_rx_packet read from a header, in host order. */
 struct rx_hdr {

@@ -7,7 +7,7 @@
 
 #include <virtq/log.h>
 
-#include "internal.h"
+#include "util.h"
 
 /* The most verbose level the callback takes; -1 while none is set. */
 VQ_INTERNAL extern int vq_log_max;

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <virtq/vhost_user_frontend.h>
+#include <virtq/guest/frontend.h>
 
 #include "vhu_internal.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * virtq/vsock_guest.h - a userspace virtio-vsock driver (virtio 1.2 section
+ * virtq/guest/vsock.h - a userspace virtio-vsock driver (virtio 1.2 section
  * 5.10): the guest's side of a vsock device, over the driver side of its
  * rings (struct vq_drv).  What virtio-user is to virtio-net: a program
  * that owns guest memory (e.g. through the vhost-user front-end,

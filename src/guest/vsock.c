@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * A userspace virtio-vsock driver (virtq/vsock_guest.h): its queues and
+ * A userspace virtio-vsock driver (virtq/guest/vsock.h): its queues and
  * slots.  Buffers are fixed slots carved out of the caller's guest memory:
  * every RX slot is posted at start and reposted as soon as its packet is
  * handled; TX slots come from a free stack and return when the device uses
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guest_internal.h"
+#include "vsock_guest_internal.h"
 
 static const char *const qname[3] = { "rx", "tx", "event" };
 
