@@ -43,8 +43,22 @@ int vq_evt_signal(int fd)
 }
 
 /* 1 once preadv2(RWF_NOWAIT) was refused for an eventfd (a kernel before
- * eventfd supported it): read() from then on. */
+ * eventfd supported it, or an emulator that does not pass the flag on). */
 static int nowait_refused;
+
+/* Without RWF_NOWAIT: read only what poll says is there.  A second reader
+ * could still drain it between the two; the device framework's monitor
+ * releases a worker that waits so. */
+static ssize_t read_if_ready(int fd, uint64_t *v)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, 0) == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return read(fd, v, sizeof(*v));
+}
 
 /* One read of the counter that never waits, whatever the fd's O_NONBLOCK
  * says: a front-end's eventfd shares its open file description with the
@@ -55,13 +69,13 @@ static ssize_t evt_read(int fd, uint64_t *v)
 	ssize_t r;
 
 	if (__atomic_load_n(&nowait_refused, __ATOMIC_RELAXED))
-		return read(fd, v, sizeof(*v));
+		return read_if_ready(fd, v);
 	r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
 	if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL))
 		return r;
 	/* Refused.  Remember it only if read() works on this fd: EINVAL may
 	 * be the fd's own answer (not an eventfd), not the flag's. */
-	r = read(fd, v, sizeof(*v));
+	r = read_if_ready(fd, v);
 	if (r == sizeof(*v) || (r < 0 && errno == EAGAIN))
 		__atomic_store_n(&nowait_refused, 1, __ATOMIC_RELAXED);
 	return r;
