@@ -184,6 +184,10 @@ struct vq_vsock_stats {
 	 * buffers (readv / recvmsg, writev / sendmsg / sendmmsg): one read
 	 * fills many guest buffers, one write takes a burst's packets */
 	uint64_t host_read_calls, host_write_calls;
+	/* the guest's packet count: a connection stopped sending because
+	 * one more packet would have crossed it (its data waits in the host
+	 * socket), and the CREDIT_REQUESTs that asked where the guest is */
+	uint64_t pkts_held, credit_requests_sent;
 };
 
 int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out);

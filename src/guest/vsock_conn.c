@@ -38,9 +38,16 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
 	c->rbuf = malloc(g->cfg.buf_alloc);
 	if (type == VQ_VSOCK_TYPE_SEQPACKET)
 		c->msg_end = malloc(VSG_MSGS * sizeof(*c->msg_end));
-	if (!c->rbuf || (type == VQ_VSOCK_TYPE_SEQPACKET && !c->msg_end)) {
+	if (g->cfg.pkt_truesize) {
+		/* one more than the count lets through, for the one it refuses */
+		c->pkt_cap = g->cfg.buf_alloc / g->cfg.pkt_truesize + 1;
+		c->pkt_end = malloc(c->pkt_cap * sizeof(*c->pkt_end));
+	}
+	if (!c->rbuf || (type == VQ_VSOCK_TYPE_SEQPACKET && !c->msg_end) ||
+	    (g->cfg.pkt_truesize && !c->pkt_end)) {
 		free(c->rbuf);
 		free(c->msg_end);
+		free(c->pkt_end);
 		free(c);
 		return NULL;
 	}
@@ -69,6 +76,7 @@ void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
 		*p = c->hnext;
 	free(c->rbuf);
 	free(c->msg_end);
+	free(c->pkt_end);
 	free(c);
 }
 

@@ -44,6 +44,10 @@ struct vq_vsg_conn {
 	/* seqpacket: rx_cnt at the end of each message not yet read */
 	uint32_t *msg_end;
 	unsigned msg_head, nmsg;
+	/* with pkt_truesize: rx_cnt at the end of each RW packet not yet
+	 * read to its end (a ring of pkt_cap, oldest first) */
+	uint32_t *pkt_end;
+	unsigned pkt_cap, pkt_head, npkt;
 };
 
 struct vsg_orphan {

@@ -145,6 +145,30 @@ static void rx_request(struct vq_vsg *g, const struct rx_hdr *t)
 	c->peer_fwd_cnt = t->fwd_cnt;
 }
 
+/*
+ * Linux's packet count (pkt_truesize): the packets read to their end leave
+ * the queue; one more that would make the queue's overhead pass buf_alloc
+ * resets the connection, whatever credit is left.  true: c was reset.
+ */
+static bool pkt_count_over(struct vq_vsg_conn *c, uint32_t len)
+{
+	uint32_t t = c->g->cfg.pkt_truesize;
+
+	if (!t)
+		return false;
+	while (c->npkt && (int32_t)(c->fwd_cnt - c->pkt_end[c->pkt_head]) >= 0) {
+		c->pkt_head = (c->pkt_head + 1) % c->pkt_cap;
+		c->npkt--;
+	}
+	if ((uint64_t)(c->npkt + 1) * t > c->g->cfg.buf_alloc) {
+		c->g->st.pkt_resets++;
+		vsg_close_rst(c);
+		return true;
+	}
+	c->pkt_end[(c->pkt_head + c->npkt++) % c->pkt_cap] = c->rx_cnt + len;
+	return false;
+}
+
 /* RW payload into c's receive buffer, within the credit we gave. */
 static void rx_rw(struct vq_vsg_conn *c, const struct rx_hdr *t, const uint8_t *data)
 {
@@ -167,6 +191,8 @@ static void rx_rw(struct vq_vsg_conn *c, const struct rx_hdr *t, const uint8_t *
 		conn_lied(c);
 		return;
 	}
+	if (pkt_count_over(c, t->len))
+		return;
 	tail = (c->rhead + c->rlen) % cap;
 	first = cap - tail < t->len ? cap - tail : t->len;
 	memcpy(c->rbuf + tail, data, first);

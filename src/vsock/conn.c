@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <virtq/runtime.h>
+
 #include "vsock_internal.h"
 
 static uint32_t hash_ports(uint32_t l, uint32_t p)
@@ -90,11 +92,118 @@ uint32_t vs_peer_credit(const struct vs_conn *c)
 	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
 }
 
+uint32_t vs_peer_pkts(const struct vs_conn *c)
+{
+	uint32_t limit = c->peer_buf_alloc / VS_PKT_TRUESIZE;
+
+	if (limit > VS_PKTS_MAX)
+		limit = VS_PKTS_MAX;
+	/* a window below one packet's overhead still takes one, as before */
+	if (limit == 0)
+		limit = 1;
+	return limit > c->pt_len ? limit - c->pt_len : 0;
+}
+
+/* Data waits for c that only the guest's packet count holds back. */
+static bool pkts_hold(const struct vs_conn *c)
+{
+	return c->state == VS_ESTABLISHED && (c->host_readable || c->ibuf) &&
+	       !c->host_eof && !(c->guest_shut & VQ_VSOCK_SHUTDOWN_RCV) &&
+	       vs_peer_credit(c) > 0 && vs_peer_pkts(c) == 0;
+}
+
+static void pkts_unhold(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (c->pkt_held) {
+		c->pkt_held = false;
+		v->npkt_held--;
+	}
+}
+
+void vs_pkts_read(struct vq_vsock *v, struct vs_conn *c)
+{
+	/* a tail fwd_cnt has reached or passed: in flight is within
+	 * buf_alloc (< 2^31), so the wrapping difference tells */
+	while (c->pt_len &&
+	       (int32_t)(c->peer_fwd_cnt - c->ptail[c->pt_head]) >= 0) {
+		c->pt_head = (uint16_t)((c->pt_head + 1) % c->pt_cap);
+		c->pt_len--;
+	}
+	if (c->pkt_held && vs_peer_pkts(c) > 0)
+		pkts_unhold(v, c);
+}
+
+/* c holds its next data back for the packet count: ask where the guest
+ * is now, and again every VS_CREQ_NS while it waits. */
+static void pkts_held(struct vq_vsock *v, struct vs_conn *c)
+{
+	uint64_t now = vq_rt_now_ns();
+
+	if (!c->pkt_held) {
+		c->pkt_held = true;
+		v->npkt_held++;
+		v->st.pkts_held++;
+	}
+	if (now - c->creq_ns >= VS_CREQ_NS) {
+		c->creq_ns = now;
+		c->pend |= P_CREDIT_REQUEST;
+	}
+	if (!v->creq_due_ns || v->creq_due_ns > c->creq_ns + VS_CREQ_NS)
+		v->creq_due_ns = c->creq_ns + VS_CREQ_NS;
+}
+
+int vs_pkts_sent(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (c->pt_len == c->pt_cap) {
+		uint16_t cap = c->pt_cap ? (uint16_t)(2 * c->pt_cap) : 16;
+		uint32_t *t = malloc(cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		for (uint16_t i = 0; i < c->pt_len; i++)
+			t[i] = c->ptail[(c->pt_head + i) % c->pt_cap];
+		free(c->ptail);
+		c->ptail = t;
+		c->pt_cap = cap;
+		c->pt_head = 0;
+	}
+	c->ptail[(c->pt_head + c->pt_len++) % c->pt_cap] = c->tx_cnt;
+	if (pkts_hold(c))
+		pkts_held(v, c);
+	return 0;
+}
+
+void vs_pkts_check(struct vq_vsock *v, struct vs_conn *c)
+{
+	if (!c->pkt_held && pkts_hold(c))
+		pkts_held(v, c);
+}
+
+void vs_pkts_ask(struct vq_vsock *v)
+{
+	uint64_t now = vq_rt_now_ns();
+
+	if (!v->npkt_held || now < v->creq_due_ns)
+		return;
+	v->creq_due_ns = 0;
+	for (struct vs_conn *c = v->all; c; c = c->next) {
+		if (!c->pkt_held)
+			continue;
+		if (!pkts_hold(c)) {
+			pkts_unhold(v, c);
+			continue;
+		}
+		pkts_held(v, c);
+		if (c->pend)
+			vs_rx_add(v, c);
+	}
+}
+
 bool vs_data_ready(const struct vs_conn *c)
 {
 	return c->state == VS_ESTABLISHED && (c->host_readable || c->ibuf) &&
 	       !c->host_eof && !(c->guest_shut & VQ_VSOCK_SHUTDOWN_RCV) &&
-	       vs_peer_credit(c) > 0;
+	       vs_peer_credit(c) > 0 && vs_peer_pkts(c) > 0;
 }
 
 bool vs_has_rx_work(const struct vs_conn *c)
@@ -121,6 +230,7 @@ void vs_reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
 
 static void conn_free(struct vs_conn *c)
 {
+	free(c->ptail);
 	free(c->obuf);
 	free(c->mq);
 	free(c->ibuf);
@@ -168,6 +278,7 @@ void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 		v->nhandshake--;
 	}
 	vs_rx_del(v, c);
+	pkts_unhold(v, c);
 	if (c->ibuf || c->ibuf_wait)
 		vs_ibuf_release(v, c);
 	if (c->fd >= 0)

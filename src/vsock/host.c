@@ -400,6 +400,7 @@ static void conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
 	}
 	if (c->olen && c->host_writable && vs_obuf_drain(v, c) == VS_CLOSED)
 		return;
+	vs_pkts_check(v, c);
 	if (vs_has_rx_work(c))
 		vs_rx_add(v, c);
 }

@@ -210,6 +210,9 @@ static int rx_deliver(struct vq_vsock *v, struct vs_conn *c, const uint32_t *sha
 		h.len = vq_le32(k);
 		h.flags = vq_le32(got ? 0 : last_flags);
 		c->tx_cnt += k;
+		/* (a tail not kept for want of memory under-counts, as
+		 * before the count) */
+		vs_pkts_sent(v, c);
 		rx_put_hdr(v, i, &h, k);
 		r = rx_complete(v, i, VQ_VSOCK_HDR_SIZE + k);
 	}
@@ -320,7 +323,8 @@ static int rx_seq_direct(struct vq_vsock *v, struct vs_conn *c, uint32_t len,
 		return VS_RX_UNUSED;
 	rx_take(v, len, max);
 	n = rx_slice_chains(v, len, share, &total, &ns);
-	if (total < len) {
+	/* more packets than the guest's count takes: held, a packet at a time */
+	if (total < len || n > vs_peer_pkts(c)) {
 		rx_give_back(v, 1);
 		return VS_RX_UNUSED;
 	}
@@ -400,12 +404,14 @@ static int rx_stream(struct vq_vsock *v, struct vs_conn *c, unsigned max)
 {
 	uint32_t credit = vs_peer_credit(c), share[VS_RX_BATCH];
 	unsigned want = v->rx_crowded ? VS_RX_BATCH : c->rx_hint ? c->rx_hint : 1;
-	unsigned n, ns;
+	unsigned n, ns, pkts = vs_peer_pkts(c);
 	uint64_t total;
 	ssize_t r;
 
-	if (credit == 0)
+	if (credit == 0 || pkts == 0)
 		return VS_RX_UNUSED;
+	if (want > pkts)
+		want = pkts;
 	rx_take(v, credit, want < max ? want : max);
 	n = rx_slice_chains(v, credit, share, &total, &ns);
 	do
@@ -442,7 +448,11 @@ static int rx_ctrl(struct vq_vsock *v, struct vs_conn *c, uint16_t op)
 {
 	struct vq_vsock_hdr h;
 
-	if (!op && (c->pend & P_CREDIT_UPDATE)) {
+	if (!op && (c->pend & P_CREDIT_REQUEST)) {
+		c->pend &= ~P_CREDIT_REQUEST;
+		op = VQ_VSOCK_OP_CREDIT_REQUEST;
+		v->st.credit_requests_sent++;
+	} else if (!op && (c->pend & P_CREDIT_UPDATE)) {
 		op = VQ_VSOCK_OP_CREDIT_UPDATE;
 	} else if (!op && (c->pend & P_SHUTDOWN)) {
 		c->pend &= ~P_SHUTDOWN;
@@ -515,6 +525,7 @@ int vs_process_rx(struct vq_vsock *v, unsigned budget)
 
 	if (!v->rx)
 		return -ENODEV;
+	vs_pkts_ask(v);
 	v->rx_crowded = v->rx_head && v->rx_head != v->rx_tail;
 	while (done < budget) {
 		struct vs_conn *c;

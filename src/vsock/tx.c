@@ -54,6 +54,7 @@ static void update_peer_credit(struct vq_vsock *v, struct vs_conn *c,
 {
 	c->peer_buf_alloc = vq_le32(h->buf_alloc);
 	c->peer_fwd_cnt = vq_le32(h->fwd_cnt);
+	vs_pkts_read(v, c);
 	if (vs_has_rx_work(c))
 		vs_rx_add(v, c);
 }

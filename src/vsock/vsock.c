@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <virtq/runtime.h>
+
 #include "vsock_internal.h"
 
 static bool config_ok(const struct vq_vsock_config *cfg)
@@ -165,7 +167,9 @@ const char *vq_vsock_last_bad(const struct vq_vsock *v)
 
 bool vq_vsock_rx_pending(const struct vq_vsock *v)
 {
-	return v->reply_len || v->rx_head;
+	/* (a clock read only while a connection waits for the count) */
+	return v->reply_len || v->rx_head ||
+	       (v->npkt_held && vq_rt_now_ns() >= v->creq_due_ns);
 }
 
 bool vq_vsock_tx_blocked(const struct vq_vsock *v)

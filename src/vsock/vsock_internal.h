@@ -63,6 +63,22 @@ enum vs_rx {
 #define P_RESPONSE      (1u << 1)
 #define P_CREDIT_UPDATE (1u << 2)
 #define P_SHUTDOWN      (1u << 3)
+#define P_CREDIT_REQUEST (1u << 4)
+
+/*
+ * Credit counts bytes; Linux (6.12.92 on) also counts packets: it resets a
+ * connection once (its queued packets + 1) * SKB_TRUESIZE(0) would exceed
+ * its buf_alloc, whatever their bytes.  We count each RW packet a guest
+ * has not yet read to its end against buf_alloc / VS_PKT_TRUESIZE (above
+ * SKB_TRUESIZE(0), 576 on 64-bit builds, for kernels whose sk_buff
+ * grows), at most VS_PKTS_MAX.  A connection at its count waits; the
+ * guest tells its reads only when its free space runs low, which tiny
+ * packets never make it, so a waiting connection asks (CREDIT_REQUEST)
+ * every VS_CREQ_NS.
+ */
+#define VS_PKT_TRUESIZE 1024u
+#define VS_PKTS_MAX     1024u
+#define VS_CREQ_NS      (100ull * 1000000)
 
 /* What an epoll event points at. */
 enum vs_kind { VS_EP_LISTENER = 1, VS_EP_CONN = 2 };
@@ -98,6 +114,12 @@ struct vs_conn {
 	bool host_readable, host_writable, host_eof, host_wr_shut;
 	bool host_rdhup;                /* the host shut down its side */
 	uint8_t rx_hint;                /* guest buffers the next read fills */
+	/* host -> guest: tx_cnt at the end of each RW packet the guest has
+	 * not read to its end (its queue, oldest first; a ring of pt_cap) */
+	uint32_t *ptail;
+	uint16_t pt_cap, pt_head, pt_len;
+	bool pkt_held;                  /* waiting for the guest's packet count */
+	uint64_t creq_ns;               /* when we last asked for its credit */
 	uint32_t guest_shut;            /* SHUTDOWN flags the guest sent */
 	char line[VS_LINE_MAX + 1];
 	uint32_t linelen;
@@ -133,6 +155,8 @@ struct vq_vsock {
 	bool seqpacket;                 /* VQ_VSOCK_F_SEQPACKET negotiated */
 	uint64_t ibuf_bytes;            /* held in every ibuf, <= msg_budget */
 	unsigned ibuf_waiters;          /* connections with ibuf_wait */
+	unsigned npkt_held;             /* connections with pkt_held */
+	uint64_t creq_due_ns;           /* when one of them asks again */
 	/* TX chain storage */
 	struct vq_chain txc[VS_TX_BURST];
 	struct iovec *iov;              /* VS_TX_BURST * VS_IOV_MAX */
@@ -171,6 +195,17 @@ VQ_INTERNAL void vs_hash_add(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_rx_add(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_rx_del(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL uint32_t vs_peer_credit(const struct vs_conn *c);
+/* RW packets the guest may still be sent on c (its packet count). */
+VQ_INTERNAL uint32_t vs_peer_pkts(const struct vs_conn *c);
+/* The guest's fwd_cnt moved: forget the packets it has read, and let go
+ * of c if it waited for them. */
+VQ_INTERNAL void vs_pkts_read(struct vq_vsock *v, struct vs_conn *c);
+/* An RW packet ending at tx_cnt went out on c.  0, or -ENOMEM. */
+VQ_INTERNAL int vs_pkts_sent(struct vq_vsock *v, struct vs_conn *c);
+/* Host data arrived for c: held by the count, c asks for credit. */
+VQ_INTERNAL void vs_pkts_check(struct vq_vsock *v, struct vs_conn *c);
+/* RX: connections held by their count whose time to ask again came. */
+VQ_INTERNAL void vs_pkts_ask(struct vq_vsock *v);
 VQ_INTERNAL bool vs_data_ready(const struct vs_conn *c);
 VQ_INTERNAL bool vs_has_rx_work(const struct vs_conn *c);
 VQ_INTERNAL void vs_reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,

@@ -419,6 +419,44 @@ static void vsock_5_10_6_packets_find_their_connection_among_many(void)
 	gfx_fini(&x);
 }
 
+/*
+ * The packet count of Linux 6.12.92 on, as the driver plays it when asked
+ * (pkt_truesize): with 576 B a packet and a 64 KiB window, 113 one-byte
+ * packets queue, the 114th resets the connection whatever credit is left;
+ * packets read to their end leave the count.
+ */
+static void guest_packet_count_resets_as_linux(void)
+{
+	struct gfx x;
+	struct vq_vsg_conn *c;
+	uint8_t b = 'x', out[64];
+
+	gfx_init(&x, ring_features, 256);
+	x.gc.buf_alloc = 64 * 1024;
+	x.gc.pkt_truesize = 576;
+	gfx_start(&x);
+	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	for (int i = 0; i < 113; i++) {
+		gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, &b, 1);
+		CHECK(vq_vsg_poll(x.g) >= 1);
+	}
+	CHECK_EQ(vq_vsg_stats(x.g)->pkt_resets, 0);
+	/* reading ten frees ten places */
+	CHECK_EQ(vq_vsg_read(c, out, 10), 10);
+	for (int i = 0; i < 10; i++) {
+		gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, &b, 1);
+		CHECK(vq_vsg_poll(x.g) >= 1);
+	}
+	CHECK_EQ(vq_vsg_stats(x.g)->pkt_resets, 0);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
+	gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, &b, 1);
+	vq_vsg_poll(x.g);
+	CHECK_EQ(vq_vsg_stats(x.g)->pkt_resets, 1);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
+	CHECK_EQ(gfx_dev_recv_op(&x), VQ_VSOCK_OP_RST);
+	gfx_fini(&x);
+}
+
 static void run_all(void)
 {
 	RUN(guest_config_checked);
@@ -432,6 +470,7 @@ static void run_all(void)
 	RUN(vsock_5_10_6_7_transport_reset);
 	RUN(vsock_5_10_6_4_unknown_type_gets_rst);
 	RUN(vsock_5_10_6_packets_find_their_connection_among_many);
+	RUN(guest_packet_count_resets_as_linux);
 }
 
 int main(void)

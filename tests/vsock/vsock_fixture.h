@@ -87,6 +87,7 @@ struct fx_opts {
 	uint64_t msg_budget;
 	uint16_t num;
 	int host_sndbuf;                /* SO_SNDBUF of the device's host ends */
+	uint32_t guest_pkt_truesize;    /* the guest counts packets as Linux does */
 	bool no_ev;
 	bool no_seqpacket;              /* do not negotiate SEQPACKET */
 };
@@ -159,6 +160,7 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 	struct vq_vsg_config gc = {
 		.cid = FX_CID, .rx_buf_size = o->rx_buf_size,
 		.buf_alloc = o->guest_buf_alloc, .tx_pkt_max = o->tx_pkt_max,
+		.pkt_truesize = o->guest_pkt_truesize,
 	};
 	uint16_t num = o->num ? o->num : 128;
 	uint64_t feat = fx_features | VQ_BIT(VQ_F_EVENT_IDX) |

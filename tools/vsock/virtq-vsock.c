@@ -406,6 +406,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"rst_sent\":%" PRIu64 ",\"rst_recv\":%" PRIu64
 		       ",\"credit_updates_sent\":%" PRIu64 ",\"host_stalls\":%" PRIu64
 		       ",\"host_msg_deferred\":%" PRIu64
+		       ",\"pkts_held\":%" PRIu64 ",\"credit_requests_sent\":%" PRIu64
 		       ",\"kicks_missed\":%" PRIu64 ",\"calls_late\":%" PRIu64
 		       ",\"errors\":{\"short_buf\":%" PRIu64 ",\"bad_len\":%" PRIu64
 		       ",\"bad_type\":%" PRIu64 ",\"bad_op\":%" PRIu64 ",\"bad_addr\":%" PRIu64
@@ -415,7 +416,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       ",\"host_msg_too_big\":%" PRIu64 "}",
 		       now->conns, s->conns_opened, s->conns_closed,
 		       s->rst_sent, s->rst_recv, s->credit_updates_sent, s->host_stalls,
-		       s->host_msg_deferred, now->kicks_missed, now->calls_late,
+		       s->host_msg_deferred, s->pkts_held, s->credit_requests_sent,
+		       now->kicks_missed, now->calls_late,
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);

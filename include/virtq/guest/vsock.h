@@ -82,7 +82,14 @@ struct vq_vsg_config {
 	/* The ring says notify queue q (VQ_VSOCK_RXQ, _TXQ, _EVQ). */
 	void (*kick)(void *arg, unsigned q);
 	void *arg;
-	uint64_t reserved[8];           /* zero */
+	/* Count packets as Linux 6.12.92 on does: reset a connection (RST,
+	 * counted in pkt_resets) when an RW packet arrives while (its RW
+	 * packets not yet read to their end + 1) * pkt_truesize exceeds
+	 * buf_alloc; Linux's pkt_truesize is SKB_TRUESIZE(0), 576 on 64-bit
+	 * builds.  0: no count. */
+	uint32_t pkt_truesize;
+	uint32_t reserved32;            /* zero */
+	uint64_t reserved[7];           /* zero */
 };
 
 enum vq_vsg_state {
@@ -100,6 +107,7 @@ struct vq_vsg_stats {
 	uint64_t credit_updates_sent;
 	uint64_t conns_reset;           /* connections reset for a bad packet */
 	uint64_t backlog_full;          /* REQUESTs refused: backlog full */
+	uint64_t pkt_resets;            /* connections reset by pkt_truesize */
 };
 
 /*
