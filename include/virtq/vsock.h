@@ -216,7 +216,8 @@ bool vq_vsock_started(const struct vq_vsock *v);
 int vq_vsock_fd(const struct vq_vsock *v);
 
 /* Accept host-initiated connections on this listening socket (the device
- * owns it): one SOCK_STREAM and one SOCK_SEQPACKET listener at most.  On a
+ * owns it): four listeners at most, of either type (a name and an alias
+ * for each).  On a
  * seqpacket socket the CONNECT line is the first message (its LF optional)
  * and "OK <host_port>\n" comes back as one.  0 or -errno. */
 int vq_vsock_set_listener(struct vq_vsock *v, int listen_fd);
@@ -262,8 +263,11 @@ const struct vq_vsock_stats *vq_vsock_stats(const struct vq_vsock *v);
 const char *vq_vsock_last_bad(const struct vq_vsock *v);
 
 /*
- * Parse a hybrid-vsock CONNECT line (without its '\n'): "CONNECT <port>",
- * port decimal in [0, 2^32).  0 or -EINVAL.
+ * Parse a hybrid-vsock CONNECT line (without its '\n') as Firecracker's and
+ * Cloud Hypervisor's muxers do: white-space separated words, the first
+ * "connect" in any case, the second the port, decimal in [0, 2^32) with an
+ * optional '+', any others ignored ("CONNECT 1234", "connect\t+1234 x").
+ * 0 or -EINVAL.
  */
 int vq_vsock_parse_connect(const char *line, uint32_t *port);
 

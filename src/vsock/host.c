@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -208,8 +209,9 @@ int vq_vsock_set_listener(struct vq_vsock *v, int fd)
 
 	if (!type)
 		return -EINVAL;
-	l = &v->lst[type == VQ_VSOCK_TYPE_SEQPACKET];
-	if (l->fd >= 0)
+	for (l = v->lst; l < v->lst + VS_LISTENERS && l->fd >= 0; l++)
+		;
+	if (l == v->lst + VS_LISTENERS)
 		return -EBUSY;
 	ev.data.ptr = l;
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -244,14 +246,28 @@ int vq_vsock_host_attach(struct vq_vsock *v, int fd)
 	return 0;
 }
 
+static bool line_space(char ch)
+{
+	return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
+
+/* As Firecracker's, Cloud Hypervisor's and vhost-device-vsock's muxers read
+ * it, so a host program written for them works unchanged: words split on
+ * white space, the first "connect" in any case, the second the port as a
+ * u32 (an optional '+', decimal), any further words ignored. */
 int vq_vsock_parse_connect(const char *line, uint32_t *port)
 {
 	uint64_t p = 0;
-	const char *s;
+	const char *s = line;
 
-	if (strncmp(line, "CONNECT ", 8))
+	while (line_space(*s))
+		s++;
+	if (strncasecmp(s, "connect", 7) || !line_space(s[7]))
 		return -EINVAL;
-	s = line + 8;
+	for (s += 7; line_space(*s); s++)
+		;
+	if (*s == '+')
+		s++;
 	if (*s < '0' || *s > '9')
 		return -EINVAL;
 	for (; *s >= '0' && *s <= '9'; s++) {
@@ -259,10 +275,7 @@ int vq_vsock_parse_connect(const char *line, uint32_t *port)
 		if (p > 0xffffffffull)
 			return -EINVAL;
 	}
-	/* Tolerate a CR from a "\r\n" line ending, nothing else. */
-	if (*s == '\r')
-		s++;
-	if (*s)
+	if (*s && !line_space(*s))
 		return -EINVAL;
 	*port = (uint32_t)p;
 	return 0;

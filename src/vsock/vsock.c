@@ -36,7 +36,8 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	v->lst[0] = v->lst[1] = (struct vs_listener){ VS_EP_LISTENER, -1 };
+	for (unsigned i = 0; i < VS_LISTENERS; i++)
+		v->lst[i] = (struct vs_listener){ VS_EP_LISTENER, -1 };
 	v->cfg = *cfg;
 	if (!v->cfg.buf_alloc)
 		v->cfg.buf_alloc = 256 * 1024;
@@ -64,7 +65,6 @@ int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out)
 	    !v->gat || v->epfd < 0) {
 		int err = v->epfd < 0 ? -errno : -ENOMEM;
 
-		v->lst[0].fd = v->lst[1].fd = -1;
 		vq_vsock_free(v);
 		return err;
 	}
@@ -78,7 +78,7 @@ void vq_vsock_free(struct vq_vsock *v)
 		return;
 	vs_close_all(v);
 	vs_reap(v);
-	for (unsigned i = 0; i < 2; i++)
+	for (unsigned i = 0; i < VS_LISTENERS; i++)
 		if (v->lst[i].fd >= 0)
 			close(v->lst[i].fd);
 	if (v->epfd >= 0)

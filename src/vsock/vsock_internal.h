@@ -24,6 +24,9 @@
 #define VS_IOV_MAX      256u    /* iovecs per chain */
 #define VS_TX_BURST     32u
 #define VS_REPLY_MAX    256u    /* TX stops while this many RSTs wait */
+/* Listening host sockets: one per type, and an alias of each (the other
+ * VMMs' names for the same listener). */
+#define VS_LISTENERS    4u
 #define VS_LINE_MAX     32u     /* "CONNECT 4294967295" fits */
 #define VS_OK_MAX       24u     /* "OK 4294967295\n" */
 #define VS_SEQ_BACKLOG  4096u   /* guest messages waiting for a host socket */
@@ -137,7 +140,7 @@ struct vs_reply {
 };
 
 struct vq_vsock {
-	struct vs_listener lst[2];      /* [0] stream, [1] seqpacket */
+	struct vs_listener lst[VS_LISTENERS]; /* host programs connect here */
 	struct vq_vsock_config cfg;
 	struct vq_dev *rx, *tx, *ev;
 	int epfd;

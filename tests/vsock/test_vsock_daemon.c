@@ -345,25 +345,29 @@ static void exit_removes_only_its_own_sockets(void)
  * socket the daemon creates, with the mode given. */
 static void socket_mode_and_group_on_every_socket(void)
 {
-	char gid[16], seq[96];
+	char gid[16], seq[96], seq_alias[96];
 	const char *more[] = { "--quiet", "--socket-mode", "660", "--socket-group",
 			       gid, NULL };
 	/* as root any group will do; else our own */
 	gid_t g = getuid() == 0 ? 1 : getgid();
-	const char *const paths[] = { sock, uds, seq };
+	const char *const paths[] = { sock, uds, seq, seq_alias };
 	pid_t pid;
 
 	snprintf(gid, sizeof(gid), "%u", (unsigned)g);
 	snprintf(seq, sizeof(seq), "%s.seqpacket", uds);
+	/* Cloud Hypervisor's name for the seqpacket listener, as well */
+	snprintf(seq_alias, sizeof(seq_alias), "%s_seqpacket", uds);
 	pid = spawn_args(more);
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < 4; i++) {
 		struct stat st;
 
 		CHECK_EQ(lstat(paths[i], &st), 0);
+		CHECK(S_ISSOCK(st.st_mode));
 		CHECK_EQ(st.st_mode & 07777, 0660);
 		CHECK_EQ(st.st_gid, g);
 	}
 	stop(pid);
+	CHECK(access(seq_alias, F_OK) != 0);    /* removed: it was ours */
 }
 
 /* Decimal only: 010 is ten (strtoull's base 0 made it eight). */

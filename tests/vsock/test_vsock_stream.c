@@ -54,8 +54,18 @@ static void hybrid_connect_line_parse(void)
 	CHECK_EQ(vq_vsock_parse_connect("CONNECT ", &p), -EINVAL);
 	CHECK_EQ(vq_vsock_parse_connect("CONNECT -1", &p), -EINVAL);
 	CHECK_EQ(vq_vsock_parse_connect("CONNECT 12x", &p), -EINVAL);
-	CHECK_EQ(vq_vsock_parse_connect("connect 12", &p), -EINVAL);
-	CHECK_EQ(vq_vsock_parse_connect("CONNECT  12", &p), -EINVAL);
+	CHECK_EQ(vq_vsock_parse_connect("CONNECTX 12", &p), -EINVAL);
+	CHECK_EQ(vq_vsock_parse_connect("CONNECT", &p), -EINVAL);
+	CHECK_EQ(vq_vsock_parse_connect("CONNECT +", &p), -EINVAL);
+	CHECK_EQ(vq_vsock_parse_connect("12", &p), -EINVAL);
+	/* what Firecracker's and Cloud Hypervisor's muxers take too: any
+	 * case, any white space, a '+', words after the port */
+	CHECK_EQ(vq_vsock_parse_connect("connect 12", &p), 0);
+	CHECK_EQ(p, 12);
+	CHECK_EQ(vq_vsock_parse_connect("  Connect\t 0013 ", &p), 0);
+	CHECK_EQ(p, 13);
+	CHECK_EQ(vq_vsock_parse_connect("CONNECT +14 extra words", &p), 0);
+	CHECK_EQ(p, 14);
 }
 
 static void vsock_5_10_6_5_request_to_no_listener_gets_rst(void)

@@ -14,10 +14,10 @@ static void usage(FILE *f)
 "A vhost-user-vsock backend.  Guest connections to CID 2 port P go to the\n"
 "UNIX socket HOST_PATH_P (SOCK_STREAM, or SOCK_SEQPACKET for a guest\n"
 "SOCK_SEQPACKET socket); host programs connect to HOST_PATH (or, with\n"
-"SOCK_SEQPACKET, to HOST_PATH.seqpacket) and send\n"
+"SOCK_SEQPACKET, to HOST_PATH.seqpacket or HOST_PATH_seqpacket) and send\n"
 "\"CONNECT <port>\\n\", answered \"OK <host_port>\\n\" (docs/virtq-vsock.md).\n"
 VQD_USAGE_SOCKET
-"                        (both also for HOST_PATH and HOST_PATH.seqpacket)\n"
+"                        (also for HOST_PATH and its seqpacket sockets)\n"
 "  --guest-cid N         the guest's CID (>= 3), given to the front-end in\n"
 "                        the config space (GET_CONFIG)\n"
 "  --uds-path HOST_PATH  the host side (see above); a live socket there is\n"

@@ -458,36 +458,42 @@ static uint64_t offered_features(const struct daemon *d)
 			    (d->o.no_seqpacket ? 0 : VQ_BIT(VQ_VSOCK_F_SEQPACKET)));
 }
 
+/* A listening socket at path for the device's host side. */
+static int host_listener(struct daemon *d, struct vqd_ctl *ctl, const char *path,
+			 int type)
+{
+	struct vq_unix_listener *l;
+	int fd = vqd_listen(ctl, "--uds-path", path, type, &l), r;
+
+	if (fd < 0)
+		return fd;
+	r = vq_vsock_set_listener(d->vs, fd);
+	if (r < 0) {
+		fprintf(stderr, "virtq-vsock: cannot take host connections on %s: %s\n",
+			path, strerror(-r));
+		return r;
+	}
+	vq_unix_listener_release_fd(l);        /* the device's now */
+	return 0;
+}
+
 /* The host side: HOST_PATH for streams and, unless --no-seqpacket,
- * HOST_PATH.seqpacket for seqpacket connections, handed to the device. */
+ * HOST_PATH.seqpacket for seqpacket connections, and HOST_PATH_seqpacket,
+ * the name Cloud Hypervisor's seqpacket proposal gives it, as well. */
 static int host_listen(struct daemon *d, struct vqd_ctl *ctl)
 {
 	char seq[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	struct vq_unix_listener *l;
-	int fd, r;
+	int r = host_listener(d, ctl, d->o.uds, SOCK_STREAM);
 
-	fd = vqd_listen(ctl, "--uds-path", d->o.uds, SOCK_STREAM, &l);
-	if (fd < 0)
-		return fd;
-	r = vq_vsock_set_listener(d->vs, fd);
-	if (r < 0)
-		goto bad;
-	vq_unix_listener_release_fd(l);        /* the device's now */
-	if (d->o.no_seqpacket)
-		return 0;
-	/* options.c checked that it fits */
+	if (r < 0 || d->o.no_seqpacket)
+		return r;
+	/* options.c checked that they fit */
 	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_SUFFIX, d->o.uds);
-	fd = vqd_listen(ctl, "--uds-path", seq, SOCK_SEQPACKET, &l);
-	if (fd < 0)
-		return fd;
-	r = vq_vsock_set_listener(d->vs, fd);
+	r = host_listener(d, ctl, seq, SOCK_SEQPACKET);
 	if (r < 0)
-		goto bad;
-	vq_unix_listener_release_fd(l);
-	return 0;
-bad:
-	fprintf(stderr, "virtq-vsock: cannot take host connections: %s\n", strerror(-r));
-	return r;
+		return r;
+	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_ALIAS, d->o.uds);
+	return host_listener(d, ctl, seq, SOCK_SEQPACKET);
 }
 
 static int device_new(struct daemon *d, struct vqd_ctl *ctl)

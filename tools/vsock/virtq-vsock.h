@@ -19,8 +19,10 @@ struct vsock_opts {
 	bool no_seqpacket;
 };
 
-/* The host programs' seqpacket socket: HOST_PATH.seqpacket. */
+/* The host programs' seqpacket socket: HOST_PATH.seqpacket, and the same
+ * listener's other name, HOST_PATH_seqpacket (Cloud Hypervisor's). */
 #define VSOCK_SEQ_SUFFIX ".seqpacket"
+#define VSOCK_SEQ_ALIAS  "_seqpacket"
 
 /*
  * Parse the command line into *o and *com (the options every daemon
