@@ -181,7 +181,7 @@ enum vq_net_drop {
 				     * or breaks its rules (TX: read only with
 				     * VQ_NET_F_CSUM) */
 	VQ_NET_DROP_OVERSIZE,       /* frame larger than the limit or the buffer */
-	VQ_NET_DROP_TAP_FULL,       /* the TAP device would block */
+	VQ_NET_DROP_SINK_FULL,      /* the sink had no room now (a TAP that would block) */
 	VQ_NET_DROP_RUNT,           /* shorter than an Ethernet header */
 	VQ_NET_DROP_SINK,           /* the sink refused it for another reason */
 	VQ_NET_DROP_MAX,

@@ -87,7 +87,7 @@ static const char *const drop_names[VQ_NET_DROP_MAX] = {
 	[VQ_NET_DROP_NO_RX_BUF] = "no_rx_buf",
 	[VQ_NET_DROP_BAD_HDR] = "bad_hdr",
 	[VQ_NET_DROP_OVERSIZE] = "oversize",
-	[VQ_NET_DROP_TAP_FULL] = "tap_full",
+	[VQ_NET_DROP_SINK_FULL] = "sink_full",
 	[VQ_NET_DROP_RUNT] = "runt",
 	[VQ_NET_DROP_SINK] = "sink",
 };

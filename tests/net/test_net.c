@@ -327,12 +327,12 @@ static void tx_drops_counted_by_reason(uint64_t lf)
 
 	/* A sink that reports the TAP full. */
 	memset(&s, 0, sizeof(s));
-	s.ret = VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
+	s.ret = VQ_NET_SINK_DROP(VQ_NET_DROP_SINK_FULL);
 	tx_add(&n, 7, 60, 0, zero_hdr, 12);
 	tx_add(&n, 8, 60, 0, zero_hdr, 12);
 	publish(&n);
 	CHECK_EQ(vq_net_tx_process(n.q, 0, sink_fn, &s, NULL), 2);
-	CHECK_EQ(st->drops[VQ_NET_DROP_TAP_FULL], 2);
+	CHECK_EQ(st->drops[VQ_NET_DROP_SINK_FULL], 2);
 	CHECK_EQ(st->packets, 3);
 	np_fini(&n);
 }
@@ -1309,7 +1309,7 @@ static void loopback_mac_swapped_view(void)
 	CHECK_EQ(out[1].iov_len, 52);
 	CHECK_EQ(f[0], 0);                      /* source untouched */
 	CHECK_EQ(vq_net_mac_swapped(in, 2, 11, mac, out), -EINVAL);
-	CHECK(strcmp(vq_net_drop_name(VQ_NET_DROP_TAP_FULL), "tap_full") == 0);
+	CHECK(strcmp(vq_net_drop_name(VQ_NET_DROP_SINK_FULL), "sink_full") == 0);
 }
 
 /* RFC 903 (RARP, in RFC 826's packet format), as VHOST_USER_SEND_RARP

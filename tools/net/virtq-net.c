@@ -280,7 +280,7 @@ static int sink_tap(void *arg, const struct iovec *iov, unsigned cnt,
 		w = writev(__atomic_load_n(&t->tx_fd, __ATOMIC_RELAXED), out, (int)cnt + 1);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
-		return VQ_NET_SINK_DROP(VQ_NET_DROP_TAP_FULL);
+		return VQ_NET_SINK_DROP(VQ_NET_DROP_SINK_FULL);
 	if (w < 0)
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_SINK);
 	return 0;
