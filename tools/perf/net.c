@@ -56,6 +56,7 @@ struct net_run {
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t kicks_owed, kicks_dropped;     /* --drop-kicks */
 	uint64_t pkts, bytes, bad;
+	uint32_t rx_frame_len;          /* of the frame being received */
 	struct perf_dlog dlog;          /* --dirty-log: the backend's log */
 	uint64_t iotlb_misses;          /* --iommu: asked by the backend */
 	struct perf_dlog_watch wring;   /* and the ring areas it writes */
@@ -395,6 +396,8 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 		n->unlogged++;
 	if (*more) {
 		(*more)--;
+		n->bytes += len;
+		n->rx_frame_len += len;
 	} else {
 		uint16_t nb = n->hdr_len >= 12 ? le16_at(p + 10) : 1;
 
@@ -403,11 +406,13 @@ static int rx_consume(struct net_run *n, void *tok, uint32_t len,
 		*more = nb - 1;
 		n->pkts++;
 		n->bytes += len - n->hdr_len;
+		n->rx_frame_len = len - n->hdr_len;
 		if (seq_out && len >= n->hdr_len + 18)
 			memcpy(seq_out, p + n->hdr_len + 14, 4);
-		if (n->o.verify && nb == 1 && len != n->hdr_len + n->o.size)
-			n->bad++;
 	}
+	/* a frame's length is known at its last buffer */
+	if (!*more && n->o.verify && n->rx_frame_len != n->o.size)
+		n->bad++;
 	return 0;
 }
 
