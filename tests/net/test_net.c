@@ -8,24 +8,9 @@
  */
 #include <virtq/net.h>
 
+#include "net_layouts.h"
 #include "ring_pair.h"
 
-static const struct {
-	const char *name;
-	uint64_t f;
-} layouts[] = {
-	{ "split", 0 },
-	{ "split-inorder", VQ_BIT(VQ_F_IN_ORDER) },
-	{ "packed", VQ_BIT(VQ_F_RING_PACKED) },
-	{ "packed-inorder", VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_IN_ORDER) },
-};
-
-#define RUN_LAYOUTS(fn) do {                                                \
-	for (unsigned l_ = 0; l_ < VQ_ARRAY_SIZE(layouts); l_++) {          \
-		fprintf(stderr, "-- %s [%s]\n", #fn, layouts[l_].name);     \
-		fn(layouts[l_].f);                                          \
-	}                                                                   \
-} while (0)
 #define VQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define IDX_F (VQ_BIT(VQ_F_INDIRECT_DESC) | VQ_BIT(VQ_F_EVENT_IDX))

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * virtq-net's command line (options.c), as the daemon (virtq-net.c) reads
- * it.
+ * virtq-net's parts: the device (virtq-net.c, with the TAP's queues in
+ * tap.c), its command line (options.c), and main.c, which runs the
+ * control loop and prints the statistics.
  */
 #ifndef VIRTQ_TOOLS_NET_H
 #define VIRTQ_TOOLS_NET_H
@@ -34,6 +35,34 @@ struct net_opts {
 	int cpus[MAX_THREADS];
 	unsigned ncpus;
 };
+
+/* ---- the device (virtq-net.c) ---- */
+
+struct net_dev;
+
+/* Its totals since the start. */
+struct net_stats {
+	struct vqd_count c;
+	uint64_t drops[VQ_NET_DROP_MAX];
+	uint64_t evicted;
+	uint64_t kicks_missed, calls_late;      /* see vq_rt_counters */
+	uint64_t tx_gso, rx_gso;
+	uint64_t queue_packets[2 * MAX_PAIRS];  /* by ring index */
+	uint64_t rarp_sent;
+	unsigned mtu;                           /* the guest's; 0: none told */
+};
+
+/* The device as the options say: in tap mode the TAP's queues, then the
+ * workers and the framework device on them with its back-end.  0, or
+ * -errno said on stderr; *out is freed with net_dev_free either way. */
+int net_dev_new(const struct net_opts *o, const struct vqd_opts *com,
+		struct net_dev **out);
+struct vq_vhu_backend *net_dev_backend(const struct net_dev *d);
+/* Read on each pair's worker. */
+void net_dev_stats(struct net_dev *d, struct net_stats *s);
+void net_dev_free(struct net_dev *d);
+
+/* ---- the command line (options.c) ---- */
 
 /*
  * Parse the command line into *o and *com (the options every daemon

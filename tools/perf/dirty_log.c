@@ -69,12 +69,16 @@ static bool device_changed(const struct perf_dlog_watch *w, unsigned k, uint64_t
 
 	if (!w->r[k].packed_desc)
 		return memcmp(now, was, n) != 0;
-	/* slots are 16-byte aligned in the ring: never across a page */
+	/* slots (struct vq_packed_desc) are 16-byte aligned in the ring:
+	 * never across a page */
 	for (i = 0; i + 16 <= n; i += 16) {
-		uint16_t fl = (uint16_t)(now[i + 14] | now[i + 15] << 8);
-		bool avail = fl & VQ_DESC_F_AVAIL, used = fl & VQ_DESC_F_USED;
+		struct vq_packed_desc d;
+		bool avail, used;
 
-		if (avail == used && memcmp(now + i, was + i, 16))
+		memcpy(&d, now + i, sizeof(d));
+		avail = vq_le16(d.flags) & VQ_DESC_F_AVAIL;
+		used = vq_le16(d.flags) & VQ_DESC_F_USED;
+		if (avail == used && memcmp(now + i, was + i, sizeof(d)))
 			return true;
 	}
 	return false;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * virtq-perf net: drive a vhost-user-net backend the way a guest would, with
- * our vhost-user front-end (the virtio-user role).
+ * our vhost-user front-end (the virtio-user role) and the library's guest
+ * net driver (virtq/guest/net.h) on its rings; this file is the workload.
  *
  *   tx  we send frames of --size bytes as fast as the backend takes them
  *       (testpmd txonly); the rate is the completions per second.  Like a
@@ -30,29 +31,21 @@
 #include <virtq/net.h>
 #include <virtq/runtime.h>
 #include <virtq/guest/frontend.h>
+#include <virtq/guest/net.h>
 
 #include "backend.h"
 #include "dirty_log.h"
 #include "net.h"
 #include "perf.h"
-#include "prefetch.h"
-
-#define RXBUF NET_RXBUF
 
 struct net_run {
 	struct net_opts o;
 	struct vq_vhu_frontend *f;
+	struct vq_netg *g;              /* the guest's driver */
 	struct vq_drv *rxq, *txq;
 	int rx_kick, rx_call, tx_kick, tx_call;
-	uint32_t hdr_len;
-	uint8_t *txmem;                 /* queue_size frames */
-	uint64_t txgpa;
-	uint32_t txstride;
 	uint32_t txseq;
 	uint8_t txhdrs[42];             /* template of what tx writes per frame */
-	bool prefetchw;                 /* the CPU has PREFETCHW */
-	uint8_t *rxmem;                 /* queue_size buffers of RXBUF */
-	uint64_t rxaddr;                /* the receive buffers, as descriptors carry them */
 	struct vq_rt_counters tc, rc;   /* kicks sent, calls received ... */
 	uint64_t kicks_owed, kicks_dropped;     /* --drop-kicks */
 	uint64_t pkts, bytes, bad;
@@ -137,49 +130,66 @@ static void frame_fill(uint8_t *p, unsigned size, uint32_t seq)
 		memcpy(p + 14, &seq, 4);
 }
 
-/* What a sender writes into each frame before it posts it: the virtio-net
- * header and the Ethernet, IPv4 and UDP headers (testpmd txonly copies the
- * same 42 bytes per packet), with a sequence number in them.  (Writing the
- * whole first line from a template in fewer, wider stores: -0.4%.) */
-static void tx_write(struct net_run *n, uint8_t *p)
+/* What a sender writes into each frame before it posts it: the Ethernet,
+ * IPv4 and UDP headers (testpmd txonly copies the same 42 bytes per
+ * packet, the driver writes the virtio-net header before them), with a
+ * sequence number in them.  (Writing the whole first line from a template
+ * in fewer, wider stores: -0.4%.) */
+static void tx_write(struct net_run *n, uint8_t *frame)
 {
 	unsigned k = n->o.size < sizeof(n->txhdrs) ? n->o.size : sizeof(n->txhdrs);
 
-	memset(p, 0, n->hdr_len);
-	p += n->hdr_len;
-	memcpy(p, n->txhdrs, k);
+	memcpy(frame, n->txhdrs, k);
 	if (k >= 18)
-		memcpy(p + 14, &n->txseq, 4);
+		memcpy(frame + 14, &n->txseq, 4);
 	n->txseq++;
 }
 
-static int post_rx(struct net_run *n, unsigned i)
+/* The driver owes the backend a kick on queue q; with --drop-kicks, every
+ * Nth is not sent. */
+static int net_kick(void *arg, enum vq_net_role q)
 {
-	struct vq_seg s = { n->rxaddr + (uint64_t)i * RXBUF, RXBUF };
-
-	return vq_drv_add(n->rxq, &s, 0, 1, (void *)(uintptr_t)(i + 1));
-}
-
-/* Publish and kick as the ring says; with --drop-kicks, every Nth kick it
- * asks for is not sent. */
-static int net_kick(struct net_run *n, struct vq_drv *q, int fd,
-		    struct vq_rt_counters *c)
-{
+	struct net_run *n = arg;
 	int r;
 
-	if (!n->o.drop_kicks)
-		return vq_rt_drv_kick(q, fd, c);
-	r = vq_drv_kick_prepare(q);
-	if (r <= 0)
-		return r;
-	if (++n->kicks_owed % n->o.drop_kicks == 0) {
+	if (n->o.drop_kicks && ++n->kicks_owed % n->o.drop_kicks == 0) {
 		n->kicks_dropped++;
 		return 0;
 	}
-	if ((r = vq_evt_signal(fd)) < 0)
+	if ((r = vq_evt_signal(q == VQ_NET_RX ? n->rx_kick : n->tx_kick)) < 0)
 		return r;
-	c->kicks_sent++;
-	return 1;
+	(q == VQ_NET_RX ? &n->rc : &n->tc)->kicks_sent++;
+	return 0;
+}
+
+/* The driver on the rings: TX slots of --size frames (in tx and rr),
+ * receive buffers of NET_RXBUF (in rx and rr), each frame prepared once
+ * in full; tx rewrites only its headers. */
+static int driver_setup(struct net_run *n, uint64_t txgpa, uint8_t *txmem,
+			uint64_t rxgpa, uint8_t *rxmem)
+{
+	const struct net_opts *o = &n->o;
+	struct vq_netg_config gc = {
+		.rx = o->dir != D_TX ? n->rxq : NULL, .tx = o->dir != D_RX ? n->txq : NULL,
+		.rx_area = { rxmem, rxgpa, vq_netg_rx_area_size(NET_RXBUF, o->queue_size) },
+		.tx_area = { txmem, txgpa, vq_netg_tx_area_size(o->size, o->queue_size) },
+		.rx_buf_size = NET_RXBUF, .tx_frame_max = o->size,
+		.kick = net_kick, .arg = n,
+	};
+	uint8_t **frame;
+	int r, i;
+
+	r = vq_netg_new(&gc, &n->g);
+	if (r < 0 || !gc.tx)
+		return r;
+	frame = malloc(sizeof(*frame) * o->queue_size);
+	if (!frame)
+		return -ENOMEM;
+	r = vq_netg_tx_reserve(n->g, frame, o->queue_size);
+	for (i = 0; i < r; i++)
+		frame_fill(frame[i], o->size, (uint32_t)i);
+	free(frame);
+	return r < 0 ? r : 0;
 }
 
 static int net_setup(struct net_run *n)
@@ -194,13 +204,13 @@ static int net_setup(struct net_run *n)
 		.iommu_page = o->iommu_page,
 		.err = err, .errlen = sizeof(err),
 	};
-	uint64_t need;
+	uint64_t need, txgpa, rxgpa;
+	uint8_t *txmem, *rxmem;
 	const char *path = o->socket_path ? o->socket_path : n->sock;
-	unsigned i;
 	int r;
 
-	n->txstride = (12 + o->size + 63) & ~63u;
-	need = (uint64_t)o->queue_size * (n->txstride + RXBUF) + (8u << 20);
+	need = vq_netg_tx_area_size(o->size, o->queue_size) +
+	       vq_netg_rx_area_size(NET_RXBUF, o->queue_size) + (8u << 20);
 	fc.mem_size = need < (16u << 20) ? 16u << 20 : (need + (2u << 20) - 1) & ~((2ull << 20) - 1);
 	r = vq_vhu_frontend_connect(path, &fc, &n->f);
 	if (r == 0)
@@ -224,36 +234,28 @@ static int net_setup(struct net_run *n)
 		if (r < 0)
 			return r;
 	}
-	n->prefetchw = perf_cpu_prefetchw();
-	n->hdr_len = vq_net_hdr_len(n->features);
 	n->rxq = vq_vhu_frontend_queue(n->f, 0);
 	n->txq = vq_vhu_frontend_queue(n->f, 1);
 	n->rx_kick = vq_vhu_frontend_kick_fd(n->f, 0);
 	n->rx_call = vq_vhu_frontend_call_fd(n->f, 0);
 	n->tx_kick = vq_vhu_frontend_kick_fd(n->f, 1);
 	n->tx_call = vq_vhu_frontend_call_fd(n->f, 1);
-	n->txmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * n->txstride, &n->txgpa);
-	n->rxmem = vq_vhu_frontend_alloc(n->f, (uint64_t)o->queue_size * RXBUF, &n->rxaddr);
-	if (!n->rxq || !n->txq || !n->txmem || !n->rxmem) {
+	txmem = vq_vhu_frontend_alloc(n->f, vq_netg_tx_area_size(o->size, o->queue_size),
+				      &txgpa);
+	rxmem = vq_vhu_frontend_alloc(n->f, vq_netg_rx_area_size(NET_RXBUF, o->queue_size),
+				      &rxgpa);
+	if (!n->rxq || !n->txq || !txmem || !rxmem) {
 		fprintf(stderr, "virtq-perf net: front-end set-up failed\n");
 		return -ENOMEM;
 	}
-	for (i = 0; i < o->queue_size; i++) {
-		memset(n->txmem + (uint64_t)i * n->txstride, 0, n->hdr_len);
-		frame_fill(n->txmem + (uint64_t)i * n->txstride + n->hdr_len, o->size, i);
+	if ((r = driver_setup(n, txgpa, txmem, rxgpa, rxmem)) < 0) {
+		fprintf(stderr, "virtq-perf net: guest driver: %s\n", strerror(-r));
+		return r;
 	}
 	frame_fill(n->txhdrs, sizeof(n->txhdrs), 0);
 	vq_drv_disable_cb(n->txq);
 	vq_drv_disable_cb(n->rxq);
-	if (o->dir != D_TX) {
-		for (i = 0; i < o->queue_size; i++)
-			if ((r = post_rx(n, i)) < 0)
-				return r;
-		r = net_kick(n, n->rxq, n->rx_kick, &n->rc);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	return vq_netg_start(n->g);
 }
 
 /* Wait for used buffers on q as --busy-poll says.  1: there may be some. */
@@ -285,153 +287,83 @@ static bool time_up(struct net_run *n, uint64_t t0, uint64_t *checks)
 
 static int run_tx(struct net_run *n, uint64_t t0)
 {
-	void *tok[256];
+	uint8_t *frame[256];
 	uint32_t len[256];
-	struct vq_seg seg[256];
-	unsigned free_list_n = n->o.queue_size, burst = n->o.burst, i;
-	uint32_t *free_list = malloc(sizeof(uint32_t) * n->o.queue_size);
+	unsigned burst = n->o.burst > 256 ? 256 : n->o.burst, i;
 	uint64_t checks = 0;
 	int r = 0;
 
-	if (!free_list)
-		return -ENOMEM;
-	for (i = 0; i < free_list_n; i++)
-		free_list[i] = n->o.queue_size - 1 - i;
-	if (burst > 256)
-		burst = 256;
+	for (i = 0; i < burst; i++)
+		len[i] = n->o.size;
 	while (!time_up(n, t0, &checks)) {
-		unsigned added = 0, want = burst;
+		unsigned added = 0, want = burst, inflight = vq_netg_tx_inflight(n->g);
 
-		if (want > free_list_n)
-			want = free_list_n;
 		/* --drop-kicks: one burst at a time, so that each finds the
 		 * backend asleep and owes a kick (see below). */
-		if (n->o.drop_kicks && free_list_n < n->o.queue_size)
+		if (n->o.drop_kicks && inflight)
 			want = 0;
-		if (want > vq_drv_free_slots(n->txq))
-			want = vq_drv_free_slots(n->txq);
-		if (n->o.count && want > n->o.count - n->pkts - (n->o.queue_size - free_list_n))
-			want = (unsigned)(n->o.count - n->pkts - (n->o.queue_size - free_list_n));
-		for (i = 0; i < want; i++) {
-			uint32_t b = free_list[free_list_n - 1 - i];
-
-			tx_write(n, n->txmem + (uint64_t)b * n->txstride);
-			seg[i].addr = n->txgpa + (uint64_t)b * n->txstride;
-			seg[i].len = n->hdr_len + n->o.size;
-			tok[i] = (void *)(uintptr_t)(b + 1);
-		}
+		if (n->o.count && want > n->o.count - n->pkts - inflight)
+			want = (unsigned)(n->o.count - n->pkts - inflight);
 		if (want) {
-			r = vq_drv_add_burst(n->txq, seg, tok, want, false);
+			r = vq_netg_tx_reserve(n->g, frame, want);
 			if (r < 0)
-				goto out;
-			/* Frames written but not added are written again
+				return r;
+			for (i = 0; i < (unsigned)r; i++)
+				tx_write(n, frame[i]);
+			/* Frames written but not posted are written again
 			 * next round. */
+			r = vq_netg_tx_post(n->g, len, NULL, (unsigned)r);
+			if (r < 0)
+				return r;
 			added = (unsigned)r;
-			free_list_n -= added;
 		}
-		if (added && (r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
-			goto out;
-		r = vq_drv_get_burst(n->txq, tok, len, 256);
+		r = vq_netg_tx_reap(n->g, 256);
 		if (r < 0)
-			goto out;
-		if (r == 0 && (!free_list_n || !added)) {
+			return r;
+		if (r == 0 && (!vq_netg_tx_free(n->g) || !added)) {
 			r = wait_used(n, n->txq, n->tx_call, &n->tc);
 			if (r < 0)
-				goto out;
+				return r;
 			continue;
-		}
-		for (i = 0; i < (unsigned)r; i++) {
-			uintptr_t b = (uintptr_t)tok[i];
-
-			if (b == 0 || b > n->o.queue_size) {
-				r = -EPROTO;
-				goto out;
-			}
-			free_list[free_list_n++] = (uint32_t)(b - 1);
-			/* The backend is done with it and we write it next
-			 * (the free list is a stack): ask for its line now,
-			 * in parallel with the rest, not store by store. */
-			perf_prefetch_for_write(n->prefetchw, n->txmem + (b - 1) * n->txstride);
 		}
 		n->pkts += (unsigned)r;
 		n->bytes += (uint64_t)r * n->o.size;
 		/* --drop-kicks: the burst is back; let the backend go to
 		 * sleep, so that the next one owes a kick (which is dropped). */
-		if (n->o.drop_kicks && free_list_n == n->o.queue_size)
+		if (n->o.drop_kicks && !vq_netg_tx_inflight(n->g))
 			usleep(2000);
-	}
-	r = 0;
-out:
-	free(free_list);
-	if (r < 0 && vq_drv_error(n->txq))
-		fprintf(stderr, "virtq-perf net: tx queue: %s\n", vq_drv_error_msg(n->txq));
-	return r;
-}
-
-/* ---- rx ---- */
-
-static uint16_t le16_at(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-/* One used RX buffer: count frames (with MRG_RXBUF the first buffer of a
- * frame says how many follow), optionally check it.  The caller posts it
- * again. */
-static int rx_consume(struct net_run *n, void *tok, uint32_t len,
-		      unsigned *more, uint32_t *seq_out)
-{
-	uintptr_t b = (uintptr_t)tok;
-	uint8_t *p;
-
-	if (b == 0 || b > n->o.queue_size || len > RXBUF)
-		return -EPROTO;
-	p = n->rxmem + (uint64_t)(b - 1) * RXBUF;
-	/* The backend marks before it publishes the buffer, so the bits
-	 * are there when we see it. */
-	if (n->dlog.log && n->o.verify &&
-	    !perf_dlog_marked(&n->dlog, vq_vhu_frontend_guest_phys(n->f,
-				n->rxaddr + (uint64_t)(b - 1) * RXBUF), len))
-		n->unlogged++;
-	if (*more) {
-		(*more)--;
-	} else {
-		uint16_t nb = n->hdr_len >= 12 ? le16_at(p + 10) : 1;
-
-		if (len < n->hdr_len || nb == 0)
-			return -EPROTO;
-		*more = nb - 1;
-		n->pkts++;
-		n->bytes += len - n->hdr_len;
-		if (seq_out && len >= n->hdr_len + 18)
-			memcpy(seq_out, p + n->hdr_len + 14, 4);
-		if (n->o.verify && nb == 1 && len != n->hdr_len + n->o.size)
-			n->bad++;
 	}
 	return 0;
 }
 
-/* Post the used RX buffers tok[0, k) again, in one burst. */
-static int repost_rx(struct net_run *n, void *const *tok, unsigned k)
-{
-	struct vq_seg seg[256];
-	unsigned i;
-	int r;
+/* ---- rx ---- */
 
-	for (i = 0; i < k; i++) {
-		seg[i].addr = n->rxaddr + (uint64_t)((uintptr_t)tok[i] - 1) * RXBUF;
-		seg[i].len = RXBUF;
-	}
-	r = vq_drv_add_burst(n->rxq, seg, tok, k, true);
-	/* Each came back from the ring, so each has its slot back. */
-	return r < 0 ? r : (unsigned)r == k ? 0 : -ENOSPC;
+/* One received frame: count it, optionally check it (and what the
+ * backend wrote of it against the dirty log); its sequence number into
+ * *seq_out. */
+static void rx_count(struct net_run *n, const struct vq_netg_frame *f, uint32_t *seq_out)
+{
+	uint32_t hdr_len = vq_netg_hdr_len(n->g);
+
+	/* The backend marks before it publishes the buffer, so the bits
+	 * are there when we see it. */
+	if (n->dlog.log && n->o.verify)
+		for (unsigned b = 0; b < f->nbufs; b++)
+			if (!perf_dlog_marked(&n->dlog, vq_vhu_frontend_guest_phys(n->f,
+					      f->buf[b].addr), f->buf[b].len))
+				n->unlogged++;
+	n->pkts++;
+	n->bytes += f->len;
+	if (seq_out && f->buf[0].len >= hdr_len + 18)
+		memcpy(seq_out, f->buf[0].data + hdr_len + 14, 4);
+	if (n->o.verify && f->len != n->o.size)
+		n->bad++;
 }
 
 static int run_rx(struct net_run *n, uint64_t t0)
 {
-	void *tok[256];
-	uint32_t len[256];
-	unsigned more = 0, burst = n->o.burst > 256 ? 256 : n->o.burst;
+	struct vq_netg_frame f[256];
+	unsigned burst = n->o.burst > 256 ? 256 : n->o.burst;
 	uint64_t checks = 0;
 	int r, i;
 
@@ -439,34 +371,23 @@ static int run_rx(struct net_run *n, uint64_t t0)
 	 * back in one burst become visible together, so a whole ring at once
 	 * would leave the device without any meanwhile. */
 	while (!time_up(n, t0, &checks)) {
-		r = vq_drv_get_burst(n->rxq, tok, len, burst);
+		r = vq_netg_rx_burst(n->g, f, burst);
 		if (r < 0)
-			goto err;
+			return r;
 		if (r == 0) {
 			r = wait_used(n, n->rxq, n->rx_call, &n->rc);
 			if (r < 0)
-				goto err;
+				return r;
 			continue;
 		}
-		for (i = 0; i < r; i++) {
-			/* --count: count exactly that many; the rest are
-			 * just given back. */
-			if (n->o.count && n->pkts >= n->o.count && !more)
-				continue;
-			if (rx_consume(n, tok[i], len[i], &more, NULL) < 0) {
-				r = -EPROTO;
-				goto err;
-			}
-		}
-		if ((r = repost_rx(n, tok, (unsigned)r)) < 0 ||
-		    (r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
-			goto err;
+		/* --count: count exactly that many; the rest are just given
+		 * back. */
+		for (i = 0; i < r && !(n->o.count && n->pkts >= n->o.count); i++)
+			rx_count(n, &f[i], NULL);
+		if ((r = vq_netg_rx_repost(n->g)) < 0)
+			return r;
 	}
 	return 0;
-err:
-	if (vq_drv_error(n->rxq))
-		fprintf(stderr, "virtq-perf net: rx queue: %s\n", vq_drv_error_msg(n->rxq));
-	return r;
 }
 
 /* ---- rr: one frame out, wait for it back ---- */
@@ -478,10 +399,9 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 {
 	for (;;) {
 		uint64_t pkts = n->pkts, bytes = n->bytes;
-		uint32_t got = ~0u, len;
-		unsigned more = 0;
-		void *tok;
-		int r = vq_drv_get(n->rxq, &tok, &len);
+		struct vq_netg_frame f;
+		uint32_t got = ~0u;
+		int r = vq_netg_rx_burst(n->g, &f, 1);
 
 		if (r < 0)
 			return r;
@@ -492,13 +412,11 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 				return r;
 			continue;
 		}
-		/* rx_consume counts frames; rr counts transactions */
-		r = rx_consume(n, tok, len, &more, &got);
+		/* rx_count counts frames; rr counts transactions */
+		rx_count(n, &f, &got);
 		n->pkts = pkts;
 		n->bytes = bytes;
-		if (r < 0 || (r = repost_rx(n, &tok, 1)) < 0)
-			return r;
-		if ((r = net_kick(n, n->rxq, n->rx_kick, &n->rc)) < 0)
+		if ((r = vq_netg_rx_repost(n->g)) < 0)
 			return r;
 		if (got == seq)
 			return 1;
@@ -511,7 +429,7 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 static int run_rr(struct net_run *n, uint64_t t0)
 {
 	uint64_t end = t0 + (uint64_t)(n->o.seconds * 1e9), lost = 0;
-	uint32_t seq = 0;
+	uint32_t seq = 0, len = n->o.size;
 	bool cut = false;
 	int r;
 
@@ -520,25 +438,24 @@ static int run_rr(struct net_run *n, uint64_t t0)
 	if (!n->lat)
 		return -ENOMEM;
 	while (!(n->o.count && n->pkts >= n->o.count)) {
-		struct vq_seg s = { n->txgpa, n->hdr_len + n->o.size };
 		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
-		void *tok;
-		uint32_t len;
+		uint8_t *frame;
 		int back;
 
 		if (ts >= end)
 			break;
 		if (tdead > end)
 			tdead = end;
-		frame_fill(n->txmem + n->hdr_len, n->o.size, seq);
-		if ((r = vq_drv_add(n->txq, &s, 1, 0, (void *)1)) < 0)
-			return r;
-		if ((r = net_kick(n, n->txq, n->tx_kick, &n->tc)) < 0)
+		/* the one frame in flight came back last time */
+		if ((r = vq_netg_tx_reserve(n->g, &frame, 1)) <= 0)
+			return r < 0 ? r : -ENOSPC;
+		frame_fill(frame, n->o.size, seq);
+		if ((r = vq_netg_tx_post(n->g, &len, NULL, 1)) < 0)
 			return r;
 		if ((back = rr_await(n, seq, tdead)) < 0)
 			return back;
 		/* The TX buffer comes back once the backend consumed it. */
-		while ((r = vq_drv_get(n->txq, &tok, &len)) == 0) {
+		while ((r = vq_netg_tx_reap(n->g, 1)) == 0) {
 			if (vq_rt_now_ns() > tdead + 1000000000ull)
 				return -ETIMEDOUT;
 		}
@@ -666,6 +583,9 @@ int perf_net_main(int argc, char **argv)
 		if (r == -ENOMSG)
 			fprintf(stderr, "virtq-perf net: rr: nothing answered in %g s: "
 				"is the backend in loopback mode?\n", n.o.seconds);
+		else if (r < 0 && vq_netg_error(n.g))
+			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
+				vq_netg_error_msg(n.g));
 		else if (r < 0)
 			fprintf(stderr, "virtq-perf net: %s: %s\n", dir_names[n.o.dir],
 				strerror(-r));
@@ -684,6 +604,7 @@ int perf_net_main(int argc, char **argv)
 	perf_dlog_watch_free(&n.wring);
 	if (n.f)
 		n.iotlb_misses = vq_vhu_frontend_iotlb_misses(n.f);
+	vq_netg_free(n.g);
 	vq_vhu_frontend_free(n.f);
 	perf_backend_stop(&n.be);
 	n.c2c_after = probe(&n.o);

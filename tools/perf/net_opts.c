@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <virtq/net.h>
+#include <virtq/ring.h>
 
 #include "net.h"
 #include "perf.h"
@@ -168,7 +169,7 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"is only what --verify expects");
 	if (GIVEN(N_BURST) && o->dir == D_RR)
 		cli_usage_error("--burst: rr sends one frame at a time");
-	if (!o->packed && (o->queue_size & (o->queue_size - 1)))
+	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);
 	/* An external backend may be polling the peer CPU, which would

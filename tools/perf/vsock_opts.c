@@ -4,6 +4,8 @@
 #include <getopt.h>
 #include <string.h>
 
+#include <virtq/ring.h>
+
 #include "perf.h"
 #include "vsock_check.h"
 #include "vsock_opts.h"
@@ -205,7 +207,7 @@ static void vs_check_transfer(const struct vs_opts *o, uint64_t given)
 				vs_long[GIVEN(V_SECS) ? V_SECS : GIVEN(V_BYTES) ? V_BYTES : V_DIR].name);
 	if (!o->latency && GIVEN(V_ITERS))
 		cli_usage_error("--iters: only with --latency");
-	if (!o->packed && (o->queue_size & (o->queue_size - 1)))
+	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);
 	if (o->rcvlowat > o->rcvbuf)
