@@ -372,8 +372,9 @@ static enum vs_fate handshake_read_msg(struct vq_vsock *v, struct vs_conn *c)
 		return VS_OPEN;
 	if (r > 0 && c->line[r <= VS_LINE_MAX ? r - 1 : VS_LINE_MAX] == '\n')
 		r--;
-	if (r <= 0 || r > VS_LINE_MAX) {
-		/* EOF, an error, or no line fits (MSG_TRUNC gave the length) */
+	if (r <= 0 || r > VS_LINE_MAX || memchr(c->line, '\n', (size_t)r)) {
+		/* EOF, an error, no line fits (MSG_TRUNC gave the length), or
+		 * the message holds more than one line */
 		if (r != 0)
 			v->st.bad_connect_line++;
 		vs_conn_close(v, c, false);
