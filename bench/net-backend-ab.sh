@@ -8,11 +8,14 @@
 # pair runs A and B back to back, alternating which goes first, and is
 # labelled by the core-to-core placement probed before and after it.
 # Prints per-run rates, then the geometric means, B/A - 1, the 95% interval
-# of the mean paired log ratio and "B faster in k/N pairs".
+# of the mean paired log ratio and "B faster in k/N pairs" (virtq-perf ab
+# --pairs-file: the project's one implementation of them).  --pairs-out
+# FILE keeps the pairs as "A B PLACE" lines (packets per second).
 #
 #   bench/net-backend-ab.sh [-n PAIRS] [-s SECONDS] [--dir rx|tx]
 #                           [--packed 0|1] [--inorder 0|1] [--size BYTES]
-#                           [--frontend] BUILD_A|dpdk BUILD_B|dpdk
+#                           [--frontend] [--pairs-out FILE]
+#                           BUILD_A|dpdk BUILD_B|dpdk
 #
 # A build may carry virtq-net options after it, in one word:
 # "build-release --tx-evict off" against "build-release" measures an option.
@@ -30,7 +33,7 @@
 # bench).
 set -u
 cd "$(dirname "$0")/.."
-PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64 FRONTEND=0
+PAIRS=10 SECS=4 DIR=rx PK=0 IO=0 SIZE=64 FRONTEND=0 PAIRS_OUT=
 while [ $# -gt 2 ]; do
 	case $1 in
 	--frontend) FRONTEND=1; shift; continue ;;
@@ -40,11 +43,12 @@ while [ $# -gt 2 ]; do
 	--packed) PK=$2 ;;
 	--inorder) IO=$2 ;;
 	--size) SIZE=$2 ;;
+	--pairs-out) PAIRS_OUT=$2 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift 2
 done
-[ $# = 2 ] || { sed -n "2,30p" "$0"; exit 2; }
+[ $# = 2 ] || { sed -n "2,33p" "$0"; exit 2; }
 A=$1 B=$2
 for b in "$A" "$B"; do
 	b=${b%% *}
@@ -176,10 +180,13 @@ for ((i = 0; i < PAIRS; i++)); do
 		"${p1#* }" "${p2#* }"
 	echo "$a $b $pl" >>"$RES"
 done
-# One summary over every pair, then one per placement: on these machines a
-# ratio measured across a placement change means little.
-summary() { awk -v label="$1" -f bench/paired-summary.awk; }     # LABEL
-summary all <"$RES"
-for pl in near far; do
-	grep " $pl\$" "$RES" | summary "$pl"
-done
+# One summary over every pair, then one per placement (on these machines a
+# ratio measured across a placement change means little): virtq-perf ab's
+# statistics of the pairs it did not run.
+mkdir "$TMP/rows"
+cp "$RES" "$TMP/rows/all"
+grep ' near$' "$RES" >"$TMP/rows/near"
+grep ' far$' "$RES" >"$TMP/rows/far"
+[ -n "$PAIRS_OUT" ] && cp "$RES" "$PAIRS_OUT"
+"$VPERF" ab --pairs-file "$TMP/rows/all" --pairs-file "$TMP/rows/near" \
+	--pairs-file "$TMP/rows/far" --metric pps 2>&1 | grep -v ': no pairs$'

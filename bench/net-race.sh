@@ -20,6 +20,7 @@
 #   bench/net-race.sh [-B BUILD_DIR] [-s SECONDS] [--sizes "64 1518"]
 #                     [--layouts "split packed"] [--inorder "0 1"]
 #                     [--dirs "tx rx"] [--pairings "a b c d"] [-r RUNS] [-o OUT]
+#                     [--paired X [-n PAIRS] [--pairs-out FILE]]
 #
 # With -r RUNS every cell is measured RUNS times, the four pairings taking
 # turns (a b c d a b c d ...), and the median is shown: one run per cell
@@ -29,8 +30,10 @@
 # (-n, default 8) instead: each pair runs a and X back to back, alternating
 # which goes first, is labelled by the placement probed before and after
 # it, and the row ends with the paired summary (geometric means, X/a - 1,
-# its 95% interval, "faster in k/N pairs"), over all pairs and per
-# placement.  This is how a row the table leaves in doubt is settled.
+# its 95% interval, "faster in k/N pairs": virtq-perf ab --pairs-file),
+# over all pairs and per placement.  This is how a row the table leaves in
+# doubt is settled.  --pairs-out FILE appends each pair as "A X PLACE"
+# (packets per second) to FILE, for virtq-perf ab --pairs-file --json.
 #
 # Needs dpdk-testpmd (scripts/deps.sh bench) and a build with tools.
 set -u
@@ -46,6 +49,7 @@ RUNS=1
 OUT=
 PAIRED=
 PAIRS=8
+PAIRS_OUT=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-B) BUILD=$2; shift ;;
@@ -58,8 +62,9 @@ while [ $# -gt 0 ]; do
 	-r) RUNS=$2; shift ;;
 	--paired) PAIRED=$2; shift ;;
 	-n) PAIRS=$2; shift ;;
+	--pairs-out) PAIRS_OUT=$2; shift ;;
 	-o) OUT=$2; shift ;;
-	-h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,38p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -197,6 +202,19 @@ place() { "$VPERF" c2c 0,1 2>/dev/null | grep -oE '\((near|far)\)' | tr -d '()';
 mpps() { awk -v p="${1:-0}" 'BEGIN { printf "%7.3f", p / 1e6 }'; }
 ratio() { awk -v b="${1:-0}" -v a="${2:-0}" 'BEGIN { if (a > 0) printf "%5.2f", b / a; else printf "    -" }'; }
 
+# summary PAIRS_FILE: virtq-perf ab's statistics of lines "A X PLACE", over
+# all pairs, then the near and the far ones (a ratio measured across a
+# placement change means little on these machines).
+summary() {
+	local d=$DIR/rows
+	mkdir -p "$d"
+	cp "$1" "$d/all"
+	grep ' near$' "$1" >"$d/near" || true
+	grep ' far$' "$1" >"$d/far" || true
+	"$VPERF" ab --pairs-file "$d/all" --pairs-file "$d/near" --pairs-file "$d/far" \
+		--metric pps 2>&1 | grep -v ': no pairs$'
+}
+
 # paired_row DIR SIZE LAYOUT IO PK: PAIRS pairs of a and $PAIRED.
 paired_row() {
 	local dir=$1 size=$2 layout=$3 io=$4 pk=$5 i a x p1 p2 pl order res=$DIR/pairs
@@ -215,10 +233,8 @@ paired_row() {
 		printf "pair %2d %s %-5s a %s  %s %s\n" "$i" "$order" "$pl" "$(mpps "$a")" "$PAIRED" "$(mpps "$x")"
 		echo "${a:-0} ${x:-0} $pl" >>"$res"
 	done
-	awk -v label=all -f bench/paired-summary.awk <"$res"
-	for pl in near far; do
-		grep " $pl\$" "$res" | awk -v label="$pl" -f bench/paired-summary.awk
-	done
+	[ -n "$PAIRS_OUT" ] && cat "$res" >>"$PAIRS_OUT"
+	summary "$res"
 }
 
 echo "# virtq net race, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"

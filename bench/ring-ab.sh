@@ -1,16 +1,16 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
 # The A/B tables of the ring benchmark: used batching, in-order and busy
 # polling, for the split and the packed ring, as paired runs
-# (virtq-perf ab).  Writes bench/results/ring-ab-<date>.txt with the date,
-# the machine and the commands, and prints it.
+# (virtq-perf ab).  Prints them with the date, the machine and the
+# commands (to OUT too when set).
 #
 # usage: bench/ring-ab.sh [BUILD_DIR]        (default: build)
 # environment: PAIRS (20), RUN_SECONDS (0.3 per member run), SIZES (0,1500),
-#              CPUS (0,1), OUT (result file), EXTRA (more ab options,
+#              CPUS (0,1), OUT (a copy of the output), EXTRA (more ab options,
 #              e.g. --same-placement)
-set -eu
+set -euo pipefail
 
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -20,15 +20,15 @@ secs=${RUN_SECONDS:-0.3}
 sizes=${SIZES:-0,1500}
 cpus=${CPUS:-0,1}
 extra=${EXTRA:-}
-stamp=$(date -u +%Y-%m-%d-%H%M)
-out=${OUT:-bench/results/ring-ab-$stamp.txt}
 
 if [ ! -x "$perf" ]; then
 	echo "ring-ab.sh: $perf not found; build first:" >&2
 	echo "  meson setup $build && ninja -C $build" >&2
 	exit 1
 fi
-mkdir -p "$(dirname "$out")"
+tmp=$(mktemp -d /tmp/ring-ab.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+out=${OUT:-$tmp/out}
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 {
@@ -67,4 +67,3 @@ done
 echo "elapsed: $(( $(date +%s) - start )) s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out"
 
 cat "$out"
-echo "written to $out" >&2

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
 # The seed experiment: batching the RX used-ring updates of a vsock device
@@ -10,12 +10,12 @@
 # Then the 64 KiB Gbit/s against memcpy bandwidth on the same machine (the
 # limit of a data path that copies: the device copies each byte once, from
 # the host socket into guest memory, and the guest copies it out once more).
-# Writes bench/results/vsock-rx-batching-<date>.txt and prints it.
+# Prints it (to OUT too when set).
 #
 # usage: bench/vsock-rx-batching.sh [BUILD_DIR]        (default: build)
 # environment: PAIRS (20), BYTES (1G per run), SIZES (256,512,4K,64K),
-#              EXTRA (more ab options), OUT (result file)
-set -eu
+#              EXTRA (more ab options), OUT (a copy of the output)
+set -euo pipefail
 
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -25,8 +25,6 @@ pairs=${PAIRS:-20}
 bytes=${BYTES:-1G}
 sizes=${SIZES:-256,512,4K,64K}
 extra=${EXTRA:-}
-stamp=$(date -u +%Y-%m-%d-%H%M)
-out=${OUT:-bench/results/vsock-rx-batching-$stamp.txt}
 
 for f in "$perf" "$daemon"; do
 	if [ ! -x "$f" ]; then
@@ -35,9 +33,9 @@ for f in "$perf" "$daemon"; do
 		exit 1
 	fi
 done
-mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d /tmp/vsock-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+out=${OUT:-$tmp/out}
 
 # memcpy bandwidth: 64 KiB copies streaming through 256 MiB (out of cache),
 # and the same copies inside a 512 KiB working set (in cache).

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
 # virtq-vsock against the UNIX socket it feeds (issue 26): every figure a
@@ -25,15 +25,14 @@
 #   5. memory per idle connection: the backend's RssAnon, 256 idle
 #      connections against none (one run per direction; deterministic).
 #
-# Writes bench/results/vsock-socket-ratio-<date>-<commit>.txt with the
-# commands, the tables, every pair ('pair K ORDER PLACE a A b B', which
-# bench/student-t.py reads and checks) and prints it.  The seed
-# experiment's rerun is bench/vsock-rx-batching.sh.
+# Prints the date, the machine, the commit, every command and its table
+# (to OUT too when set).  The seed experiment's rerun is
+# bench/vsock-rx-batching.sh.
 #
 # usage: bench/vsock-vs-socket.sh [BUILD_DIR]          (default: build-release)
 # environment: PAIRS (20), BYTES (256M per run), CONN_BYTES (1G per run),
-#              ITERS (20000 round trips), BP (50 us), OUT (result file)
-set -eu
+#              ITERS (20000 round trips), BP (50 us), OUT (a copy of the output)
+set -euo pipefail
 
 cd "$(dirname "$0")/.."
 build=${1:-build-release}
@@ -45,7 +44,7 @@ cbytes=${CONN_BYTES:-1G}
 iters=${ITERS:-20000}
 bp=${BP:-50}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-out=${OUT:-bench/results/vsock-socket-ratio-$(date -u +%Y-%m-%d)-$commit.txt}
+
 
 for f in "$perf" "$daemon"; do
 	if [ ! -x "$f" ]; then
@@ -54,60 +53,17 @@ for f in "$perf" "$daemon"; do
 		exit 1
 	fi
 done
-mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d /tmp/vsock-vs-socket.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+out=${OUT:-$tmp/out}
 
-# A table and the pairs from ab's JSON: the ratio B/A with its interval,
-# then per workload its pair lines and summary in the format of
-# bench/student-t.py (a time, lower better: 'time' lines it does not read).
-table() {
-	python3 - "$1" <<'PYEOF'
-import json, math, sys
-r = json.load(open(sys.argv[1]))
-low = r.get("lower_is_better", False)
-print("metric: %s (%s is better); B/A of the geometric means, 95%% Student t "
-      "interval of the mean paired log(B/A)" % (r["metric"], "lower" if low else "higher"))
-print("%-28s %12s %12s %8s %20s %7s %s" % ("workload", "A", "B", "B/A", "95% CI",
-      "B lower" if low else "faster", "near/far/mixed"))
-for w in r["results"]:
-    if w["n"] < 2:
-        print("%-28s (no pairs)" % w["label"])
-        continue
-    lo, hi = w["ci95"]
-    p = w["placement"]
-    print("%-28s %12.6g %12.6g %7.3fx [%6.3fx, %6.3fx] %4d/%-2d %d/%d/%d" % (
-        w["label"], w["gmean_a"], w["gmean_b"], 1 + w["change"], 1 + lo, 1 + hi,
-        w["faster"], w["n"], p["near"], p["far"], p["mixed"]))
-for w in r["results"]:
-    print()
-    print("-- %s: %s" % (w["label"], w["args"]))
-    tag = "time" if low else "pair"
-    for k, run in enumerate(w["runs"], 1):
-        pa, pb = run["place_a"], run["place_b"]
-        place = pa if pa == pb and pa in ("near", "far") else (
-            "unknown" if pa == pb == "unknown" else "mixed")
-        v = lambda x: "%.0f" % x if x >= 1000 else "%.6g" % x
-        print("%s %d %s %s a %s b %s" % (tag, k, run["order"], place, v(run["a"]), v(run["b"])))
-    if w["n"] >= 2:
-        lo, hi = w["ci95"]
-        print("all A %.6g B %.6g change %+.1f%% [%+.1f, %+.1f] B %s in %d/%d" % (
-            w["gmean_a"], w["gmean_b"], 100 * w["change"], 100 * lo, 100 * hi,
-            "lower" if low else "faster", w["faster"], w["n"]))
-PYEOF
-}
-
-# ab ARGS...: run, record the command and the table; a failed run (e.g. a
-# fairness of 0: a starved connection, which a geometric mean cannot take)
-# is recorded with its message, and the next set runs
+# ab ARGS...: run, record the command and ab's table of B/A (--ratio); a
+# failed run (e.g. a fairness of 0: a starved connection, which a geometric
+# mean cannot take) is recorded with its message, and the next set runs
 ab() {
-	echo "\$ virtq-perf ab --json --pairs $pairs $*" >> "$out"
-	if ! "$perf" ab --quiet --json --pairs "$pairs" "$@" > "$tmp/ab.json" 2> "$tmp/ab.err"; then
-		grep -v '^summary' "$tmp/ab.err" | sed 's/^/FAILED: /' >> "$out"
-		echo >> "$out"
-		return 0
-	fi
-	table "$tmp/ab.json" >> "$out"
+	echo "\$ virtq-perf ab --ratio --pairs $pairs $*" >> "$out"
+	"$perf" ab --quiet --ratio --pairs "$pairs" "$@" >> "$out" 2> "$tmp/ab.err" ||
+		sed 's/^/FAILED: /' "$tmp/ab.err" >> "$out"
 	echo >> "$out"
 }
 
@@ -161,7 +117,7 @@ echo "## 5. memory per idle connection: the backend's RssAnon, 256 idle against 
 for d in rx tx; do
 	echo "\$ virtq-perf vsock $b --conns 256 --bytes 64M --direction $d --stall 1" >> "$out"
 	"$perf" vsock $b --conns 256 --bytes 64M --direction $d --stall 1 2>/dev/null |
-		grep -v '^    ' >> "$out"
+		{ grep -v '^    ' || true; } >> "$out"
 done
 echo >> "$out"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at the end" >> "$out"

@@ -234,9 +234,9 @@ struct vq_net_queue_config {
 	 * of this core's caches (CLFLUSHOPT; off without it).  The guest
 	 * rewrites those lines for a later frame; a copy left here costs it a
 	 * cross-core invalidation, a flushed line only a miss.  Which is
-	 * cheaper depends on where the guest's core is: +16-27% 64 B TX when
-	 * it shares no cache with ours, -12..-29% when it shares the L3
-	 * (a miss to memory instead of a hit there).  AUTO measures both
+	 * cheaper depends on where the guest's core is: flushing wins when it
+	 * shares no cache with ours and loses when it shares the L3 (a miss
+	 * to memory instead of a hit there; measured in 88f2fb1).  AUTO measures both
 	 * and keeps the faster, again and again (see enum).  Only for a sink
 	 * that reads the frame: a line it never touched lives only in the
 	 * guest's cache, and flushing it there costs the guest a miss for

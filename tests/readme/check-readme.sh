@@ -3,8 +3,9 @@
 # The README's code runs as written: its C block compiles with -Werror
 # against the library and runs; every flag its shell lines give virtq-net,
 # virtq-vsock or virtq-perf is one the tool's --help names; the scripts it
-# names exist. And it stays a page a newcomer reads: at most 175 lines, the
-# first QEMU line within 60.
+# names exist; every figure of its Results is a row of bench/RESULTS.md.
+# And it stays a page a newcomer reads: at most 175 lines, the first QEMU
+# line within 60.
 # Usage: check-readme.sh README CC LIBVIRTQ_A INCLUDE_DIR BUILD_DIR
 # (EXAMPLE_CFLAGS: more flags for the example, e.g. the build's -fsanitize)
 set -eu
@@ -74,4 +75,22 @@ while IFS= read -r line; do
 	done
 done < "$tmp/shell"
 echo "shell lines: $checked flags checked against the tools' --help"
+
+# Every figure of the Results section is a row of bench/RESULTS.md, whose
+# commit the section names too (issue 32: one table, the README a summary).
+sed -n '/^## Results/,/^## /p' "$readme" > "$tmp/results"
+grep -oE '[+-][0-9.]+% \[[^]]*\]|[0-9.]+x \[[^]]*\]' "$tmp/results" > "$tmp/figures" || true
+[ -s "$tmp/figures" ] || bad "no figure in the README's Results section"
+figures=0
+while IFS= read -r f; do
+	row=$(grep -F "| $f |" "$root/bench/RESULTS.md" | head -n 1)
+	commit=$(printf '%s\n' "$row" | awk -F'|' '{ print $(NF - 1) }' | awk '{ print $1 }')
+	if [ -z "$row" ]; then
+		bad "README: '$f' is no figure of bench/RESULTS.md"
+	elif ! grep -qw "$commit" "$tmp/results"; then
+		bad "README: '$f' is RESULTS.md's at $commit, which the Results section does not name"
+	fi
+	figures=$((figures + 1))
+done < "$tmp/figures"
+echo "results: $figures figures, each a row of bench/RESULTS.md"
 exit $fail

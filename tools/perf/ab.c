@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -316,6 +317,7 @@ static void ab_usage(FILE *f)
 {
 	fprintf(f,
 "usage: virtq-perf ab [options] -- ring|net|vsock [workload options]\n"
+"       virtq-perf ab --pairs-file FILE [--metric NAME] [--ratio] [--json] ...\n"
 "  --a \"ARGS\"          options of configuration A (appended to the workload)\n"
 "  --b \"ARGS\"          options of configuration B\n"
 "  --pairs N           pairs per workload, at least 2 (20); order alternates\n"
@@ -333,6 +335,10 @@ static void ab_usage(FILE *f)
 "                      .png, .svg or .txt)\n"
 "  --a-exe PATH        run A with this virtq-perf (another build: a change's\n"
 "                      before and after; default: this one), --b-exe for B\n"
+"  --pairs-file FILE   run nothing: the statistics of the pairs in FILE\n"
+"                      ('-': stdin), one a line, \"A B [near|far|mixed]\"; a\n"
+"                      pair with a rate of 0 (a failed run) is left out;\n"
+"                      repeatable: one workload per file\n"
 "  --quiet             no progress lines\n"
 "  --help, --version\n"
 "An option value with commas (except --cpu) makes one workload per value:\n"
@@ -349,10 +355,12 @@ struct ab_cfg {
 	char **work;            /* the workload's words */
 	unsigned nwork;
 	char cmd[1024];         /* the workload, as one line */
+	const char *files[16];  /* --pairs-file: one workload each */
+	unsigned nfiles;
 };
 
 enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET, O_METRIC, O_RATIO,
-       O_A_EXE, O_B_EXE };
+       O_A_EXE, O_B_EXE, O_PAIRS_FILE };
 
 /* A JSON key the runs print: lower case, digits, '_'. */
 static const char *metric_name(const char *name, const char *v)
@@ -410,6 +418,13 @@ static void ab_option(void *opts, int c, const char *name, const char *v)
 					strerror(errno));
 		cfg->run.exe[c == O_B_EXE] = v;
 		break;
+	case O_PAIRS_FILE:
+		if (cfg->nfiles == sizeof(cfg->files) / sizeof(cfg->files[0]))
+			cli_usage_error("%s: at most %zu files", name,
+					sizeof(cfg->files) / sizeof(cfg->files[0]));
+		cfg->files[cfg->nfiles++] = v;
+		cfg->run.pairs_read = true;
+		break;
 	}
 }
 
@@ -428,13 +443,29 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ "ratio", no_argument, 0, O_RATIO },
 		{ "a-exe", required_argument, 0, O_A_EXE },
 		{ "b-exe", required_argument, 0, O_B_EXE },
+		{ "pairs-file", required_argument, 0, O_PAIRS_FILE },
 		PERF_OPT_HELP, PERF_OPT_VERSION,
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
+	/* what only a run has: no use for pairs read from a file */
+	static const int run_only[] = { O_A, O_B, O_PAIRS, O_SEC, O_A_EXE, O_B_EXE };
+	uint64_t given;
+	unsigned i;
 
 	/* "+": the workload's options are its own, not ours */
-	perf_opts_parse(argc, argv, "ab", "+:", lo, O_B_EXE + 1, ab_usage, ab_option, c);
+	given = perf_opts_parse(argc, argv, "ab", "+:", lo, O_PAIRS_FILE + 1, ab_usage,
+				ab_option, c);
+	if (c->nfiles) {
+		for (i = 0; i < sizeof(run_only) / sizeof(run_only[0]); i++)
+			if (given & (1ull << run_only[i]))
+				cli_usage_error("--pairs-file: --%s is for pairs ab runs, "
+						"not pairs it reads", lo[run_only[i]].name);
+		if (optind < argc)
+			cli_usage_error("--pairs-file: the pairs are read, not run: no "
+					"workload ('%s')", argv[optind]);
+		return;
+	}
 	if (optind >= argc)
 		cli_usage_error("a workload is needed after the options: ring, net "
 				"or vsock (see --help)");
@@ -648,6 +679,162 @@ static void ab_warn_kept(const struct ab_run *run)
 			run->nw, least);
 }
 
+/* One line of a pairs file: "A B [PLACE]".  0, or -1 if it is not one. */
+static int pair_parse(char *line, struct ab_pair *p)
+{
+	char *end, *w;
+
+	p->a = strtod(line, &end);
+	if (end == line)
+		return -1;
+	line = end;
+	p->b = strtod(line, &end);
+	if (end == line || !isfinite(p->a) || !isfinite(p->b) || p->a < 0 || p->b < 0)
+		return -1;
+	p->pa = PLACE_UNKNOWN;
+	w = strtok(end, " \t\r\n");
+	if (w) {
+		p->pa = perf_place_parse(w);
+		if (p->pa == PLACE_UNKNOWN && strcmp(w, "unknown"))
+			return -1;
+		if (strtok(NULL, " \t\r\n"))
+			return -1;
+	}
+	p->pb = p->pa;          /* the pair's label: both members' */
+	return 0;
+}
+
+/*
+ * One --pairs-file: the pairs of one workload that something else ran (a
+ * script driving DPDK's testpmd), into w.  Blank lines and '#' lines are
+ * skipped; a pair with a rate of 0, a failed run, is left out and counted.
+ * 0 (w->npairs may be 0: said), or -1 said in one line.
+ */
+static int ab_read_pairs(const char *path, struct ab_workload *w)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+	unsigned cap = 0, lineno = 0, zero = 0;
+	char line[512];
+	int r = 0;
+
+	if (!f) {
+		fprintf(stderr, "virtq-perf ab: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		struct ab_pair p = { .a_first = false };
+		char *s = line + strspn(line, " \t");
+
+		lineno++;
+		if (*s == '#' || *s == '\n' || *s == '\0')
+			continue;
+		if (pair_parse(s, &p) < 0) {
+			fprintf(stderr, "virtq-perf ab: %s:%u: not \"A B [near|far|mixed]\" "
+				"(two rates, not negative)\n", path, lineno);
+			r = -1;
+		} else if (!(p.a > 0) || !(p.b > 0)) {
+			zero++;
+		} else if (w->npairs == cap) {
+			void *n = realloc(w->pairs, (cap = cap ? 2 * cap : 64) * sizeof(p));
+
+			if (!n) {
+				fprintf(stderr, "virtq-perf ab: %s\n", strerror(ENOMEM));
+				r = -1;
+			}
+			w->pairs = n ? n : w->pairs;
+		}
+		if (r == 0 && p.a > 0 && p.b > 0)
+			w->pairs[w->npairs++] = p;
+	}
+	if (r == 0 && ferror(f)) {
+		fprintf(stderr, "virtq-perf ab: %s: %s\n", path, strerror(errno));
+		r = -1;
+	}
+	if (f != stdin)
+		fclose(f);
+	if (r == 0 && zero)
+		fprintf(stderr, "virtq-perf ab: %s: %s%u pair%s with a rate of 0 (a failed "
+			"run) left out\n", path, w->npairs ? "" : "no pairs: ", zero,
+			zero == 1 ? "" : "s");
+	else if (r == 0 && !w->npairs)
+		fprintf(stderr, "virtq-perf ab: %s: no pairs\n", path);
+	return r;
+}
+
+/* The statistics of --pairs-file's pairs, one workload per file, printed
+ * as ab prints its own.  Exit 1 if a file cannot be read or none has a
+ * pair. */
+static int ab_pairs_files(struct ab_cfg *c)
+{
+	struct ab_run *run = &c->run;
+	unsigned i, k, with_pairs = 0;
+	char msg[160];
+	int ret = 0;
+
+	run->nw = c->nfiles;
+	run->w = calloc(c->nfiles, sizeof(*run->w));
+	run->cmd = "pairs read (--pairs-file)";
+	run->a = "the first column";
+	run->b = "the second column";
+	if (!run->w) {
+		fprintf(stderr, "virtq-perf ab: %s\n", strerror(ENOMEM));
+		return CLI_EXIT_RUNTIME;
+	}
+	if (c->plot && perf_ab_plot_ready(c->plot) < 0)
+		ret = CLI_EXIT_RUNTIME;
+	for (i = 0; i < c->nfiles && ret == 0; i++) {
+		struct ab_workload *w = &run->w[i];
+		const char *path = c->files[i], *base = strrchr(path, '/');
+		double *va, *vb;
+
+		snprintf(w->label, sizeof(w->label), "%s",
+			 strcmp(path, "-") ? base ? base + 1 : path : "stdin");
+		snprintf(w->args, sizeof(w->args), "%s", path);
+		if (ab_read_pairs(path, w) < 0) {
+			ret = CLI_EXIT_RUNTIME;
+			break;
+		}
+		va = calloc(w->npairs + 1, sizeof(double));
+		vb = calloc(w->npairs + 1, sizeof(double));
+		for (k = 0; va && vb && k < w->npairs; k++) {
+			enum perf_place pp = perf_place_pair(w->pairs[k].pa, w->pairs[k].pb);
+
+			w->place[pp]++;
+			if (run->same_placement && pp != PLACE_NEAR && pp != PLACE_FAR)
+				continue;
+			va[w->kept] = w->pairs[k].a;
+			vb[w->kept] = w->pairs[k].b;
+			w->kept++;
+		}
+		if (!va || !vb) {
+			fprintf(stderr, "virtq-perf ab: %s\n", strerror(ENOMEM));
+			ret = CLI_EXIT_RUNTIME;
+		}
+		w->err = ret ? -1 : perf_ab_compute(va, vb, w->kept, !run->lower_better, &w->st);
+		if (ret == 0 && w->npairs &&
+		    perf_ab_pairs_check(w->kept, msg, sizeof(msg)))
+			fprintf(stderr, "virtq-perf ab: warning: %s: %s\n", w->label, msg);
+		with_pairs += w->npairs > 0;
+		free(va);
+		free(vb);
+	}
+	if (ret == 0 && !with_pairs)
+		ret = CLI_EXIT_RUNTIME;
+	if (ret == 0) {
+		if (c->json)
+			perf_ab_json(stdout, run);
+		else
+			perf_ab_table(stdout, run);
+		fflush(stdout);
+		if (c->plot && perf_ab_plot(c->plot, run) < 0)
+			ret = CLI_EXIT_RUNTIME;
+	}
+	for (i = 0; i < c->nfiles; i++)
+		free(run->w[i].pairs);
+	free(run->w);
+	return ret;
+}
+
 int perf_ab_main(int argc, char **argv)
 {
 	struct ab_cfg c = { .run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5,
@@ -659,6 +846,8 @@ int perf_ab_main(int argc, char **argv)
 	int r = 0, ret;
 
 	ab_parse(argc, argv, &c);
+	if (c.nfiles)
+		return ab_pairs_files(&c);
 	/* before an hour of runs, not after */
 	if (c.plot && perf_ab_plot_ready(c.plot) < 0)
 		return CLI_EXIT_RUNTIME;

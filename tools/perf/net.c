@@ -134,7 +134,7 @@ static void frame_fill(uint8_t *p, unsigned size, uint32_t seq)
  * IPv4 and UDP headers (testpmd txonly copies the same 42 bytes per
  * packet, the driver writes the virtio-net header before them), with a
  * sequence number in them.  (Writing the whole first line from a template
- * in fewer, wider stores: -0.4%.) */
+ * in fewer, wider stores was no faster: measured in 2d39bed.) */
 static void tx_write(struct net_run *n, uint8_t *frame)
 {
 	unsigned k = n->o.size < sizeof(n->txhdrs) ? n->o.size : sizeof(n->txhdrs);

@@ -116,6 +116,8 @@ struct ab_workload {
 struct ab_run {
 	const char *a, *b;              /* the A and B arguments */
 	const char *exe[2];             /* A's and B's virtq-perf; NULL: this one */
+	bool pairs_read;                /* --pairs-file: each w[i].args a file
+					 * of pairs read, not run */
 	const char *cmd;                /* the workload command line */
 	unsigned pairs;
 	double seconds;                 /* added to members that set no length */

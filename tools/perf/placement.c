@@ -2,8 +2,9 @@
 /*
  * The core-to-core placement probe: two threads pinned to the two CPUs pass
  * one cache line back and forth; half a round trip is the one-way latency.
- * On these VMs it tells a "near" vCPU placement (~27 ns) from a "far" one
- * (~160 ns), which changes a cross-core ring benchmark 2-4x.
+ * On these VMs it tells a "near" vCPU placement (under PERF_NEAR_NS) from
+ * a "far" one, which changes a cross-core ring benchmark several times
+ * over (bench/METHOD.md, "Placement").
  */
 #include <errno.h>
 #include <getopt.h>

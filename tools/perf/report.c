@@ -120,14 +120,20 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 	bool ops = !strcmp(r->metric, "ops_per_sec");
 	char ha[80], hb[80];
 
-	/* Say what really ends a run: ab's --seconds only bounds members
-	 * that set no length of their own. */
-	fprintf(f, "virtq-perf ab: %u pairs per workload, alternating order "
-		"(%u A-first, %u B-first), %s%s%s\n",
-		r->pairs, first_a, r->pairs - first_a,
-		r->bound_same ? "" : "runs end at ", r->bound,
-		r->bound_same ? " per run" : "");
-	fprintf(f, "  workload: %s\n", r->cmd);
+	if (r->pairs_read) {
+		fprintf(f, "virtq-perf ab: pairs read from");
+		for (i = 0; i < r->nw; i++)
+			fprintf(f, "%s %s (%u)", i ? "," : "", r->w[i].args, r->w[i].npairs);
+		fprintf(f, " (not run by ab: their order and placement are the file's)\n");
+	} else {
+		/* Say what really ends a run: ab's --seconds only bounds
+		 * members that set no length of their own. */
+		fprintf(f, "virtq-perf ab: %u pairs per workload, alternating order "
+			"(%u A-first, %u B-first), %s%s%s\n  workload: %s\n",
+			r->pairs, first_a, r->pairs - first_a,
+			r->bound_same ? "" : "runs end at ", r->bound,
+			r->bound_same ? " per run" : "", r->cmd);
+	}
 	for (unsigned s = 0; s < 2; s++)
 		fprintf(f, "  %c: %s%s%s%s\n", "AB"[s], s ? r->b : r->a,
 			r->exe[s] ? "  (run by " : "", r->exe[s] ? r->exe[s] : "",
@@ -190,13 +196,27 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 	unsigned i, k;
 
 	fputs("{\"tool\":\"virtq-perf ab\",\"workload\":", f);
-	json_str(f, r->cmd);
+	if (r->pairs_read)
+		fputs("null", f);
+	else
+		json_str(f, r->cmd);
 	fputs(",\"a\":", f);
 	json_str(f, r->a);
 	fputs(",\"b\":", f);
 	json_str(f, r->b);
-	fprintf(f, ",\"pairs\":%u,\"seconds\":%g,\"run_bound\":", r->pairs, r->seconds);
-	json_str(f, r->bound);
+	fputs(",\"pairs_file\":", f);
+	for (i = 0; r->pairs_read && i < r->nw; i++) {
+		fputs(i ? "," : "[", f);
+		json_str(f, r->w[i].args);
+	}
+	fputs(r->pairs_read ? "]" : "null", f);
+	if (r->pairs_read) {
+		fputs(",\"pairs\":null,\"seconds\":null,\"run_bound\":null", f);
+	} else {
+		fprintf(f, ",\"pairs\":%u,\"seconds\":%g,\"run_bound\":", r->pairs,
+			r->seconds);
+		json_str(f, r->bound);
+	}
 	fprintf(f, ",\"same_placement\":%s,\"metric\":", r->same_placement ? "true" : "false");
 	json_str(f, r->metric);
 	fprintf(f, ",\"lower_is_better\":%s,\"results\":[", r->lower_better ? "true" : "false");
@@ -226,8 +246,8 @@ void perf_ab_json(FILE *f, const struct ab_run *r)
 		for (k = 0; k < w->npairs; k++) {
 			const struct ab_pair *p = &w->pairs[k];
 
-			fprintf(f, "%s{\"order\":\"%s\",\"a\":", k ? "," : "",
-				p->a_first ? "AB" : "BA");
+			fprintf(f, "%s{\"order\":%s,\"a\":", k ? "," : "",
+				r->pairs_read ? "null" : p->a_first ? "\"AB\"" : "\"BA\"");
 			json_num(f, p->a);
 			fputs(",\"b\":", f);
 			json_num(f, p->b);

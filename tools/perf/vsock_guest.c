@@ -31,7 +31,7 @@ int vs_guest_idle(struct vs_run *n, struct vs_end *ends, unsigned nends)
 		 * the guest, the host program and the backend are three on
 		 * a machine of two CPUs here, and a spinner that keeps its
 		 * CPU delays the party that has the work (a 64 B ping-pong,
-		 * both sides polling: p50 -53% [-72, -21], 16 pairs). */
+		 * both sides polling: measured in 04a9ea3). */
 		if (now < n->spin_end) {
 			sched_yield();
 			return 0;
