@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -37,7 +38,9 @@ struct ering {
 struct edev {
 	struct vq_fw_dev *d;
 	struct ering q[NQ];
-	int fail_start;                 /* ring index whose next start fails; -1 */
+	/* ring index whose next start fails, or -1: atomic because every
+	 * worker's start reads it */
+	_Atomic int fail_start;
 	int call_inline, call_other;    /* vq_fw_dev_call from ring 0's start */
 	bool called;
 	unsigned resets;
@@ -94,10 +97,10 @@ static int echo_start(void *opaque, struct vq_fw_ring *r, bool resumed,
 	struct edev *ed = opaque;
 	struct ering *e = &ed->q[vq_fw_ring_index(r)];
 
-	if (ed->fail_start == (int)vq_fw_ring_index(r)) {
-		ed->fail_start = -1;
+	int failing = (int)vq_fw_ring_index(r);
+
+	if (atomic_compare_exchange_strong(&ed->fail_start, &failing, -1))
 		return -ENOMEM;
-	}
 	if (vq_fw_ring_index(r) == 0 && !resumed) {
 		/* on group 0's worker: its own group runs at once, another
 		 * worker's would wait on a worker */
