@@ -10,7 +10,8 @@ want=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev)
 case "${1:-build}" in
 test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev
 	       libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
-	       abigail-tools gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static) ;;
+	       abigail-tools gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
+	       groff-base) ;;
 bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
 esac
 

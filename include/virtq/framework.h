@@ -144,17 +144,18 @@ unsigned vq_fw_dev_groups(const struct vq_fw_dev *d);
  * Run fn(arg) on group's worker, between two rounds of its loop, and wait
  * for it: the device's way to reach what lives there (counters, fds of its
  * own on the loop) from the control thread.  From the group's worker it
- * runs at once.  0, -EINVAL (no such group), -EDEADLK (from another
- * worker: workers never wait for each other).
+ * runs at once.  0, -EINVAL (no such group, or fn NULL), -EDEADLK (from
+ * another worker: workers never wait for each other).
  */
 int vq_fw_dev_call(struct vq_fw_dev *d, unsigned group, void (*fn)(void *arg),
 		   void *arg);
 
 /* ---- For the ring's worker (the device's callbacks and turns) ---- */
 
-/* The group's worker loop: a device's fds of its own (vq_rt_loop_add_fd). */
+/* The group's worker loop: a device's fds of its own (vq_rt_loop_add_fd);
+ * NULL for no such group. */
 struct vq_rt_loop *vq_fw_dev_loop(const struct vq_fw_dev *d, unsigned group);
-/* Ring index of the device (lives as long as the device). */
+/* Ring index of the device (lives as long as the device), or NULL. */
 struct vq_fw_ring *vq_fw_dev_ring(const struct vq_fw_dev *d, unsigned index);
 unsigned vq_fw_ring_index(const struct vq_fw_ring *r);
 /* The ring while it runs (NULL when stopped or paused). */

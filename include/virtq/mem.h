@@ -37,7 +37,9 @@ struct vq_mem_region {
 /* The most regions a map holds (vhost-user's largest slot count). */
 #define VQ_MEM_MAX_REGIONS 509u
 
-/* An empty map in *out.  0 or -ENOMEM. */
+/* An empty map in *out.  0 or -ENOMEM.  A map is not locked: any number of
+ * threads may translate through it, but it changes (add, remove, free)
+ * only while none does (the back-end stops its rings first). */
 int vq_mem_new(struct vq_mem **out);
 void vq_mem_free(struct vq_mem *m);
 
@@ -116,8 +118,9 @@ const struct vq_mem_region *vq_mem_region_of_hva(const struct vq_mem *m,
  * the entries are an immutable sorted snapshot, replaced whole on each
  * change, so a reader never sees a half-made table.  A replaced snapshot
  * is kept until vq_mem_iotlb_reclaim(), which the caller runs only when no
- * queue translates (all stopped).  An invalidation must also wait for that:
- * a queue may still be using what it translated before.
+ * queue can still be reading one: all stopped, or each seen by
+ * vq_dev_iotlb_quiescent() after the change.  An invalidation must also
+ * wait for that: a queue may still be using what it translated before.
  */
 #define VQ_IOTLB_MAX_ENTRIES 2048u      /* vhost's default max_iotlb_entries */
 

@@ -252,6 +252,8 @@ struct vq_net_queue_config {
 
 struct vq_net_queue;
 
+/* -EINVAL (no dev, a role that is neither, max_frame over
+ * VQ_NET_MAX_FRAME, a reserved word not zero), -ENOMEM. */
 int vq_net_queue_new(const struct vq_net_queue_config *cfg,
 		     struct vq_net_queue **out);
 void vq_net_queue_free(struct vq_net_queue *q);
@@ -282,7 +284,8 @@ typedef int (*vq_net_tx_fn)(void *arg, const struct iovec *iov, unsigned iovcnt,
  * VQ_NET_BURST, passing each valid frame to fn and returning every chain as
  * used with length 0.  Adds the frame bytes to *bytes if bytes is not NULL.
  * Returns the number of chains consumed, or -errno when the queue is broken
- * (by the ring or by this layer's rules) or fn returned -errno.  fn may
+ * (by the ring or by this layer's rules) or fn returned -errno (-EINVAL
+ * too for an RX queue).  fn may
  * return -EAGAIN for "not now": that frame and the rest stay in the ring,
  * and the chains consumed so far are returned.
  */
@@ -297,7 +300,8 @@ int vq_net_tx_process(struct vq_net_queue *q, unsigned max_pkts,
  * vq_net_rx_flush().
  * Returns 1 if delivered, 0 if dropped (counted: no RX buffer, oversize),
  * -EAGAIN if the ring waits for an IOTLB entry (nothing counted: deliver
- * the frame again after the next kick), -errno if the queue is broken.
+ * the frame again after the next kick), -errno if the queue is broken
+ * (-EINVAL too for a TX queue).
  */
 int vq_net_rx_deliver(struct vq_net_queue *q, const struct iovec *iov,
 		      unsigned iovcnt, uint32_t len, const struct vq_net_hdr *hdr);
@@ -317,7 +321,7 @@ struct vq_net_frame {
  * Stops at the first frame for which the guest has no buffer at all,
  * without counting it: the caller keeps or drops it.  Returns how many
  * frames were handled (delivered, or dropped and counted by the one-frame
- * path), or -errno if the queue is broken.
+ * path), or -errno if the queue is broken (-EINVAL too for a TX queue).
  */
 int vq_net_rx_deliver_burst(struct vq_net_queue *q, const struct vq_net_frame *f,
 			    unsigned n);

@@ -125,7 +125,8 @@ struct vq_dev_state {
 };
 
 /* Validate the config (sizes, alignment, features) and create the queue.
- * -EINVAL for a bad config, -ENOMEM. */
+ * -EINVAL for a bad config (no memory map, a packed position not below
+ * num, a reserved word not zero included), -ENOMEM. */
 int vq_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out);
 void vq_dev_free(struct vq_dev *d);
 /* Back to the state vq_dev_new() made (indices from the config, not broken,
@@ -171,11 +172,15 @@ bool vq_dev_iotlb_waiting(struct vq_dev *d);
 void vq_dev_iotlb_wait_like(struct vq_dev *d, struct vq_dev *other);
 
 /* Pop up to n chains.  Returns how many, or -errno if the queue was broken
- * before any was popped; chains popped before a bad one stay valid. */
+ * before any was popped; chains popped before a bad one are returned and
+ * their iovecs stay valid, but the queue is broken: fill and flush fail,
+ * nothing more is published until vq_dev_reset(). */
 int vq_dev_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n);
 
 /* Give back the last n popped chains (c[0..n) in pop order), which must not
- * have been filled: the next pop sees them again. */
+ * have been filled: the next pop sees them again.  0, -EINVAL (c[0..n) are
+ * not the last n popped, or one was filled), or the queue's -errno if it
+ * is broken. */
 int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n);
 
 /*
@@ -184,16 +189,20 @@ int vq_dev_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n);
  * With IN_ORDER chains must be filled in the order they were popped;
  * consecutive chains written completely are then published as one used
  * entry (2.7.9 / 2.8.8 "In-order use of descriptors").
- * Returns 0 or -EINVAL (caller error: length too big, order broken).
+ * Returns 0, -EINVAL (caller error: length too big, a chain not popped or
+ * filled already, order broken; the queue is not broken by it), or the
+ * queue's -errno if it is broken (nothing is staged).
  */
 int vq_dev_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
 
 /* Publish everything staged: used entries first, then one release store of
  * the used index (split) or the first head's flags (packed).
- * Returns the number of buffers published. */
+ * Returns the number of buffers published, or the queue's -errno if it is
+ * broken (nothing is published). */
 int vq_dev_flush(struct vq_dev *d);
 
-/* fill + flush: one used entry published on its own. */
+/* fill + flush: one used entry published on its own.  As flush, or fill's
+ * -errno. */
 int vq_dev_push(struct vq_dev *d, const struct vq_chain *c, uint32_t len);
 
 /*
@@ -274,6 +283,10 @@ struct vq_seg {
 	uint32_t len;
 };
 
+/* Validate the config and create the queue, zeroing the ring.  -EINVAL for
+ * a bad config (features, size, areas as vq_dev_new; an indirect pool not
+ * 16-byte aligned or with indirect_max below 2; a reserved word not zero),
+ * -ENOMEM. */
 int vq_drv_new(const struct vq_drv_config *cfg, struct vq_drv **out);
 void vq_drv_free(struct vq_drv *q);
 /* Forget every buffer and zero the ring (after the device was reset). */

@@ -207,6 +207,8 @@ struct vq_rt_loop_config {
 	uint64_t reserved[3];
 };
 
+/* 0, -EINVAL (a reserved word not zero), -ENOMEM, or -errno from
+ * epoll_create1 or eventfd. */
 int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out);
 /* Frees the loop and its queues (not the rings or fds). */
 void vq_rt_loop_free(struct vq_rt_loop *l);
@@ -360,9 +362,10 @@ struct vq_rt_drv_wait {
  * busy poll for up to w->busy_poll_ns; else enable callbacks (re-checking
  * what the ring returns) and sleep on the call eventfd for up to timeout_ms.
  * Callbacks are disabled again on return.  Returns 1 when used buffers are
- * (or may be) pending, 0 on timeout, -errno (-EINVAL: a reserved word of w
- * is not zero).  Adds to c's bp_hits, bp_misses, calls_recv and wakeups
- * only.
+ * (or may be) pending, 0 on timeout or when w->other ended the busy-poll
+ * window, -errno (-EINVAL: a reserved word of w is not zero, or it would
+ * sleep and w->call_fd is negative).  Adds to c's bp_hits, bp_misses,
+ * calls_recv and wakeups only.
  */
 int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 			int timeout_ms, struct vq_rt_counters *c);

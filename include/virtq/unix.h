@@ -46,7 +46,8 @@ int vq_unix_listener_new(const struct vq_unix_listen_config *c,
 /* The listening socket, or -1 once released. */
 int vq_unix_listener_fd(const struct vq_unix_listener *l);
 /* Hand the socket to whoever takes it over (vq_vhu_backend_adopt_fd,
- * vq_vsock_set_listener): the listener no longer closes it. */
+ * vq_vsock_set_listener): the listener no longer closes it.  The fd, or
+ * -1 if it was released before. */
 int vq_unix_listener_release_fd(struct vq_unix_listener *l);
 /* Close the socket unless released, and remove the path if it still names
  * the socket this listener created (same device and inode): a socket

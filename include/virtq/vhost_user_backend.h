@@ -134,15 +134,20 @@ void vq_vhu_backend_free(struct vq_vhu_backend *b);
  * Listen on a UNIX socket at path, created with mode (0: 0600).  A stale
  * socket at path is replaced; anything that is not a socket (a file, a
  * directory, a symlink) is refused with -EEXIST, a live socket with
- * -EADDRINUSE.
+ * -EADDRINUSE.  0, those, -EBUSY (the backend has its socket already:
+ * listening, adopted or connecting), or vq_unix_listener_new's -errno.
  */
 int vq_vhu_backend_listen(struct vq_vhu_backend *b, const char *path,
 			  unsigned mode);
 /* Use an inherited socket (--fd): a listening one is accepted on, a
- * connected one is the connection.  The backend owns fd afterwards. */
+ * connected one is the connection.  The backend owns fd afterwards.  0,
+ * -EBUSY (as listen), -ENOTSOCK (not a UNIX stream socket) or getsockopt's
+ * -errno; on an error fd stays the caller's. */
 int vq_vhu_backend_adopt_fd(struct vq_vhu_backend *b, int fd);
 /* Client mode: connect to path now and, after each disconnect or failed
- * attempt, again every reconnect_ms (0: never reconnect). */
+ * attempt, again every reconnect_ms (0: never reconnect).  0, -EBUSY (as
+ * listen), -ENOMEM, or the first attempt's -errno (-ENOENT,
+ * -ECONNREFUSED, ...), after which it still tries again. */
 int vq_vhu_backend_connect(struct vq_vhu_backend *b, const char *path,
 			   unsigned reconnect_ms);
 
@@ -177,7 +182,9 @@ void vq_vhu_backend_fail(struct vq_vhu_backend *b, int err, const char *fmt, ...
 	__attribute__((format(printf, 3, 4)));
 
 /* Block serving the control socket until *stop is set (by a signal) or, if
- * once is true, until the first connection ends.  Returns 0 or -errno. */
+ * once is true, until the first connection ends.  Returns 0 or -errno:
+ * poll's, or -ENOTCONN when nothing is left to serve (no socket, no
+ * reconnect due).  A connection closed for an error does not end it. */
 int vq_vhu_backend_serve(struct vq_vhu_backend *b,
 			 const volatile sig_atomic_t *stop, bool once);
 
@@ -223,7 +230,8 @@ size_t vq_vhu_backend_postcopy_stats(struct vq_vhu_backend *b,
 				     struct vq_vhu_postcopy_stats *s, size_t size);
 
 /* Milliseconds a half-received message may stall before the connection
- * is dropped (default 5000); applies from the next connection. */
+ * is dropped (default 5000; 0 is taken as 1); applies from the next
+ * connection. */
 void vq_vhu_backend_set_recv_timeout(struct vq_vhu_backend *b, unsigned ms);
 
 #ifdef __cplusplus

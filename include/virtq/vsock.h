@@ -190,6 +190,8 @@ struct vq_vsock_stats {
 	uint64_t pkts_held, credit_requests_sent;
 };
 
+/* -EINVAL (guest_cid below 3 or above 2^32-1, no host_connect, a reserved
+ * word not zero), -ENOMEM, or epoll_create1's -errno. */
 int vq_vsock_new(const struct vq_vsock_config *cfg, struct vq_vsock **out);
 /* Closes every connection and the listener. */
 void vq_vsock_free(struct vq_vsock *v);
@@ -219,10 +221,14 @@ int vq_vsock_fd(const struct vq_vsock *v);
  * owns it): four listeners at most, of either type (a name and an alias
  * for each).  On a
  * seqpacket socket the CONNECT line is the first message (its LF optional)
- * and "OK <host_port>\n" comes back as one.  0 or -errno. */
+ * and "OK <host_port>\n" comes back as one.  0, -EINVAL (neither type),
+ * -EBUSY (a listener of that type already), or epoll's -errno; on an error
+ * the socket stays the caller's. */
 int vq_vsock_set_listener(struct vq_vsock *v, int listen_fd);
 /* A host socket (SOCK_STREAM or SOCK_SEQPACKET) that will send
- * "CONNECT <port>\n".  The device owns it. */
+ * "CONNECT <port>\n".  The device owns it, and closes it on an error:
+ * 0, -EINVAL (neither type), -EAGAIN (max_conns sockets are still sending
+ * their line), -ENOMEM. */
 int vq_vsock_host_attach(struct vq_vsock *v, int fd);
 
 /* Handle host socket events without blocking: accept, CONNECT lines, data
@@ -232,11 +238,12 @@ int vq_vsock_process_host(struct vq_vsock *v);
 
 /* Process up to budget TX chains (guest -> host).  Stops early while too
  * many replies wait for RX buffers.  Returns chains processed or -errno
- * (the queue broke). */
+ * (the queue broke; -ENODEV: not started). */
 int vq_vsock_process_tx(struct vq_vsock *v, unsigned budget);
 
 /* Fill up to budget RX buffers with what is pending for the guest, flushing
- * every used_batch entries.  Returns buffers filled or -errno. */
+ * every used_batch entries.  Returns buffers filled or -errno (the queue
+ * broke; -ENODEV: not started). */
 int vq_vsock_process_rx(struct vq_vsock *v, unsigned budget);
 
 /* Is anything waiting for an RX buffer? */

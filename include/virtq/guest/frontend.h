@@ -79,7 +79,9 @@ int vq_vhu_frontend_adopt_fd(int fd, const struct vq_vhu_frontend_config *cfg,
  * create the driver-side queues.  0 or -errno. */
 int vq_vhu_frontend_start(struct vq_vhu_frontend *f);
 
-/* Stop ring i (GET_VRING_BASE); *base gets the back-end's answer. */
+/* Stop ring i (GET_VRING_BASE); *base gets the back-end's answer.  0,
+ * -EINVAL (no ring i), -EPROTO (an answer for another ring), or the
+ * message's -errno. */
 int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 			       uint32_t *base);
 
@@ -140,10 +142,14 @@ const uint8_t *vq_vhu_frontend_log(const struct vq_vhu_frontend *f,
 int vq_vhu_frontend_send_rarp(struct vq_vhu_frontend *f, const uint8_t mac[6]);
 /* VHOST_USER_NET_SET_MTU: what QEMU sends a net back-end when the guest is
  * given an MTU (host_mtu) and the back-end negotiated PROTOCOL_F_MTU.
- * -EIO when the back-end refuses it (REPLY_ACK). */
+ * -ENOTSUP without PROTOCOL_F_MTU, -EIO when the back-end refuses it
+ * (REPLY_ACK). */
 int vq_vhu_frontend_net_set_mtu(struct vq_vhu_frontend *f, uint16_t mtu);
 
-/* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG). */
+/* VHOST_USER_GET_CONFIG / SET_CONFIG (needs PROTOCOL_F_CONFIG).  0,
+ * -ENOTSUP without it, -EINVAL (len over VQ_VHU_CONFIG_MAX), -EPROTO (a
+ * GET_CONFIG reply for another offset or size), -EIO (refused), or the
+ * message's -errno. */
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 			       void *buf, uint32_t len);
 int vq_vhu_frontend_set_config(struct vq_vhu_frontend *f, uint32_t off,

@@ -114,8 +114,9 @@ struct vq_vsg_stats {
  * Check the config and carve the slots: RX slots of 44 + rx_buf_size
  * bytes (rounded up to 64) in rx_area, up to the queue size; TX slots of
  * 44 + tx_pkt_max bytes in tx_area; 8 event slots of 8 bytes in ev_area.
- * -EINVAL: no rx or tx queue, a cid below 3, an area too small for one
- * slot, tx_pkt_max over 65536, a reserved word not zero; -ENOMEM.
+ * -EINVAL: no rx or tx queue, a cid below 3 or above 2^32-1, an area too
+ * small for one slot, tx_pkt_max over 65536, rx_buf_size or buf_alloc over
+ * 1 GiB, a reserved word not zero; -ENOMEM.
  */
 int vq_vsg_new(const struct vq_vsg_config *cfg, struct vq_vsg **out);
 void vq_vsg_free(struct vq_vsg *g);
