@@ -171,7 +171,12 @@ vu-tx | vu-rx | vu-mq)
 	TP_EXTRA=(--rxq=$queues --txq=$queues)
 	testpmd vu "net_virtio_user0,path=$SOCK,queues=$queues,queue_size=256,server=0,packed_vq=$PACKED,in_order=$INORDER,mrg_rxbuf=1" "$fwd" 1
 	if [ "$CASE" != vu-rx ]; then
-		sleep 3
+		# Until testpmd's periodic statistics show a few rings' worth
+		# sent, not a fixed time: on a loaded machine it can take
+		# seconds to start forwarding.  A stalled ring stops it short.
+		tp_sent() { [ "$(tp_count TX-packets "$DIR/testpmd-vu.log")" -gt 10000 ] 2>/dev/null; }
+		wait_for 20 tp_sent || echo "testpmd's statistics never passed 10000 sent"
+		sleep 1
 	else
 		rx_done() { [ "$(vnet_json_field rx_pkts)" = "$N" ]; }
 		wait_for 30 rx_done || fail "virtq-net did not deliver $N frames"
@@ -192,7 +197,10 @@ vu-tx | vu-rx | vu-mq)
 		sent=$(grep -oE "TX-packets: +[0-9]+" "$DIR/testpmd-vu.log" | tail -n 1 | grep -oE '[0-9]+$')
 		got=$(echo "$summary" | grep -oE '"tx_pkts":[0-9]+' | cut -d: -f2)
 		# More than a few rings' worth: a stalled ring fails here.
-		[ -n "$sent" ] && [ "$sent" -gt 10000 ] || fail "testpmd sent only ${sent:-0}"
+		if ! [ -n "$sent" ] || ! [ "$sent" -gt 10000 ]; then
+			tail -n 3 "$DIR/vnet.out"
+			fail "testpmd sent only ${sent:-0}"
+		fi
 		echo "testpmd virtio-user sent $sent, virtq-net received $got"
 		[ "$sent" = "$got" ] || fail "counts differ"
 	else
