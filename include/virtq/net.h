@@ -53,6 +53,19 @@ extern "C" {
 #define VQ_NET_F_GUEST_ANNOUNCE 21
 #define VQ_NET_F_MQ          22
 
+/* Config space (5.1.4), the fields up to mtu; little-endian.  mac exists
+ * with VQ_NET_F_MAC, status with VQ_NET_F_STATUS, max_virtqueue_pairs with
+ * VQ_NET_F_MQ, mtu with VQ_NET_F_MTU. */
+struct vq_net_config_space {
+	uint8_t mac[6];
+	uint16_t status;
+	uint16_t max_virtqueue_pairs;
+	uint16_t mtu;
+} __attribute__((packed));
+
+#define VQ_NET_S_LINK_UP  1
+#define VQ_NET_S_ANNOUNCE 2
+
 /* Header flags and GSO types (5.1.6). */
 #define VQ_NET_HDR_F_NEEDS_CSUM 1
 #define VQ_NET_HDR_F_DATA_VALID 2

@@ -75,6 +75,16 @@ for d in "$net" "$vsock"; do
 	bad "--socket-path: '/$(printf '%0108d' 0)' is longer than 107" "$d" --socket-path "/$(printf '%0108d' 0)"
 done
 
+# virtq-net: the config space's MAC and MTU (5.1.4)
+bad "--mac: '52:54:00:12:34' is not a MAC" "$net" $S --mac 52:54:00:12:34
+bad "--mac: '52:54:00:12:34:5g' is not a MAC" "$net" $S --mac 52:54:00:12:34:5g
+bad "--mac: '52:54:00:12:34:567' is not a MAC" "$net" $S --mac 52:54:00:12:34:567
+bad "--mac: '52-54-00-12-34-56' is not a MAC" "$net" $S --mac 52-54-00-12-34-56
+bad "--mac: 01:00:5e:00:00:01 is a group address" "$net" $S --mac 01:00:5e:00:00:01
+bad "--mac: the zero address" "$net" $S --mac 00:00:00:00:00:00
+bad "--mtu: '67'" "$net" $S --mtu 67
+bad "--mtu: '65536'" "$net" $S --mtu 65536
+
 # virtq-net: --socket-mode and --socket-group only where it creates a socket
 bad "--socket-mode: no socket to create" "$net" $S --client --socket-mode 0660
 bad "--socket-group: no socket to create" "$net" --fd 0 --socket-group 0

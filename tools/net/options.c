@@ -54,12 +54,16 @@ VQD_USAGE_SOCKET
 "                        guest after a migration: tap mode sends it)\n"
 "  --no-offloads         tap: do not offer the checksum and segmentation\n"
 "                        offloads (CSUM, GUEST_CSUM, HOST_/GUEST_TSO4/6/ECN)\n"
+"  --mac XX:XX:XX:XX:XX:XX  the guest's MAC in the config space (offers\n"
+"                        VIRTIO_NET_F_MAC; without it the guest picks one)\n"
+"  --mtu N               the MTU in the config space (68-65535; tap: the\n"
+"                        TAP's too); a front-end's NET_SET_MTU replaces it\n"
 VQD_USAGE_STATS);
 }
 
 enum {
 	O_MODE = VQD_O_TOOL, O_TAP, O_SIZE, O_PAIRS, O_THREADS, O_CPU, O_NO_MRG,
-	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE, O_NO_OFFLOADS,
+	O_COUNT, O_COPY, O_TX_EVICT, O_NO_ANNOUNCE, O_NO_OFFLOADS, O_MAC, O_MTU,
 };
 
 static const struct option long_opts[] = {
@@ -75,6 +79,8 @@ static const struct option long_opts[] = {
 	{ "count", required_argument, NULL, O_COUNT },
 	{ "copy", no_argument, NULL, O_COPY },
 	{ "tx-evict", required_argument, NULL, O_TX_EVICT },
+	{ "mac", required_argument, NULL, O_MAC },
+	{ "mtu", required_argument, NULL, O_MTU },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -118,6 +124,33 @@ static void parse_cpus(struct net_opts *o, const char *list)
 	}
 }
 
+/* "52:54:00:12:34:56": a unicast MAC, not all zero (5.1.4: the
+ * guest's own address). */
+static void parse_mac(struct net_opts *o, const char *val)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t any = 0;
+
+	for (unsigned i = 0; i < 17; i++) {
+		char c = val[i];
+		const char *h = c ? strchr(hex, c | 0x20) : NULL;
+
+		if (i % 3 == 2 ? c != ':' : !h)
+			cli_usage_error("--mac: '%s' is not a MAC address (XX:XX:XX:XX:XX:XX)", val);
+		if (i % 3 == 0)
+			o->mac[i / 3] = (uint8_t)((h - hex) << 4);
+		else if (i % 3 == 1)
+			any |= o->mac[i / 3] |= (uint8_t)(h - hex);
+	}
+	if (val[17])
+		cli_usage_error("--mac: '%s' is not a MAC address (XX:XX:XX:XX:XX:XX)", val);
+	if (o->mac[0] & 1)
+		cli_usage_error("--mac: %s is a group address, not a guest's", val);
+	if (!any)
+		cli_usage_error("--mac: the zero address is no guest's");
+	o->has_mac = true;
+}
+
 /* One of virtq-net's own options (vqd_cli.opt). */
 static void tool_opt(void *arg, int c, const char *val)
 {
@@ -147,6 +180,9 @@ static void tool_opt(void *arg, int c, const char *val)
 		o->tx_evict = (enum vq_net_tx_evict)cli_choice("--tx-evict", val, evict);
 		break;
 	case O_COUNT: o->count = cli_u64("--count", val, 1, INT64_MAX); break;
+	case O_MAC: parse_mac(o, val); break;
+	/* 68: the least MTU the device may offer (5.1.4.1) */
+	case O_MTU: o->mtu = (unsigned)cli_u64("--mtu", val, 68, 65535); break;
 	}
 }
 

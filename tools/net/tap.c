@@ -393,3 +393,16 @@ int tap_set_mtu(struct tap *t, unsigned mtu)
 		close(s);
 	return -e;
 }
+
+bool tap_is_up(const struct tap *t)
+{
+	struct ifreq ifr = { 0 };
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool up;
+
+	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", t->name);
+	up = s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP);
+	if (s >= 0)
+		close(s);
+	return up;
+}

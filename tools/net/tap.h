@@ -86,5 +86,7 @@ int tap_sink(void *arg, const struct iovec *iov, unsigned cnt, uint32_t len,
 int tap_write_frame(struct tap *t, const uint8_t *frame, unsigned len);
 /* The TAP's MTU.  0 or -errno. */
 int tap_set_mtu(struct tap *t, unsigned mtu);
+/* Whether the interface is up (IFF_UP); false when that cannot be read. */
+bool tap_is_up(const struct tap *t);
 
 #endif

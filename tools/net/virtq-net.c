@@ -440,6 +440,13 @@ static int dev_send_rarp(void *opaque, const uint8_t mac[6])
 	return 0;
 }
 
+/* The link the config space reports: a TAP's is up while the interface
+ * is; the other modes have no link to lose. */
+static bool net_link_up(struct net_dev *d)
+{
+	return d->o.mode != M_TAP || tap_is_up(&d->tap);
+}
+
 /* QEMU's host_mtu: the guest was told this MTU.  In tap mode the TAP
  * takes it too, so the host sends the guest frames that large without
  * fragmenting, and takes its frames; a TAP that refuses it fails the
@@ -466,9 +473,28 @@ static int dev_set_mtu(void *opaque, uint16_t mtu)
 	return 0;
 }
 
+/* Control thread: the config space (5.1.4), for front-ends that do not
+ * keep it themselves (crosvm, Cloud Hypervisor; QEMU keeps its own and
+ * does not negotiate PROTOCOL_F_CONFIG for a net device). */
+static void dev_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
+{
+	struct net_dev *d = opaque;
+	unsigned mtu = d->mtu ? d->mtu : d->o.mtu ? d->o.mtu : 1500;
+	struct vq_net_config_space c = {
+		.status = vq_le16(net_link_up(d) ? VQ_NET_S_LINK_UP : 0),
+		.max_virtqueue_pairs = vq_le16((uint16_t)d->o.pairs),
+		.mtu = vq_le16((uint16_t)mtu),
+	};
+
+	memcpy(c.mac, d->o.mac, sizeof(c.mac));
+	/* The library checked off + len against config_len. */
+	memcpy(buf, (uint8_t *)&c + off, len);
+}
+
 static const struct vq_fw_device_ops net_ops = {
 	.ring_start = net_ring_start,
 	.ring_stop = net_ring_stop,
+	.get_config = dev_get_config,
 	.send_rarp = dev_send_rarp,
 	.set_mtu = dev_set_mtu,
 };
@@ -484,8 +510,11 @@ static uint64_t offered_features(const struct net_dev *d)
 		     VQ_BIT(VQ_NET_F_MTU) |
 		     /* after a live migration the guest announces itself
 		      * (gratuitous ARP) instead of QEMU sending a RARP */
-		     VQ_BIT(VQ_NET_F_GUEST_ANNOUNCE);
+		     VQ_BIT(VQ_NET_F_GUEST_ANNOUNCE) |
+		     VQ_BIT(VQ_NET_F_STATUS);
 
+	if (d->o.has_mac)
+		f |= VQ_BIT(VQ_NET_F_MAC);
 	if (d->o.pairs > 1)
 		f |= VQ_BIT(VQ_NET_F_MQ);
 	if (d->o.no_mrg)
@@ -540,6 +569,7 @@ static int workers_new(struct net_dev *d)
 	struct vq_fw_device dev = {
 		.name = "virtq-net", .features = offered_features(d),
 		.nqueues = 2 * d->o.pairs, .ops = &net_ops, .opaque = d,
+		.config_len = sizeof(struct vq_net_config_space),
 	};
 	int r;
 
@@ -577,6 +607,11 @@ int net_dev_new(const struct net_opts *o, const struct vqd_opts *com,
 	if (d->o.mode == M_TAP &&
 	    (r = tap_open(&d->tap, d->o.tap_name, d->o.pairs, d->com.quiet)) < 0)
 		return r;
+	if (d->o.mode == M_TAP && d->o.mtu && (r = tap_set_mtu(&d->tap, d->o.mtu)) < 0) {
+		fprintf(stderr, "virtq-net: cannot set the MTU of %s to %u: %s\n",
+			d->o.tap_name, d->o.mtu, strerror(-r));
+		return r;
+	}
 	return workers_new(d);
 }
 

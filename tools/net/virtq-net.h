@@ -32,6 +32,9 @@ struct net_opts {
 	bool copy;                      /* sink: copy each frame out */
 	enum vq_net_tx_evict tx_evict;  /* --tx-evict */
 	uint64_t count;                 /* source: frames to send in all (0: no limit) */
+	uint8_t mac[6];                 /* --mac: the config space's */
+	bool has_mac;                   /* offer VQ_NET_F_MAC */
+	unsigned mtu;                   /* --mtu; 0: not given */
 	int cpus[MAX_THREADS];
 	unsigned ncpus;
 };
