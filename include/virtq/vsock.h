@@ -146,9 +146,17 @@ struct vq_vsock_config {
 	 * decides whether to notify (vq_dev_should_signal + call eventfd). */
 	void (*notify)(void *arg, unsigned q);
 	void *arg;
+	/*
+	 * Optional: a host program's CONNECT line names the guest's port:
+	 * 0 lets it through, -errno refuses it (the socket is closed at once
+	 * without a reply, counted in policy_refused).  NULL: every port.
+	 * A host_connect that refuses by policy returns -EACCES, counted
+	 * there too instead of in no_listener.
+	 */
+	int (*host_request)(void *arg, uint32_t port, uint16_t type);
 	/* Zero (vq_vsock_new says -EINVAL otherwise): a new field takes
 	 * words from here, its zero meaning the old behaviour. */
-	uint64_t reserved[8];
+	uint64_t reserved[7];
 };
 
 /* Counters.  Every bad input has one.  Library memory (vq_vsock_stats());
@@ -188,6 +196,9 @@ struct vq_vsock_stats {
 	 * one more packet would have crossed it (its data waits in the host
 	 * socket), and the CREDIT_REQUESTs that asked where the guest is */
 	uint64_t pkts_held, credit_requests_sent;
+	/* connections the host's policy refused: host_connect's -EACCES
+	 * (guest to host) and host_request's refusals (host to guest) */
+	uint64_t policy_refused;
 };
 
 /* -EINVAL (guest_cid below 3 or above 2^32-1, no host_connect, a reserved

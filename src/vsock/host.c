@@ -308,6 +308,11 @@ static enum vs_fate handshake_done(struct vq_vsock *v, struct vs_conn *c)
 		vs_conn_close(v, c, false);
 		return VS_CLOSED;
 	}
+	if (v->cfg.host_request && v->cfg.host_request(v->cfg.arg, port, c->type) < 0) {
+		v->st.policy_refused++;
+		vs_conn_close(v, c, false);
+		return VS_CLOSED;
+	}
 	if (!v->rx || v->nconns >= v->cfg.max_conns ||
 	    (c->type == VQ_VSOCK_TYPE_SEQPACKET && !v->seqpacket) ||
 	    !(lport = alloc_port(v, port))) {

@@ -371,7 +371,10 @@ static void tx_request(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 	}
 	fd = v->cfg.host_connect(v->cfg.arg, t->lport, t->type);
 	if (fd < 0) {
-		v->st.no_listener++;
+		if (fd == -EACCES)
+			v->st.policy_refused++;
+		else
+			v->st.no_listener++;
 		vs_reply_rst(v, t->lport, t->pport, t->type);
 		return;
 	}

@@ -256,6 +256,40 @@ static void hybrid_connect_bad_line_or_no_guest_listener_closes(void)
 	fx_fini(&f);
 }
 
+/* The host's policy refuses port 6000 both ways: a CONNECT to it is
+ * closed without a reply and the guest, listening there, is never asked;
+ * a guest REQUEST to it gets RST (5.10.6.3) though a host socket listens.
+ * Both are counted as policy_refused, not as a missing listener. */
+static void hybrid_connect_and_request_refused_by_policy(void)
+{
+	struct fx f;
+	struct vq_vsg_conn *c;
+	int sv[2];
+	char b[16];
+
+	fx_init(&f, &dflt);
+	f.deny = true;
+	f.deny_port = 6000;
+	CHECK_EQ(vq_vsg_listen(f.g, 6000), 0);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	CHECK_EQ(write(sv[1], "CONNECT 6000\n", 13), 13);
+	CHECK_EQ(vq_vsock_host_attach(f.dev, sv[0]), 0);
+	fx_settle(&f);
+	CHECK_EQ(read(sv[1], b, sizeof(b)), 0);
+	CHECK(!vq_vsg_accept(f.g, 6000));
+	CHECK_EQ(vq_vsock_stats(f.dev)->policy_refused, 1);
+	fx_listen(&f, 6000);
+	c = fx_connect(&f, 6000, VQ_VSOCK_TYPE_STREAM);
+	wait_state(&f, c);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_CLOSED);
+	CHECK_EQ(f.nhost, 0);
+	CHECK_EQ(vq_vsock_stats(f.dev)->policy_refused, 2);
+	CHECK_EQ(vq_vsock_stats(f.dev)->no_listener, 0);
+	CHECK_EQ(vq_vsock_conn_count(f.dev), 0);
+	close(sv[1]);
+	fx_fini(&f);
+}
+
 /* 5.10.6.3: the device never sends more than buf_alloc - (tx_cnt -
  * fwd_cnt).  The guest does not read; the host has lots to send. */
 static void vsock_5_10_6_3_device_respects_guest_credit(void)
@@ -816,6 +850,7 @@ static void run_all(void)
 	RUN(vsock_guest_connects_host_stream_both_ways);
 	RUN(hybrid_connect_keeps_payload_behind_line);
 	RUN(hybrid_connect_bad_line_or_no_guest_listener_closes);
+	RUN(hybrid_connect_and_request_refused_by_policy);
 	RUN(vsock_5_10_6_3_device_respects_guest_credit);
 	RUN(backpressure_slow_host_bounded_no_loss);
 	RUN(vsock_5_10_6_5_half_close_both_directions);

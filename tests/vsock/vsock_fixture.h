@@ -37,6 +37,9 @@ struct fx {
 	unsigned nhost;
 	unsigned notifies[3];
 	int host_sndbuf;                /* SO_SNDBUF of the device's end, 0: default */
+	/* a port the host's policy refuses both ways (deny set) */
+	bool deny;
+	uint32_t deny_port;
 };
 
 static uint64_t fx_features = 0;        /* extra ring features (packed) */
@@ -46,12 +49,22 @@ static inline int fx_set_nonblock(int fd)
 	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+static inline int fx_host_request(void *arg, uint32_t port, uint16_t type)
+{
+	struct fx *f = arg;
+
+	(void)type;
+	return f->deny && port == f->deny_port ? -EACCES : 0;
+}
+
 static inline int fx_host_connect(void *arg, uint32_t port, uint16_t type)
 {
 	struct fx *f = arg;
 	unsigned i;
 	int sv[2];
 
+	if (f->deny && port == f->deny_port)
+		return -EACCES;
 	for (i = 0; i < f->nlisten; i++)
 		if (f->listen[i] == port)
 			break;
@@ -155,7 +168,8 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 		.guest_cid = FX_CID, .buf_alloc = o->dev_buf_alloc,
 		.max_conns = o->max_conns, .used_batch = o->used_batch,
 		.msg_budget = o->msg_budget,
-		.host_connect = fx_host_connect, .notify = fx_notify, .arg = f,
+		.host_connect = fx_host_connect, .host_request = fx_host_request,
+		.notify = fx_notify, .arg = f,
 	};
 	struct vq_vsg_config gc = {
 		.cid = FX_CID, .rx_buf_size = o->rx_buf_size,
