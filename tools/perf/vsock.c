@@ -381,6 +381,10 @@ static int vx_open(struct vs_run *n)
 			return p;
 		if (vq_rt_now_ns() > end)
 			return -ETIMEDOUT;
+		/* the host program failed to connect (a backend that closed
+		 * its CONNECT): no connection is coming */
+		if (__atomic_load_n(&n->host_gone, __ATOMIC_ACQUIRE) && n->host_rc)
+			return -ECONNABORTED;
 		if (p > 0 || opened > before)
 			vs_guest_moved(n);
 		else if ((p = vs_guest_idle(n, n->ends, n->nends)) < 0)

@@ -289,5 +289,6 @@ said:
 	free(h.scratch);
 	if (h.ep >= 0)
 		close(h.ep);
+	__atomic_store_n(&n->host_gone, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -355,5 +355,6 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
+	__atomic_store_n(&n->host_gone, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -143,6 +143,8 @@ struct vs_run {
 	uint64_t host_sent_csum;        /* stream latency: what the host sent */
 	char host_err[160];
 	int stop;                       /* atomic: guest side gave up */
+	int host_gone;                  /* atomic: the host thread ended
+					 * (host_rc and host_err are set) */
 	int go;                         /* atomic, --conns: the senders may start */
 	/* guest side */
 	uint64_t t_first, t_last;       /* ns: first byte sent, last read */
