@@ -123,6 +123,13 @@ bad "--guest-cid is required" "$vsock" $S --uds-path "$dir/h"
 bad "--uds-path is required" "$vsock" $S --guest-cid 3
 bad "--guest-cid: '2'" "$vsock" $V --guest-cid 2
 bad "--guest-cid: '0x10'" "$vsock" $V --guest-cid 0x10
+# the host-port policy: ports and ranges, decimal, or none
+bad "--host-ports: '' is not a list" "$vsock" $V --host-ports ''
+bad "--host-ports: '22,,80' is not a list" "$vsock" $V --host-ports 22,,80
+bad "--host-ports: 'x'" "$vsock" $V --host-ports 22,x
+bad "--guest-ports: the range 90-80 runs backwards" "$vsock" $V --guest-ports 90-80
+bad "--guest-ports: '4294967295'" "$vsock" $V --guest-ports 4294967295
+bad "--guest-ports: ''" "$vsock" $V --guest-ports 5-
 bad "--guest-cid: '4294967295'" "$vsock" $V --guest-cid 4294967295
 bad "--buf-alloc: '4095'" "$vsock" $V --buf-alloc 4095
 bad "--buf-alloc: '2G'" "$vsock" $V --buf-alloc 2G

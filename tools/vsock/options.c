@@ -30,12 +30,20 @@ VQD_USAGE_SOCKET
 "  --buf-alloc BYTES     receive buffer per connection we advertise\n"
 "                        (256K; K, M, G accepted)\n"
 "  --max-conns N         connections at most (1024)\n"
+"  --host-ports LIST     host ports the guest may connect to: ports and\n"
+"                        ranges (22,8000-8099) or none; a refused one is\n"
+"                        reset at once and counted (default: every port)\n"
+"  --guest-ports LIST    guest ports host programs may CONNECT to, the same\n"
+"                        way (none: the guest only connects out)\n"
 "  --no-packed --no-event-idx --no-indirect --no-in-order --no-seqpacket\n"
 "                        stop offering that feature\n"
 VQD_USAGE_STATS);
 }
 
-enum { O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS, O_NO_SEQPACKET };
+enum {
+	O_CID = VQD_O_TOOL, O_UDS, O_BUF_ALLOC, O_MAX_CONNS, O_NO_SEQPACKET,
+	O_HOST_PORTS, O_GUEST_PORTS,
+};
 
 static const struct option long_opts[] = {
 	{ "guest-cid", required_argument, NULL, O_CID },
@@ -43,8 +51,56 @@ static const struct option long_opts[] = {
 	{ "buf-alloc", required_argument, NULL, O_BUF_ALLOC },
 	{ "max-conns", required_argument, NULL, O_MAX_CONNS },
 	{ "no-seqpacket", no_argument, NULL, O_NO_SEQPACKET },
+	{ "host-ports", required_argument, NULL, O_HOST_PORTS },
+	{ "guest-ports", required_argument, NULL, O_GUEST_PORTS },
 	{ NULL, 0, NULL, 0 },
 };
+
+bool port_set_has(const struct port_set *s, uint32_t port)
+{
+	if (!s->restricted)
+		return true;
+	for (unsigned i = 0; i < s->n; i++)
+		if (port >= s->r[i].lo && port <= s->r[i].hi)
+			return true;
+	return false;
+}
+
+/* "none", or "P" and "LO-HI" items joined by commas: decimal vsock ports
+ * (32 bits; 2^32-1 is VMADDR_PORT_ANY, no port of a connection). */
+static void parse_ports(const char *opt, const char *val, struct port_set *s)
+{
+	const char *p = val;
+
+	memset(s, 0, sizeof(*s));
+	s->restricted = true;
+	if (!strcmp(val, "none"))
+		return;
+	for (;;) {
+		size_t n = strcspn(p, ","), dash;
+		char item[24], *hi;
+
+		if (n == 0 || n >= sizeof(item))
+			cli_usage_error("%s: '%s' is not a list of ports and ranges "
+					"(e.g. 22,8000-8099) or none", opt, val);
+		if (s->n == PORT_RANGES_MAX)
+			cli_usage_error("%s: more than %u ports and ranges", opt, PORT_RANGES_MAX);
+		memcpy(item, p, n);
+		item[n] = '\0';
+		dash = strcspn(item, "-");
+		hi = item[dash] ? item + dash + 1 : item;
+		item[dash] = '\0';
+		s->r[s->n].lo = (uint32_t)cli_u64(opt, item, 0, 0xfffffffeull);
+		s->r[s->n].hi = (uint32_t)cli_u64(opt, hi, 0, 0xfffffffeull);
+		if (s->r[s->n].lo > s->r[s->n].hi)
+			cli_usage_error("%s: the range %u-%u runs backwards", opt,
+					s->r[s->n].lo, s->r[s->n].hi);
+		s->n++;
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+}
 
 /* One of virtq-vsock's own options (vqd_cli.opt). */
 static void tool_opt(void *arg, int c, const char *val)
@@ -70,6 +126,8 @@ static void tool_opt(void *arg, int c, const char *val)
 	case O_NO_SEQPACKET:
 		o->no_seqpacket = true;
 		break;
+	case O_HOST_PORTS: parse_ports("--host-ports", val, &o->host_ports); break;
+	case O_GUEST_PORTS: parse_ports("--guest-ports", val, &o->guest_ports); break;
 	}
 }
 

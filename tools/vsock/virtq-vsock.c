@@ -69,17 +69,50 @@ struct daemon {
 	/* Per front-end connection: did its first start resume rings that
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
+	unsigned refusals_logged;       /* on the device's worker */
 };
 
 static const char *const qname[NQ] = { "rx", "tx", "event" };
 
 /* ------------------------------------------------------------------ */
 
+/* On the device's worker: a connection the policy refuses, said on
+ * stderr for the first few even with --quiet (an operator wants to know
+ * who was refused); a guest that keeps trying is counted
+ * (policy_refused), not logged line by line. */
+#define REFUSALS_LOGGED 16u
+static void refused(struct daemon *d, const char *what, uint32_t port, const char *opt)
+{
+	if (d->refusals_logged > REFUSALS_LOGGED)
+		return;
+	if (d->refusals_logged++ < REFUSALS_LOGGED)
+		fprintf(stderr, "virtq-vsock: %s port %u refused: not in %s\n", what, port, opt);
+	else
+		fprintf(stderr, "virtq-vsock: more refused connections are counted "
+			"(policy_refused), not logged\n");
+}
+
 static int host_connect(void *arg, uint32_t port, uint16_t type)
 {
 	struct daemon *d = arg;
 
+	if (!port_set_has(&d->o.host_ports, port)) {
+		refused(d, "guest connection to host", port, "--host-ports");
+		return -EACCES;
+	}
 	return vq_vsock_uds_connect(d->o.uds, port, type);
+}
+
+static int host_request(void *arg, uint32_t port, uint16_t type)
+{
+	struct daemon *d = arg;
+
+	(void)type;
+	if (!port_set_has(&d->o.guest_ports, port)) {
+		refused(d, "host connection to guest", port, "--guest-ports");
+		return -EACCES;
+	}
+	return 0;
 }
 
 /* After the device published used entries on ring qi. */
@@ -421,6 +454,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
+		printf(",\"policy_refused\":%" PRIu64, s->policy_refused);
 		if (final)
 			vqd_json_backend(d->b);
 		printf("}\n");
@@ -435,6 +469,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op,
 			       s->bad_addr, s->bad_credit, s->bad_rx_buf, s->bad_connect_line,
 			       s->bad_seq, s->no_listener, s->conn_limit, s->host_msg_too_big);
+		if (s->policy_refused)
+			printf("  refused by policy %" PRIu64, s->policy_refused);
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
 			       " packets %" PRIu64 " bytes, %" PRIu64 " rx flushes, "
@@ -504,6 +540,7 @@ static int device_new(struct daemon *d, struct vqd_ctl *ctl)
 		/* 0: one flush per burst, whatever its size */
 		.used_batch = d->com.used_batch ? d->com.used_batch : UINT32_MAX,
 		.host_connect = host_connect, .notify = dev_notify, .arg = d,
+		.host_request = host_request,
 	};
 	struct vq_fw_config fc = {
 		.threads = 1,

@@ -11,12 +11,25 @@
 
 #include "daemon.h"
 
+/* Ports a policy lets through: every port unless restricted, else those
+ * in the ranges (none: nothing). */
+#define PORT_RANGES_MAX 64u
+struct port_set {
+	bool restricted;
+	unsigned n;
+	struct { uint32_t lo, hi; } r[PORT_RANGES_MAX];
+};
+
+bool port_set_has(const struct port_set *s, uint32_t port);
+
 struct vsock_opts {
 	uint64_t cid;
 	const char *uds;
 	uint32_t buf_alloc;             /* 0: the device's default */
 	uint32_t max_conns;             /* 0: the device's default */
 	bool no_seqpacket;
+	struct port_set host_ports;     /* host ports a guest may connect to */
+	struct port_set guest_ports;    /* guest ports host programs may connect to */
 };
 
 /* The host programs' seqpacket socket: HOST_PATH.seqpacket, and the same
