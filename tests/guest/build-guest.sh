@@ -3,7 +3,8 @@
 # Build the test guest: a Debian cloud kernel, the virtio/vsock modules it
 # needs, busybox-static and our guest programs, packed as kernel + initramfs.
 #
-#   tests/guest/build-guest.sh [CACHE_DIR]     (default: <repo>/build-guest)
+#   tests/guest/build-guest.sh [CACHE_DIR]     (default: <repo>/build-guest,
+#                                  or build-guest-K with VIRTQ_GUEST_KERNEL=K)
 #
 # Writes CACHE/vmlinuz, CACHE/initramfs.gz and CACHE/host/gvsock (the host
 # build of the vsock tool).  The kernel .deb is downloaded once with
@@ -13,7 +14,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CACHE=${1:-${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}}
+CACHE=${1:-${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest${VIRTQ_GUEST_KERNEL:+-$VIRTQ_GUEST_KERNEL}}}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 say() { echo "[build-guest] $*" >&2; }
@@ -33,12 +34,15 @@ if ldd "$BUSYBOX" >/dev/null 2>&1; then
 fi
 
 # ---- kernel package: whatever linux-image-cloud-amd64 points at today ----
+# (VIRTQ_GUEST_KERNEL=6.12: what that series' linux-image-6.12-cloud-amd64
+# points at, for a cache of its own)
+META=linux-image-${VIRTQ_GUEST_KERNEL:+$VIRTQ_GUEST_KERNEL-}cloud-amd64
 KPKG=${VIRTQ_GUEST_KERNEL_PKG:-}
 if [ -z "$KPKG" ] && [ -f "$CACHE/kernel-pkg" ]; then
 	KPKG=$(cat "$CACHE/kernel-pkg")
 fi
 resolve() {
-	apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+	apt-cache depends "$META" 2>/dev/null |
 		awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
 }
 if [ -z "$KPKG" ]; then
@@ -48,7 +52,7 @@ if [ -z "$KPKG" ]; then
 		apt-get update -qq || true
 		KPKG=$(resolve)
 	fi
-	[ -n "$KPKG" ] || die "cannot resolve linux-image-cloud-amd64"
+	[ -n "$KPKG" ] || die "cannot resolve $META"
 	echo "$KPKG" > "$CACHE/kernel-pkg"
 fi
 KVER=${KPKG#linux-image-}
@@ -76,18 +80,38 @@ if [ "$(cat "$CACHE/stamp" 2>/dev/null)" = "$STAMP" ] && [ -f "$CACHE/initramfs.
 fi
 
 # ---- modules, dependencies first (from each .ko's modinfo depends=) ----
+# 6.1's modules are plain .ko; later Debian kernels compress them (.ko.xz,
+# which busybox insmod cannot read: they go in decompressed) and build
+# some of ours in (modules.builtin: nothing to load).
 declare -A KO=() DONE=()
 while IFS= read -r f; do
-	b=$(basename "$f" .ko)
+	b=$(basename "$f")
+	b=${b%.xz}
+	b=${b%.zst}
+	b=${b%.ko}
 	KO[${b//-/_}]=$f
-done < <(find "$MODDIR/kernel/drivers" "$MODDIR/kernel/net" -name '*.ko')
+done < <(find "$MODDIR/kernel/drivers" "$MODDIR/kernel/net" \( -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst' \))
+ko_cat() {      # FILE: the module, decompressed
+	case $1 in
+	*.xz) xz -dc "$1" ;;
+	*.zst) zstd -dcq "$1" ;;
+	*) cat "$1" ;;
+	esac
+}
+builtin() {     # MODULE: built into the kernel
+	[ -f "$MODDIR/modules.builtin" ] &&
+		sed 's|.*/||; s|\.ko$||; s|-|_|g' "$MODDIR/modules.builtin" | grep -qx "$1"
+}
 ORDER=()
 add_mod() {
 	local m=${1//-/_} d
 	[ -n "${DONE[$m]:-}" ] && return
 	DONE[$m]=1
-	[ -n "${KO[$m]:-}" ] || die "module $m not in $KPKG (compressed or built in?)"
-	for d in $(tr '\0' '\n' < "${KO[$m]}" | sed -n 's/^depends=//p' | head -1 | tr ',' ' '); do
+	if [ -z "${KO[$m]:-}" ]; then
+		builtin "$m" && return
+		die "module $m not in $KPKG"
+	fi
+	for d in $(ko_cat "${KO[$m]}" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -1 | tr ',' ' '); do
 		add_mod "$d"
 	done
 	ORDER+=("$m")
@@ -103,7 +127,7 @@ ln -s busybox "$ROOT/bin/sh"
 install -m 0755 "$HERE/init.sh" "$ROOT/init"
 : > "$ROOT/lib/modules/order"
 for m in "${ORDER[@]}"; do
-	cp "${KO[$m]}" "$ROOT/lib/modules/$m.ko"
+	ko_cat "${KO[$m]}" > "$ROOT/lib/modules/$m.ko"
 	echo "$m" >> "$ROOT/lib/modules/order"
 done
 CFLAGS=(-O2 -Wall -Wextra -Werror)

@@ -6,10 +6,12 @@
  * at "<uds>_P"; a host connection to "<uds>" that writes "CONNECT P\n" gets
  * "OK ...\n" and is joined to the guest's listener on port P).
  *
- *   gvsock send (-c CID -p PORT | -u PATH [-P PORT]) -n BYTES [-j CONNS] [-W sec]
+ *   gvsock send (-c CID -p PORT | -u PATH [-P PORT]) -n BYTES [-j CONNS] [-w BYTES -d USEC] [-W sec]
  *        CONNS connections at once, each sends a header and BYTES of a
  *        seeded stream, then waits for the receiver's trailer (byte count
- *        and 64-bit checksum) and compares it with its own.
+ *        and 64-bit checksum) and compares it with its own.  -w writes at
+ *        most BYTES at a time, -d sleeps USEC after each: a trickle that
+ *        the backend forwards as many small packets.
  *   gvsock recv (-p PORT | -u PATH) [-j CONNS] [-r BYTES -d USEC] [-H sec]
  *        accept CONNS connections, check every byte and the checksum of
  *        each, answer with the trailer.  -r reads at most BYTES at a time,
@@ -80,7 +82,8 @@ static const char *upath;
 static int uport = -1;
 static double wait_secs = 10;
 static size_t read_max;                 /* -r: bytes per read, 0: BUFSZ */
-static unsigned int read_pause_us;      /* -d: sleep after each read */
+static size_t write_max;                /* -w: bytes per write, 0: BUFSZ */
+static unsigned int pause_us;           /* -d: sleep after each read or send */
 static const char *listen_addr;         /* -L: where duplex listens */
 static double stall_secs = 5;           /* -S */
 static double hold_secs;                /* -H: receiver 0 stops reading */
@@ -310,11 +313,15 @@ static int one_send(int i, uint64_t len)
 	while (!r && off < len) {
 		size_t n = len - off < BUFSZ ? (size_t)(len - off) : BUFSZ;
 
+		if (write_max && n > write_max)
+			n = write_max;
 		fill(b, off, n, h.seed);
 		csum = fnv64(csum, b, n);
 		r = write_all(fd, b, n);
 		off += n;
 		progress(CONN_RUN, off);
+		if (pause_us)
+			usleep(pause_us);
 	}
 	if (r) {
 		printf("SEND conn=%d error=%s at=%llu result=FAIL\n", i, strerror(-r),
@@ -376,8 +383,8 @@ static int one_recv(int fd, int i)
 		csum = fnv64(csum, b, (size_t)r);
 		off += (uint64_t)r;
 		progress(CONN_RUN, off);
-		if (read_pause_us)
-			usleep(read_pause_us);
+		if (pause_us)
+			usleep(pause_us);
 		if (hold_secs > 0 && i == 0 && off >= h.len / 8) {
 			sleep_secs(hold_secs);
 			hold_secs = 0;
@@ -821,7 +828,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 
 	optind = 2;
-	while ((c = getopt(argc, argv, "c:p:u:P:n:j:W:r:d:L:S:H:E:")) != -1) {
+	while ((c = getopt(argc, argv, "c:p:u:P:n:j:W:r:w:d:L:S:H:E:")) != -1) {
 		switch (c) {
 		case 'c': cid = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'p': port = (unsigned int)strtoul(optarg, NULL, 0); break;
@@ -831,7 +838,8 @@ int main(int argc, char **argv)
 		case 'j': conns = atoi(optarg); break;
 		case 'W': wait_secs = atof(optarg); break;
 		case 'r': read_max = (size_t)parse_size(optarg); break;
-		case 'd': read_pause_us = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'w': write_max = (size_t)parse_size(optarg); break;
+		case 'd': pause_us = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': listen_addr = optarg; break;
 		case 'S': stall_secs = atof(optarg); break;
 		case 'H': hold_secs = atof(optarg); break;
