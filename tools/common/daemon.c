@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: MIT
 /* The vhost-user daemons' shared start-up and control loop (daemon.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <virtq/log.h>
 #include <virtq/runtime.h>
 
 #include "daemon.h"
-
-volatile sig_atomic_t vqd_stop;
 
 static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
 {
@@ -33,6 +33,9 @@ double vqd_now(void)
 }
 
 /* ---- statistics lines ---- */
+
+/* The line being printed answers SIGUSR1 (ctl_snapshot). */
+static bool line_snapshot;
 
 struct rates {
 	double tx_pps, rx_pps, tx_gbps, rx_gbps, kpp, cpp;
@@ -60,12 +63,13 @@ void vqd_line_start(bool json, const struct vqd_count *now,
 	struct rates r = rates(now, prev, dt);
 
 	if (json) {
-		printf("{\"%s\":true,\"t\":%.3f", final ? "summary" : "stats", t);
+		printf("{\"%s\":true,\"t\":%.3f%s", final ? "summary" : "stats", t,
+		       line_snapshot ? ",\"snapshot\":true" : "");
 		return;
 	}
-	printf("%s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
+	printf("%-8s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
 	       "kicks/pkt %.4f calls/pkt %.4f",
-	       final ? "summary" : "stats  ", t, r.tx_pps / 1e6, r.tx_gbps,
+	       final ? "summary" : line_snapshot ? "snapshot" : "stats", t, r.tx_pps / 1e6, r.tx_gbps,
 	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
 }
 
@@ -121,25 +125,69 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 
 /* ---- the control loop ---- */
 
-/* SIGTERM and SIGINT set vqd_stop; no SA_RESTART, so a blocking poll
- * returns EINTR and the daemon ends promptly (vhost-user.rst). */
-static void on_term(int sig)
+/*
+ * Signals, as a daemon's users expect them (virtq-net(8), SIGNALS):
+ * SIGTERM, SIGINT and SIGQUIT end the run (a summary, our sockets
+ * removed, exit 0); SIGUSR1 asks for a statistics line now; SIGHUP and
+ * SIGUSR2 are ignored (there is no log file to reopen), so that no signal
+ * sent by habit kills the daemon with its sockets left behind.
+ *
+ * The handlers may run on any thread (the framework's workers start
+ * before vqd_open and do not block signals), so they only set a flag and
+ * write a byte to a pipe the control loop polls: the loop wakes whichever
+ * thread took the signal, and a signal that comes just before its poll
+ * is not lost.
+ */
+volatile sig_atomic_t vqd_stop;
+static volatile sig_atomic_t snapshot_due;
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
 {
-	(void)sig;
-	vqd_stop = 1;
+	int e = errno;
+	char b = 0;
+	ssize_t n;
+
+	if (sig == SIGUSR1)
+		snapshot_due = 1;
+	else
+		vqd_stop = 1;
+	n = write(sig_pipe[1], &b, 1);  /* full: a wake-up is pending anyway */
+	(void)n;
+	errno = e;
 }
 
 static int take_signals(void)
 {
+	static const int handled[] = { SIGTERM, SIGINT, SIGQUIT, SIGUSR1 };
+	static const int ignored[] = { SIGHUP, SIGUSR2, SIGPIPE };
 	struct sigaction sa;
+	unsigned i;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_term;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
 		return -errno;
-	signal(SIGPIPE, SIG_IGN);
+	memset(&sa, 0, sizeof(sa));
+	/* no SA_RESTART: a blocking call returns EINTR and the daemon ends
+	 * promptly (vhost-user.rst) */
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+		sigaddset(&sa.sa_mask, handled[i]);
+	for (i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+		if (sigaction(handled[i], &sa, NULL) < 0)
+			return -errno;
+	for (i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_IGN);
 	return 0;
+}
+
+/* Empty the pipe the handlers wake the loop through. */
+static void signals_drain(void)
+{
+	char buf[64];
+
+	while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
+		;
 }
 
 int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
@@ -218,7 +266,11 @@ int vqd_open(struct vqd_ctl *c)
 	int r;
 
 	/* Before the socket appears: whoever sees it may send SIGTERM. */
-	take_signals();
+	r = take_signals();
+	if (r < 0) {
+		fprintf(stderr, "%s: signals: %s\n", c->cli->name, strerror(-r));
+		return r;
+	}
 	r = open_socket(c);
 	if (r < 0)
 		return r;
@@ -252,17 +304,23 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* Wait for the vhost-user socket.  1 readable, 0 not (yet), -errno. */
+/* Wait for the vhost-user socket or a signal.  1 the socket is readable,
+ * 0 not (yet), -errno. */
 static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
 {
-	struct pollfd pf = { .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
+	struct pollfd pf[2] = {
+		{ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN },
+		{ .fd = sig_pipe[0], .events = POLLIN },
+	};
 	int r;
 
 	/* A negative fd (reconnecting) is ignored by poll. */
-	r = poll(&pf, 1, timeout_ms);
+	r = poll(pf, 2, timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
-	return r > 0 && pf.revents;
+	if (pf[1].revents)
+		signals_drain();
+	return r > 0 && pf[0].revents;
 }
 
 /* What serving the vhost-user socket leaves the loop to do. */
@@ -326,6 +384,19 @@ static void ctl_tick(struct vqd_ctl *c)
 		c->next_stats = t + c->o->stats_interval;
 }
 
+/* SIGUSR1: a statistics line now, over the time since the last one; the
+ * periodic lines keep their schedule. */
+static void ctl_snapshot(struct vqd_ctl *c)
+{
+	double t = vqd_now();
+
+	snapshot_due = 0;
+	line_snapshot = true;
+	c->stats(c->arg, t - c->last > 0 ? t - c->last : 1e-9, t - c->t0, false);
+	line_snapshot = false;
+	c->last = t;
+}
+
 int vqd_run(struct vqd_ctl *c)
 {
 	while (!vqd_stop) {
@@ -336,6 +407,8 @@ int vqd_run(struct vqd_ctl *c)
 			return 1;
 		if (vqd_stop)
 			break;
+		if (snapshot_due)
+			ctl_snapshot(c);
 		next = ctl_serve(c, r > 0);
 		if (next == CTL_HUNG_UP)
 			return hung_up(c);

@@ -4,7 +4,8 @@
  * the options they both take (daemon_opts.c: the vhost-user socket, the
  * sockets' mode and group, features, statistics), starting up (the
  * sockets, signals), and the control loop (daemon.c): serve the vhost-user
- * socket, print statistics every --stats-interval, end on SIGTERM, when
+ * socket, print statistics every --stats-interval and on SIGUSR1, end on
+ * SIGTERM, when
  * --once says so or when an inherited connection hangs up, then print a
  * summary.
  *
@@ -73,7 +74,8 @@ static inline bool vqd_seen(const struct vqd_opts *o, int c)
 "                        chmod takes them (0600)\n" \
 "  --socket-group GROUP  group of the sockets created (name or GID)\n"
 #define VQD_USAGE_STATS \
-"  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n" \
+"  --stats-interval SEC  print statistics every SEC seconds (0: none but\n" \
+"                        SIGUSR1's and the summary)\n" \
 "  --json                statistics as JSON lines\n" \
 "  --once                exit when the first front-end disconnects\n" \
 "  --quiet               no queue start/stop messages\n" \
@@ -124,7 +126,7 @@ void vqd_log_to_stderr(bool quiet);
 /* CLOCK_MONOTONIC in seconds. */
 double vqd_now(void);
 
-/* Set by SIGTERM / SIGINT once vqd_open() ran. */
+/* Set by SIGTERM, SIGINT or SIGQUIT once vqd_open() ran. */
 extern volatile sig_atomic_t vqd_stop;
 
 /* ---- statistics lines ---- */
@@ -181,13 +183,15 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 /*
  * Open the backend's socket: listen at --socket-path, connect to it with
  * --client (waiting, with one line saying so, while nobody listens there
- * yet), or take over --fd.  Take SIGTERM/SIGINT into vqd_stop, ignore
- * SIGPIPE, and start the clock of c.  0, or -errno with one line said.
+ * yet), or take over --fd.  Take the signals (daemon.c: SIGTERM, SIGINT
+ * and SIGQUIT into vqd_stop, SIGUSR1 into a snapshot line, SIGHUP, SIGUSR2
+ * and SIGPIPE ignored), and start the clock of c.  0, or -errno with one
+ * line said.
  */
 int vqd_open(struct vqd_ctl *c);
 
 /*
- * Run until SIGTERM, a poll error, (--once) the first front-end gone, or an
+ * Run until SIGTERM (SIGINT, SIGQUIT), a poll error, (--once) the first front-end gone, or an
  * inherited connection (--fd) hung up: nothing can come after it, so the
  * daemon ends, saying so in one line.  Returns the exit status: 0, or 1
  * for a poll error or such a hang-up without --once (the daemon cannot
