@@ -57,20 +57,54 @@ static struct rates rates(const struct vqd_count *now, const struct vqd_count *p
 	return r;
 }
 
+static const char *const pps_units[] = { "pps", "kpps", "Mpps", "Gpps" };
+static const char *const bps_units[] = { "bit/s", "kbit/s", "Mbit/s", "Gbit/s" };
+
+/* v in the unit of units[] that keeps it under 1000, with three
+ * significant digits: a ping's one packet a second reads "1.0 pps", not
+ * "0.000 Mpps". */
+static const char *human_rate(char *buf, size_t n, double v, const char *const units[4])
+{
+	unsigned k = 0;
+	int prec;
+
+	while (v >= 999.5 && k < 3) {
+		v /= 1000;
+		k++;
+	}
+	if (v == 0)
+		prec = 0;
+	else if (k == 0)
+		prec = v < 10 ? 1 : 0;
+	else
+		prec = v < 9.995 ? 2 : v < 99.95 ? 1 : 0;
+	snprintf(buf, n, "%.*f %s", prec, v, units[k]);
+	return buf;
+}
+
 void vqd_line_start(bool json, const struct vqd_count *now,
 		    const struct vqd_count *prev, double dt, double t, bool final)
 {
 	struct rates r = rates(now, prev, dt);
+	char tp[24], tb[24], rp[24], rb[24];
 
 	if (json) {
 		printf("{\"%s\":true,\"t\":%.3f%s", final ? "summary" : "stats", t,
 		       line_snapshot ? ",\"snapshot\":true" : "");
 		return;
 	}
-	printf("%-8s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
-	       "kicks/pkt %.4f calls/pkt %.4f",
-	       final ? "summary" : line_snapshot ? "snapshot" : "stats", t, r.tx_pps / 1e6, r.tx_gbps,
-	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
+	/* the rates over the line's interval, then the running totals, so
+	 * that a line shows a trickle of traffic and what it added up to */
+	printf("%-8s %7.2fs tx %9s %11s  rx %9s %11s  kicks/pkt %.4f calls/pkt %.4f"
+	       "  total tx %" PRIu64 " pkts %" PRIu64 " B rx %" PRIu64 " pkts %" PRIu64
+	       " B kicks %" PRIu64 " calls %" PRIu64,
+	       final ? "summary" : line_snapshot ? "snapshot" : "stats", t,
+	       human_rate(tp, sizeof(tp), r.tx_pps, pps_units),
+	       human_rate(tb, sizeof(tb), r.tx_gbps * 1e9, bps_units),
+	       human_rate(rp, sizeof(rp), r.rx_pps, pps_units),
+	       human_rate(rb, sizeof(rb), r.rx_gbps * 1e9, bps_units),
+	       r.kpp, r.cpp, now->tx_pkts, now->tx_bytes, now->rx_pkts, now->rx_bytes,
+	       now->kicks, now->calls);
 }
 
 /* ,"process":{...}: how often the daemon's threads blocked (sleeps, in

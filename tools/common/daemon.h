@@ -137,7 +137,9 @@ struct vqd_count {
 	uint64_t kicks, calls;
 };
 
-/* Open the line: text "stats   12.00s tx ... calls/pkt 0.0000" (the tool
+/* Open the line: text "stats   12.00s tx RATES rx RATES kicks/pkt ...
+ * total tx N pkts N B ... calls N" (the rates in the unit that fits, then
+ * the running totals; "snapshot" for SIGUSR1's line; the tool
  * goes on with its own fields), or JSON {"stats":true,"t":12.000 (the tool
  * adds its fields, then calls vqd_json_rates). */
 void vqd_line_start(bool json, const struct vqd_count *now,
