@@ -12,6 +12,8 @@
 
 #include <virtq/log.h>
 #include <virtq/runtime.h>
+#include <virtq/spec.h>
+#include <virtq/vhost_user.h>
 
 #include "daemon.h"
 
@@ -25,6 +27,52 @@ static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
 void vqd_log_to_stderr(bool quiet)
 {
 	vq_log_set(log_stderr, NULL, quiet ? VQ_LOG_WARNING : VQ_LOG_INFO);
+}
+
+/* The transport's bits (virtio 1.2, 6) and vhost-user's own one. */
+static const struct vqd_feature transport_features[] = {
+	{ 24, "NOTIFY_ON_EMPTY" }, { 27, "ANY_LAYOUT" },
+	{ VQ_F_INDIRECT_DESC, "INDIRECT_DESC" }, { VQ_F_EVENT_IDX, "EVENT_IDX" },
+	{ VQ_VHU_F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES" },
+	{ VQ_F_VERSION_1, "VERSION_1" }, { VQ_F_ACCESS_PLATFORM, "ACCESS_PLATFORM" },
+	{ VQ_F_RING_PACKED, "RING_PACKED" }, { VQ_F_IN_ORDER, "IN_ORDER" },
+	{ 36, "ORDER_PLATFORM" }, { 37, "SR_IOV" }, { 38, "NOTIFICATION_DATA" },
+	{ 39, "NOTIF_CONFIG_DATA" }, { 40, "RING_RESET" },
+	{ 0, NULL },
+};
+
+static const char *feature_name(const struct vqd_feature *t, unsigned bit)
+{
+	for (; t && t->name; t++)
+		if (t->bit == bit)
+			return t->name;
+	return NULL;
+}
+
+const char *vqd_features_str(char *buf, size_t n, uint64_t f,
+			     const struct vqd_feature *dev)
+{
+	size_t len = 0;
+	int w;
+
+	if (!n)
+		return buf;
+	buf[0] = 0;
+	for (unsigned bit = 0; bit < 64; bit++) {
+		const char *name;
+
+		if (!(f & (UINT64_C(1) << bit)))
+			continue;
+		/* 24 to 40 are the transport's, the others the device type's */
+		name = feature_name(bit < 24 || bit > 40 ? dev : transport_features, bit);
+		w = name ? snprintf(buf + len, n - len, "%s%s", len ? " " : "", name) :
+		    snprintf(buf + len, n - len, "%sbit%u", len ? " " : "", bit);
+		if (w < 0 || (size_t)w >= n - len)
+			return buf;
+		len += (size_t)w;
+	}
+	snprintf(buf + len, n - len, "%s(0x%" PRIx64 ")", len ? " " : "", f);
+	return buf;
 }
 
 double vqd_now(void)
@@ -265,6 +313,8 @@ static int open_client(struct vqd_ctl *c)
 	if (r < 0)
 		fprintf(stderr, "%s: --client: cannot connect to %s: %s\n",
 			c->cli->name, path, strerror(-r));
+	else if (!c->o->quiet)
+		fprintf(stderr, "%s: connected to %s\n", c->cli->name, path);
 	return r;
 }
 
@@ -280,6 +330,9 @@ static int open_socket(struct vqd_ctl *c)
 		if (r < 0)
 			fprintf(stderr, "%s: --fd %d: %s\n", c->cli->name, c->o->fd,
 				r == -ENOTSOCK ? "not a UNIX stream socket" : strerror(-r));
+		else if (!c->o->quiet)
+			fprintf(stderr, "%s: vhost-user socket inherited on --fd %d\n",
+				c->cli->name, c->o->fd);
 		return r;
 	}
 	fd = vqd_listen(c, "--socket-path", c->o->socket_path, SOCK_STREAM, &l);
@@ -292,6 +345,8 @@ static int open_socket(struct vqd_ctl *c)
 		return r;
 	}
 	vq_unix_listener_release_fd(l);        /* the backend's now */
+	if (!c->o->quiet)
+		fprintf(stderr, "%s: listening on %s\n", c->cli->name, c->o->socket_path);
 	return 0;
 }
 

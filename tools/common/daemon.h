@@ -118,6 +118,22 @@ _Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);
 
+/* A feature bit's name as the virtio spec writes it, without the
+ * VIRTIO_<DEVICE>_F_ prefix; a table ends with { 0, NULL }. */
+struct vqd_feature {
+	unsigned bit;
+	const char *name;
+};
+
+/*
+ * "NAME NAME ... (0x...)": the bits of f by name, the device's from dev
+ * and the transport's (VERSION_1, RING_PACKED, ..., vhost-user's
+ * PROTOCOL_FEATURES) from one table here, a bit neither knows as "bitN".
+ * Into buf (n bytes, cut short if too small); returns buf.
+ */
+const char *vqd_features_str(char *buf, size_t n, uint64_t f,
+			     const struct vqd_feature *dev);
+
 /* The library's log on stderr, one line a message: warnings and errors,
  * and connections opening and ending unless quiet (the library prints
  * nothing itself: virtq/log.h). */

@@ -73,6 +73,13 @@ struct daemon {
 
 static const char *const qname[NQ] = { "rx", "tx", "event" };
 
+/* virtio-vsock's bits by name (virtio 1.2, 5.10.3), for the messages. */
+static const struct vqd_feature vsock_features[] = {
+	{ VQ_VSOCK_F_STREAM, "STREAM" }, { VQ_VSOCK_F_SEQPACKET, "SEQPACKET" },
+	{ 2, "NO_IMPLIED_STREAM" },
+	{ 0, NULL },
+};
+
 /* ------------------------------------------------------------------ */
 
 static int host_connect(void *arg, uint32_t port, uint16_t type)
@@ -258,14 +265,17 @@ static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 {
 	struct daemon *d = opaque;
 	struct ring *r = &d->q[vq_fw_ring_index(fr)];
+	char fb[256];
 
 	r->running = true;
 	r->dev = vq_fw_ring_vq(fr);
 	r->armed = false;
 	vq_dev_disable_notify(r->dev);
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
-			r->index, qname[r->index], vq_dev_num(r->dev), vq_dev_features(r->dev));
+		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features %s\n",
+			r->index, qname[r->index], vq_dev_num(r->dev),
+			vqd_features_str(fb, sizeof(fb), vq_dev_features(r->dev),
+					 vsock_features));
 	attach(d);
 	t->process = q_process;
 	t->arg = r;
@@ -535,6 +545,7 @@ int main(int argc, char **argv)
 {
 	static struct daemon d;
 	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
+	char fb[256];
 	int rc = 1;
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
@@ -549,10 +560,11 @@ int main(int argc, char **argv)
 	if (vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
-		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
-			", used batch %u, busy poll %" PRIu64 " us\n",
-			d.o.cid, d.o.uds, offered_features(&d), d.com.used_batch,
-			d.com.busy_poll_us);
+		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, "
+			"used batch %u, busy poll %" PRIu64 " us, features offered %s\n",
+			d.o.cid, d.o.uds, d.com.used_batch, d.com.busy_poll_us,
+			vqd_features_str(fb, sizeof(fb), offered_features(&d),
+					 vsock_features));
 	rc = vqd_run(&ctl);
 	vqd_summary(&ctl);
 out:
