@@ -3,8 +3,8 @@
 # The signals a user sends a daemon by habit (issue 36 item 2), to
 # virtq-net and virtq-vsock with a front-end (virtq-perf) attached:
 #   - SIGHUP and SIGUSR2 are ignored: the daemon goes on;
-#   - SIGUSR1 prints a statistics snapshot (text and --json) and the
-#     daemon goes on;
+#   - SIGUSR1 prints a statistics snapshot (text and --json, with
+#     --per-queue's ring lines) and the daemon goes on;
 #   - SIGINT, SIGTERM and SIGQUIT end it: exit 0, the summary printed,
 #     every socket it created removed (virtq-vsock: the vhost-user socket,
 #     HOST_PATH, HOST_PATH.seqpacket and HOST_PATH_seqpacket).
@@ -137,20 +137,26 @@ ends() {
 
 for kind in net vsock; do
 	# stats-interval 0: a statistics line can only come from SIGUSR1
-	start $kind --stats-interval 0
+	start $kind --stats-interval 0 --per-queue
 	goes_on $kind HUP
 	goes_on $kind USR1
-	if grep -q '^snapshot .* tx .* rx ' "$D/out"; then
+	if grep -q '^snapshot .* tx .* rx .* total tx [0-9]* pkts' "$D/out"; then
 		ok "$kind: SIGUSR1: $(grep '^snapshot' "$D/out")"
 	else
 		no "$kind: SIGUSR1: no snapshot line: $(cat "$D/out")"
 	fi
+	# --per-queue: the snapshot, like any line, is followed by its rings'
+	if sed -n '/^snapshot/{n;p;}' "$D/out" | grep -q '^  queue 0 (rx'; then
+		ok "$kind: SIGUSR1 --per-queue: $(grep -c '^  queue' "$D/out") ring lines"
+	else
+		no "$kind: SIGUSR1 --per-queue: no ring lines: $(cat "$D/out")"
+	fi
 	goes_on $kind USR2
 	ends $kind INT
 
-	start $kind --stats-interval 0 --json
+	start $kind --stats-interval 0 --json --per-queue
 	goes_on $kind USR1
-	if grep -q '^{"stats":true,.*"snapshot":true,.*"tx_pkts":' "$D/out"; then
+	if grep -q '^{"stats":true,.*"snapshot":true,.*"tx_pkts":.*"queues":\[{"index":0,' "$D/out"; then
 		ok "$kind: SIGUSR1 --json: a snapshot line"
 	else
 		no "$kind: SIGUSR1 --json: no snapshot line: $(cat "$D/out")"

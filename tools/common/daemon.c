@@ -155,6 +155,30 @@ void vqd_line_start(bool json, const struct vqd_count *now,
 	       now->kicks, now->calls);
 }
 
+void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
+		    const struct vqd_queue_count *now,
+		    const struct vqd_queue_count *prev, double dt)
+{
+	char pr[24], br[24], nm[24];
+
+	if (json) {
+		printf("%s{\"index\":%u,\"name\":\"%s\",\"pkts\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64
+		       ",\"pps\":%.0f,\"gbps\":%.4f}", first ? "" : ",", index, name,
+		       now->pkts, now->bytes, now->kicks, now->calls,
+		       (double)(now->pkts - prev->pkts) / dt,
+		       (double)(now->bytes - prev->bytes) * 8 / dt / 1e9);
+		return;
+	}
+	snprintf(nm, sizeof(nm), "(%s)", name);
+	printf("  queue %u %-7s %9s %11s  total %" PRIu64 " pkts %" PRIu64
+	       " B kicks %" PRIu64 " calls %" PRIu64 "\n", index, nm,
+	       human_rate(pr, sizeof(pr), (double)(now->pkts - prev->pkts) / dt, pps_units),
+	       human_rate(br, sizeof(br), (double)(now->bytes - prev->bytes) * 8 / dt,
+			  bps_units),
+	       now->pkts, now->bytes, now->kicks, now->calls);
+}
+
 /* ,"process":{...}: how often the daemon's threads blocked (sleeps, in
  * the main: the loops' epoll_waits) and the CPU they used, so a run can
  * say what busy polling saved and what it cost. */

@@ -34,6 +34,7 @@ enum {
 	VQD_O_BUSY_POLL, VQD_O_NO_PACKED, VQD_O_NO_EVENT_IDX,
 	VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS, VQD_O_JSON,
 	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION, VQD_O_BUSY_POLL_YIELD,
+	VQD_O_PER_QUEUE,
 	VQD_O_TOOL = 320, VQD_O_END = 384,
 };
 
@@ -55,6 +56,7 @@ struct vqd_opts {
 	/* statistics and lifetime */
 	double stats_interval;
 	bool json, once, quiet;
+	bool per_queue;                 /* a line per ring under each line */
 	bool seen[VQD_O_END - VQD_O_SOCKET_PATH];       /* given on the line */
 };
 
@@ -77,6 +79,8 @@ static inline bool vqd_seen(const struct vqd_opts *o, int c)
 "  --stats-interval SEC  print statistics every SEC seconds (0: none but\n" \
 "                        SIGUSR1's and the summary)\n" \
 "  --json                statistics as JSON lines\n" \
+"  --per-queue           each statistics line followed by one per queue\n" \
+"                        (JSON: a \"queues\" array)\n" \
 "  --once                exit when the first front-end disconnects\n" \
 "  --quiet               no queue start/stop messages\n" \
 "  --print-capabilities  print the vhost-user capabilities as JSON and exit\n" \
@@ -168,6 +172,19 @@ void vqd_json_backend(struct vq_vhu_backend *b);
  * (a tool may put fields of its own between the two calls). */
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 		    double dt, bool counts, bool per_pkt);
+
+/* One ring's counters, for --per-queue. */
+struct vqd_queue_count {
+	uint64_t pkts, bytes, kicks, calls;
+};
+
+/* --per-queue: ring index's line under the statistics line, over [prev,
+ * now] in dt seconds: text "  queue 0 (rx) RATES total ...\n", or JSON
+ * one object of the "queues" array (the tool opens and closes it; first:
+ * the first object, no comma before it). */
+void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
+		    const struct vqd_queue_count *now,
+		    const struct vqd_queue_count *prev, double dt);
 
 /* ---- the control loop ---- */
 

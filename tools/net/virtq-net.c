@@ -655,6 +655,10 @@ static void stats_pair(void *arg)
 		s->kicks_missed += c->kicks_missed;
 		s->calls_late += c->calls_late;
 		s->queue_packets[i] = t.packets;
+		s->queue[i] = (struct vqd_queue_count){
+			.pkts = t.packets, .bytes = t.bytes,
+			.kicks = c->kicks_recv, .calls = c->calls_sent,
+		};
 	}
 }
 

@@ -54,6 +54,7 @@ struct snap {
 	struct vq_vsock_stats s;
 	uint64_t kicks_missed, calls_late;
 	unsigned conns;
+	struct vqd_queue_count q[3];    /* by ring: rx, tx, event */
 };
 
 struct daemon {
@@ -374,7 +375,14 @@ static void snap_worker(void *arg)
 		p->c.calls += c->calls_sent;
 		p->kicks_missed += c->kicks_missed;
 		p->calls_late += c->calls_late;
+		p->q[i].kicks = c->kicks_recv;
+		p->q[i].calls = c->calls_sent;
 	}
+	/* the device counts packets by direction: the rx and tx rings' */
+	p->q[0].pkts = p->s.rx_pkts;
+	p->q[0].bytes = p->s.rx_bytes;
+	p->q[1].pkts = p->s.tx_pkts;
+	p->q[1].bytes = p->s.tx_bytes;
 	p->conns = vq_vsock_conn_count(d->vs);
 }
 
@@ -394,6 +402,18 @@ static uint64_t bad_total(const struct vq_vsock_stats *s)
 	return s->bad_short_buf + s->bad_len + s->bad_type + s->bad_op +
 	       s->bad_addr + s->bad_credit + s->bad_rx_buf + s->bad_connect_line +
 	       s->bad_seq;
+}
+
+/* --per-queue: a line (JSON: an object of "queues") per ring. */
+static void queue_lines(const struct daemon *d, const struct snap *now,
+			const struct snap *prev, double dt)
+{
+	if (d->com.json)
+		printf(",\"queues\":[");
+	for (unsigned i = 0; i < NQ; i++)
+		vqd_queue_line(d->com.json, i == 0, i, qname[i], &now->q[i], &prev->q[i], dt);
+	if (d->com.json)
+		printf("]");
 }
 
 /* One statistics line (vqd_ctl's stats callback). */
@@ -433,6 +453,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
 		if (final)
 			vqd_json_backend(d->b);
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 		printf("}\n");
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
@@ -452,6 +474,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       s->tx_pkts, s->tx_bytes, s->rx_pkts, s->rx_bytes,
 			       s->rx_flushes, s->conns_opened, s->rst_sent);
 		printf("\n");
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 	}
 	fflush(stdout);
 	*prev = *now;
