@@ -308,6 +308,13 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 
 	if (c->nlst == VQD_MAX_LISTENERS)
 		return -ENOSPC;
+	/* before a socket of ours exists (virtq-vsock's host side comes
+	 * before vqd_open): a SIGTERM from then on ends the run cleanly */
+	r = take_signals();
+	if (r < 0) {
+		fprintf(stderr, "%s: signals: %s\n", c->cli->name, strerror(-r));
+		return r;
+	}
 	r = vq_unix_listener_new(&lc, out);
 	if (r == 0) {
 		c->lst[c->nlst++] = *out;
