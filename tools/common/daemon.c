@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: MIT
 /* The vhost-user daemons' shared start-up and control loop (daemon.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <virtq/log.h>
 #include <virtq/runtime.h>
+#include <virtq/spec.h>
+#include <virtq/vhost_user.h>
 
 #include "daemon.h"
-
-volatile sig_atomic_t vqd_stop;
 
 static void log_stderr(void *arg, enum vq_log_level level, const char *msg)
 {
@@ -27,12 +29,61 @@ void vqd_log_to_stderr(bool quiet)
 	vq_log_set(log_stderr, NULL, quiet ? VQ_LOG_WARNING : VQ_LOG_INFO);
 }
 
+/* The transport's bits (virtio 1.2, 6) and vhost-user's own one. */
+static const struct vqd_feature transport_features[] = {
+	{ 24, "NOTIFY_ON_EMPTY" }, { 27, "ANY_LAYOUT" },
+	{ VQ_F_INDIRECT_DESC, "INDIRECT_DESC" }, { VQ_F_EVENT_IDX, "EVENT_IDX" },
+	{ VQ_VHU_F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES" },
+	{ VQ_F_VERSION_1, "VERSION_1" }, { VQ_F_ACCESS_PLATFORM, "ACCESS_PLATFORM" },
+	{ VQ_F_RING_PACKED, "RING_PACKED" }, { VQ_F_IN_ORDER, "IN_ORDER" },
+	{ 36, "ORDER_PLATFORM" }, { 37, "SR_IOV" }, { 38, "NOTIFICATION_DATA" },
+	{ 39, "NOTIF_CONFIG_DATA" }, { 40, "RING_RESET" },
+	{ 0, NULL },
+};
+
+static const char *feature_name(const struct vqd_feature *t, unsigned bit)
+{
+	for (; t && t->name; t++)
+		if (t->bit == bit)
+			return t->name;
+	return NULL;
+}
+
+const char *vqd_features_str(char *buf, size_t n, uint64_t f,
+			     const struct vqd_feature *dev)
+{
+	size_t len = 0;
+	int w;
+
+	if (!n)
+		return buf;
+	buf[0] = 0;
+	for (unsigned bit = 0; bit < 64; bit++) {
+		const char *name;
+
+		if (!(f & (UINT64_C(1) << bit)))
+			continue;
+		/* 24 to 40 are the transport's, the others the device type's */
+		name = feature_name(bit < 24 || bit > 40 ? dev : transport_features, bit);
+		w = name ? snprintf(buf + len, n - len, "%s%s", len ? " " : "", name) :
+		    snprintf(buf + len, n - len, "%sbit%u", len ? " " : "", bit);
+		if (w < 0 || (size_t)w >= n - len)
+			return buf;
+		len += (size_t)w;
+	}
+	snprintf(buf + len, n - len, "%s(0x%" PRIx64 ")", len ? " " : "", f);
+	return buf;
+}
+
 double vqd_now(void)
 {
 	return (double)vq_rt_now_ns() / 1e9;
 }
 
 /* ---- statistics lines ---- */
+
+/* The line being printed answers SIGUSR1 (ctl_snapshot). */
+static bool line_snapshot;
 
 struct rates {
 	double tx_pps, rx_pps, tx_gbps, rx_gbps, kpp, cpp;
@@ -54,19 +105,78 @@ static struct rates rates(const struct vqd_count *now, const struct vqd_count *p
 	return r;
 }
 
+static const char *const pps_units[] = { "pps", "kpps", "Mpps", "Gpps" };
+static const char *const bps_units[] = { "bit/s", "kbit/s", "Mbit/s", "Gbit/s" };
+
+/* v in the unit of units[] that keeps it under 1000, with three
+ * significant digits: a ping's one packet a second reads "1.0 pps", not
+ * "0.000 Mpps". */
+static const char *human_rate(char *buf, size_t n, double v, const char *const units[4])
+{
+	unsigned k = 0;
+	int prec;
+
+	while (v >= 999.5 && k < 3) {
+		v /= 1000;
+		k++;
+	}
+	if (v == 0)
+		prec = 0;
+	else if (k == 0)
+		prec = v < 10 ? 1 : 0;
+	else
+		prec = v < 9.995 ? 2 : v < 99.95 ? 1 : 0;
+	snprintf(buf, n, "%.*f %s", prec, v, units[k]);
+	return buf;
+}
+
 void vqd_line_start(bool json, const struct vqd_count *now,
 		    const struct vqd_count *prev, double dt, double t, bool final)
 {
 	struct rates r = rates(now, prev, dt);
+	char tp[24], tb[24], rp[24], rb[24];
 
 	if (json) {
-		printf("{\"%s\":true,\"t\":%.3f", final ? "summary" : "stats", t);
+		printf("{\"%s\":true,\"t\":%.3f%s", final ? "summary" : "stats", t,
+		       line_snapshot ? ",\"snapshot\":true" : "");
 		return;
 	}
-	printf("%s %7.2fs tx %8.3f Mpps %7.3f Gbit/s  rx %8.3f Mpps %7.3f Gbit/s  "
-	       "kicks/pkt %.4f calls/pkt %.4f",
-	       final ? "summary" : "stats  ", t, r.tx_pps / 1e6, r.tx_gbps,
-	       r.rx_pps / 1e6, r.rx_gbps, r.kpp, r.cpp);
+	/* the rates over the line's interval, then the running totals, so
+	 * that a line shows a trickle of traffic and what it added up to */
+	printf("%-8s %7.2fs tx %9s %11s  rx %9s %11s  kicks/pkt %.4f calls/pkt %.4f"
+	       "  total tx %" PRIu64 " pkts %" PRIu64 " B rx %" PRIu64 " pkts %" PRIu64
+	       " B kicks %" PRIu64 " calls %" PRIu64,
+	       final ? "summary" : line_snapshot ? "snapshot" : "stats", t,
+	       human_rate(tp, sizeof(tp), r.tx_pps, pps_units),
+	       human_rate(tb, sizeof(tb), r.tx_gbps * 1e9, bps_units),
+	       human_rate(rp, sizeof(rp), r.rx_pps, pps_units),
+	       human_rate(rb, sizeof(rb), r.rx_gbps * 1e9, bps_units),
+	       r.kpp, r.cpp, now->tx_pkts, now->tx_bytes, now->rx_pkts, now->rx_bytes,
+	       now->kicks, now->calls);
+}
+
+void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
+		    const struct vqd_queue_count *now,
+		    const struct vqd_queue_count *prev, double dt)
+{
+	char pr[24], br[24], nm[24];
+
+	if (json) {
+		printf("%s{\"index\":%u,\"name\":\"%s\",\"pkts\":%" PRIu64
+		       ",\"bytes\":%" PRIu64 ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64
+		       ",\"pps\":%.0f,\"gbps\":%.4f}", first ? "" : ",", index, name,
+		       now->pkts, now->bytes, now->kicks, now->calls,
+		       (double)(now->pkts - prev->pkts) / dt,
+		       (double)(now->bytes - prev->bytes) * 8 / dt / 1e9);
+		return;
+	}
+	snprintf(nm, sizeof(nm), "(%s)", name);
+	printf("  queue %u %-7s %9s %11s  total %" PRIu64 " pkts %" PRIu64
+	       " B kicks %" PRIu64 " calls %" PRIu64 "\n", index, nm,
+	       human_rate(pr, sizeof(pr), (double)(now->pkts - prev->pkts) / dt, pps_units),
+	       human_rate(br, sizeof(br), (double)(now->bytes - prev->bytes) * 8 / dt,
+			  bps_units),
+	       now->pkts, now->bytes, now->kicks, now->calls);
 }
 
 /* ,"process":{...}: how often the daemon's threads blocked (sleeps, in
@@ -121,25 +231,69 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 
 /* ---- the control loop ---- */
 
-/* SIGTERM and SIGINT set vqd_stop; no SA_RESTART, so a blocking poll
- * returns EINTR and the daemon ends promptly (vhost-user.rst). */
-static void on_term(int sig)
+/*
+ * Signals, as a daemon's users expect them (virtq-net(8), SIGNALS):
+ * SIGTERM, SIGINT and SIGQUIT end the run (a summary, our sockets
+ * removed, exit 0); SIGUSR1 asks for a statistics line now; SIGHUP and
+ * SIGUSR2 are ignored (there is no log file to reopen), so that no signal
+ * sent by habit kills the daemon with its sockets left behind.
+ *
+ * The handlers may run on any thread (the framework's workers start
+ * before vqd_open and do not block signals), so they only set a flag and
+ * write a byte to a pipe the control loop polls: the loop wakes whichever
+ * thread took the signal, and a signal that comes just before its poll
+ * is not lost.
+ */
+volatile sig_atomic_t vqd_stop;
+static volatile sig_atomic_t snapshot_due;
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
 {
-	(void)sig;
-	vqd_stop = 1;
+	int e = errno;
+	char b = 0;
+	ssize_t n;
+
+	if (sig == SIGUSR1)
+		snapshot_due = 1;
+	else
+		vqd_stop = 1;
+	n = write(sig_pipe[1], &b, 1);  /* full: a wake-up is pending anyway */
+	(void)n;
+	errno = e;
 }
 
 static int take_signals(void)
 {
+	static const int handled[] = { SIGTERM, SIGINT, SIGQUIT, SIGUSR1 };
+	static const int ignored[] = { SIGHUP, SIGUSR2, SIGPIPE };
 	struct sigaction sa;
+	unsigned i;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_term;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
 		return -errno;
-	signal(SIGPIPE, SIG_IGN);
+	memset(&sa, 0, sizeof(sa));
+	/* no SA_RESTART: a blocking call returns EINTR and the daemon ends
+	 * promptly (vhost-user.rst) */
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+		sigaddset(&sa.sa_mask, handled[i]);
+	for (i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+		if (sigaction(handled[i], &sa, NULL) < 0)
+			return -errno;
+	for (i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_IGN);
 	return 0;
+}
+
+/* Empty the pipe the handlers wake the loop through. */
+static void signals_drain(void)
+{
+	char buf[64];
+
+	while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
+		;
 }
 
 int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
@@ -154,6 +308,13 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 
 	if (c->nlst == VQD_MAX_LISTENERS)
 		return -ENOSPC;
+	/* before a socket of ours exists (virtq-vsock's host side comes
+	 * before vqd_open): a SIGTERM from then on ends the run cleanly */
+	r = take_signals();
+	if (r < 0) {
+		fprintf(stderr, "%s: signals: %s\n", c->cli->name, strerror(-r));
+		return r;
+	}
 	r = vq_unix_listener_new(&lc, out);
 	if (r == 0) {
 		c->lst[c->nlst++] = *out;
@@ -183,6 +344,8 @@ static int open_client(struct vqd_ctl *c)
 	if (r < 0)
 		fprintf(stderr, "%s: --client: cannot connect to %s: %s\n",
 			c->cli->name, path, strerror(-r));
+	else if (!c->o->quiet)
+		fprintf(stderr, "%s: connected to %s\n", c->cli->name, path);
 	return r;
 }
 
@@ -198,6 +361,9 @@ static int open_socket(struct vqd_ctl *c)
 		if (r < 0)
 			fprintf(stderr, "%s: --fd %d: %s\n", c->cli->name, c->o->fd,
 				r == -ENOTSOCK ? "not a UNIX stream socket" : strerror(-r));
+		else if (!c->o->quiet)
+			fprintf(stderr, "%s: vhost-user socket inherited on --fd %d\n",
+				c->cli->name, c->o->fd);
 		return r;
 	}
 	fd = vqd_listen(c, "--socket-path", c->o->socket_path, SOCK_STREAM, &l);
@@ -210,6 +376,8 @@ static int open_socket(struct vqd_ctl *c)
 		return r;
 	}
 	vq_unix_listener_release_fd(l);        /* the backend's now */
+	if (!c->o->quiet)
+		fprintf(stderr, "%s: listening on %s\n", c->cli->name, c->o->socket_path);
 	return 0;
 }
 
@@ -218,7 +386,11 @@ int vqd_open(struct vqd_ctl *c)
 	int r;
 
 	/* Before the socket appears: whoever sees it may send SIGTERM. */
-	take_signals();
+	r = take_signals();
+	if (r < 0) {
+		fprintf(stderr, "%s: signals: %s\n", c->cli->name, strerror(-r));
+		return r;
+	}
 	r = open_socket(c);
 	if (r < 0)
 		return r;
@@ -252,17 +424,23 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* Wait for the vhost-user socket.  1 readable, 0 not (yet), -errno. */
+/* Wait for the vhost-user socket or a signal.  1 the socket is readable,
+ * 0 not (yet), -errno. */
 static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
 {
-	struct pollfd pf = { .fd = vq_vhu_backend_fd(c->b), .events = POLLIN };
+	struct pollfd pf[2] = {
+		{ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN },
+		{ .fd = sig_pipe[0], .events = POLLIN },
+	};
 	int r;
 
 	/* A negative fd (reconnecting) is ignored by poll. */
-	r = poll(&pf, 1, timeout_ms);
+	r = poll(pf, 2, timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
-	return r > 0 && pf.revents;
+	if (pf[1].revents)
+		signals_drain();
+	return r > 0 && pf[0].revents;
 }
 
 /* What serving the vhost-user socket leaves the loop to do. */
@@ -326,6 +504,19 @@ static void ctl_tick(struct vqd_ctl *c)
 		c->next_stats = t + c->o->stats_interval;
 }
 
+/* SIGUSR1: a statistics line now, over the time since the last one; the
+ * periodic lines keep their schedule. */
+static void ctl_snapshot(struct vqd_ctl *c)
+{
+	double t = vqd_now();
+
+	snapshot_due = 0;
+	line_snapshot = true;
+	c->stats(c->arg, t - c->last > 0 ? t - c->last : 1e-9, t - c->t0, false);
+	line_snapshot = false;
+	c->last = t;
+}
+
 int vqd_run(struct vqd_ctl *c)
 {
 	while (!vqd_stop) {
@@ -336,6 +527,8 @@ int vqd_run(struct vqd_ctl *c)
 			return 1;
 		if (vqd_stop)
 			break;
+		if (snapshot_due)
+			ctl_snapshot(c);
 		next = ctl_serve(c, r > 0);
 		if (next == CTL_HUNG_UP)
 			return hung_up(c);

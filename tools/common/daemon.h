@@ -4,7 +4,8 @@
  * the options they both take (daemon_opts.c: the vhost-user socket, the
  * sockets' mode and group, features, statistics), starting up (the
  * sockets, signals), and the control loop (daemon.c): serve the vhost-user
- * socket, print statistics every --stats-interval, end on SIGTERM, when
+ * socket, print statistics every --stats-interval and on SIGUSR1, end on
+ * SIGTERM, when
  * --once says so or when an inherited connection hangs up, then print a
  * summary.
  *
@@ -33,6 +34,7 @@ enum {
 	VQD_O_BUSY_POLL, VQD_O_NO_PACKED, VQD_O_NO_EVENT_IDX,
 	VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS, VQD_O_JSON,
 	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION, VQD_O_BUSY_POLL_YIELD,
+	VQD_O_PER_QUEUE,
 	VQD_O_TOOL = 320, VQD_O_END = 384,
 };
 
@@ -54,6 +56,7 @@ struct vqd_opts {
 	/* statistics and lifetime */
 	double stats_interval;
 	bool json, once, quiet;
+	bool per_queue;                 /* a line per ring under each line */
 	bool seen[VQD_O_END - VQD_O_SOCKET_PATH];       /* given on the line */
 };
 
@@ -73,8 +76,11 @@ static inline bool vqd_seen(const struct vqd_opts *o, int c)
 "                        chmod takes them (0600)\n" \
 "  --socket-group GROUP  group of the sockets created (name or GID)\n"
 #define VQD_USAGE_STATS \
-"  --stats-interval SEC  print statistics every SEC seconds (0: only a summary)\n" \
+"  --stats-interval SEC  print statistics every SEC seconds (0: none but\n" \
+"                        SIGUSR1's and the summary)\n" \
 "  --json                statistics as JSON lines\n" \
+"  --per-queue           each statistics line followed by one per queue\n" \
+"                        (JSON: a \"queues\" array)\n" \
 "  --once                exit when the first front-end disconnects\n" \
 "  --quiet               no queue start/stop messages\n" \
 "  --print-capabilities  print the vhost-user capabilities as JSON and exit\n" \
@@ -116,6 +122,22 @@ _Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);
 
+/* A feature bit's name as the virtio spec writes it, without the
+ * VIRTIO_<DEVICE>_F_ prefix; a table ends with { 0, NULL }. */
+struct vqd_feature {
+	unsigned bit;
+	const char *name;
+};
+
+/*
+ * "NAME NAME ... (0x...)": the bits of f by name, the device's from dev
+ * and the transport's (VERSION_1, RING_PACKED, ..., vhost-user's
+ * PROTOCOL_FEATURES) from one table here, a bit neither knows as "bitN".
+ * Into buf (n bytes, cut short if too small); returns buf.
+ */
+const char *vqd_features_str(char *buf, size_t n, uint64_t f,
+			     const struct vqd_feature *dev);
+
 /* The library's log on stderr, one line a message: warnings and errors,
  * and connections opening and ending unless quiet (the library prints
  * nothing itself: virtq/log.h). */
@@ -124,7 +146,7 @@ void vqd_log_to_stderr(bool quiet);
 /* CLOCK_MONOTONIC in seconds. */
 double vqd_now(void);
 
-/* Set by SIGTERM / SIGINT once vqd_open() ran. */
+/* Set by SIGTERM, SIGINT or SIGQUIT once vqd_open() ran. */
 extern volatile sig_atomic_t vqd_stop;
 
 /* ---- statistics lines ---- */
@@ -135,7 +157,9 @@ struct vqd_count {
 	uint64_t kicks, calls;
 };
 
-/* Open the line: text "stats   12.00s tx ... calls/pkt 0.0000" (the tool
+/* Open the line: text "stats   12.00s tx RATES rx RATES kicks/pkt ...
+ * total tx N pkts N B ... calls N" (the rates in the unit that fits, then
+ * the running totals; "snapshot" for SIGUSR1's line; the tool
  * goes on with its own fields), or JSON {"stats":true,"t":12.000 (the tool
  * adds its fields, then calls vqd_json_rates). */
 void vqd_line_start(bool json, const struct vqd_count *now,
@@ -148,6 +172,19 @@ void vqd_json_backend(struct vq_vhu_backend *b);
  * (a tool may put fields of its own between the two calls). */
 void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 		    double dt, bool counts, bool per_pkt);
+
+/* One ring's counters, for --per-queue. */
+struct vqd_queue_count {
+	uint64_t pkts, bytes, kicks, calls;
+};
+
+/* --per-queue: ring index's line under the statistics line, over [prev,
+ * now] in dt seconds: text "  queue 0 (rx) RATES total ...\n", or JSON
+ * one object of the "queues" array (the tool opens and closes it; first:
+ * the first object, no comma before it). */
+void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
+		    const struct vqd_queue_count *now,
+		    const struct vqd_queue_count *prev, double dt);
 
 /* ---- the control loop ---- */
 
@@ -181,13 +218,15 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 /*
  * Open the backend's socket: listen at --socket-path, connect to it with
  * --client (waiting, with one line saying so, while nobody listens there
- * yet), or take over --fd.  Take SIGTERM/SIGINT into vqd_stop, ignore
- * SIGPIPE, and start the clock of c.  0, or -errno with one line said.
+ * yet), or take over --fd.  Take the signals (daemon.c: SIGTERM, SIGINT
+ * and SIGQUIT into vqd_stop, SIGUSR1 into a snapshot line, SIGHUP, SIGUSR2
+ * and SIGPIPE ignored), and start the clock of c.  0, or -errno with one
+ * line said.
  */
 int vqd_open(struct vqd_ctl *c);
 
 /*
- * Run until SIGTERM, a poll error, (--once) the first front-end gone, or an
+ * Run until SIGTERM (SIGINT, SIGQUIT), a poll error, (--once) the first front-end gone, or an
  * inherited connection (--fd) hung up: nothing can come after it, so the
  * daemon ends, saying so in one line.  Returns the exit status: 0, or 1
  * for a poll error or such a hang-up without --once (the daemon cannot

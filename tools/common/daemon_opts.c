@@ -33,6 +33,7 @@ static const struct option common_opts[] = {
 	{ "no-in-order", no_argument, NULL, VQD_O_NO_IN_ORDER },
 	{ "stats-interval", required_argument, NULL, VQD_O_STATS },
 	{ "json", no_argument, NULL, VQD_O_JSON },
+	{ "per-queue", no_argument, NULL, VQD_O_PER_QUEUE },
 	{ "once", no_argument, NULL, VQD_O_ONCE },
 	{ "quiet", no_argument, NULL, VQD_O_QUIET },
 	{ "help", no_argument, NULL, VQD_O_HELP },
@@ -95,6 +96,7 @@ static void common_opt(const struct vqd_cli *cli, int c, const char *val,
 		o->stats_interval = cli_double("--stats-interval", val, 0, 86400);
 		break;
 	case VQD_O_JSON: o->json = true; break;
+	case VQD_O_PER_QUEUE: o->per_queue = true; break;
 	case VQD_O_ONCE: o->once = true; break;
 	case VQD_O_QUIET: o->quiet = true; break;
 	case VQD_O_HELP:

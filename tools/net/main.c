@@ -30,6 +30,22 @@ static uint64_t drops_total(const struct net_stats *s)
 	return t;
 }
 
+/* --per-queue: a line (JSON: an object of "queues") per ring. */
+static void queue_lines(const struct daemon *d, const struct net_stats *now,
+			const struct net_stats *prev, double dt)
+{
+	char name[16];
+
+	if (d->com.json)
+		printf(",\"queues\":[");
+	for (unsigned i = 0; i < 2 * d->o.pairs; i++) {
+		snprintf(name, sizeof(name), "%s%u", vq_net_is_tx_queue(i) ? "tx" : "rx", i / 2);
+		vqd_queue_line(d->com.json, i == 0, i, name, &now->queue[i], &prev->queue[i], dt);
+	}
+	if (d->com.json)
+		printf("]");
+}
+
 /* One statistics line (vqd_ctl's stats callback). */
 static void stats_line(void *arg, double dt, double t, bool final)
 {
@@ -62,6 +78,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 				printf("%s%" PRIu64, i ? "," : "", now->queue_packets[i]);
 			printf("]");
 		}
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 		printf("}\n");
 	} else {
 		printf("  drops %" PRIu64, drops_total(now));
@@ -88,6 +106,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 				printf("\npair %u: tx %" PRIu64 " rx %" PRIu64 " packets", i,
 				       now->queue_packets[2 * i + 1], now->queue_packets[2 * i]);
 		printf("\n");
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 	}
 	fflush(stdout);
 	*prev = *now;

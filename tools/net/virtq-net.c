@@ -318,6 +318,22 @@ static vq_rt_process_fn turn_of(const struct net_dev *d, unsigned i,
 /* The device's callbacks (the ring's worker)                          */
 /* ------------------------------------------------------------------ */
 
+/* virtio-net's bits by name (virtio 1.2, 5.1.3), for the messages. */
+static const struct vqd_feature net_features[] = {
+	{ VQ_NET_F_CSUM, "CSUM" }, { VQ_NET_F_GUEST_CSUM, "GUEST_CSUM" },
+	{ 2, "CTRL_GUEST_OFFLOADS" }, { VQ_NET_F_MTU, "MTU" },
+	{ VQ_NET_F_MAC, "MAC" }, { VQ_NET_F_GUEST_TSO4, "GUEST_TSO4" },
+	{ VQ_NET_F_GUEST_TSO6, "GUEST_TSO6" }, { VQ_NET_F_GUEST_ECN, "GUEST_ECN" },
+	{ VQ_NET_F_GUEST_UFO, "GUEST_UFO" }, { VQ_NET_F_HOST_TSO4, "HOST_TSO4" },
+	{ VQ_NET_F_HOST_TSO6, "HOST_TSO6" }, { VQ_NET_F_HOST_ECN, "HOST_ECN" },
+	{ VQ_NET_F_HOST_UFO, "HOST_UFO" }, { VQ_NET_F_MRG_RXBUF, "MRG_RXBUF" },
+	{ VQ_NET_F_STATUS, "STATUS" }, { VQ_NET_F_CTRL_VQ, "CTRL_VQ" },
+	{ 18, "CTRL_RX" }, { 19, "CTRL_VLAN" }, { 20, "CTRL_RX_EXTRA" },
+	{ VQ_NET_F_GUEST_ANNOUNCE, "GUEST_ANNOUNCE" }, { VQ_NET_F_MQ, "MQ" },
+	{ 23, "CTRL_MAC_ADDR" },
+	{ 0, NULL },
+};
+
 static void totals_add(struct ring_totals *t, const struct vq_net_stats *ns)
 {
 	t->packets += ns->packets;
@@ -334,6 +350,7 @@ static int net_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 	struct net_dev *d = opaque;
 	unsigned i = vq_fw_ring_index(fr);
 	struct ring *r = &d->rings[i];
+	char fb[512];
 	struct vq_net_queue_config nc = {
 		.dev = vq_fw_ring_vq(fr),
 		.role = vq_net_is_tx_queue(i) ? VQ_NET_TX : VQ_NET_RX,
@@ -350,10 +367,10 @@ static int net_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 	r->dev = nc.dev;
 	r->running = true;
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-net: queue %u %s (%s, %u entries, features 0x%" PRIx64 ")\n",
+		fprintf(stderr, "virtq-net: queue %u %s (%s, %u entries, features %s)\n",
 			i, resumed ? "resumed" : "started",
 			vq_net_is_tx_queue(i) ? "tx" : "rx", vq_dev_num(r->dev),
-			vq_dev_features(r->dev));
+			vqd_features_str(fb, sizeof(fb), vq_dev_features(r->dev), net_features));
 	if (d->o.mode == M_TAP && !vq_net_is_tx_queue(i))
 		tap_start(&d->tap.q[i / 2], vq_fw_dev_loop(d->fwd, i / 2), fr, r->dev, r->nq);
 	t->process = turn_of(d, i, &t->ops);
@@ -560,6 +577,7 @@ static void dev_init(struct net_dev *d)
 /* The workers and the device on them, with its back-end. */
 static int workers_new(struct net_dev *d)
 {
+	char fb[512];
 	unsigned cpus[MAX_THREADS];
 	struct vq_fw_config fc = {
 		.threads = d->o.threads, .cpus = cpus, .ncpus = d->o.ncpus,
@@ -586,8 +604,9 @@ static int workers_new(struct net_dev *d)
 		d->rings[i].fr = vq_fw_dev_ring(d->fwd, i);
 	d->b = vq_fw_dev_backend(d->fwd);
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), features 0x%" PRIx64 "\n",
-			net_mode_names[d->o.mode], d->o.pairs, d->o.threads, dev.features);
+		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), "
+			"features offered %s\n", net_mode_names[d->o.mode], d->o.pairs,
+			d->o.threads, vqd_features_str(fb, sizeof(fb), dev.features, net_features));
 	return 0;
 }
 
@@ -671,6 +690,10 @@ static void stats_pair(void *arg)
 		s->kicks_missed += c->kicks_missed;
 		s->calls_late += c->calls_late;
 		s->queue_packets[i] = t.packets;
+		s->queue[i] = (struct vqd_queue_count){
+			.pkts = t.packets, .bytes = t.bytes,
+			.kicks = c->kicks_recv, .calls = c->calls_sent,
+		};
 	}
 }
 

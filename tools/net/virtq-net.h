@@ -51,6 +51,7 @@ struct net_stats {
 	uint64_t kicks_missed, calls_late;      /* see vq_rt_counters */
 	uint64_t tx_gso, rx_gso;
 	uint64_t queue_packets[2 * MAX_PAIRS];  /* by ring index */
+	struct vqd_queue_count queue[2 * MAX_PAIRS];    /* by ring index */
 	uint64_t rarp_sent;
 	unsigned mtu;                           /* the guest's; 0: none told */
 };

@@ -54,6 +54,7 @@ struct snap {
 	struct vq_vsock_stats s;
 	uint64_t kicks_missed, calls_late;
 	unsigned conns;
+	struct vqd_queue_count q[3];    /* by ring: rx, tx, event */
 };
 
 struct daemon {
@@ -73,6 +74,13 @@ struct daemon {
 };
 
 static const char *const qname[NQ] = { "rx", "tx", "event" };
+
+/* virtio-vsock's bits by name (virtio 1.2, 5.10.3), for the messages. */
+static const struct vqd_feature vsock_features[] = {
+	{ VQ_VSOCK_F_STREAM, "STREAM" }, { VQ_VSOCK_F_SEQPACKET, "SEQPACKET" },
+	{ 2, "NO_IMPLIED_STREAM" },
+	{ 0, NULL },
+};
 
 /* ------------------------------------------------------------------ */
 
@@ -291,14 +299,17 @@ static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 {
 	struct daemon *d = opaque;
 	struct ring *r = &d->q[vq_fw_ring_index(fr)];
+	char fb[256];
 
 	r->running = true;
 	r->dev = vq_fw_ring_vq(fr);
 	r->armed = false;
 	vq_dev_disable_notify(r->dev);
 	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features 0x%" PRIx64 "\n",
-			r->index, qname[r->index], vq_dev_num(r->dev), vq_dev_features(r->dev));
+		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features %s\n",
+			r->index, qname[r->index], vq_dev_num(r->dev),
+			vqd_features_str(fb, sizeof(fb), vq_dev_features(r->dev),
+					 vsock_features));
 	attach(d);
 	t->process = q_process;
 	t->arg = r;
@@ -397,7 +408,14 @@ static void snap_worker(void *arg)
 		p->c.calls += c->calls_sent;
 		p->kicks_missed += c->kicks_missed;
 		p->calls_late += c->calls_late;
+		p->q[i].kicks = c->kicks_recv;
+		p->q[i].calls = c->calls_sent;
 	}
+	/* the device counts packets by direction: the rx and tx rings' */
+	p->q[0].pkts = p->s.rx_pkts;
+	p->q[0].bytes = p->s.rx_bytes;
+	p->q[1].pkts = p->s.tx_pkts;
+	p->q[1].bytes = p->s.tx_bytes;
 	p->conns = vq_vsock_conn_count(d->vs);
 }
 
@@ -417,6 +435,18 @@ static uint64_t bad_total(const struct vq_vsock_stats *s)
 	return s->bad_short_buf + s->bad_len + s->bad_type + s->bad_op +
 	       s->bad_addr + s->bad_credit + s->bad_rx_buf + s->bad_connect_line +
 	       s->bad_seq;
+}
+
+/* --per-queue: a line (JSON: an object of "queues") per ring. */
+static void queue_lines(const struct daemon *d, const struct snap *now,
+			const struct snap *prev, double dt)
+{
+	if (d->com.json)
+		printf(",\"queues\":[");
+	for (unsigned i = 0; i < NQ; i++)
+		vqd_queue_line(d->com.json, i == 0, i, qname[i], &now->q[i], &prev->q[i], dt);
+	if (d->com.json)
+		printf("]");
 }
 
 /* One statistics line (vqd_ctl's stats callback). */
@@ -457,6 +487,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		printf(",\"policy_refused\":%" PRIu64, s->policy_refused);
 		if (final)
 			vqd_json_backend(d->b);
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 		printf("}\n");
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
@@ -478,6 +510,8 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       s->tx_pkts, s->tx_bytes, s->rx_pkts, s->rx_bytes,
 			       s->rx_flushes, s->conns_opened, s->rst_sent);
 		printf("\n");
+		if (d->com.per_queue)
+			queue_lines(d, now, prev, dt);
 	}
 	fflush(stdout);
 	*prev = *now;
@@ -572,6 +606,7 @@ int main(int argc, char **argv)
 {
 	static struct daemon d;
 	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
+	char fb[256];
 	int rc = 1;
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
@@ -586,10 +621,11 @@ int main(int argc, char **argv)
 	if (vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
-		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, features 0x%" PRIx64
-			", used batch %u, busy poll %" PRIu64 " us\n",
-			d.o.cid, d.o.uds, offered_features(&d), d.com.used_batch,
-			d.com.busy_poll_us);
+		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, "
+			"used batch %u, busy poll %" PRIu64 " us, features offered %s\n",
+			d.o.cid, d.o.uds, d.com.used_batch, d.com.busy_poll_us,
+			vqd_features_str(fb, sizeof(fb), offered_features(&d),
+					 vsock_features));
 	rc = vqd_run(&ctl);
 	vqd_summary(&ctl);
 out:
