@@ -106,6 +106,20 @@ else
 	no "--b-exe: exit $rc: $(cat "$D/err"; head -c 300 "$D/out")"
 fi
 
+# One workload: the chart's x range is that one bar's slot (it once ran
+# from the middle of the chart to its right edge), the data one row; and
+# pairs nobody probed are "unknown" in the table, not 0/0/0.
+"$perf" ab --quiet --pairs 3 --plot "$D/chart.gp" -- $ring >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -qxF 'set xrange [-0.6:0.4]' "$D/chart.gp" &&
+   [ "$(sed -n '/^\$d << EOD/,/^EOD/p' "$D/chart.gp" | grep -c '^0 ')" = 1 ] &&
+   [ "$(sed -n '/^\$d << EOD/,/^EOD/p' "$D/chart.gp" | wc -l)" = 3 ] &&
+   grep -E '^  ring .* unknown$' "$D/out" >/dev/null; then
+	echo "ok   --plot chart.gp of one workload: $(grep xrange "$D/chart.gp"); placement $(awk '/^  ring/ { print $NF }' "$D/out")"
+else
+	no "--plot chart.gp: exit $rc: $(cat "$D/err"; cat "$D/chart.gp" 2>/dev/null | head -20; cat "$D/out")"
+fi
+
 if ! command -v gnuplot >/dev/null 2>&1; then
 	"$perf" ab --quiet --plot "$D/chart.png" -- $ring >"$D/out" 2>"$D/err"
 	[ $? -eq 1 ] && grep -q "gnuplot is not installed" "$D/err" && [ ! -s "$D/out" ] ||

@@ -402,7 +402,7 @@ static void ab_option(void *opts, int c, const char *name, const char *v)
 	case O_JSON: cfg->json = true; break;
 	case O_PLOT:
 		if (!perf_ab_plot_term(v))
-			cli_usage_error("%s: '%s' does not end in .png, .svg or .txt", name, v);
+			cli_usage_error("%s: '%s' does not end in .png, .svg, .txt or .gp", name, v);
 		cfg->plot = v;
 		break;
 	case O_QUIET: cfg->quiet = true; break;
@@ -651,13 +651,12 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 static void ab_done_line(const struct ab_run *run, unsigned wi, bool progress)
 {
 	const struct ab_workload *w = &run->w[wi];
-	char ch[32];
+	char ch[32], pl[48];
 
 	snprintf(ch, sizeof(ch), "%+.2f%%", w->st.change * 100);
-	fprintf(stderr, "%sab: workload %u/%u [%s] done: change %s, near/far/mixed %u/%u/%u\n",
+	fprintf(stderr, "%sab: workload %u/%u [%s] done: change %s, near/far/mixed %s\n",
 		progress ? "\r\033[K" : "", wi + 1, run->nw, w->label,
-		w->err ? "n/a" : ch, w->place[PLACE_NEAR], w->place[PLACE_FAR],
-		w->place[PLACE_MIXED]);
+		w->err ? "n/a" : ch, perf_place_counts(pl, sizeof(pl), w->place));
 }
 
 /* One line when --same-placement left a workload fewer pairs than the

@@ -155,13 +155,12 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		"near/far/mixed");
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
-		char a[32], b[32], ch[32], lo[32], hi[32], ci[80], fa[32];
+		char a[32], b[32], ch[32], lo[32], hi[32], ci[80], fa[32], pl[48];
 
 		if (w->err) {
-			fprintf(f, "  %-22s %10s %10s %10s %26s %4u/%-3u %u/%u/%u\n",
+			fprintf(f, "  %-22s %10s %10s %10s %26s %4u/%-3u %s\n",
 				w->label, "-", "-", "-", "(no pairs)", 0, 0,
-				w->place[PLACE_NEAR], w->place[PLACE_FAR],
-				w->place[PLACE_MIXED]);
+				perf_place_counts(pl, sizeof(pl), w->place));
 			continue;
 		}
 		perf_si(a, sizeof(a), w->st.gmean_a);
@@ -171,9 +170,8 @@ void perf_ab_table(FILE *f, const struct ab_run *r)
 		change_str(hi, sizeof(hi), w->st.ci_hi, r->ratio);
 		snprintf(ci, sizeof(ci), "[%s, %s]", lo, hi);
 		snprintf(fa, sizeof(fa), "%u/%u", w->st.faster, w->st.n);
-		fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %u/%u/%u\n", w->label,
-			a, b, ch, ci, fa, w->place[PLACE_NEAR],
-			w->place[PLACE_FAR], w->place[PLACE_MIXED]);
+		fprintf(f, "  %-22s %10s %10s %10s %26s %7s  %s\n", w->label,
+			a, b, ch, ci, fa, perf_place_counts(pl, sizeof(pl), w->place));
 	}
 }
 
@@ -265,6 +263,8 @@ const char *perf_ab_plot_term(const char *file)
 		{ ".png", "pngcairo size 900,500" },
 		{ ".svg", "svg size 900,500" },
 		{ ".txt", "dumb size 100,30" },
+		/* the gnuplot script itself, to render another way */
+		{ ".gp", "" },
 	};
 	const char *ext = strrchr(file, '.');
 	unsigned i;
@@ -277,9 +277,10 @@ const char *perf_ab_plot_term(const char *file)
 
 int perf_ab_plot_ready(const char *file)
 {
+	bool script = !*perf_ab_plot_term(file);
 	int fd;
 
-	if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+	if (!script && system("command -v gnuplot >/dev/null 2>&1") != 0) {
 		fprintf(stderr, "virtq-perf ab: --plot: gnuplot is not installed\n");
 		return -1;
 	}
@@ -317,16 +318,23 @@ int perf_ab_plot(const char *file, const struct ab_run *r)
 	FILE *g;
 	int st;
 
+	const char *term = perf_ab_plot_term(file);
+	bool script = !*term;
+
 	/* Should it fail to open the file, gnuplot writes the chart to its
 	 * stdout: never ours (it may be the JSON). */
-	g = popen("exec gnuplot >/dev/null", "w");
+	g = script ? fopen(file, "we") : popen("exec gnuplot >/dev/null", "w");
 	if (!g) {
-		fprintf(stderr, "virtq-perf ab: --plot: gnuplot: %s\n", strerror(errno));
+		fprintf(stderr, "virtq-perf ab: --plot: %s: %s\n", script ? file : "gnuplot",
+			strerror(errno));
 		return -1;
 	}
-	fprintf(g, "set terminal %s\nset output ", perf_ab_plot_term(file));
-	gp_quoted(g, file);
-	fputs("\n$d << EOD\n", g);
+	if (!script) {
+		fprintf(g, "set terminal %s\nset output ", term);
+		gp_quoted(g, file);
+		fputc('\n', g);
+	}
+	fputs("$d << EOD\n", g);
 	for (i = 0; i < r->nw; i++) {
 		const struct ab_workload *w = &r->w[i];
 
@@ -343,16 +351,18 @@ int perf_ab_plot(const char *file, const struct ab_run *r)
 	/* zero is always on the chart: the bars are read against it */
 	fprintf(g, "set yrange [%.6f:%.6f]\n", lo * 100 - (hi - lo) * 10 - 0.5,
 		hi * 100 + (hi - lo) * 10 + 0.5);
+	/* every bar's slot, whatever the count: with [-0.6:*] one workload's
+	 * bar ran from the middle to the right edge */
+	fprintf(g, "set xrange [-0.6:%u.4]\n", r->nw ? r->nw - 1 : 0);
 	fprintf(g, "set title \"B vs A: %s\\nA: %s   B: %s\" noenhanced\n",
 		r->cmd, r->a, r->b);
 	fputs("set ylabel 'change B/A - 1 (%), 95% CI'\n"
 	      "set style fill solid 0.5 border -1\nset boxwidth 0.6\n"
 	      "set xzeroaxis lt -1\nset grid ytics\nset key off\n"
 	      "set xtics noenhanced rotate by -20\n"
-	      "set xrange [-0.6:*]\n"
 	      "plot $d using 1:2:xtic(5) with boxes lc rgb '#4a7ebb', "
 	      "$d using 1:2:3:4 with yerrorbars lc rgb 'black' pt 0\n", g);
-	st = pclose(g);
+	st = script ? fclose(g) : pclose(g);
 	if (st != 0 || stat(file, &sb) < 0 || sb.st_size == 0) {
 		fprintf(stderr, "virtq-perf ab: --plot: gnuplot did not write %s\n", file);
 		return -1;

@@ -142,6 +142,21 @@ const char *perf_place_name(enum perf_place p)
 	return place_names[p];
 }
 
+const char *perf_place_counts(char *buf, size_t n, const unsigned place[4])
+{
+	unsigned known = place[PLACE_NEAR] + place[PLACE_FAR] + place[PLACE_MIXED];
+
+	if (!known && place[PLACE_UNKNOWN])
+		snprintf(buf, n, "unknown");
+	else if (place[PLACE_UNKNOWN])
+		snprintf(buf, n, "%u/%u/%u +%u unknown", place[PLACE_NEAR], place[PLACE_FAR],
+			 place[PLACE_MIXED], place[PLACE_UNKNOWN]);
+	else
+		snprintf(buf, n, "%u/%u/%u", place[PLACE_NEAR], place[PLACE_FAR],
+			 place[PLACE_MIXED]);
+	return buf;
+}
+
 enum perf_place perf_place_parse(const char *s)
 {
 	unsigned i;

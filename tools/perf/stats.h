@@ -61,5 +61,9 @@ enum perf_place perf_place_classify(double ns_before, double ns_after);
 enum perf_place perf_place_pair(enum perf_place a, enum perf_place b);
 const char *perf_place_name(enum perf_place p);
 enum perf_place perf_place_parse(const char *s);
+/* "N/F/M" pairs per placement (place[] by enum perf_place); pairs whose
+ * placement was never probed are said, not hidden: "unknown" when all
+ * were, else " +U unknown" after the counts. */
+const char *perf_place_counts(char *buf, size_t n, const unsigned place[4]);
 
 #endif
