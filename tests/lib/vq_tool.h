@@ -49,6 +49,24 @@ static inline int vq_tool_file_lines(const char *path, char *buf, size_t n)
 	return lines;
 }
 
+/* Run argv[0] with argv, its stdout and stderr into the file at log
+ * (made anew).  Its pid. */
+static inline pid_t vq_tool_spawn(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 2);
+		dup2(fd, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
 /* Does a socket of type listen at path (a connect() succeeds)? */
 static inline bool vq_test_unix_accepts(const char *path, int type)
 {

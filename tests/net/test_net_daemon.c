@@ -36,16 +36,7 @@ static pid_t spawn(const char *const *more)
 	for (; *more && n < 23; more++)
 		argv[n++] = *more;
 	argv[n] = NULL;
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		int fd = open(errlog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		dup2(fd, 2);
-		dup2(fd, 1);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
+	pid = vq_tool_spawn(argv, errlog);
 	for (int i = 0; i < 500; i++) {
 		if (vq_test_unix_accepts(sock, SOCK_STREAM))
 			return pid;

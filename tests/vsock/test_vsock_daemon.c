@@ -41,22 +41,11 @@ static pid_t start(const char *vu, const char *h, const char *const *more,
 	const char *argv[24] = { bin, "--socket-path", vu, "--uds-path", h,
 				 "--guest-cid", "545" };
 	unsigned n = 7;
-	pid_t pid;
 
 	for (; more && *more && n < 23; more++)
 		argv[n++] = *more;
 	argv[n] = NULL;
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		dup2(fd, 2);
-		dup2(fd, 1);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
+	return vq_tool_spawn(argv, log);
 }
 
 /* The instance the cases talk to, serving once its socket accepts. */
