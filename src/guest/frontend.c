@@ -108,7 +108,11 @@ int vhu_fe_call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
 	struct vq_vhu_msg tmp;
 	int r;
 
-	m->flags = VQ_VHU_VERSION | (ack ? VQ_VHU_FLAG_NEED_REPLY : 0);
+	/* on a request with a reply the flag asks for nothing more */
+	m->flags = VQ_VHU_VERSION |
+		   (ack || (has_reply && f->need_reply_all &&
+			    vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_REPLY_ACK)) ?
+		    VQ_VHU_FLAG_NEED_REPLY : 0);
 	r = vhu_send(f->sock, m, fds, nfds, f->cfg.timeout_ms);
 	if (r)
 		return vhu_ferr(f, r, "%s: send failed (%s)",
@@ -315,6 +319,7 @@ static int negotiate(struct vq_vhu_frontend *f)
 		/* acks apply from the next message on */
 		f->protocol = pofs;
 		f->no_need_reply = f->cfg.profile == VQ_VHU_PROFILE_CROSVM;
+		f->need_reply_all = f->cfg.profile == VQ_VHU_PROFILE_CLOUD_HYPERVISOR;
 		/* crosvm gives the channel at once, before GET_QUEUE_NUM */
 		if (f->cfg.profile == VQ_VHU_PROFILE_CROSVM &&
 		    vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_BACKEND_REQ)) {

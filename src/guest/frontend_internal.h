@@ -47,8 +47,10 @@ struct vq_vhu_frontend {
 	int chan;                       /* back-end channel (our end), or -1 */
 	uint64_t misses;
 	struct fqueue *q;
-	/* crosvm negotiates REPLY_ACK and never sets NEED_REPLY */
-	bool no_need_reply;
+	/* crosvm negotiates REPLY_ACK and never sets NEED_REPLY; Cloud
+	 * Hypervisor (rust-vmm's vhost crate) sets it on every request, those
+	 * with replies of their own too */
+	bool no_need_reply, need_reply_all;
 	/* the config space as a profile read it at connect */
 	uint8_t pcfg[VQ_VHU_CONFIG_MAX];
 	uint32_t pcfg_len;
