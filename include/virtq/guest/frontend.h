@@ -85,8 +85,9 @@ struct vq_vhu_frontend;
  * Connect to the back-end at path (or use the connected socket fd, which the
  * front-end then owns, closing it on failure) and negotiate: SET_OWNER,
  * features, protocol features, queue count (MQ), guest memory
- * (SET_MEM_TABLE, or ADD_MEM_REG with CONFIGURE_MEM_SLOTS).  The rings are
- * not set up yet.  Returns 0 or -errno (and cfg->err says why); -EINVAL for
+ * (SET_MEM_TABLE, or ADD_MEM_REG with CONFIGURE_MEM_SLOTS).  With a
+ * profile: up to the config reads; features and memory wait for start, as
+ * those VMMs send them at DRIVER_OK.  The rings are not set up yet.  Returns 0 or -errno (and cfg->err says why); -EINVAL for
  * a reserved word that is not zero.
  */
 int vq_vhu_frontend_connect(const char *path,
