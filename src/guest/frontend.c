@@ -103,11 +103,16 @@ int vhu_fe_call(struct vq_vhu_frontend *f, struct vq_vhu_msg *m,
 		const int *fds, unsigned nfds, struct vq_vhu_msg *rep)
 {
 	bool has_reply = vq_vhu_request_has_reply(m->request);
-	bool ack = !has_reply && vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_REPLY_ACK);
+	bool ack = !has_reply && vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_REPLY_ACK) &&
+		   !f->no_need_reply;
 	struct vq_vhu_msg tmp;
 	int r;
 
-	m->flags = VQ_VHU_VERSION | (ack ? VQ_VHU_FLAG_NEED_REPLY : 0);
+	/* on a request with a reply the flag asks for nothing more */
+	m->flags = VQ_VHU_VERSION |
+		   (ack || (has_reply && f->need_reply_all &&
+			    vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_REPLY_ACK)) ?
+		    VQ_VHU_FLAG_NEED_REPLY : 0);
 	r = vhu_send(f->sock, m, fds, nfds, f->cfg.timeout_ms);
 	if (r)
 		return vhu_ferr(f, r, "%s: send failed (%s)",
@@ -247,7 +252,11 @@ static int send_memory(struct vq_vhu_frontend *f)
 				     .uaddr = (uintptr_t)f->mem, .mmap_offset = 0 };
 	struct vq_vhu_msg m = { 0 };
 
-	if (vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS)) {
+	/* Cloud Hypervisor acks CONFIGURE_MEM_SLOTS yet sends the table at
+	 * activation (ADD_MEM_REG only for hot-plugged memory); crosvm
+	 * never asks for it */
+	if (vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) &&
+	    f->cfg.profile == VQ_VHU_PROFILE_DEFAULT) {
 		uint64_t slots;
 		int r = get_u64(f, VQ_VHU_GET_MAX_MEM_SLOTS, &slots);
 
@@ -267,6 +276,11 @@ static int send_memory(struct vq_vhu_frontend *f)
 		m.u.mem.regions[0] = reg;
 	}
 	return vhu_fe_call(f, &m, &f->mem_fd, 1, NULL);
+}
+
+static bool profiled(const struct vq_vhu_frontend *f)
+{
+	return f->cfg.profile != VQ_VHU_PROFILE_DEFAULT;
 }
 
 static int negotiate(struct vq_vhu_frontend *f)
@@ -290,8 +304,9 @@ static int negotiate(struct vq_vhu_frontend *f)
 		if (r)
 			return r;
 		pofs &= (FRONTEND_PROTOCOL |
-			 (f->cfg.iommu_page ? VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
-			~f->cfg.protocol_mask_out;
+			 (f->cfg.iommu_page || profiled(f) ?
+			  VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) : 0)) &
+			vhu_fe_profile_protocol(f) & ~f->cfg.protocol_mask_out;
 		if (f->cfg.iommu_page &&
 		    (~pofs & (VQ_BIT(VQ_VHU_PROTOCOL_F_BACKEND_REQ) |
 			      VQ_BIT(VQ_VHU_PROTOCOL_F_REPLY_ACK))))
@@ -303,6 +318,15 @@ static int negotiate(struct vq_vhu_frontend *f)
 			return r;
 		/* acks apply from the next message on */
 		f->protocol = pofs;
+		f->no_need_reply = f->cfg.profile == VQ_VHU_PROFILE_CROSVM;
+		f->need_reply_all = f->cfg.profile == VQ_VHU_PROFILE_CLOUD_HYPERVISOR;
+		/* crosvm gives the channel at once, before GET_QUEUE_NUM */
+		if (f->cfg.profile == VQ_VHU_PROFILE_CROSVM &&
+		    vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_BACKEND_REQ)) {
+			r = vhu_fe_channel(f);
+			if (r)
+				return r;
+		}
 	}
 	if (vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_MQ)) {
 		uint64_t nq;
@@ -317,7 +341,8 @@ static int negotiate(struct vq_vhu_frontend *f)
 	}
 	/* logging is switched on later, as a migration does */
 	want = (f->cfg.features | VQ_BIT(VQ_F_VERSION_1)) &
-	       ~VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) & ~VQ_BIT(VQ_VHU_F_LOG_ALL);
+	       ~VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES) & ~VQ_BIT(VQ_VHU_F_LOG_ALL) &
+	       vhu_fe_profile_features(f);
 	if (f->cfg.iommu_page) {
 		if (!(offered & VQ_BIT(VQ_F_ACCESS_PLATFORM)) || !f->protocol)
 			return vhu_ferr(f, -ENOTSUP,
@@ -335,6 +360,10 @@ static int negotiate(struct vq_vhu_frontend *f)
 				f->cfg.queue_size,
 				f->features & VQ_BIT(VQ_F_RING_PACKED) ?
 				"1 to 32768" : "a power of 2 up to 32768");
+	/* The VMMs read the config space before the guest sets DRIVER_OK
+	 * and send features and memory only then (start). */
+	if (profiled(f))
+		return vhu_fe_profile_read_config(f);
 	r = vhu_fe_call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 	if (r)
 		return r;
@@ -378,12 +407,13 @@ static void *ring_alloc(struct vq_vhu_frontend *f, unsigned i, const char *what,
 	return p;
 }
 
-static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
+/* Ring i in guest memory, its driver side and eventfds, its SET_VRING_ADDR
+ * (in q->addr): all but the messages. */
+static int prepare_queue(struct vq_vhu_frontend *f, unsigned i)
 {
 	struct fqueue *q = &f->q[i];
 	uint64_t size, idxmax = f->cfg.indirect_max, ind_gpa = 0;
 	uint16_t num = f->cfg.queue_size;
-	bool pk = f->features & VQ_BIT(VQ_F_RING_PACKED);
 	struct vq_drv_config dc = { 0 };
 	struct vq_vhu_msg m = { .request = VQ_VHU_SET_VRING_ADDR, .kind = VQ_VHU_P_ADDR };
 	void *ring, *ind = NULL;
@@ -427,13 +457,6 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 		return vhu_ferr(f, q->kick_fd < 0 ? q->kick_fd : q->call_fd,
 				"vhost-user \"Ring states\": ring %u: no eventfd for its kick and call: %s",
 				i, strerror(-(q->kick_fd < 0 ? q->kick_fd : q->call_fd)));
-	r = call_vring_fd(f, VQ_VHU_SET_VRING_CALL, i, q->call_fd);
-	if (!r)
-		r = call_state(f, VQ_VHU_SET_VRING_NUM, i, num);
-	if (!r)
-		r = call_state(f, VQ_VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
-	if (r)
-		return r;
 	m.u.addr.index = i;
 	if (f->cfg.iommu_page) {
 		/* behind an IOMMU, ring addresses are IOVAs too */
@@ -449,11 +472,99 @@ static int setup_queue(struct vq_vhu_frontend *f, unsigned i)
 	 * IOMMU (vhost and DPDK's vhost then log through the IOTLB) */
 	m.u.addr.log = f->cfg.iommu_page ? m.u.addr.used : q->ring_gpa + q->off[2];
 	q->addr = m;
-	r = vhu_fe_call(f, &m, NULL, 0, NULL);
+	return 0;
+}
+
+/* One ring message; what each profile orders. */
+enum ring_step { S_CALL, S_NUM, S_BASE, S_ADDR, S_KICK, S_ENABLE, S_END };
+
+static int ring_msg(struct vq_vhu_frontend *f, unsigned i, enum ring_step s)
+{
+	struct fqueue *q = &f->q[i];
+	bool pk = f->features & VQ_BIT(VQ_F_RING_PACKED);
+
+	switch (s) {
+	case S_CALL:
+		return call_vring_fd(f, VQ_VHU_SET_VRING_CALL, i, q->call_fd);
+	case S_NUM:
+		return call_state(f, VQ_VHU_SET_VRING_NUM, i, f->cfg.queue_size);
+	case S_BASE:
+		return call_state(f, VQ_VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
+	case S_ADDR:
+		return vhu_fe_call(f, &q->addr, NULL, 0, NULL);
+	case S_KICK:
+		return call_vring_fd(f, VQ_VHU_SET_VRING_KICK, i, q->kick_fd);
+	case S_ENABLE:
+		/* "only when VHOST_USER_F_PROTOCOL_FEATURES has been
+		 * negotiated": all three agree */
+		if (!(f->features & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
+			return 0;
+		return call_state(f, VQ_VHU_SET_VRING_ENABLE, i, 1);
+	default:
+		return 0;
+	}
+}
+
+static int ring_steps(struct vq_vhu_frontend *f, unsigned i,
+		      const enum ring_step *s)
+{
+	int r = 0;
+
+	for (; !r && *s != S_END; s++)
+		r = ring_msg(f, i, *s);
+	return r;
+}
+
+static int each_ring(struct vq_vhu_frontend *f, const enum ring_step *s)
+{
+	int r = 0;
+
+	for (unsigned i = 0; !r && i < f->cfg.nqueues; i++)
+		r = ring_steps(f, i, s);
+	return r;
+}
+
+static int start_rings(struct vq_vhu_frontend *f)
+{
+	static const enum ring_step def[] = { S_CALL, S_NUM, S_BASE, S_ADDR,
+					      S_KICK, S_ENABLE, S_END };
+	/* activate_vring (vhost_user_frontend/mod.rs) */
+	static const enum ring_step crosvm[] = { S_NUM, S_ADDR, S_BASE, S_CALL,
+						 S_KICK, S_ENABLE, S_END };
+	/* setup_vhost_user (vu_common_ctrl.rs): every NUM first, then the
+	 * rest ring by ring, every ENABLE last */
+	static const enum ring_step ch_num[] = { S_NUM, S_END };
+	static const enum ring_step ch_ring[] = { S_ADDR, S_BASE, S_CALL, S_KICK, S_END };
+	static const enum ring_step ch_enable[] = { S_ENABLE, S_END };
+	int r = 0;
+
+	if (!profiled(f)) {
+		/* each ring laid out just before its messages, as always */
+		for (unsigned i = 0; !r && i < f->cfg.nqueues; i++) {
+			r = prepare_queue(f, i);
+			if (!r)
+				r = ring_steps(f, i, def);
+		}
+		return r;
+	}
+	/* both VMMs: SET_FEATURES, then the memory table, at activation */
+	r = vhu_fe_call_u64(f, VQ_VHU_SET_FEATURES, f->features);
 	if (!r)
-		r = call_vring_fd(f, VQ_VHU_SET_VRING_KICK, i, q->kick_fd);
-	if (!r && (f->features & VQ_BIT(VQ_VHU_F_PROTOCOL_FEATURES)))
-		r = call_state(f, VQ_VHU_SET_VRING_ENABLE, i, 1);
+		r = send_memory(f);
+	for (unsigned i = 0; !r && i < f->cfg.nqueues; i++)
+		r = prepare_queue(f, i);
+	if (r)
+		return r;
+	if (f->cfg.profile == VQ_VHU_PROFILE_CROSVM)
+		return each_ring(f, crosvm);
+	r = each_ring(f, ch_num);
+	if (!r)
+		r = each_ring(f, ch_ring);
+	if (!r)
+		r = each_ring(f, ch_enable);
+	/* the generic device's channel comes after the rings */
+	if (!r && vhu_fe_proto(f, VQ_VHU_PROTOCOL_F_BACKEND_REQ))
+		r = vhu_fe_channel(f);
 	return r;
 }
 
@@ -461,11 +572,9 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f)
 {
 	int r;
 
-	for (unsigned i = 0; i < f->cfg.nqueues; i++) {
-		r = setup_queue(f, i);
-		if (r)
-			return r;
-	}
+	r = start_rings(f);
+	if (r)
+		return r;
 	if (f->cfg.iommu_page) {
 		r = vhu_fe_iommu_map_all(f);
 		if (r)
@@ -527,6 +636,13 @@ static int frontend_init(int sock, const struct vq_vhu_frontend_config *cfg,
 	f->sock = sock;
 	f->mem_fd = -1;
 	f->chan = -1;
+	if (cfg->profile > VQ_VHU_PROFILE_CLOUD_HYPERVISOR ||
+	    (cfg->profile != VQ_VHU_PROFILE_DEFAULT && cfg->iommu_page)) {
+		r = vhu_ferr(f, -EINVAL,
+			     "profile %u: not a profile, or with iommu_page (neither VMM's front-end sends IOTLB updates)",
+			     cfg->profile);
+		goto fail;
+	}
 	if (cfg->nqueues == 0 || cfg->nqueues > VQ_VHU_MAX_QUEUES) {
 		r = vhu_ferr(f, -EINVAL,
 			     "vhost-user \"Multiple queue support\": %u queues, not 1 to %u",

@@ -132,11 +132,19 @@ static int config_msg(struct vq_vhu_frontend *f, uint32_t req, uint32_t off,
 int vq_vhu_frontend_get_config(struct vq_vhu_frontend *f, uint32_t off,
 			       void *buf, uint32_t len)
 {
+	return vhu_fe_get_config(f, off, buf, len, 0);
+}
+
+int vhu_fe_get_config(struct vq_vhu_frontend *f, uint32_t off, void *buf,
+		      uint32_t len, uint32_t flags)
+{
 	struct vq_vhu_msg m, rep;
 	int r = config_msg(f, VQ_VHU_GET_CONFIG, off, len, &m);
 
-	if (!r)
+	if (!r) {
+		m.u.config.flags = flags;
 		r = vhu_fe_call(f, &m, NULL, 0, &rep);
+	}
 	if (r)
 		return r;
 	/* "payload size MUST match the front-end's request" */

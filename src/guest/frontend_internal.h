@@ -6,6 +6,8 @@
  *   frontend_iommu.c    a guest behind a vIOMMU: IOTLB updates and misses
  *   frontend_device.c   requests to a running device: migration logging,
  *                       RARP, MTU, config space
+ *   frontend_profile.c  what crosvm's and Cloud Hypervisor's front-ends
+ *                       negotiate and read (docs/vmm-profiles.md)
  */
 #ifndef VIRTQ_VHU_FRONTEND_INTERNAL_H
 #define VIRTQ_VHU_FRONTEND_INTERNAL_H
@@ -45,6 +47,13 @@ struct vq_vhu_frontend {
 	int chan;                       /* back-end channel (our end), or -1 */
 	uint64_t misses;
 	struct fqueue *q;
+	/* crosvm negotiates REPLY_ACK and never sets NEED_REPLY; Cloud
+	 * Hypervisor (rust-vmm's vhost crate) sets it on every request, those
+	 * with replies of their own too */
+	bool no_need_reply, need_reply_all;
+	/* the config space as a profile read it at connect */
+	uint8_t pcfg[VQ_VHU_CONFIG_MAX];
+	uint32_t pcfg_len;
 	char errmsg[256];
 };
 
@@ -77,7 +86,23 @@ VQ_INTERNAL int vhu_fe_iommu_channel(struct vq_vhu_frontend *f);
 /* Map all of guest memory, then answer what was asked meanwhile. */
 VQ_INTERNAL int vhu_fe_iommu_map_all(struct vq_vhu_frontend *f);
 
+/* Give the back-end a channel (SET_BACKEND_REQ_FD); our end in f->chan. */
+VQ_INTERNAL int vhu_fe_channel(struct vq_vhu_frontend *f);
+
 /* frontend_device.c */
 VQ_INTERNAL void vhu_fe_log_free(struct vq_vhu_frontend *f);
+/* GET_CONFIG with the given flags (VHOST_USER_CONFIG_* of the spec). */
+VQ_INTERNAL int vhu_fe_get_config(struct vq_vhu_frontend *f, uint32_t off,
+				  void *buf, uint32_t len, uint32_t flags);
+
+/* frontend_profile.c */
+/* The virtio features the profile's VMM asks the back-end for (a mask over
+ * what the caller wants); all ones for DEFAULT. */
+VQ_INTERNAL uint64_t vhu_fe_profile_features(const struct vq_vhu_frontend *f);
+/* The protocol features the profile's VMM offers; all ones for DEFAULT. */
+VQ_INTERNAL uint64_t vhu_fe_profile_protocol(const struct vq_vhu_frontend *f);
+/* The config reads the VMM makes before the guest sets DRIVER_OK (into
+ * f->pcfg); 0 or -errno. */
+VQ_INTERNAL int vhu_fe_profile_read_config(struct vq_vhu_frontend *f);
 
 #endif

@@ -16,8 +16,6 @@
 int vhu_fe_iommu_channel(struct vq_vhu_frontend *f)
 {
 	uint64_t page = f->cfg.iommu_page;
-	struct vq_vhu_msg m = { .request = VQ_VHU_SET_BACKEND_REQ_FD, .kind = VQ_VHU_P_NONE };
-	int sv[2], r;
 
 	if (page < 4096 || (page & (page - 1)) || f->mem_size % page ||
 	    f->mem_size / page > VQ_IOTLB_MAX_ENTRIES)
@@ -25,6 +23,14 @@ int vhu_fe_iommu_channel(struct vq_vhu_frontend *f)
 				"vhost-user \"IOMMU support\": an IOMMU page of %llu bytes is not a power of 2 of 4096 or more dividing the %llu bytes of guest memory into at most %u",
 				(unsigned long long)page, (unsigned long long)f->mem_size,
 				VQ_IOTLB_MAX_ENTRIES);
+	return vhu_fe_channel(f);
+}
+
+int vhu_fe_channel(struct vq_vhu_frontend *f)
+{
+	struct vq_vhu_msg m = { .request = VQ_VHU_SET_BACKEND_REQ_FD, .kind = VQ_VHU_P_NONE };
+	int sv[2], r;
+
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return vhu_ferr(f, -errno,
 				"vhost-user \"Back-end communication\": socketpair failed: %s",

@@ -7,6 +7,8 @@
  *    MQ with more than one pair, MTU always (QEMU's host_mtu needs it);
  *  - GET_CONFIG returns mac, status (link up), max_virtqueue_pairs and mtu,
  *    whole or one field at a time, little-endian;
+ *  - all 17 bytes up to duplex are served in one read (Cloud Hypervisor
+ *    reads that many), speed and duplex "unknown";
  *  - a read past the config space is refused, and the daemon serves the
  *    next front-end.
  * argv[1]: the virtq-net binary.
@@ -99,6 +101,19 @@ static void config_space_5_1_4_fields(void)
 	/* the pairs field alone, as a driver reads it before using MQ */
 	CHECK_EQ(vq_vhu_frontend_get_config(f, 8, &v, 2), 0);
 	CHECK_EQ(vq_le16(v), 2);
+	/* 17 bytes at once, as Cloud Hypervisor reads them (net_util
+	 * VirtioNetConfig): the same fields, then speed and duplex unknown */
+	{
+		uint8_t all[17];
+		uint32_t speed;
+
+		CHECK_EQ(vq_vhu_frontend_get_config(f, 0, all, sizeof(all)), 0);
+		CHECK_EQ(memcmp(all, mac, 6), 0);
+		CHECK_EQ(all[8], 2);
+		memcpy(&speed, all + 12, 4);
+		CHECK_EQ(vq_le32(speed), 0xffffffffu);
+		CHECK_EQ(all[16], 0xff);
+	}
 	vq_vhu_frontend_free(f);
 	stop(pid);
 }
@@ -132,7 +147,7 @@ static void get_config_past_the_end_refused(void)
 	struct vq_vhu_frontend *f = connect_fe(2);
 	uint8_t b[8];
 
-	CHECK(vq_vhu_frontend_get_config(f, 10, b, 4) < 0);
+	CHECK(vq_vhu_frontend_get_config(f, 14, b, 4) < 0);
 	vq_vhu_frontend_free(f);
 	f = connect_fe(2);
 	CHECK_EQ(vq_le16(read_config(f).mtu), 1500);

@@ -81,6 +81,13 @@ bad "net: socket and backend"           net $s --backend true
 bad "net: missing value"                net $s --size
 bad "net: out of range"                 net $s --size 5
 bad "net: hex"                          net $s --count 0x10
+bad "net: no such profile"              net $s --profile qemu
+bad "net: crosvm never packed"          net $s --profile crosvm --packed on
+bad "net: crosvm never indirect"        net $s --profile crosvm --indirect on
+bad "net: cloud-hypervisor never packed" net $s --profile cloud-hypervisor --packed on
+bad "net: a profile sends no IOTLB"     net $s --profile crosvm --iommu 4K
+bad "vsock: crosvm never packed"        vsock --backend true --profile crosvm --packed on
+bad "vsock: cloud-hypervisor generic, no seqpacket" vsock --backend true --profile cloud-hypervisor --type seqpacket
 bad "net: not a number"                 net $s --seconds 1e
 bad "net: --verify in tx"               net $s --verify
 bad "net: --size in rx without --verify" net $s --direction rx --size 100

@@ -60,7 +60,7 @@ static void device_reserved_words_must_be_zero(void)
  * must be zero; the adopted fd is the front-end's, closed on the refusal. */
 static void frontend_config_reserved_words_must_be_zero(void)
 {
-	for (unsigned k = 0; k < 4; k++) {
+	for (unsigned k = 0; k < 3; k++) {
 		struct vq_vhu_frontend_config c = { .nqueues = 1, .queue_size = 64 };
 		struct vq_vhu_frontend *f = (void *)1;
 		int sv[2];

@@ -490,6 +490,16 @@ static int dev_set_mtu(void *opaque, uint16_t mtu)
 	return 0;
 }
 
+/* The config space served: 5.1.4's fields up to duplex, since Cloud
+ * Hypervisor reads all 17 bytes of its VirtioNetConfig in one GET_CONFIG
+ * and gives up on the device when refused.  Speed and duplex say
+ * "unknown": SPEED_DUPLEX is not offered, the guest never reads them. */
+struct net_config_served {
+	struct vq_net_config_space c;
+	uint32_t speed;
+	uint8_t duplex;
+} __attribute__((packed));
+
 /* Control thread: the config space (5.1.4), for front-ends that do not
  * keep it themselves (crosvm, Cloud Hypervisor; QEMU keeps its own and
  * does not negotiate PROTOCOL_F_CONFIG for a net device). */
@@ -497,15 +507,16 @@ static void dev_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
 {
 	struct net_dev *d = opaque;
 	unsigned mtu = d->mtu ? d->mtu : d->o.mtu ? d->o.mtu : 1500;
-	struct vq_net_config_space c = {
-		.status = vq_le16(net_link_up(d) ? VQ_NET_S_LINK_UP : 0),
-		.max_virtqueue_pairs = vq_le16((uint16_t)d->o.pairs),
-		.mtu = vq_le16((uint16_t)mtu),
+	struct net_config_served s = {
+		.c.status = vq_le16(net_link_up(d) ? VQ_NET_S_LINK_UP : 0),
+		.c.max_virtqueue_pairs = vq_le16((uint16_t)d->o.pairs),
+		.c.mtu = vq_le16((uint16_t)mtu),
+		.speed = vq_le32(0xffffffffu), .duplex = 0xff,
 	};
 
-	memcpy(c.mac, d->o.mac, sizeof(c.mac));
+	memcpy(s.c.mac, d->o.mac, sizeof(s.c.mac));
 	/* The library checked off + len against config_len. */
-	memcpy(buf, (uint8_t *)&c + off, len);
+	memcpy(buf, (uint8_t *)&s + off, len);
 }
 
 static const struct vq_fw_device_ops net_ops = {
@@ -587,7 +598,7 @@ static int workers_new(struct net_dev *d)
 	struct vq_fw_device dev = {
 		.name = "virtq-net", .features = offered_features(d),
 		.nqueues = 2 * d->o.pairs, .ops = &net_ops, .opaque = d,
-		.config_len = sizeof(struct vq_net_config_space),
+		.config_len = sizeof(struct net_config_served),
 	};
 	int r;
 

@@ -37,6 +37,7 @@
 #include "dirty_log.h"
 #include "net.h"
 #include "perf.h"
+#include "profile.h"
 
 struct net_run {
 	struct net_opts o;
@@ -197,12 +198,14 @@ static int net_setup(struct net_run *n)
 	struct net_opts *o = &n->o;
 	char err[256] = "";
 	struct vq_vhu_frontend_config fc = {
-		.features = wanted_features(o), .nqueues = 2,
+		.features = wanted_features(o) | perf_profile_guest_extra(o->profile, 1),
+		.nqueues = 2,
 		.queue_size = (uint16_t)o->queue_size,
 		.mem_size = 0, .hugetlb = o->hugetlb,
 		.indirect_max = o->indirect ? 16 : 0,
 		.iommu_page = o->iommu_page,
 		.err = err, .errlen = sizeof(err),
+		.profile = o->profile, .device_id = 1,  /* virtio 1.2, 5 */
 	};
 	uint64_t need, txgpa, rxgpa;
 	uint8_t *txmem, *rxmem;
@@ -221,12 +224,14 @@ static int net_setup(struct net_run *n)
 		return r;
 	}
 	/* A backend may refuse what we want: say what we got. */
+	fc.features = wanted_features(o);
 	if ((vq_vhu_frontend_features(n->f) & fc.features) != fc.features) {
 		fprintf(stderr, "virtq-perf net: backend does not offer features 0x%" PRIx64 "\n",
 			fc.features & ~vq_vhu_frontend_features(n->f));
 		return -ENOTSUP;
 	}
 	n->features = vq_vhu_frontend_features(n->f);
+	perf_profile_report(stderr, "virtq-perf net", o->profile, n->f);
 	if (o->dirty_log) {
 		r = perf_dlog_on(&n->dlog, n->f, "virtq-perf net");
 		if (r == 0)

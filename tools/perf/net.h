@@ -34,6 +34,7 @@ struct net_opts {
 	bool dirty_log;
 	uint64_t iommu_page;            /* --iommu: bytes per IOTLB entry */
 	unsigned drop_kicks;            /* send no kick for every Nth owed */
+	unsigned profile;               /* --profile: enum vq_vhu_profile */
 };
 
 /* Parse argv into o; a bad command line is one line on stderr and exit 2,

@@ -10,6 +10,7 @@
 
 #include "net.h"
 #include "perf.h"
+#include "profile.h"
 
 static void net_usage(FILE *f)
 {
@@ -60,6 +61,10 @@ static void net_usage(FILE *f)
 "  --drop-kicks N        fault injection: send no kick for every Nth the\n"
 "                        ring asks for (a driver whose barrier failed):\n"
 "                        the backend must find those buffers on its own\n"
+"  --profile default|crosvm|cloud-hypervisor\n"
+"                        negotiate, read the config space and order the\n"
+"                        set-up messages as that VMM's front-end does, and\n"
+"                        print what was negotiated and read (default: ours)\n"
 "  --json                one JSON object with ops_per_sec\n"
 "  --help, --version\n");
 }
@@ -68,7 +73,7 @@ enum {
 	N_SOCK, N_BACKEND, N_BARG, N_UB, N_BBP, N_DIR, N_SIZE, N_PACKED,
 	N_INORDER, N_EVIDX, N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS,
 	N_COUNT, N_CPU, N_PEER, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
-	N_JSON, N_LAST = N_JSON,
+	N_PROFILE, N_JSON, N_LAST = N_JSON,
 };
 
 static const struct option net_long[] = {
@@ -96,6 +101,7 @@ static const struct option net_long[] = {
 	{ "dirty-log", no_argument, NULL, N_DLOG },
 	{ "iommu", required_argument, NULL, N_IOMMU },
 	{ "drop-kicks", required_argument, NULL, N_DROPK },
+	{ "profile", required_argument, NULL, N_PROFILE },
 	{ "json", no_argument, NULL, N_JSON },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
@@ -148,6 +154,7 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 			cli_usage_error("%s: '%s' is not a power of two", name, v);
 		break;
 	case N_DROPK: o->drop_kicks = (unsigned)cli_u64(name, v, 1, UINT32_MAX); break;
+	case N_PROFILE: o->profile = perf_profile_parse(name, v); break;
 	case N_JSON: o->json = true; break;
 	}
 }
@@ -172,6 +179,19 @@ static void net_check(struct net_opts *o, uint64_t given)
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);
+	if (o->profile) {
+		uint64_t ring = (o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+				(o->in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0) |
+				(o->indirect ? VQ_BIT(VQ_F_INDIRECT_DESC) : 0);
+		const char *no = perf_profile_refuses(o->profile, 1, ring);
+
+		if (no)
+			cli_usage_error("--profile %s: that VMM's front-end never negotiates %s",
+					perf_profile_name(o->profile), no);
+		if (o->iommu_page)
+			cli_usage_error("--iommu: --profile %s sends no IOTLB updates",
+					perf_profile_name(o->profile));
+	}
 	/* An external backend may be polling the peer CPU, which would
 	 * starve the probe: only a backend we start and stop is probed by
 	 * default. */

@@ -59,6 +59,7 @@
 #include <virtq/guest/vsock.h>
 
 #include "perf.h"
+#include "profile.h"
 #include "vsock_run.h"
 
 /* ---- the backend we start ---- */
@@ -129,6 +130,7 @@ static int guest_setup(struct vs_run *n)
 		.features = VQ_BIT(VQ_F_VERSION_1),
 		.nqueues = 3, .queue_size = (uint16_t)n->o.queue_size,
 		.mem_size = 64ull << 20,
+		.profile = n->o.profile, .device_id = 19,       /* virtio 1.2, 5 */
 	};
 	struct vq_vsg_config gc = { .rx_buf_size = 4096, .buf_alloc = n->o.rcvbuf,
 				    .kick = guest_kick, .arg = n };
@@ -168,7 +170,11 @@ static int guest_setup(struct vs_run *n)
 		fprintf(stderr, "virtq-perf vsock: the backend does not offer VQ_VSOCK_F_SEQPACKET\n");
 		return -ENOTSUP;
 	}
-	r = vq_vhu_frontend_get_config(n->fe, 0, &vc, sizeof(vc));
+	/* a profile read it already, as that VMM does */
+	if (vq_vhu_frontend_profile_config(n->fe, &vc, sizeof(vc)) >= sizeof(vc))
+		r = 0;
+	else
+		r = vq_vhu_frontend_get_config(n->fe, 0, &vc, sizeof(vc));
 	if (r < 0) {
 		fprintf(stderr, "virtq-perf vsock: GET_CONFIG: %s\n",
 			vq_vhu_frontend_error_msg(n->fe));
@@ -185,6 +191,7 @@ static int guest_setup(struct vs_run *n)
 			vq_vhu_frontend_error_msg(n->fe));
 		return r;
 	}
+	perf_profile_report(stderr, "virtq-perf vsock", n->o.profile, n->fe);
 	/* Before any buffer is posted: the device has written nothing yet. */
 	if (n->o.dirty_log) {
 		r = perf_dlog_on(&n->dlog, n->fe, "virtq-perf vsock");

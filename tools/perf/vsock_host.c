@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <virtq/runtime.h>
+#include <virtq/guest/frontend.h>
 
 #include "vsock_run.h"
 
@@ -147,6 +148,20 @@ int vs_host_connect(struct vs_run *n, unsigned i)
 
 		n->host_fds[i] = -1;    /* the caller's now */
 		return fd;
+	}
+	if ((n->o.latency || n->o.rx) && n->o.profile == VQ_VHU_PROFILE_CROSVM) {
+		/* crosvm sets no NEED_REPLY: its rings may still be on their
+		 * way to the backend, which refuses a CONNECT with no guest.
+		 * Retry for a while, as a host program retries a guest that
+		 * is not up yet. */
+		for (int k = 0; k < 200 && !vs_stopped(n); k++) {
+			int fd = host_connect_guest(n, VS_PORT);
+
+			if (fd >= 0 || strcmp(n->host_err, "handshake: connection closed"))
+				return fd;
+			usleep(10000);
+		}
+		return -1;
 	}
 	if (n->o.latency || n->o.rx)
 		return host_connect_guest(n, VS_PORT);

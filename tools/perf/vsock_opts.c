@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include <virtq/ring.h>
+#include <virtq/vsock.h>
 
 #include "perf.h"
+#include "profile.h"
 #include "vsock_check.h"
 #include "vsock_opts.h"
 
@@ -55,6 +57,10 @@ static void vs_usage(FILE *f)
 "                        end every page the backend wrote must be marked\n"
 "  --drop-kicks N        fault injection: send no kick for every Nth the\n"
 "                        ring asks for (a driver whose barrier failed)\n"
+"  --profile default|crosvm|cloud-hypervisor\n"
+"                        negotiate, read the config space and order the\n"
+"                        set-up messages as that VMM's front-end does, and\n"
+"                        print what was negotiated and read (default: ours)\n"
 "  --json                one JSON object (\"ops_per_sec\" = bytes/s)\n"
 "  --help, --version\n");
 }
@@ -63,7 +69,7 @@ enum {
 	V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_TYPE, V_LAT, V_ITERS, V_QSIZE, V_PACKED,
 	V_EVIDX, V_CID, V_PLACE, V_DLOG, V_DROPK, V_JSON, V_TRANSPORT, V_BP, V_CONNS,
-	V_STALL, V_CPU, V_LAST = V_CPU,
+	V_STALL, V_CPU, V_PROFILE, V_LAST = V_PROFILE,
 };
 
 static const struct option vs_long[] = {
@@ -95,6 +101,7 @@ static const struct option vs_long[] = {
 	{ "conns", required_argument, NULL, V_CONNS },
 	{ "stall", required_argument, NULL, V_STALL },
 	{ "cpu", required_argument, NULL, V_CPU },
+	{ "profile", required_argument, NULL, V_PROFILE },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
 };
@@ -153,6 +160,7 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	case V_CONNS: o->conns = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX); break;
 	case V_STALL: o->stall = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX - 1); break;
 	case V_CPU: perf_cpu_pair(name, v, o->cpu, false); break;
+	case V_PROFILE: o->profile = perf_profile_parse(name, v); break;
 	}
 }
 
@@ -164,7 +172,7 @@ static void vs_check_unix(const struct vs_opts *o, uint64_t given)
 {
 	static const int vsock_only[] = {
 		V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_QSIZE, V_PACKED,
-		V_EVIDX, V_CID, V_DLOG, V_DROPK,
+		V_EVIDX, V_CID, V_DLOG, V_DROPK, V_PROFILE,
 	};
 
 	for (unsigned i = 0; i < sizeof(vsock_only) / sizeof(vsock_only[0]); i++)
@@ -192,6 +200,15 @@ static void vs_check_backend(const struct vs_opts *o, uint64_t given)
 	if (!o->backend && !(o->socket_path && o->uds))
 		cli_usage_error("give --backend, or --socket-path and --uds-path");
 	perf_backend_opts_check(&o->bo, o->backend);
+	if (o->profile) {
+		uint64_t ring = (o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
+				(o->seqpacket ? VQ_BIT(VQ_VSOCK_F_SEQPACKET) : 0);
+		const char *no = perf_profile_refuses(o->profile, 19, ring);
+
+		if (no)
+			cli_usage_error("--profile %s: that VMM's front-end never negotiates %s",
+					perf_profile_name(o->profile), no);
+	}
 	if (o->backend && GIVEN(V_CID))
 		cli_usage_error("--cid: a backend we start gets CID 3; --cid checks one "
 				"at --socket-path");

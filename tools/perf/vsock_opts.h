@@ -38,6 +38,7 @@ struct vs_opts {
 	unsigned conns;                 /* --conns: 0 = the one-connection run */
 	unsigned stall;                 /* receivers not read until the others end */
 	int cpu[2];                     /* --cpu: guest side, host program; -1: free */
+	unsigned profile;               /* --profile: enum vq_vhu_profile */
 };
 
 /* Parse argv into o; a bad command line is one line on stderr and exit 2,

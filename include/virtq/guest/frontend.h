@@ -15,7 +15,8 @@
  *
  * Growth (docs/DESIGN.md, "ABI"): struct vq_vhu_frontend_config ends in
  * reserved words that must be zero (-EINVAL otherwise), so a field added
- * later takes one and its zero means the old behaviour.
+ * later takes one and its zero means the old behaviour (profile and
+ * device_id took the first).
  */
 #ifndef VIRTQ_VHOST_USER_FRONTEND_H
 #define VIRTQ_VHOST_USER_FRONTEND_H
@@ -30,6 +31,18 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * Whose front-end to play (docs/vmm-profiles.md says what was read where,
+ * and what is not reproduced).  A profile changes what is negotiated
+ * (features, protocol features), the order of the set-up messages, the
+ * config-space reads, and the memory message, as that VMM does them.
+ */
+enum vq_vhu_profile {
+	VQ_VHU_PROFILE_DEFAULT = 0,     /* this library's own sequence */
+	VQ_VHU_PROFILE_CROSVM = 1,      /* crosvm's vhost_user_frontend */
+	VQ_VHU_PROFILE_CLOUD_HYPERVISOR = 2,  /* Cloud Hypervisor's vhost_user */
+};
 
 struct vq_vhu_frontend_config {
 	/* Virtio features wanted (device bits and ring bits); VERSION_1 is
@@ -55,8 +68,15 @@ struct vq_vhu_frontend_config {
 	uint64_t iommu_page;
 	char *err;                      /* optional: why connect failed */
 	size_t errlen;
+	/* enum vq_vhu_profile; -EINVAL for another value, and for a profile
+	 * with iommu_page (neither VMM sends IOTLB updates). */
+	uint32_t profile;
+	/* With a profile: the virtio device ID played (virtio 1.2, 5: 1 net,
+	 * 19 vsock), which decides the VMM's device code path and its
+	 * config reads; 0 or another ID: no config reads. */
+	uint32_t device_id;
 	/* Must be zero: fields a later version adds. */
-	uint64_t reserved[4];
+	uint64_t reserved[3];
 };
 
 struct vq_vhu_frontend;
@@ -65,8 +85,9 @@ struct vq_vhu_frontend;
  * Connect to the back-end at path (or use the connected socket fd, which the
  * front-end then owns, closing it on failure) and negotiate: SET_OWNER,
  * features, protocol features, queue count (MQ), guest memory
- * (SET_MEM_TABLE, or ADD_MEM_REG with CONFIGURE_MEM_SLOTS).  The rings are
- * not set up yet.  Returns 0 or -errno (and cfg->err says why); -EINVAL for
+ * (SET_MEM_TABLE, or ADD_MEM_REG with CONFIGURE_MEM_SLOTS).  With a
+ * profile: up to the config reads; features and memory wait for start, as
+ * those VMMs send them at DRIVER_OK.  The rings are not set up yet.  Returns 0 or -errno (and cfg->err says why); -EINVAL for
  * a reserved word that is not zero.
  */
 int vq_vhu_frontend_connect(const char *path,
@@ -76,7 +97,9 @@ int vq_vhu_frontend_adopt_fd(int fd, const struct vq_vhu_frontend_config *cfg,
 			     struct vq_vhu_frontend **out);
 
 /* Lay out and set up every ring (CALL, NUM, BASE, ADDR, KICK, ENABLE) and
- * create the driver-side queues.  0 or -errno. */
+ * create the driver-side queues.  With a profile, SET_FEATURES and the
+ * memory table are sent here (both VMMs send them when the guest sets
+ * DRIVER_OK), then the rings in that VMM's order.  0 or -errno. */
 int vq_vhu_frontend_start(struct vq_vhu_frontend *f);
 
 /* Stop ring i (GET_VRING_BASE); *base gets the back-end's answer.  0,
@@ -92,6 +115,11 @@ uint64_t vq_vhu_frontend_features(const struct vq_vhu_frontend *f);
 uint64_t vq_vhu_frontend_protocol_features(const struct vq_vhu_frontend *f);
 /* Why the last call failed. */
 const char *vq_vhu_frontend_error_msg(const struct vq_vhu_frontend *f);
+/* With a profile: the config space as connect read it the VMM's way, up to
+ * len bytes from offset 0 into buf (bytes not read are zero).  Returns how
+ * many bytes from offset 0 the reads covered; 0 when none were made. */
+uint32_t vq_vhu_frontend_profile_config(const struct vq_vhu_frontend *f,
+					void *buf, uint32_t len);
 
 /* After start: the driver side of ring i and its eventfds. */
 struct vq_drv *vq_vhu_frontend_queue(struct vq_vhu_frontend *f, unsigned i);
