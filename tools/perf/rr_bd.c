@@ -233,8 +233,14 @@ void rr_bd_report(FILE *f, struct rr_bd *b)
 
 		if (s == RS_SPINS)
 			fprintf(f, "  per transaction (counts):\n");
-		fprintf(f, "  %-12s %-48s %7.0f %7.0f %8.1f\n", step_key[s], step_what[s],
-			st.p50, st.p99, st.mean);
+		/* data and used need a spin that saw the bytes: none when
+		 * every wait slept */
+		if (!b->n[s])
+			fprintf(f, "  %-12s %-48s %7s %7s %8s\n", step_key[s], step_what[s],
+				"-", "-", "-");
+		else
+			fprintf(f, "  %-12s %-48s %7.0f %7.0f %8.1f\n", step_key[s],
+				step_what[s], st.p50, st.p99, st.mean);
 	}
 	fprintf(f, "  kicks %.4f, sleeps %.4f per transaction; answer's buffer "
 		"predicted %" PRIu64 " times wrong, bytes unseen before the entry %"
