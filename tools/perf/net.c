@@ -38,6 +38,11 @@
 #include "net.h"
 #include "perf.h"
 #include "profile.h"
+#include "rr_bd.h"
+#include "tsc.h"
+
+/* Placement probes kept: before, after, and rr's during the run. */
+#define NET_PROBES_MAX 64
 
 struct net_run {
 	struct net_opts o;
@@ -57,7 +62,12 @@ struct net_run {
 	double elapsed;
 	uint64_t features;              /* negotiated */
 	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
+	double c2c[NET_PROBES_MAX];     /* every probe that answered, in order */
+	unsigned nc2c;
+	double c2c_med, c2c_min, c2c_max;       /* over c2c[]; NaN: none */
 	enum perf_place place;
+	uint64_t unrecorded;            /* rr: transactions after a mid-run probe */
+	struct rr_bd *bd;               /* rr --rr-breakdown; NULL: off */
 	double *lat;                    /* rr: microseconds */
 	uint64_t nlat, lat_cap;
 	struct perf_backend be;
@@ -263,6 +273,16 @@ static int net_setup(struct net_run *n)
 	return vq_netg_start(n->g);
 }
 
+/* --rr-breakdown: the busy poll's clock is read once per spin, which is
+ * where a spin is seen from outside the library. */
+static uint64_t bd_now(void *arg)
+{
+	struct net_run *n = arg;
+
+	rr_bd_spin(n->bd);
+	return vq_rt_now_ns();
+}
+
 /* Wait for used buffers on q as --busy-poll says.  1: there may be some. */
 static int wait_used(struct net_run *n, struct vq_drv *q, int call_fd,
 		     struct vq_rt_counters *c)
@@ -270,10 +290,14 @@ static int wait_used(struct net_run *n, struct vq_drv *q, int call_fd,
 	struct vq_rt_drv_wait w = {
 		.call_fd = call_fd,
 		.busy_poll_ns = n->o.busy_poll_us > 0 ? (uint64_t)n->o.busy_poll_us * 1000 : 0,
+		.now_ns = n->bd && q == n->rxq ? bd_now : NULL, .arg = n,
 	};
 
-	if (n->o.busy_poll_us < 0)
+	if (n->o.busy_poll_us < 0) {
+		if (n->bd && q == n->rxq)
+			rr_bd_spin(n->bd);
 		return vq_drv_has_used(q);
+	}
 	return vq_rt_drv_wait_used(q, &w, 100, c);
 }
 
@@ -406,6 +430,7 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 		uint64_t pkts = n->pkts, bytes = n->bytes;
 		struct vq_netg_frame f;
 		uint32_t got = ~0u;
+		uint64_t t = n->bd ? perf_tsc() : 0;
 		int r = vq_netg_rx_burst(n->g, &f, 1);
 
 		if (r < 0)
@@ -421,11 +446,46 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 		rx_count(n, &f, &got);
 		n->pkts = pkts;
 		n->bytes = bytes;
+		if (n->bd) {
+			rr_bd_frame(n->bd, f.buf[0].data, got == seq);
+			n->bd->t_used = t;
+		}
 		if ((r = vq_netg_rx_repost(n->g)) < 0)
 			return r;
-		if (got == seq)
+		if (got == seq) {
+			if (n->bd)
+				n->bd->t_rx = perf_tsc();
 			return 1;
+		}
 	}
+}
+
+/* One-way core-to-core latency between us and the backend's CPU, kept
+ * with the others of the run. */
+static double probe(struct net_run *n)
+{
+	double ns;
+
+	if (n->o.peer_cpu < 0)
+		return NAN;
+	ns = perf_c2c_ns(n->o.cpu, n->o.peer_cpu);
+	if (ns < 0)
+		return NAN;
+	if (n->nc2c < NET_PROBES_MAX)
+		n->c2c[n->nc2c++] = ns;
+	return ns;
+}
+
+/* rr, --probe-every: stop sending, wait for the backend to give up
+ * polling (its --busy-poll window, then some), and probe between the two
+ * CPUs it and we run on.  The placement moves every few seconds: the
+ * probes before and after a run cannot see a move and back inside it. */
+static void rr_probe_pause(struct net_run *n)
+{
+	int64_t bp = n->o.bo.busy_poll;
+
+	usleep((useconds_t)((bp > 0 ? bp : 0) + 1000));
+	probe(n);
 }
 
 /* A transaction waits for its answer up to 1 s, and never past the end
@@ -434,14 +494,18 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 static int run_rr(struct net_run *n, uint64_t t0)
 {
 	uint64_t end = t0 + (uint64_t)(n->o.seconds * 1e9), lost = 0;
+	uint64_t every = (uint64_t)(n->o.probe_every * 1e9), next_probe = t0 + every;
 	uint32_t seq = 0, len = n->o.size;
-	bool cut = false;
+	bool cut = false, record = true;
+	struct rr_bd *bd = n->bd;
 	int r;
 
 	n->lat_cap = 1 << 20;
 	n->lat = malloc(sizeof(double) * n->lat_cap);
 	if (!n->lat)
 		return -ENOMEM;
+	if (bd)
+		rr_bd_costs(bd, n->rxq);
 	while (!(n->o.count && n->pkts >= n->o.count)) {
 		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
 		uint8_t *frame;
@@ -449,25 +513,48 @@ static int run_rr(struct net_run *n, uint64_t t0)
 
 		if (ts >= end)
 			break;
+		if (every && n->o.peer_cpu >= 0 && ts >= next_probe && ts + every / 2 < end) {
+			rr_probe_pause(n);
+			/* the backend slept: the next answer costs a kick and a
+			 * wake-up that no other transaction pays */
+			record = false;
+			next_probe = vq_rt_now_ns() + every;
+			continue;
+		}
 		if (tdead > end)
 			tdead = end;
+		if (bd) {
+			rr_bd_begin(bd, seq);
+			bd->t_start = perf_tsc();
+		}
 		/* the one frame in flight came back last time */
 		if ((r = vq_netg_tx_reserve(n->g, &frame, 1)) <= 0)
 			return r < 0 ? r : -ENOSPC;
 		frame_fill(frame, n->o.size, seq);
+		if (bd)
+			bd->t_filled = perf_tsc();
 		if ((r = vq_netg_tx_post(n->g, &len, NULL, 1)) < 0)
 			return r;
+		if (bd)
+			bd->t_posted = perf_tsc();
 		if ((back = rr_await(n, seq, tdead)) < 0)
 			return back;
 		/* The TX buffer comes back once the backend consumed it. */
 		while ((r = vq_netg_tx_reap(n->g, 1)) == 0) {
+			if (bd)
+				bd->reaps++;
 			if (vq_rt_now_ns() > tdead + 1000000000ull)
 				return -ETIMEDOUT;
 		}
 		if (r < 0)
 			return r;
+		if (bd)
+			rr_bd_end(bd, back && record, n->tc.kicks_sent + n->rc.kicks_sent,
+				  n->rc.wakeups);
 		if (back) {
-			if (n->nlat < n->lat_cap)
+			if (!record)
+				n->unrecorded++;
+			else if (n->nlat < n->lat_cap)
 				n->lat[n->nlat++] = (double)(vq_rt_now_ns() - ts) / 1e3;
 			n->pkts++;
 			n->bytes += n->o.size;
@@ -476,6 +563,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		} else {
 			cut = true;     /* by the end of the run, not lost */
 		}
+		record = true;
 		seq++;
 	}
 	if ((lost || cut) && !n->pkts)
@@ -487,15 +575,40 @@ static int run_rr(struct net_run *n, uint64_t t0)
 
 static const char *const dir_names[] = { "tx", "rx", "rr" };
 
-/* One-way core-to-core latency between us and the backend's CPU. */
-static double probe(const struct net_opts *o)
+static int cmp_double(const void *a, const void *b)
 {
-	double ns;
+	double x = *(const double *)a, y = *(const double *)b;
 
-	if (o->peer_cpu < 0)
-		return NAN;
-	ns = perf_c2c_ns(o->cpu, o->peer_cpu);
-	return ns < 0 ? NAN : ns;
+	return x < y ? -1 : x > y;
+}
+
+/* The run's placement from all its probes: near or far if every probe
+ * says so, mixed if they differ; unknown unless both the probe before
+ * and the one after answered. */
+static void place_summary(struct net_run *n)
+{
+	double v[NET_PROBES_MAX];
+
+	n->c2c_med = n->c2c_min = n->c2c_max = NAN;
+	n->place = PLACE_UNKNOWN;
+	if (!n->nc2c)
+		return;
+	memcpy(v, n->c2c, sizeof(v[0]) * n->nc2c);
+	qsort(v, n->nc2c, sizeof(v[0]), cmp_double);
+	n->c2c_med = n->nc2c & 1 ? v[n->nc2c / 2]
+				 : (v[n->nc2c / 2 - 1] + v[n->nc2c / 2]) / 2;
+	n->c2c_min = v[0];
+	n->c2c_max = v[n->nc2c - 1];
+	if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
+		n->place = perf_place_classify(n->c2c_min, n->c2c_max);
+}
+
+static void json_ns(const char *key, double v)
+{
+	if (isnan(v))
+		printf(",\"%s\":null", key);
+	else
+		printf(",\"%s\":%.1f", key, v);
 }
 
 static void net_report(struct net_run *n)
@@ -527,9 +640,20 @@ static void net_report(struct net_run *n)
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);
 		printf(",\"placement\":\"%s\"", perf_place_name(n->place));
+		/* every probe of the run, before, during (rr) and after */
+		json_ns("c2c_ns", n->c2c_med);
+		json_ns("c2c_ns_min", n->c2c_min);
+		json_ns("c2c_ns_max", n->c2c_max);
+		json_ns("c2c_rtt_ns", 2 * n->c2c_med);
+		printf(",\"c2c_probes\":%u", n->nc2c);
 		if (o->dir == D_RR && n->nlat)
 			printf(",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f",
 			       l.p50, l.p90, l.p99, l.p999);
+		if (o->dir == D_RR)
+			printf(",\"latencies\":%" PRIu64 ",\"unrecorded\":%" PRIu64,
+			       n->nlat, n->unrecorded);
+		if (n->bd)
+			rr_bd_json(stdout, n->bd);
 		printf("}\n");
 	} else {
 		printf("net %s %u B %s%s%s: %" PRIu64 " %s in %.2f s = %.3f M/s, %.3f Gbit/s, "
@@ -538,9 +662,14 @@ static void net_report(struct net_run *n)
 		       o->in_order ? " in-order" : "", o->mrg ? " mrg" : "",
 		       n->pkts, o->dir == D_RR ? "transactions" : "frames", n->elapsed,
 		       pps / 1e6, gbps, kpp, wpp);
-		if (o->dir == D_RR && n->nlat)
-			printf("rr latency us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f\n",
+		if (o->dir == D_RR && n->nlat) {
+			printf("rr latency us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f",
 			       l.p50, l.p90, l.p99, l.p999);
+			if (!isnan(n->c2c_med))
+				printf(" (p50 = %.1f cache-line round trips)",
+				       l.p50 * 1e3 / (2 * n->c2c_med));
+			printf("\n");
+		}
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
 		if (o->iommu_page)
@@ -554,6 +683,17 @@ static void net_report(struct net_run *n)
 			printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
 			       perf_place_name(n->place), n->c2c_before, n->c2c_after,
 			       PERF_NEAR_NS);
+		else if (o->dir == D_RR)
+			printf("placement: unknown (%s)\n", o->peer_cpu < 0 ?
+			       "not probed: give --cpu, and --peer-cpu unless a backend "
+			       "we start shares a 2-CPU machine" : "a probe failed");
+		/* the figure each latency is to be read against */
+		if (o->dir == D_RR && !isnan(n->c2c_med))
+			printf("cache line: %.1f ns one-way, %.1f ns round trip (median of %u "
+			       "probes, %.1f-%.1f one-way)\n", n->c2c_med, 2 * n->c2c_med,
+			       n->nc2c, n->c2c_min, n->c2c_max);
+		if (n->bd)
+			rr_bd_report(stdout, n->bd);
 	}
 	fflush(stdout);
 }
@@ -567,7 +707,7 @@ int perf_net_main(int argc, char **argv)
 	memset(&n, 0, sizeof(n));
 	net_parse(argc, argv, &n.o);
 	signal(SIGPIPE, SIG_IGN);
-	n.c2c_before = probe(&n.o);
+	n.c2c_before = probe(&n);
 	if (n.o.backend && backend_start(&n) < 0) {
 		perf_backend_stop(&n.be);
 		return 1;
@@ -580,6 +720,13 @@ int perf_net_main(int argc, char **argv)
 		sched_setaffinity(0, sizeof(set), &set);
 	}
 	r = net_setup(&n);
+	if (r == 0 && n.o.rr_breakdown) {
+		/* frame_fill puts the sequence number at 14 when there is room */
+		n.bd = rr_bd_new(n.o.queue_size,
+				 n.o.size >= 18 ? vq_netg_hdr_len(n.g) + 14 : 0);
+		if (!n.bd)
+			r = -ENOMEM;
+	}
 	if (r == 0) {
 		t0 = vq_rt_now_ns();
 		r = n.o.dir == D_TX ? run_tx(&n, t0) : n.o.dir == D_RX ? run_rx(&n, t0)
@@ -612,11 +759,12 @@ int perf_net_main(int argc, char **argv)
 	vq_netg_free(n.g);
 	vq_vhu_frontend_free(n.f);
 	perf_backend_stop(&n.be);
-	n.c2c_after = probe(&n.o);
-	n.place = perf_place_classify(n.c2c_before, n.c2c_after);
+	n.c2c_after = probe(&n);
+	place_summary(&n);
 	if (r == 0)
 		net_report(&n);
 	free(n.lat);
+	rr_bd_free(n.bd);
 	if (r == 0 && n.o.verify && n.bad)
 		return 1;
 	if (r == 0 && n.unlogged)

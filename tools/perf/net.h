@@ -28,6 +28,8 @@ struct net_opts {
 	uint64_t count;
 	int cpu;
 	int peer_cpu;                   /* placement probe partner; -1: none */
+	double probe_every;             /* rr: s between probes in the run; 0: none */
+	bool rr_breakdown;              /* rr: time each step of a transaction */
 	bool json;
 	bool hugetlb;
 	bool verify;

@@ -44,6 +44,10 @@ static void net_usage(FILE *f)
 "                        report the placement (default with --backend and\n"
 "                        --cpu on a 2-CPU machine: the other CPU; the probe\n"
 "                        runs while no backend is polling)\n"
+"  --probe-every S       rr: probe the placement every S seconds of the run\n"
+"                        too, with sending paused (1; 0: before and after)\n"
+"  --rr-breakdown        rr: time each step of a transaction in cycles, on\n"
+"                        our side, and what a poll's pieces cost\n"
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx, rr: check every received frame's length and bytes;\n"
 "                        with --iommu: fail on any IOTLB miss\n"
@@ -72,7 +76,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK, N_BACKEND, N_BARG, N_UB, N_BBP, N_DIR, N_SIZE, N_PACKED,
 	N_INORDER, N_EVIDX, N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS,
-	N_COUNT, N_CPU, N_PEER, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
+	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_RRBD, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
 	N_PROFILE, N_JSON, N_LAST = N_JSON,
 };
 
@@ -96,6 +100,8 @@ static const struct option net_long[] = {
 	{ "count", required_argument, NULL, N_COUNT },
 	{ "cpu", required_argument, NULL, N_CPU },
 	{ "peer-cpu", required_argument, NULL, N_PEER },
+	{ "probe-every", required_argument, NULL, N_PEVERY },
+	{ "rr-breakdown", no_argument, NULL, N_RRBD },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
 	{ "dirty-log", no_argument, NULL, N_DLOG },
@@ -119,6 +125,7 @@ static void net_defaults(struct net_opts *o)
 	o->burst = 32;
 	o->seconds = 5;
 	o->cpu = o->peer_cpu = -1;
+	o->probe_every = 1;
 }
 
 /* One option's value into o. */
@@ -145,6 +152,8 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 	case N_COUNT: o->count = cli_u64(name, v, 1, UINT64_MAX); break;
 	case N_CPU: o->cpu = cli_cpu(name, v); break;
 	case N_PEER: o->peer_cpu = strcmp(v, "off") ? cli_cpu(name, v) : -1; break;
+	case N_PEVERY: o->probe_every = v[0] == '0' && !v[1] ? 0 : cli_double(name, v, 0.01, 86400); break;
+	case N_RRBD: o->rr_breakdown = true; break;
 	case N_HUGE: o->hugetlb = true; break;
 	case N_VERIFY: o->verify = true; break;
 	case N_DLOG: o->dirty_log = true; break;
@@ -176,6 +185,10 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"is only what --verify expects");
 	if (GIVEN(N_BURST) && o->dir == D_RR)
 		cli_usage_error("--burst: rr sends one frame at a time");
+	if (GIVEN(N_PEVERY) && o->dir != D_RR)
+		cli_usage_error("--probe-every: only rr pauses to probe");
+	if (GIVEN(N_RRBD) && o->dir != D_RR)
+		cli_usage_error("--rr-breakdown: only rr has round trips");
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * virtq-perf: a cycle counter for timing steps far shorter than a clock
+ * read (rr --rr-breakdown).  x86's time-stamp counter, unordered: a step
+ * is bracketed by loads and stores the CPU may move across it by a few
+ * cycles, which is below what a step of interest costs; elsewhere the
+ * monotonic clock in ns stands in for it.
+ */
+#ifndef VIRTQ_PERF_TSC_H
+#define VIRTQ_PERF_TSC_H
+
+#include <stdint.h>
+
+#include <virtq/runtime.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t perf_tsc(void)
+{
+	return __rdtsc();
+}
+#define PERF_TSC_NAME "TSC cycles"
+#else
+static inline uint64_t perf_tsc(void)
+{
+	return vq_rt_now_ns();
+}
+#define PERF_TSC_NAME "ns"
+#endif
+
+#endif
