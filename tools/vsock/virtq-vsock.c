@@ -506,9 +506,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
 			       " packets %" PRIu64 " bytes, %" PRIu64 " rx flushes, "
-			       "%" PRIu64 " connections, %" PRIu64 " RST sent",
+			       "%" PRIu64 " connection%s, %" PRIu64 " RST sent",
 			       s->tx_pkts, s->tx_bytes, s->rx_pkts, s->rx_bytes,
-			       s->rx_flushes, s->conns_opened, s->rst_sent);
+			       s->rx_flushes, s->conns_opened, s->conns_opened == 1 ? "" : "s",
+			       s->rst_sent);
 		printf("\n");
 		if (d->com.per_queue)
 			queue_lines(d, now, prev, dt);
