@@ -8,7 +8,8 @@
 #   - `virtq-perf ab` killed with SIGTERM takes its run and the run's
 #     backend with it;
 #   - `net --direction rr` against a backend that answers nothing (a sink)
-#     honours --seconds and fails with a hint.
+#     honours --seconds and fails with a hint;
+#   - a backend that exits before it serves is reported with its status.
 #
 #   cli-perf-lifecycle.sh VIRTQ_PERF VIRTQ_NET VIRTQ_VSOCK
 set -u
@@ -101,5 +102,16 @@ if [ $rc -eq 1 ] && [ "$ms" -lt 3000 ] && [ "$hint" -eq 1 ] && [ ! -s "$D/out" ]
 	echo "ok   rr against a sink: exit 1 after $ms ms: $(grep 'nothing answered' "$D/err")"
 else
 	no "rr against a sink: exit $rc after $ms ms: $(cat "$D/err")"
+fi
+
+# A backend whose command line is refused: its own line, then ours with
+# its exit status (it once said "did not come up: No child processes").
+TMPDIR=$D/tmp "$perf" net --backend "$vnet --nonsense" --seconds 0.2 >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "unknown option '--nonsense'" "$D/err" &&
+   grep -q "exited with status 2 before it served" "$D/err"; then
+	echo "ok   a backend refusing its options: $(tail -n 1 "$D/err")"
+else
+	no "a backend refusing its options: exit $rc: $(cat "$D/err")"
 fi
 exit $fail

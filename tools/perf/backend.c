@@ -273,8 +273,10 @@ static char *shell_command(const char *cmd, const char *const *args)
 	return s;
 }
 
+/* 0 once ready, -ECHILD when it ended first (*status its wait status),
+ * -ETIMEDOUT, or perf_spawn's -errno. */
 static int spawn_and_wait(struct perf_backend *b, char *line,
-			  bool (*ready)(void *arg), void *arg)
+			  bool (*ready)(void *arg), void *arg, int *status)
 {
 	/* Its statistics must not mix with our JSON on stdout. */
 	pid_t pid = perf_spawn(b->who, "/bin/sh", (char *const[]){ "sh", "-c", line, NULL }, 2);
@@ -285,7 +287,7 @@ static int spawn_and_wait(struct perf_backend *b, char *line,
 	for (int i = 0; i < 500; i++) {
 		if (ready(arg))
 			return 0;
-		if (waitpid(pid, NULL, WNOHANG) == pid) {
+		if (waitpid(pid, status, WNOHANG) == pid) {
 			__atomic_store_n(&b->pid, 0, __ATOMIC_RELEASE);
 			return -ECHILD;
 		}
@@ -298,14 +300,21 @@ int perf_backend_start(struct perf_backend *b, const char *cmd,
 		       const char *const *args, bool (*ready)(void *arg), void *arg)
 {
 	char *line = shell_command(cmd, args);
-	int r = line ? spawn_and_wait(b, line, ready, arg) : -ENOMEM;
+	int st = 0, r = line ? spawn_and_wait(b, line, ready, arg, &st) : -ENOMEM;
 
 	free(line);
-	if (r < 0) {
+	if (r == -ECHILD && WIFEXITED(st))
+		/* its own message, on our stderr, says why */
+		fprintf(stderr, "%s: backend '%s' exited with status %d before it "
+			"served\n", b->who, cmd, WEXITSTATUS(st));
+	else if (r == -ECHILD && WIFSIGNALED(st))
+		fprintf(stderr, "%s: backend '%s' was killed by signal %d before it "
+			"served\n", b->who, cmd, WTERMSIG(st));
+	else if (r < 0)
 		fprintf(stderr, "%s: backend '%s' did not come up: %s\n", b->who,
 			cmd, strerror(-r));
+	if (r < 0)
 		perf_backend_stop(b);
-	}
 	return r;
 }
 
