@@ -123,6 +123,9 @@ bad "--guest-cid is required" "$vsock" $S --uds-path "$dir/h"
 bad "--uds-path is required" "$vsock" $S --guest-cid 3
 bad "--guest-cid: '2'" "$vsock" $V --guest-cid 2
 bad "--guest-cid: '0x10'" "$vsock" $V --guest-cid 0x10
+# the host side and the vhost-user socket are different files
+bad "--uds-path: '$dir/vu' is the --socket-path too" "$vsock" $S --guest-cid 3 --uds-path "$dir/vu"
+bad "--socket-path: '$dir/h.seqpacket' is the host side's seqpacket socket" "$vsock" --socket-path "$dir/h.seqpacket" --guest-cid 3 --uds-path "$dir/h"
 # the host-port policy: ports and ranges, decimal, or none
 bad "--host-ports: '' is not a list" "$vsock" $V --host-ports ''
 bad "--host-ports: '22,,80' is not a list" "$vsock" $V --host-ports 22,,80

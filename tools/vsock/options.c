@@ -148,6 +148,25 @@ static void check_uds(const struct vsock_opts *o)
 				" must fit a UNIX socket path; or --no-seqpacket)" : "");
 }
 
+/* The host side's sockets and the vhost-user socket are different files:
+ * one path for two would have the daemon refuse itself as "another
+ * instance". */
+static void check_collision(const struct vsock_opts *o, const struct vqd_opts *com)
+{
+	const char *vu = com->socket_path;
+	size_t n = strlen(o->uds);
+
+	if (!vu)
+		return;
+	if (!strcmp(vu, o->uds))
+		cli_usage_error("--uds-path: '%s' is the --socket-path too: the host "
+				"side needs a path of its own", o->uds);
+	if (!o->no_seqpacket && !strncmp(vu, o->uds, n) &&
+	    (!strcmp(vu + n, VSOCK_SEQ_SUFFIX) || !strcmp(vu + n, VSOCK_SEQ_ALIAS)))
+		cli_usage_error("--socket-path: '%s' is the host side's seqpacket "
+				"socket (--uds-path %s)", vu, o->uds);
+}
+
 const struct vqd_cli *vsock_parse(int argc, char **argv, struct vsock_opts *o,
 				  struct vqd_opts *com)
 {
@@ -161,5 +180,6 @@ const struct vqd_cli *vsock_parse(int argc, char **argv, struct vsock_opts *o,
 	if (!o->uds)
 		cli_usage_error("--uds-path is required (see --help)");
 	check_uds(o);
+	check_collision(o, com);
 	return &cli;
 }
