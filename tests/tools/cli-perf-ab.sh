@@ -11,7 +11,9 @@
 #   - a run that sets its own length gets no --seconds from ab (vsock
 #     --latency, which refuses one);
 #   - --metric compares another number of the runs (a time: lower is
-#     better), --ratio prints B/A (issue 26's targets are ratios).
+#     better), --ratio prints B/A (issue 26's targets are ratios);
+#   - off a terminal the header comes first and a line per pair follows;
+#     --backend-log takes the backends' output.
 #
 #   cli-perf-ab.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
@@ -104,6 +106,23 @@ if [ $rc -eq 0 ] && grep -q "(run by $perf)" "$D/out"; then
 	echo "ok   --b-exe runs B with the program named"
 else
 	no "--b-exe: exit $rc: $(cat "$D/err"; head -c 300 "$D/out")"
+fi
+
+# Off a terminal (issue 36 item 4): the header first, with the runs and
+# the least time they take, then a line per pair; the backends' output
+# goes to --backend-log, not into those lines.
+"$perf" ab --pairs 6 --backend-log "$D/backend.log" -- \
+	vsock --backend "$vvsock" --bytes 256K >"$D/out" 2>"$D/err"
+rc=$?
+first=$(head -n 1 "$D/err")
+if [ $rc -eq 0 ] &&
+   echo "$first" | grep -q "^virtq-perf ab: 1 workload x 6 pairs = 12 runs, each until 256K bytes" &&
+   grep -q "^virtq-perf ab: the backends' output: $D/backend.log" "$D/err" &&
+   [ "$(grep -c '^ab: workload 1/1 \[vsock\] pair [1-6]/6 ' "$D/err")" = 6 ] &&
+   ! grep -q "^summary" "$D/err" && [ "$(grep -c "^summary tx" "$D/backend.log")" = 12 ]; then
+	echo "ok   progress off a terminal: $first; 6 pair lines; backends in the log ($(wc -l <"$D/backend.log") lines)"
+else
+	no "progress off a terminal: exit $rc: $(cat "$D/err"; head -5 "$D/backend.log" 2>/dev/null)"
 fi
 
 # One workload: the chart's x range is that one bar's slot (it once ran

@@ -335,11 +335,14 @@ static void ab_usage(FILE *f)
 "                      .png, .svg or .txt)\n"
 "  --a-exe PATH        run A with this virtq-perf (another build: a change's\n"
 "                      before and after; default: this one), --b-exe for B\n"
+"  --backend-log FILE  the output of the backends the runs start (--backend)\n"
+"                      goes to FILE, appended, not into the progress lines\n"
 "  --pairs-file FILE   run nothing: the statistics of the pairs in FILE\n"
 "                      ('-': stdin), one a line, \"A B [near|far|mixed]\"; a\n"
 "                      pair with a rate of 0 (a failed run) is left out;\n"
 "                      repeatable: one workload per file\n"
-"  --quiet             no progress lines\n"
+"  --quiet             no header and no progress lines (one per pair, on a\n"
+"                      terminal rewritten in place)\n"
 "  --help, --version\n"
 "An option value with commas (except --cpu) makes one workload per value:\n"
 "  virtq-perf ab --a \"--used-batch 1\" --b \"--used-batch 64\" -- \\\n"
@@ -349,6 +352,7 @@ static void ab_usage(FILE *f)
 struct ab_cfg {
 	struct ab_run run;
 	const char *plot;
+	const char *backend_log;        /* --backend-log */
 	bool json, quiet;
 	bool seconds_given;
 	bool seconds_used;      /* a member took ab's --seconds */
@@ -360,7 +364,7 @@ struct ab_cfg {
 };
 
 enum { O_A, O_B, O_PAIRS, O_SEC, O_SAME, O_JSON, O_PLOT, O_QUIET, O_METRIC, O_RATIO,
-       O_A_EXE, O_B_EXE, O_PAIRS_FILE };
+       O_A_EXE, O_B_EXE, O_BACKEND_LOG, O_PAIRS_FILE };
 
 /* A JSON key the runs print: lower case, digits, '_'. */
 static const char *metric_name(const char *name, const char *v)
@@ -418,6 +422,11 @@ static void ab_option(void *opts, int c, const char *name, const char *v)
 					strerror(errno));
 		cfg->run.exe[c == O_B_EXE] = v;
 		break;
+	case O_BACKEND_LOG:
+		if (!*v)
+			cli_usage_error("%s: needs a file name", name);
+		cfg->backend_log = v;
+		break;
 	case O_PAIRS_FILE:
 		if (cfg->nfiles == sizeof(cfg->files) / sizeof(cfg->files[0]))
 			cli_usage_error("%s: at most %zu files", name,
@@ -443,13 +452,15 @@ static void ab_parse(int argc, char **argv, struct ab_cfg *c)
 		{ "ratio", no_argument, 0, O_RATIO },
 		{ "a-exe", required_argument, 0, O_A_EXE },
 		{ "b-exe", required_argument, 0, O_B_EXE },
+		{ "backend-log", required_argument, 0, O_BACKEND_LOG },
 		{ "pairs-file", required_argument, 0, O_PAIRS_FILE },
 		PERF_OPT_HELP, PERF_OPT_VERSION,
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const workloads[] = { "ring", "net", "vsock", NULL };
 	/* what only a run has: no use for pairs read from a file */
-	static const int run_only[] = { O_A, O_B, O_PAIRS, O_SEC, O_A_EXE, O_B_EXE };
+	static const int run_only[] = { O_A, O_B, O_PAIRS, O_SEC, O_A_EXE, O_B_EXE,
+					O_BACKEND_LOG };
 	uint64_t given;
 	unsigned i;
 
@@ -584,22 +595,28 @@ static struct argl (*ab_plan(struct ab_cfg *c))[2]
 	return m;
 }
 
+/* Progress on stderr: none (--quiet), a line per pair, or on a terminal
+ * one line rewritten in place. */
+enum ab_progress { AB_QUIET, AB_LINES, AB_TTY };
+
 static void ab_progress(const struct ab_run *run, unsigned wi, unsigned k,
-			const struct ab_pair *p, enum perf_place pp)
+			const struct ab_pair *p, enum perf_place pp, enum ab_progress how)
 {
 	char sa[32], sb[32];
 
 	perf_si(sa, sizeof(sa), p->a);
 	perf_si(sb, sizeof(sb), p->b);
-	fprintf(stderr, "\r\033[Kab: workload %u/%u [%s] pair %u/%u %s  A %s  B %s  (%+.1f%%)",
-		wi + 1, run->nw, run->w[wi].label, k + 1, run->pairs,
-		perf_place_name(pp), sa, sb, (p->b / p->a - 1) * 100);
+	fprintf(stderr, "%sab: workload %u/%u [%s] pair %u/%u %s  A %s  B %s  (%+.1f%%)%s",
+		how == AB_TTY ? "\r\033[K" : "", wi + 1, run->nw, run->w[wi].label,
+		k + 1, run->pairs, perf_place_name(pp), sa, sb, (p->b / p->a - 1) * 100,
+		how == AB_TTY ? "" : "\n");
 }
 
 /* Run workload wi's pairs, alternating which member goes first, and its
  * statistics over the pairs kept.  0, or the failing run's -errno
  * (-EINVAL: its command line was refused, and it said why). */
-static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool progress)
+static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2],
+		      enum ab_progress progress)
 {
 	struct ab_workload *w = &run->w[wi];
 	double *va = calloc(run->pairs, sizeof(double));
@@ -625,7 +642,7 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 
 				argl_join(&m[is_a ? 0 : 1], 1, buf, sizeof(buf));
 				fprintf(stderr, "%svirtq-perf ab: run failed (%s): virtq-perf %s\n",
-					progress ? "\n" : "", strerror(-r), buf);
+					progress == AB_TTY ? "\n" : "", strerror(-r), buf);
 			}
 		}
 		if (r < 0)
@@ -638,8 +655,8 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 		va[w->kept] = p->a;
 		vb[w->kept] = p->b;
 		w->kept++;
-		if (progress)
-			ab_progress(run, wi, k, p, pp);
+		if (progress != AB_QUIET)
+			ab_progress(run, wi, k, p, pp, progress);
 	}
 	if (r == 0)
 		w->err = perf_ab_compute(va, vb, w->kept, !run->lower_better, &w->st);
@@ -648,14 +665,14 @@ static int ab_measure(struct ab_run *run, unsigned wi, struct argl m[2], bool pr
 	return r;
 }
 
-static void ab_done_line(const struct ab_run *run, unsigned wi, bool progress)
+static void ab_done_line(const struct ab_run *run, unsigned wi, enum ab_progress progress)
 {
 	const struct ab_workload *w = &run->w[wi];
 	char ch[32], pl[48];
 
 	snprintf(ch, sizeof(ch), "%+.2f%%", w->st.change * 100);
 	fprintf(stderr, "%sab: workload %u/%u [%s] done: change %s, near/far/mixed %s\n",
-		progress ? "\r\033[K" : "", wi + 1, run->nw, w->label,
+		progress == AB_TTY ? "\r\033[K" : "", wi + 1, run->nw, w->label,
 		w->err ? "n/a" : ch, perf_place_counts(pl, sizeof(pl), w->place));
 }
 
@@ -834,6 +851,25 @@ static int ab_pairs_files(struct ab_cfg *c)
 	return ret;
 }
 
+/* Before the first run: what will run, for how long, and where the
+ * backends' output goes. */
+static void ab_header(const struct ab_cfg *c)
+{
+	const struct ab_run *r = &c->run;
+	unsigned runs = 2 * r->nw * r->pairs;
+	char *end;
+	double secs = strtod(r->bound, &end);
+
+	fprintf(stderr, "virtq-perf ab: %u workload%s x %u pairs = %u runs, each until %s",
+		r->nw, r->nw == 1 ? "" : "s", r->pairs, runs, r->bound);
+	/* a time per run: the whole takes that much and each run's start */
+	if (r->bound_same && end != r->bound && !strcmp(end, " s"))
+		fprintf(stderr, "; at least %.3g s in all", runs * secs);
+	fprintf(stderr, "\n");
+	if (c->backend_log)
+		fprintf(stderr, "virtq-perf ab: the backends' output: %s\n", c->backend_log);
+}
+
 int perf_ab_main(int argc, char **argv)
 {
 	struct ab_cfg c = { .run = { .a = "", .b = "", .pairs = 20, .seconds = 0.5,
@@ -841,7 +877,7 @@ int perf_ab_main(int argc, char **argv)
 	struct argl (*m)[2];
 	char msg[160];
 	unsigned wi;
-	bool progress;
+	enum ab_progress progress;
 	int r = 0, ret;
 
 	ab_parse(argc, argv, &c);
@@ -853,7 +889,13 @@ int perf_ab_main(int argc, char **argv)
 	m = ab_plan(&c);
 	if (perf_ab_pairs_check(c.run.pairs, msg, sizeof(msg)) > 0)
 		fprintf(stderr, "virtq-perf ab: warning: %s\n", msg);
-	progress = !c.quiet && isatty(2);
+	progress = c.quiet ? AB_QUIET : isatty(2) ? AB_TTY : AB_LINES;
+	if (c.backend_log && setenv(PERF_BACKEND_LOG_ENV, c.backend_log, 1) < 0) {
+		fprintf(stderr, "virtq-perf ab: --backend-log: %s\n", strerror(errno));
+		return CLI_EXIT_RUNTIME;
+	}
+	if (!c.quiet)
+		ab_header(&c);
 	for (wi = 0; wi < c.run.nw && r == 0; wi++) {
 		r = ab_measure(&c.run, wi, m[wi], progress);
 		if (r == 0 && !c.quiet)

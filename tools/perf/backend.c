@@ -243,10 +243,11 @@ pid_t perf_spawn(const char *who, const char *path, char *const argv[], int out_
 	return pid;
 }
 
-/* "exec CMD 'arg' ..." with each ' in an argument written '\'' */
-static char *shell_command(const char *cmd, const char *const *args)
+/* "exec CMD 'arg' ..." with each ' in an argument written '\''; with
+ * both_out, its stderr goes where its stdout goes */
+static char *shell_command(const char *cmd, const char *const *args, bool both_out)
 {
-	size_t n = strlen("exec ") + strlen(cmd) + 1, k;
+	size_t n = strlen("exec ") + strlen(cmd) + strlen(" 2>&1") + 1, k;
 	unsigned i;
 	char *s;
 
@@ -269,17 +270,20 @@ static char *shell_command(const char *cmd, const char *const *args)
 		}
 		s[k++] = '\'';
 	}
+	if (both_out)
+		k += (size_t)sprintf(s + k, " 2>&1");
 	s[k] = '\0';
 	return s;
 }
 
 /* 0 once ready, -ECHILD when it ended first (*status its wait status),
  * -ETIMEDOUT, or perf_spawn's -errno. */
-static int spawn_and_wait(struct perf_backend *b, char *line,
+static int spawn_and_wait(struct perf_backend *b, char *line, int out_fd,
 			  bool (*ready)(void *arg), void *arg, int *status)
 {
 	/* Its statistics must not mix with our JSON on stdout. */
-	pid_t pid = perf_spawn(b->who, "/bin/sh", (char *const[]){ "sh", "-c", line, NULL }, 2);
+	pid_t pid = perf_spawn(b->who, "/bin/sh", (char *const[]){ "sh", "-c", line, NULL },
+			       out_fd);
 
 	if (pid < 0)
 		return (int)pid;
@@ -299,9 +303,22 @@ static int spawn_and_wait(struct perf_backend *b, char *line,
 int perf_backend_start(struct perf_backend *b, const char *cmd,
 		       const char *const *args, bool (*ready)(void *arg), void *arg)
 {
-	char *line = shell_command(cmd, args);
-	int st = 0, r = line ? spawn_and_wait(b, line, ready, arg, &st) : -ENOMEM;
+	const char *log = getenv(PERF_BACKEND_LOG_ENV);
+	char *line = shell_command(cmd, args, log && *log);
+	int st = 0, out_fd = 2, r;
 
+	/* virtq-perf ab --backend-log: the backend's lines go to the file
+	 * instead of into ab's progress lines */
+	if (log && *log && (out_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+		int e = errno;
+
+		fprintf(stderr, "%s: %s: %s\n", b->who, log, strerror(e));
+		free(line);
+		return -e;
+	}
+	r = line ? spawn_and_wait(b, line, out_fd, ready, arg, &st) : -ENOMEM;
+	if (out_fd != 2)
+		close(out_fd);
 	free(line);
 	if (r == -ECHILD && WIFEXITED(st))
 		/* its own message, on our stderr, says why */

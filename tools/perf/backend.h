@@ -25,6 +25,10 @@ struct perf_backend {
 
 /* What a workload's --backend-arg, --used-batch and --backend-busy-poll
  * give the backend it starts (the same in net and vsock). */
+/* Set (to a file name) by virtq-perf ab --backend-log: the backends its
+ * runs start write their output there, appended. */
+#define PERF_BACKEND_LOG_ENV "VIRTQ_PERF_BACKEND_LOG"
+
 #define PERF_BACKEND_MAX_ARGS 16
 struct perf_backend_opts {
 	const char *arg[PERF_BACKEND_MAX_ARGS];
