@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Install what a build or test needs, from Debian's archive, only when it is
-# missing.  Usage: scripts/deps.sh [build|test|bench]
+# missing.  Usage: scripts/deps.sh [build|guest|test|bench]
 set -euo pipefail
 
 # Debian 12 ships dpdk-testpmd (with the vhost and virtio-user PMDs it loads)
@@ -12,6 +12,8 @@ test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpd
 	       libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
 	       abigail-tools gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
 	       groff-base xz-utils) ;;
+# the test guest of scripts/guest.sh: QEMU, and what builds its image
+guest) want+=(qemu-system-x86 busybox-static dpkg libc6-dev xz-utils) ;;
 bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
 esac
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # /init of the test guest: mount, load the virtio modules, bring eth0 up if
 # there is one, run /vq/cmd with its output on the second serial port (the
-# host keeps it in output.log), print VQ_RC=<status>, power off.
+# host keeps it in output.log), or with /vq/interactive a shell on the
+# console, print VQ_RC=<status>, power off.
 /bin/busybox mkdir -p /proc /sys /dev /tmp
 /bin/busybox mount -t proc proc /proc
 /bin/busybox --install -s /bin
@@ -38,6 +39,13 @@ fi
 
 echo "VQ_BEGIN kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime)" > $OUT
 cd /tmp
-sh /vq/cmd > $OUT 2>&1 < /dev/null
+if [ -e /vq/interactive ]; then
+	# run-guest.sh --interactive: a shell on the console, its status ours
+	echo "virtq test guest: $(uname -r); eth0 $(cat /sys/class/net/eth0/address 2> /dev/null || echo absent);" \
+		"tools: gnet, gvsock, ip, ping.  exit (or Ctrl-D) powers off."
+	setsid cttyhack sh -l
+else
+	sh /vq/cmd > $OUT 2>&1 < /dev/null
+fi
 echo "VQ_RC=$? uptime=$(cut -d' ' -f1 /proc/uptime)" > $OUT
 poweroff -f

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Boot the test guest under QEMU with at most one vhost-user device, run one
-# shell command inside, power off.
+# shell command inside (or give a shell on this terminal), power off.
 #
 #   run-guest.sh [options] -- 'guest shell command'
+#   run-guest.sh [options] --interactive
+#     --interactive         a shell on the guest's console, here (Ctrl-A X
+#                           quits QEMU; exit powers the guest off)
+#     --help                this text
 #     --dev none|net|vsock  the vhost-user device (default none)
 #     --sock PATH           the backend's vhost-user socket (QEMU connects)
 #     --packed on|off       packed virtqueues (default off: split)
@@ -44,9 +48,12 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
 DEV=none SOCK= PACKED=off MRG=on QUEUES=1 SMP=1 RECONNECT= DEVOPTS= IOMMU=off QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
-TRACE=()
+TRACE=() INTERACTIVE=0
+usage() { sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
+	-h | --help) usage; exit 0 ;;
+	--interactive) INTERACTIVE=1; shift ;;
 	--dev) DEV=$2; shift 2 ;;
 	--sock) SOCK=$2; shift 2 ;;
 	--packed) PACKED=$2; shift 2 ;;
@@ -65,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--trace) TRACE+=(-trace "$2"); shift 2 ;;
 	--print-cmd) PRINT=1; shift ;;
 	--) shift; break ;;
+	-*) echo "run-guest.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
@@ -73,7 +81,8 @@ say() { echo "[run-guest] $*" >&2; }
 die() { say "ERROR: $*"; exit 125; }
 
 QEMU=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
-[ -f "$CACHE/initramfs.gz" ] || "$HERE/build-guest.sh" "$CACHE" >/dev/null || die "guest build failed"
+# (re)built when its inputs changed, else reused at once
+"$HERE/build-guest.sh" "$CACHE" >/dev/null || die "guest build failed"
 CACHE=$(cd "$CACHE" && pwd)
 [ -n "$LOGDIR" ] || LOGDIR=$(mktemp -d /tmp/vq-guest.XXXXXX)
 mkdir -p "$LOGDIR"
@@ -112,6 +121,7 @@ OV=$LOGDIR/overlay
 rm -rf "$OV"
 mkdir -p "$OV/vq"
 printf '%s\n' "$CMD" > "$OV/vq/cmd"
+[ $INTERACTIVE = 1 ] && : > "$OV/vq/interactive"
 INITRD=$LOGDIR/initrd
 cp "$CACHE/initramfs.gz" "$INITRD"
 # A second (uncompressed) archive must start on a 4-byte boundary.
@@ -141,10 +151,12 @@ fi
 # system mode whatever maxcpus is: "tcg: Always emit barriers in system
 # mode".)
 MAXCPUS=${VIRTQ_GUEST_MAXCPUS:-$((SMP > 2 ? SMP : 2))}
+CONSOLE=file:$LOGDIR/console.log
+[ $INTERACTIVE = 1 ] && CONSOLE=mon:stdio
 Q=("$QEMU" -M "$MACHINE" -accel "$ACCEL" -cpu "$CPU" -smp "$SMP,maxcpus=$MAXCPUS" -m "${MEM}M"
 	-object "$MEMOBJ" -numa node,memdev=mem
 	-nodefaults -no-user-config -display none -no-reboot
-	-serial "file:$LOGDIR/console.log" -serial "file:$LOGDIR/output.log"
+	-serial "$CONSOLE" -serial "file:$LOGDIR/output.log"
 	-kernel "$CACHE/vmlinuz" -initrd "$INITRD"
 	-append "$APPEND")
 [ "$IOMMU" = on ] && Q+=(-device intel-iommu,intremap=off,device-iotlb=on
@@ -183,7 +195,12 @@ fi
 
 say "accel=$ACCEL_WHY dev=$DEV packed=$PACKED mrg=$MRG queues=$QUEUES smp=$SMP iommu=$IOMMU logs=$LOGDIR"
 T0=$(date +%s.%N)
-timeout -k 5 "$TIMEOUT" "${Q[@]}" > "$LOGDIR/qemu.log" 2>&1
+if [ $INTERACTIVE = 1 ]; then
+	# the terminal is the console: no time bound, QEMU's own lines in its log
+	"${Q[@]}" 2> "$LOGDIR/qemu.log"
+else
+	timeout -k 5 "$TIMEOUT" "${Q[@]}" > "$LOGDIR/qemu.log" 2>&1
+fi
 QRC=$?
 WALL=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $T0 }")
 grep -av '^VQ_' "$LOGDIR/output.log" 2>/dev/null
