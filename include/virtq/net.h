@@ -37,6 +37,7 @@ extern "C" {
 /* Feature bits (5.1.3). */
 #define VQ_NET_F_CSUM        0
 #define VQ_NET_F_GUEST_CSUM  1
+#define VQ_NET_F_CTRL_GUEST_OFFLOADS 2
 #define VQ_NET_F_MTU         3
 #define VQ_NET_F_MAC         5
 #define VQ_NET_F_GUEST_TSO4  7

@@ -321,7 +321,7 @@ static vq_rt_process_fn turn_of(const struct net_dev *d, unsigned i,
 /* virtio-net's bits by name (virtio 1.2, 5.1.3), for the messages. */
 static const struct vqd_feature net_features[] = {
 	{ VQ_NET_F_CSUM, "CSUM" }, { VQ_NET_F_GUEST_CSUM, "GUEST_CSUM" },
-	{ 2, "CTRL_GUEST_OFFLOADS" }, { VQ_NET_F_MTU, "MTU" },
+	{ VQ_NET_F_CTRL_GUEST_OFFLOADS, "CTRL_GUEST_OFFLOADS" }, { VQ_NET_F_MTU, "MTU" },
 	{ VQ_NET_F_MAC, "MAC" }, { VQ_NET_F_GUEST_TSO4, "GUEST_TSO4" },
 	{ VQ_NET_F_GUEST_TSO6, "GUEST_TSO6" }, { VQ_NET_F_GUEST_ECN, "GUEST_ECN" },
 	{ VQ_NET_F_GUEST_UFO, "GUEST_UFO" }, { VQ_NET_F_HOST_TSO4, "HOST_TSO4" },
