@@ -7,7 +7,9 @@
 #     --per-queue's ring lines) and the daemon goes on;
 #   - SIGINT, SIGTERM and SIGQUIT end it: exit 0, the summary printed,
 #     every socket it created removed (virtq-vsock: the vhost-user socket,
-#     HOST_PATH, HOST_PATH.seqpacket and HOST_PATH_seqpacket).
+#     HOST_PATH, HOST_PATH.seqpacket and HOST_PATH_seqpacket);
+#   - (item 3) the start-up banner names the socket and the features, the
+#     rates come in the unit that fits them.
 #
 #   cli-daemons-signals.sh VIRTQ_PERF VIRTQ_NET VIRTQ_VSOCK
 set -u
@@ -138,6 +140,14 @@ ends() {
 for kind in net vsock; do
 	# stats-interval 0: a statistics line can only come from SIGUSR1
 	start $kind --stats-interval 0 --per-queue
+	# item 3: the banner names the socket and the features offered
+	vu=$D/s/n.sock
+	[ $kind = vsock ] && vu=$D/s/v.sock
+	if grep -q "listening on $vu" "$D/err" && grep -q "features offered .*VERSION_1.*(0x" "$D/err"; then
+		ok "$kind: banner: $(grep -o 'features offered [A-Z_0-9 ]*' "$D/err" | head -n 1 | cut -c1-60)..."
+	else
+		no "$kind: banner without the socket or the features by name: $(cat "$D/err")"
+	fi
 	goes_on $kind HUP
 	goes_on $kind USR1
 	if grep -q '^snapshot .* tx .* rx .* total tx [0-9]* pkts' "$D/out"; then
@@ -145,6 +155,9 @@ for kind in net vsock; do
 	else
 		no "$kind: SIGUSR1: no snapshot line: $(cat "$D/out")"
 	fi
+	# rates in the unit that fits them, not Mpps with three decimals
+	grep -qE '^snapshot .* tx +[0-9.]+ (pps|kpps|Mpps) +[0-9.]+ (bit/s|kbit/s|Mbit/s|Gbit/s) ' "$D/out" ||
+		no "$kind: SIGUSR1: rates not in fitting units: $(grep '^snapshot' "$D/out")"
 	# --per-queue: the snapshot, like any line, is followed by its rings'
 	if sed -n '/^snapshot/{n;p;}' "$D/out" | grep -q '^  queue 0 (rx'; then
 		ok "$kind: SIGUSR1 --per-queue: $(grep -c '^  queue' "$D/out") ring lines"
