@@ -102,8 +102,12 @@ static void conn_close(struct vq_vhu_backend *b, int r)
 	if (r == 0)
 		vq_log(VQ_LOG_INFO, "%s: closing the connection: the back-end is freed",
 		       b->dev.name);
-	else if (r == -ECONNRESET)
+	else if (r == -ECONNRESET && b->conn_said)
 		vq_log(VQ_LOG_INFO, "%s: the front-end closed the connection",
+		       b->dev.name);
+	else if (r == -ECONNRESET)
+		/* another instance asking whether we are alive, most likely */
+		vq_log(VQ_LOG_DEBUG, "%s: a connection closed before its first message",
 		       b->dev.name);
 	else
 		vq_log(VQ_LOG_ERR, "%s: connection closed: %s", b->dev.name,
@@ -130,7 +134,7 @@ static void set_conn(struct vq_vhu_backend *b, int fd)
 	b->conn_fd = fd;
 	pthread_mutex_unlock(&b->fail.lock);
 	b->errmsg[0] = '\0';
-	vq_log(VQ_LOG_INFO, "%s: a front-end connected", b->dev.name);
+	b->conn_said = false;
 }
 
 static int h_get_features(struct vq_vhu_backend *b, struct vq_vhu_msg *m)
@@ -468,6 +472,10 @@ static int handle_one(struct vq_vhu_backend *b)
 		return vhu_berr(b, r,
 				"vhost-user \"Communication\": receiving a message failed: %s%s",
 				strerror(-r), r == -EBADF ? " (its fds were cut short)" : "");
+	if (!b->conn_said) {
+		b->conn_said = true;
+		vq_log(VQ_LOG_INFO, "%s: a front-end connected", b->dev.name);
+	}
 	r = vq_vhu_decode_request(buf, len, fds, nfds, b->dev.nqueues, &m, err,
 				  sizeof(err));
 	if (r)

@@ -104,6 +104,9 @@ struct vq_vhu_backend {
 	uint64_t next_connect_ns;
 	unsigned recv_timeout_ms;
 	/* connection state */
+	bool conn_said;                 /* "a front-end connected" logged: at
+					 * its first message, not at accept (a
+					 * liveness probe sends none) */
 	uint64_t features;
 	bool features_set;
 	uint64_t protocol;
