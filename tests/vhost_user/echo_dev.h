@@ -291,6 +291,18 @@ static inline int echo_poll_once(struct echo *e, int timeout_ms)
 	return r;
 }
 
+/* A pthread body: the echo back-end served on its own thread until its
+ * connection ends. */
+static inline void *echo_serve_thread(void *arg)
+{
+	struct echo *e = arg;
+
+	while (vq_vhu_backend_connected(e->b))
+		if (echo_poll_once(e, 50) < 0)
+			break;
+	return NULL;
+}
+
 /* sendmsg the niov iovecs with fd beside them (SCM_RIGHTS; fd < 0: none),
  * as a peer that means to send exactly this. */
 static inline ssize_t send_with_fd(int s, struct iovec *iov, int niov, int fd)

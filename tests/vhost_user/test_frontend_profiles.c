@@ -51,16 +51,6 @@ static void record(void *arg, enum vq_log_level level, const char *msg)
 	nseen++;
 }
 
-static void *serve(void *arg)
-{
-	struct echo *e = arg;
-
-	while (vq_vhu_backend_connected(e->b))
-		if (echo_poll_once(e, 50) < 0)
-			break;
-	return NULL;
-}
-
 /* The requests the echo back-end saw are want (NULL-terminated). */
 static void check_sequence(const char *const *want)
 {
@@ -99,7 +89,7 @@ static int run(struct vq_vhu_frontend_config *c, uint64_t *feat,
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	CHECK_EQ(vq_vhu_backend_adopt_fd(e.b, sv[1]), 0);
 	CHECK_EQ(vq_log_set(record, NULL, VQ_LOG_DEBUG), 0);
-	CHECK_EQ(pthread_create(&th, NULL, serve, &e), 0);
+	CHECK_EQ(pthread_create(&th, NULL, echo_serve_thread, &e), 0);
 	r = vq_vhu_frontend_adopt_fd(sv[0], c, &f);
 	if (r == 0) {
 		*feat = vq_vhu_frontend_features(f);

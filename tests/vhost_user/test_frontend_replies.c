@@ -75,17 +75,6 @@ static void frontend_bad_replies(void)
 	CHECK_EQ(count_maps(), maps0);
 }
 
-/* An echo back-end served on its own thread until its connection ends. */
-static void *serve(void *arg)
-{
-	struct echo *e = arg;
-
-	while (vq_vhu_backend_connected(e->b))
-		if (echo_poll_once(e, 50) < 0)
-			break;
-	return NULL;
-}
-
 /* The front-end waits for each reply in poll(), to its own timeout: a
  * socket handed to it non-blocking (inherited so) is served as a blocking
  * one is, not failed at the first read that finds no reply yet. */
@@ -103,7 +92,7 @@ static void frontend_waits_for_replies_on_a_nonblocking_socket(void)
 	echo_init(&e);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
 	CHECK_EQ(vq_vhu_backend_adopt_fd(e.b, sv[1]), 0);
-	CHECK_EQ(pthread_create(&th, NULL, serve, &e), 0);
+	CHECK_EQ(pthread_create(&th, NULL, echo_serve_thread, &e), 0);
 	CHECK_EQ(vq_vhu_frontend_adopt_fd(sv[0], &c, &f), 0);
 	vq_vhu_frontend_free(f);
 	CHECK_EQ(pthread_join(th, NULL), 0);
