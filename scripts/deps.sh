@@ -11,7 +11,7 @@ case "${1:-build}" in
 test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev
 	       libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
 	       abigail-tools gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
-	       groff-base) ;;
+	       groff-base spin) ;;
 bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
 esac
 
