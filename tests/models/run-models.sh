@@ -11,7 +11,7 @@ cc=$1 dir=$2 layout=$3 mode=$4
 
 case $layout in
 split)  mutations="D1 D2 D3 D4 D4_RECHECK V1 V2 V3 V4 V4_RECHECK" ;;
-packed) mutations="P1 P1_DEV P2 P3 P4_DRV P4_DRV_RECHECK P4_DEV P4_DEV_RECHECK V3" ;;
+packed) mutations="P1 P1_DEV P2 P3 P3_DEV P4_DRV P4_DRV_RECHECK P4_DEV P4_DEV_RECHECK V3" ;;
 *) echo "unknown layout $layout"; exit 1 ;;
 esac
 case $mode in
