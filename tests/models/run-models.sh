@@ -19,6 +19,13 @@ flags) defs= ;;
 event) defs=-DEVENT_IDX ;;
 *) echo "unknown mode $mode"; exit 1 ;;
 esac
+# The spec clauses each model checks, for the report.
+case $layout.$mode in
+split.flags)  clause="2.7.7 suppression flags" ;;
+split.event)  clause="2.7.10 event index" ;;
+packed.flags) clause="2.8.10 event suppression, flags" ;;
+packed.event) clause="2.8.10 event suppression, event offsets" ;;
+esac
 
 if ! command -v spin >/dev/null 2>&1; then
 	if [ "${CI:-}" = true ]; then
@@ -46,6 +53,8 @@ check() {
 	"$cc" -O0 -w -DSAFETY -DCOLLAPSE -DVECTORSZ=2048 -o pan pan.c ||
 		return 2
 	./pan -m200000 > pan.out 2>&1 || true
+	# A search cut short proves nothing.
+	grep -q "max search depth too small" pan.out && return 2
 	grep -q "errors: 0" pan.out && return 0
 	return 1
 }
@@ -53,7 +62,7 @@ check() {
 fail=0
 start=$(date +%s)
 if check model $defs; then
-	echo "$layout $mode: verified, $(grep -E 'states, stored' pan.out | awk '{print $1}') states, depth $(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out), $(sed -n 's/^pan: elapsed time \([0-9.]*\).*/\1/p' pan.out) s"
+	echo "$layout $mode ($clause): verified, $(grep -E 'states, stored' pan.out | awk '{print $1}') states, depth $(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out), $(sed -n 's/^pan: elapsed time \([0-9.]*\).*/\1/p' pan.out) s"
 else
 	echo "FAIL: $layout $mode: the unmutated model has an error"
 	cat pan.out
