@@ -5,6 +5,7 @@
 # re-check of docs/RULES.md removed) must fail with a trail.
 # Usage: run-models.sh CC MODEL_DIR LAYOUT MODE
 #   LAYOUT split|packed; MODE flags|event (VIRTIO_F_EVENT_IDX)
+#   or LAYOUT log, MODE plain: the dirty log's V5
 # Exit 0 pass, 1 fail, 77 skip (no spin; a failure with CI=true).
 set -eu
 cc=$1 dir=$2 layout=$3 mode=$4
@@ -12,11 +13,13 @@ cc=$1 dir=$2 layout=$3 mode=$4
 case $layout in
 split)  mutations="D1 D2 D3 D4 D4_RECHECK V1 V2 V3 V4 V4_RECHECK" ;;
 packed) mutations="P1 P1_DEV P2 P3 P3_DEV P4_DRV P4_DRV_RECHECK P4_DEV P4_DEV_RECHECK V3" ;;
+log)    mutations="V5 V5_MARK" ;;
 *) echo "unknown layout $layout"; exit 1 ;;
 esac
 case $mode in
 flags) defs= ;;
 event) defs=-DEVENT_IDX ;;
+plain) defs= ;;
 *) echo "unknown mode $mode"; exit 1 ;;
 esac
 # The spec clauses each model checks, for the report.
@@ -25,6 +28,7 @@ split.flags)  clause="2.7.7 suppression flags" ;;
 split.event)  clause="2.7.10 event index" ;;
 packed.flags) clause="2.8.10 event suppression, flags" ;;
 packed.event) clause="2.8.10 event suppression, event offsets" ;;
+log.plain)    clause="vhost-user dirty log, RULES V5" ;;
 esac
 
 if ! command -v spin >/dev/null 2>&1; then
