@@ -65,7 +65,9 @@ inline need_event(ow, pos, wrap, count, res) {
 	:: else ->
 		evt = ow % 64;
 		if
+#ifndef M_NOWRAP     /* the mutation: the event's wrap counter ignored */
 		:: ow / 64 != wrap -> evt = evt - N
+#endif
 		:: else -> skip
 		fi;
 		res = (U16(pos - evt - 1) < count);

@@ -46,7 +46,12 @@
 /* (uint16_t)(a - b) */
 #define DIST(a, b) (((a) + M - (b)) % M)
 /* vq_need_event (spec.h, 2.7.10): (u16)(new - event - 1) < (u16)(new - old) */
+#ifndef M_NOWRAP
 #define NEED_EVENT(ev, new, old) (DIST(new, ((ev) + 1) % M) < DIST(new, old))
+#else
+/* the comparison in plain integers: wrong once an index wraps */
+#define NEED_EVENT(ev, new, old) ((new) - (ev) - 1 < (new) - (old))
+#endif
 /* What a ring entry holds for the s-th buffer: 0 is "never written", and
  * the entry a lap earlier differs, so a stale read shows. */
 #define VAL(s) ((s) % M + 1)
