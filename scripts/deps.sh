@@ -11,7 +11,7 @@ case "${1:-build}" in
 test)  want+=(gnuplot-nox qemu-system-x86 busybox-static dpkg libc6-dev dpdk dpdk-dev
 	       libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
 	       abigail-tools gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
-	       groff-base xz-utils) ;;
+	       groff-base xz-utils spin) ;;
 # the test guest of scripts/guest.sh: QEMU, and what builds its image
 guest) want+=(qemu-system-x86 busybox-static dpkg libc6-dev xz-utils) ;;
 bench) want+=(gnuplot-nox dpdk dpdk-dev linux-perf) ;;
