@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# guest-net-libvirt: the domain XML of docs/attach-vm.md, defined and started
-# through a real libvirt (qemu:///system, which runs QEMU as its own user),
-# on virtq-net in loopback mode; the guest's echo check must pass.
+# guest-net-libvirt, guest-vsock-libvirt: the domain XML of
+# docs/attach-vm.md, defined and started through a real libvirt
+# (qemu:///system, which runs QEMU as its own user).
+#
+#   libvirt-test.sh [net]   the virtio-net domain on virtq-net in loopback
+#                           mode; the guest's echo check must pass
+#   libvirt-test.sh vsock   the same domain without its interface, with the
+#                           vsock section's <qemu:commandline> device on
+#                           virtq-vsock; guest streams to a host listener
+#                           must arrive whole
 #
 # What it proves: the XML users copy boots, QEMU run by libvirt as
 # libvirt-qemu reaches a socket made with --socket-mode/--socket-group, and
@@ -17,12 +24,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BUILD=${VIRTQ_BUILD_DIR:-$REPO/build}
 VIRTQ_NET=$BUILD/tools/net/virtq-net
+VIRTQ_VSOCK=$BUILD/tools/vsock/virtq-vsock
+DEV=${1:-net}
+case $DEV in net|vsock) ;; *) echo "usage: libvirt-test.sh [net|vsock]" >&2; exit 2;; esac
 URI=qemu:///system
 NAME=virtq-test-$$
 QEMU_GROUP=libvirt-qemu
 export VIRTQ_GUEST_CACHE=${VIRTQ_GUEST_CACHE:-$REPO/build-guest}
 
-note() { echo "[net-libvirt] $*"; }
+note() { echo "[$DEV-libvirt] $*"; }
 cannot_run() {
 	if [ "${CI:-}" = true ]; then
 		note "FAIL (CI=true): $*"
@@ -51,29 +61,47 @@ fi
 # Everything QEMU opens lives in a directory its user can traverse.
 DIR=$(mktemp -d /tmp/virtq-libvirt.XXXXXX)
 chmod 0755 "$DIR"
-NET_PID=
+NET_PID= HOST_PID=
 cleanup() {
 	virsh -c "$URI" destroy "$NAME" >/dev/null 2>&1
 	virsh -c "$URI" undefine "$NAME" >/dev/null 2>&1
 	[ -n "$NET_PID" ] && kill "$NET_PID" 2>/dev/null && wait "$NET_PID" 2>/dev/null
+	[ -n "$HOST_PID" ] && kill "$HOST_PID" 2>/dev/null && wait "$HOST_PID" 2>/dev/null
 	if [ "${KEEP:-0}" = 1 ]; then note "logs kept in $DIR"; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
 
-# The guest: the test image with the echo check as its command.
-"$HERE/run-guest.sh" --print-cmd --logdir "$DIR/boot" --dev net --sock "$DIR/net.sock" \
-	-- 'gnet echo eth0 -n 2000 -s 0 && gnet echo eth0 -n 500 -s 1514' >/dev/null ||
+# The guest: the test image with the check as its command, and its
+# back-end with the socket in QEMU's group.
+VSOCK_PORT=5001 VSOCK_STREAMS=2
+if [ "$DEV" = net ]; then
+	GUEST_CMD='gnet echo eth0 -n 2000 -s 0 && gnet echo eth0 -n 500 -s 1514'
+else
+	GUEST_CMD="gvsock send -c 2 -p $VSOCK_PORT -n 1M -j $VSOCK_STREAMS"
+fi
+"$HERE/run-guest.sh" --print-cmd --logdir "$DIR/boot" --dev "$DEV" --sock "$DIR/$DEV.sock" \
+	-- "$GUEST_CMD" >/dev/null ||
 	cannot_run "run-guest.sh could not prepare the initramfs"
 cp "$VIRTQ_GUEST_CACHE/vmlinuz" "$DIR/vmlinuz"
 cp "$DIR/boot/initrd" "$DIR/initrd"
 
-"$VIRTQ_NET" --socket-path "$DIR/net.sock" --socket-mode 0660 --socket-group "$QEMU_GROUP" \
-	--mode loopback --json > "$DIR/net.log" 2>&1 &
+if [ "$DEV" = net ]; then
+	"$VIRTQ_NET" --socket-path "$DIR/net.sock" --socket-mode 0660 --socket-group "$QEMU_GROUP" \
+		--mode loopback --json > "$DIR/net.log" 2>&1 &
+else
+	"$VIRTQ_VSOCK" --socket-path "$DIR/vsock.sock" --socket-mode 0660 --socket-group "$QEMU_GROUP" \
+		--guest-cid 3 --uds-path "$DIR/vm3.vsock" > "$DIR/vsock.log" 2>&1 &
+fi
 NET_PID=$!
-for _ in $(seq 100); do [ -S "$DIR/net.sock" ] && break; sleep 0.1; done
-[ -S "$DIR/net.sock" ] || { note "FAIL: virtq-net did not start"; cat "$DIR/net.log"; exit 1; }
-perm=$(stat -c '%a %G' "$DIR/net.sock")
+for _ in $(seq 100); do [ -S "$DIR/$DEV.sock" ] && break; sleep 0.1; done
+[ -S "$DIR/$DEV.sock" ] || { note "FAIL: the back-end did not start"; cat "$DIR/$DEV.log"; exit 1; }
+perm=$(stat -c '%a %G' "$DIR/$DEV.sock")
 [ "$perm" = "660 $QEMU_GROUP" ] || { note "FAIL: socket is '$perm', want '660 $QEMU_GROUP'"; exit 1; }
+if [ "$DEV" = vsock ]; then
+	"$VIRTQ_GUEST_CACHE/host/gvsock" recv -u "$DIR/vm3.vsock_$VSOCK_PORT" -j $VSOCK_STREAMS \
+		> "$DIR/host-recv.out" 2>&1 &
+	HOST_PID=$!
+fi
 
 # The documented XML (the first ```xml block under "with libvirt"), with
 # this run's paths and what TCG needs.
@@ -87,9 +115,17 @@ override=$(awk '/^## virtio-net with libvirt/ { s = 1 } s && /^```xml/ { n++; if
 ACCEL=$(cut -d' ' -f1 "$VIRTQ_GUEST_CACHE/accel" 2>/dev/null)
 DOMTYPE=qemu
 [ "$ACCEL" = kvm ] && DOMTYPE=kvm
-python3 - "$DIR" "$NAME" "$DOMTYPE" "$override" <<'PY'
-import sys
-d, name, domtype, override = sys.argv[1:]
+vsock_args=
+if [ "$DEV" = vsock ]; then
+	vsock_args=$(awk '/^### virtio-vsock with libvirt/ { s = 1 } s && /^```xml/ { x = 1; next }
+		x && /^```/ { exit } x && /<qemu:commandline>/ { c = 1 } x && c { print }
+		x && /<\/qemu:commandline>/ { c = 0 }' "$REPO/docs/attach-vm.md")
+	grep -q "vhost-user-vsock-pci" <<< "$vsock_args" ||
+		{ note "FAIL: no vsock <qemu:commandline> in docs/attach-vm.md"; exit 1; }
+fi
+python3 - "$DIR" "$NAME" "$DOMTYPE" "$override" "$DEV" "$vsock_args" <<'PY'
+import re, sys
+d, name, domtype, override, dev, vsock_args = sys.argv[1:]
 x = open(d + "/doc.xml").read()
 subst = [
     ("<domain type='kvm'>",
@@ -100,13 +136,23 @@ subst = [
     ("/var/lib/libvirt/boot/vmlinuz", d + "/vmlinuz"),
     ("/var/lib/libvirt/boot/initrd", d + "/initrd"),
     ("console=ttyS0 panic=-1", "console=ttyS0 quiet panic=-1 no_timer_check"),
-    ("/run/virtq/net0.sock", d + "/net.sock"),
     ("/var/log/libvirt/qemu/vm0-console.log", d + "/console.log"),
     ("    <memballoon model='none'/>\n",
      "    <serial type='file'>\n      <source path='%s/output.log'/>\n"
      "      <target port='1'/>\n    </serial>\n    <memballoon model='none'/>\n" % d),
-    ("</devices>\n", "</devices>\n" + override + "\n"),
 ]
+if dev == "net":
+    subst.append(("/run/virtq/net0.sock", d + "/net.sock"))
+    subst.append(("</devices>\n", "</devices>\n" + override + "\n"))
+else:
+    # The same domain with the vsock device instead of the interface.
+    x, n = re.subn(r"    <interface type='vhostuser'>.*?</interface>\n", "", x, flags=re.S)
+    if n != 1:
+        sys.exit("docs/attach-vm.md's XML lacks its <interface>")
+    if "/run/vq-vsock.sock" not in vsock_args:
+        sys.exit("docs/attach-vm.md's vsock XML lacks /run/vq-vsock.sock")
+    subst.append(("</devices>\n", "</devices>\n" +
+                  vsock_args.replace("/run/vq-vsock.sock", d + "/vsock.sock") + "\n"))
 if domtype == "qemu":
     # TCG has no host CPU model to copy.
     subst.append(("<cpu mode='host-model'>", "<cpu mode='custom' match='exact'>\n    <model fallback='allow'>qemu64</model>"))
@@ -129,7 +175,7 @@ for _ in $(seq 900); do
 	[ -n "$rc" ] && break
 	sleep 0.1
 done
-grep -a '^ECHO' "$DIR/output.log" 2>/dev/null
+grep -aE '^(ECHO|SEND)' "$DIR/output.log" 2>/dev/null
 fails=0
 if [ "$rc" != 0 ]; then
 	note "FAIL: guest status '${rc:-none}' (console, then libvirt's QEMU log):"
@@ -137,8 +183,23 @@ if [ "$rc" != 0 ]; then
 	tail -n 10 "/var/log/libvirt/qemu/$NAME.log" 2>/dev/null
 	fails=1
 fi
-[ "$(grep -ac '^ECHO .*result=PASS' "$DIR/output.log" 2>/dev/null)" = 2 ] ||
-	{ note "FAIL: the two echo checks did not both pass"; fails=1; }
+if [ "$DEV" = net ]; then
+	[ "$(grep -ac '^ECHO .*result=PASS' "$DIR/output.log" 2>/dev/null)" = 2 ] ||
+		{ note "FAIL: the two echo checks did not both pass"; fails=1; }
+else
+	# The host listener ends when its streams did, each checked whole.
+	for _ in $(seq 100); do kill -0 "$HOST_PID" 2>/dev/null || break; sleep 0.1; done
+	kill "$HOST_PID" 2>/dev/null
+	wait "$HOST_PID"
+	hrc=$?
+	HOST_PID=
+	cat "$DIR/host-recv.out"
+	[ "$(grep -ac '^SEND .*result=PASS' "$DIR/output.log" 2>/dev/null)" = $VSOCK_STREAMS ] &&
+		[ $hrc = 0 ] &&
+		[ "$(grep -c '^RECV .*result=PASS' "$DIR/host-recv.out")" = $VSOCK_STREAMS ] ||
+		{ note "FAIL: $VSOCK_STREAMS streams guest to host (host rc $hrc)"; fails=1; }
+fi
 [ $fails = 0 ] || KEEP=1
-[ $fails = 0 ] && note "PASS: echo through virtq-net from a libvirt domain"
+[ $fails = 0 ] && note "PASS: $([ "$DEV" = net ] && echo "echo through virtq-net" ||
+	echo "streams through virtq-vsock") from a libvirt domain"
 exit $fails
