@@ -122,6 +122,7 @@ static void *worker_main(void *arg)
 	struct fw_worker *w = arg;
 	struct vq_fw *fw = w->fw;
 	uint64_t rounds = 0;
+	bool dry = false;
 	char name[16];
 
 	__atomic_store_n(&w->tid, (int)gettid(), __ATOMIC_RELAXED);
@@ -141,7 +142,11 @@ static void *worker_main(void *arg)
 
 		if (__atomic_load_n(&w->pending, __ATOMIC_ACQUIRE) && run_calls(w))
 			break;
-		r = vq_rt_loop_run_once(w->loop, -1);
+		/* A round that found nothing is followed by one more look
+		 * before the rings ask for kicks and the loop sleeps: a driver
+		 * that keeps adding need not kick for every short gap. */
+		r = vq_rt_loop_run_once(w->loop, dry ? -1 : 0);
+		dry = r == 0;
 		__atomic_store_n(&w->rounds, ++rounds, __ATOMIC_RELAXED);
 		/* A ring that broke outside any turn fails the round (its
 		 * enable_notify says so): take it off and go on. */
