@@ -25,7 +25,6 @@
 
 #include "framework_internal.h"
 #include "log_internal.h"
-#include "runtime_lib.h"
 
 static uint64_t mono_ns(void)
 {
@@ -333,9 +332,7 @@ static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 	w->mbox_fd = vq_evt_new();
 	if (w->mbox_fd < 0)
 		return w->mbox_fd;
-	/* The worker reads w->pending every round: the mailbox need only
-	 * wake its loop from a sleep. */
-	r = vq_rt_loop_add_waker(w->loop, w->mbox_fd, mbox_turn, w, &w->pending);
+	r = vq_rt_loop_add_fd(w->loop, w->mbox_fd, EPOLLIN, mbox_turn, w, NULL);
 	if (r < 0)
 		return r;
 	r = -pthread_create(&w->th, NULL, worker_main, w);

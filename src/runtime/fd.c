@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 #include "runtime_internal.h"
-#include "runtime_lib.h"
 
 /* Level-triggered readiness only: the loop keeps no state epoll does not
  * give back, so edge-triggered or one-shot watching would lose an fd. */
@@ -30,11 +29,10 @@ static int fd_watch(struct vq_rt_fd *h, uint32_t events)
 	op = !h->events ? EPOLL_CTL_ADD : !events ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
 	if (epoll_ctl(l->epfd, op, h->fd, &ev) < 0)
 		return -errno;
-	if (!h->events && !h->waker)
+	if (!h->events)
 		l->nwatched++;
 	if (!events) {
-		if (!h->waker)
-			l->nwatched--;
+		l->nwatched--;
 		if (h->ready) {
 			h->ready = false;
 			l->nready--;
@@ -44,8 +42,8 @@ static int fd_watch(struct vq_rt_fd *h, uint32_t events)
 	return 0;
 }
 
-static int fd_add(struct vq_rt_loop *l, int fd, uint32_t events, vq_rt_fd_fn cb,
-		  void *arg, bool waker, struct vq_rt_fd **out)
+int vq_rt_loop_add_fd(struct vq_rt_loop *l, int fd, uint32_t events,
+		      vq_rt_fd_fn cb, void *arg, struct vq_rt_fd **out)
 {
 	struct vq_rt_fd *h;
 	int err;
@@ -72,7 +70,6 @@ static int fd_add(struct vq_rt_loop *l, int fd, uint32_t events, vq_rt_fd_fn cb,
 	h->fn = cb;
 	h->arg = arg;
 	h->budget = rt_budget((struct vq_rt_budget){ 0, 0 });
-	h->waker = waker;
 	err = fd_watch(h, events);
 	if (err < 0) {
 		free(h);
@@ -82,27 +79,6 @@ static int fd_add(struct vq_rt_loop *l, int fd, uint32_t events, vq_rt_fd_fn cb,
 	if (out)
 		*out = h;
 	return 0;
-}
-
-int vq_rt_loop_add_fd(struct vq_rt_loop *l, int fd, uint32_t events,
-		      vq_rt_fd_fn cb, void *arg, struct vq_rt_fd **out)
-{
-	return fd_add(l, fd, events, cb, arg, false, out);
-}
-
-int vq_rt_loop_add_waker(struct vq_rt_loop *l, int fd, vq_rt_fd_fn cb,
-			 void *arg, const int *pending)
-{
-	int r;
-
-	if (l->waker_pending)
-		return -EBUSY;
-	if (!pending)
-		return -EINVAL;
-	r = fd_add(l, fd, EPOLLIN, cb, arg, true, NULL);
-	if (r == 0)
-		l->waker_pending = pending;
-	return r;
 }
 
 int vq_rt_fd_set_events(struct vq_rt_fd *h, uint32_t events)
@@ -127,15 +103,12 @@ void vq_rt_fd_remove(struct vq_rt_fd *h)
 	/* Out of the set whatever epoll says (an fd closed too early is
 	 * out already): the counts must not wait on it. */
 	if (fd_watch(h, 0) < 0) {
-		if (!h->waker)
-			l->nwatched--;
+		l->nwatched--;
 		if (h->ready)
 			l->nready--;
 		h->ready = false;
 		h->events = 0;
 	}
-	if (h->waker)
-		l->waker_pending = NULL;
 	h->removed = true;
 	l->fds_removed = true;
 }

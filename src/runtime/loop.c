@@ -319,8 +319,7 @@ static bool bp_other(void *arg)
 	struct vq_rt_loop *l = arg;
 	unsigned i;
 
-	if (vq_rt_loop_stopped(l) || l->nready ||
-	    (l->waker_pending && __atomic_load_n(l->waker_pending, __ATOMIC_ACQUIRE)))
+	if (vq_rt_loop_stopped(l) || l->nready)
 		return true;
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *o = l->q[i];

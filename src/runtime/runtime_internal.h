@@ -65,7 +65,6 @@ struct vq_rt_fd {
 	uint32_t revents;               /* while ready: what epoll said */
 	bool ready;                     /* has a turn coming */
 	bool removed;                   /* freed when the round ends */
-	bool waker;                     /* vq_rt_loop_add_waker's: not watched */
 	vq_rt_fd_fn fn;
 	void *arg;
 	struct vq_rt_budget budget;
@@ -88,9 +87,7 @@ struct vq_rt_loop {
 	unsigned nfds, fds_cap;
 	unsigned fd_rr;                 /* which fd goes first this round */
 	unsigned nready;                /* fds with a turn coming */
-	unsigned nwatched;              /* fds epoll watches (not paused),
-					 * the waker not counted */
-	const int *waker_pending;       /* atomic: the waker's owner has work */
+	unsigned nwatched;              /* fds epoll watches (not paused) */
 	bool fds_removed;               /* some wait to be freed */
 };
 

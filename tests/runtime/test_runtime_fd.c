@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "fake_ring.h"
-#include "runtime_lib.h"
 
 /* ---- an fd and what its callback saw ---- */
 struct ffd {
@@ -478,79 +477,6 @@ static void loop_sleep_bounded_by_quiet_period(void)
 	vq_rt_loop_free(l);
 }
 
-/* ---- the waker: an fd that only wakes a sleeping loop ---- */
-struct waker {
-	int fd;                         /* an eventfd */
-	int pending;                    /* what its owner reads by memory */
-	unsigned calls;
-	/* a clock that raises pending at one reading */
-	uint64_t t;
-	unsigned reads, at;
-};
-
-static int waker_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
-		      const struct vq_rt_budget *b, uint64_t *bytes)
-{
-	struct waker *w = arg;
-
-	w->calls++;
-	vq_evt_drain(w->fd);
-	return 0;
-}
-
-static uint64_t waker_now(void *arg)
-{
-	struct waker *w = arg;
-
-	if (++w->reads == w->at)
-		__atomic_store_n(&w->pending, 1, __ATOMIC_RELEASE);
-	return w->t += 100;
-}
-
-/*
- * The framework's mailbox: a busy loop with only a waker besides its
- * queues never asks epoll (no fd probes in a busy-poll window: it ends at
- * the first probe after *pending rose), and a sleeping loop wakes on the
- * waker's eventfd at once, its callback draining it.
- */
-static void waker_ends_window_and_sleep_without_probes(void)
-{
-	struct waker w = { .at = 5 };
-	struct vq_rt_loop_config lc = { .busy_poll_ns = 1000000000, .now_ns = waker_now,
-					.clock_arg = &w };
-	struct fring a = { .avail = 1 };
-	struct vq_rt_queue *q;
-	struct vq_rt_loop *l;
-	uint64_t t0;
-
-	w.fd = vq_evt_new();
-	CHECK(w.fd >= 0);
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	q = add_fake(l, &a, -1);
-	CHECK_EQ(vq_rt_loop_add_waker(l, w.fd, waker_turn, &w, &w.pending), 0);
-	CHECK_EQ(vq_rt_loop_add_waker(l, w.fd, waker_turn, &w, &w.pending), -EBUSY);
-	/* busy: a's chain, then a window ended by pending alone */
-	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
-	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 1);
-	CHECK(w.reads >= 5 && w.reads <= 5 + 1);
-	CHECK_EQ(w.calls, 0);
-	CHECK(vq_rt_queue_active(q));
-	vq_rt_loop_free(l);
-
-	/* asleep: the eventfd wakes it well before the quiet period */
-	lc = (struct vq_rt_loop_config){ 0 };
-	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
-	CHECK_EQ(vq_rt_loop_add_waker(l, w.fd, waker_turn, &w, &w.pending), 0);
-	CHECK_EQ(vq_evt_signal(w.fd), 0);
-	t0 = ms_now();
-	vq_rt_loop_run_once(l, -1);
-	vq_rt_loop_run_once(l, 0);      /* the ready fd's turn */
-	CHECK(ms_now() - t0 < VQ_RT_QUIET_MS / 2);
-	CHECK_EQ(w.calls, 1);
-	vq_rt_loop_free(l);
-	close(w.fd);
-}
-
 int main(void)
 {
 	RUN(fd_callback_runs_when_readable);
@@ -562,6 +488,5 @@ int main(void)
 	RUN(fd_removed_during_callbacks);
 	RUN(fd_callback_wakes_idle_queue);
 	RUN(loop_sleep_bounded_by_quiet_period);
-	RUN(waker_ends_window_and_sleep_without_probes);
 	return 0;
 }
