@@ -45,14 +45,15 @@ static _Noreturn void fail(const struct reader *r, const char *fmt, const char *
 	cli_usage_error("--config %s:%u: %s", r->path, r->line, msg);
 }
 
-/* "FILE:LINE", kept for the VM's messages. */
-static const char *where(const struct reader *r)
+/* "--config FILE:LINE" into w (n bytes), or a copy the VM keeps. */
+static const char *where(const struct reader *r, char *w, size_t n)
 {
-	size_t n = strlen(r->path) + 32;
-	char *w = malloc(n);
-
-	if (!w)
-		cli_usage_error("--config %s: out of memory", r->path);
+	if (!w) {
+		n = strlen(r->path) + 32;
+		w = malloc(n);
+		if (!w)
+			cli_usage_error("--config %s: out of memory", r->path);
+	}
 	snprintf(w, n, "--config %s:%u", r->path, r->line);
 	return w;
 }
@@ -119,7 +120,7 @@ static char *scalar(const struct reader *r, char *v)
 /* "key: value" at the entry's key column. */
 static void entry_key(struct reader *r, char *kv)
 {
-	char *colon = strchr(kv, ':'), *val;
+	char *colon = strchr(kv, ':'), *val, w[4160];
 	size_t klen;
 
 	if (!colon || (colon[1] && colon[1] != ' '))
@@ -136,10 +137,7 @@ static void entry_key(struct reader *r, char *kv)
 	val = trim(colon + 1);
 	if (!*val)
 		fail(r, "%s: needs a value (a VM's keys hold a word, a number or a path)", kv);
-	val = strdup(scalar(r, val));
-	if (!val)
-		cli_usage_error("--config %s: out of memory", r->path);
-	vsock_vm_set(r->o, r->vm, kv, val, where(r));
+	vsock_vm_set(r->o, r->vm, kv, scalar(r, val), where(r, w, sizeof(w)));
 }
 
 /* One line of the "vms:" list (col: its indentation). */
@@ -150,7 +148,7 @@ static void list_line(struct reader *r, int col, char *s)
 			r->item_col = col;
 		if (col != r->item_col)
 			fail(r, "%s: a VM's \"-\" must line up with the first one's", "-");
-		r->vm = vsock_vm_add(r->o, where(r));
+		r->vm = vsock_vm_add(r->o, where(r, NULL, 0));
 		r->nseen = 0;
 		r->key_col = -1;
 		s++;
@@ -203,12 +201,15 @@ static void config_line(struct reader *r, char *s, bool *in_vms)
 
 void vsock_config_read(struct vsock_opts *o, const char *path)
 {
+	/* static: reachable when a bad line ends the program */
+	static char *buf;
 	struct reader r = { .o = o, .path = path, .item_col = -1, .key_col = -1 };
 	FILE *f = fopen(path, "r");
-	char *buf = malloc(CONFIG_MAX + 2), *line, *save = NULL;
+	char *line, *save = NULL;
 	size_t n;
 	bool in_vms = false;
 
+	buf = malloc(CONFIG_MAX + 2);
 	if (!f || !buf)
 		cli_usage_error("--config: cannot read %s: %s", path, strerror(errno));
 	n = fread(buf, 1, CONFIG_MAX + 1, f);
@@ -231,4 +232,5 @@ void vsock_config_read(struct vsock_opts *o, const char *path)
 	if (!o->nvm)
 		cli_usage_error("--config %s: no VMs (a \"vms:\" list of at least one)", path);
 	free(buf);
+	buf = NULL;
 }

@@ -173,18 +173,22 @@ static uint64_t parse_groups(struct vsock_opts *o, const char *opt, const char *
 	}
 }
 
-/* A UNIX socket path of a VM's (the room for HOST_PATH's seqpacket
- * names is checked with the others, check_paths). */
+/* A UNIX socket path of a VM's, the VM's own copy (the room for
+ * HOST_PATH's seqpacket names is checked with the others, check_uds). */
 static const char *vm_path(const char *opt, const char *val)
 {
 	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	char *p;
 
 	if (!*val)
 		cli_usage_error("%s: needs a path", opt);
 	if (strlen(val) > max)
 		cli_usage_error("%s: '%s' is longer than %zu bytes, the most a "
 				"UNIX socket path holds", opt, val, max);
-	return val;
+	p = strdup(val);
+	if (!p)
+		cli_usage_error("%s: out of memory", opt);
+	return p;
 }
 
 /* key in a --vm or a config file: '_' and '-' are one. */
@@ -258,7 +262,7 @@ static void parse_vm(struct vsock_opts *o, const char *arg, const char *where)
 		*eq = '\0';
 		vsock_vm_set(o, vm, item, eq + 1, where);
 	}
-	/* (the VM keeps pointers into s) */
+	free(s);
 }
 
 /* One of virtq-vsock's own options (vqd_cli.opt). */

@@ -76,7 +76,8 @@ const struct vqd_cli *vsock_parse(int argc, char **argv, struct vsock_opts *o,
 				  struct vqd_opts *com);
 
 /* options.c, for config.c: set key of vm (a --vm key, or a config file's
- * key: '-' and '_' alike) to val; where names it in a message. */
+ * key: '-' and '_' alike) to val (the VM keeps copies of what it needs);
+ * where names it in a message. */
 void vsock_vm_set(struct vsock_opts *o, struct vsock_vm *vm, const char *key,
 		  const char *val, const char *where);
 /* A new VM with the command line's defaults; where outlives it. */
