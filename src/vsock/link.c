@@ -53,12 +53,13 @@ static uint32_t pipe_used(struct vs_pipe *p)
 	return atomic_load(&p->tail) - atomic_load(&p->head);
 }
 
-/* Copy len bytes of iov into p at byte count pos (the ring wraps). */
-static void pipe_put(struct vs_pipe *p, uint32_t pos, const struct iovec *iov,
-		     unsigned n, size_t len)
+/* Copy len bytes between iov and p at byte count pos (the ring wraps):
+ * into the pipe when put, else out of it. */
+static void pipe_copy(struct vs_pipe *p, uint32_t pos, const struct iovec *iov,
+		      unsigned n, size_t len, bool put)
 {
 	for (unsigned i = 0; i < n && len; i++) {
-		const uint8_t *s = iov[i].iov_base;
+		uint8_t *u = iov[i].iov_base;
 		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
 
 		len -= l;
@@ -67,34 +68,27 @@ static void pipe_put(struct vs_pipe *p, uint32_t pos, const struct iovec *iov,
 
 			if (k > l)
 				k = (uint32_t)l;
-			memcpy(p->buf + at, s, k);
+			if (put)
+				memcpy(p->buf + at, u, k);
+			else
+				memcpy(u, p->buf + at, k);
 			pos += k;
-			s += k;
+			u += k;
 			l -= k;
 		}
 	}
 }
 
-/* Copy len bytes at byte count pos of p into iov. */
+static void pipe_put(struct vs_pipe *p, uint32_t pos, const struct iovec *iov,
+		     unsigned n, size_t len)
+{
+	pipe_copy(p, pos, iov, n, len, true);
+}
+
 static void pipe_get(struct vs_pipe *p, uint32_t pos, const struct iovec *iov,
 		     unsigned n, size_t len)
 {
-	for (unsigned i = 0; i < n && len; i++) {
-		uint8_t *d = iov[i].iov_base;
-		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
-
-		len -= l;
-		while (l) {
-			uint32_t at = pos & (p->cap - 1), k = p->cap - at;
-
-			if (k > l)
-				k = (uint32_t)l;
-			memcpy(d, p->buf + at, k);
-			pos += k;
-			d += k;
-			l -= k;
-		}
-	}
+	pipe_copy(p, pos, iov, n, len, false);
 }
 
 static size_t iov_total(const struct iovec *iov, unsigned n)
@@ -176,6 +170,22 @@ static void took(struct vs_conn *c)
 		post_peer(c);
 }
 
+/* A write put its bytes (or messages: moved of them) before tail: publish
+ * them, wait for room if some did not fit (short), tell the reader.
+ * moved, or -1 with EAGAIN if none. */
+static ssize_t put_done(struct vs_conn *c, uint32_t tail, uint32_t moved, bool short_)
+{
+	atomic_store(&c->link->pipe[c->side].tail, tail);
+	if (short_)
+		wait_for(c, &end_of(c)->wr_wait, has_room);
+	if (!moved) {
+		errno = EAGAIN;
+		return -1;
+	}
+	wrote(c);
+	return moved;
+}
+
 ssize_t vs_link_writev(struct vs_conn *c, const struct iovec *iov, unsigned n)
 {
 	struct vs_pipe *p = &c->link->pipe[c->side];
@@ -189,16 +199,7 @@ ssize_t vs_link_writev(struct vs_conn *c, const struct iovec *iov, unsigned n)
 		return -1;
 	}
 	pipe_put(p, tail, iov, n, k);
-	atomic_store(&p->tail, tail + k);
-	if (k < len)
-		wait_for(c, &end_of(c)->wr_wait, has_room);
-	if (k)
-		wrote(c);
-	if (!k) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return k;
+	return put_done(c, tail + k, k, k < len);
 }
 
 int vs_link_sendmsgs(struct vs_conn *c, struct mmsghdr *m, unsigned n)
@@ -232,16 +233,7 @@ int vs_link_sendmsgs(struct vs_conn *c, struct mmsghdr *m, unsigned n)
 		tail += VS_FRAME + (uint32_t)len;
 		m[i].msg_len = (unsigned)len;
 	}
-	atomic_store(&p->tail, tail);
-	if (i < n)
-		wait_for(c, &end_of(c)->wr_wait, has_room);
-	if (i)
-		wrote(c);
-	if (!i) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return (int)i;
+	return (int)put_done(c, tail, i, i < n);
 }
 
 /* Nothing to read now: 0 at the end, else -1 with EAGAIN (and the peer

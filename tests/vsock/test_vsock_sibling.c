@@ -14,6 +14,22 @@
 static const struct sx_opts dflt = { 0 };
 static struct sx x;                     /* large: not on the stack */
 
+/* Read b until got reaches sent, every byte of stream seed checked. */
+static void read_all(struct vq_vsg_conn *b, uint64_t seed, uint64_t got, uint64_t sent)
+{
+	static uint8_t buf[65536];
+
+	while (got < sent) {
+		uint32_t r = vq_vsg_read(b, buf, sizeof(buf));
+
+		for (uint32_t i = 0; i < r; i++)
+			CHECK_EQ(buf[i], fx_byte(seed, got + i));
+		got += r;
+		sx_round(&x);
+	}
+	CHECK_EQ(got, sent);
+}
+
 /* Move len bytes of stream seed from a to b, both directions at once
  * when back is set (b to a, seed + 1), every byte checked. */
 static void transfer(struct vq_vsg_conn *a, struct vq_vsg_conn *b, uint64_t len,
@@ -231,7 +247,7 @@ static void sibling_stalled_reader_holds_only_its_connection(void)
 	struct sx_opts o = { .dev_buf_alloc = 64 * 1024, .guest_buf_alloc = 64 * 1024 };
 	static uint8_t buf[65536];
 	struct vq_vsg_conn *a, *b, *a2, *b2;
-	uint64_t sent = 0, got = 0;
+	uint64_t sent = 0;
 	int idle = 0;
 
 	sx_init(&x, 2, &o);
@@ -253,15 +269,7 @@ static void sibling_stalled_reader_holds_only_its_connection(void)
 	CHECK(sent <= 3 * 64 * 1024);
 	CHECK(sent >= 64 * 1024);
 	transfer(a2, b2, 1u << 20, true);
-	while (got < sent) {
-		uint32_t r = vq_vsg_read(b, buf, sizeof(buf));
-
-		for (uint32_t i = 0; i < r; i++)
-			CHECK_EQ(buf[i], fx_byte(3, got + i));
-		got += r;
-		sx_round(&x);
-	}
-	CHECK_EQ(got, sent);
+	read_all(b, 3, 0, sent);
 	transfer(a, b, 1u << 20, false);
 	sx_fini(&x);
 }
@@ -274,8 +282,7 @@ static void sibling_packet_count_holds_with_1_byte_writes(void)
 {
 	struct sx_opts o = { .pkt_truesize = 576 };
 	struct vq_vsg_conn *a, *b;
-	uint8_t buf[4096];
-	uint64_t sent = 0, got = 0;
+	uint64_t sent = 0;
 
 	sx_init(&x, 2, &o);
 	sx_connect(&x, 0, 1, 600, VQ_VSOCK_TYPE_STREAM, &a, &b);
@@ -290,14 +297,7 @@ static void sibling_packet_count_holds_with_1_byte_writes(void)
 	sx_settle(&x);
 	CHECK_EQ(vq_vsg_stats(x.vm[1].g)->pkt_resets, 0);
 	CHECK_EQ(vq_vsg_state(b), VQ_VSG_ESTABLISHED);
-	while (got < sent) {
-		uint32_t r = vq_vsg_read(b, buf, sizeof(buf));
-
-		for (uint32_t i = 0; i < r; i++)
-			CHECK_EQ(buf[i], fx_byte(5, got + i));
-		got += r;
-		sx_round(&x);
-	}
+	read_all(b, 5, 0, sent);
 	CHECK_EQ(vq_vsg_stats(x.vm[1].g)->pkt_resets, 0);
 	sx_fini(&x);
 }
