@@ -199,6 +199,11 @@ struct vq_vsock_stats {
 	/* connections the host's policy refused: host_connect's -EACCES
 	 * (guest to host) and host_request's refusals (host to guest) */
 	uint64_t policy_refused;
+	/* sibling guests (a hub): REQUESTs to a CID no guest of the hub
+	 * has, or whose guest shares no group with ours (each a RST at
+	 * once), and connections established with a sibling */
+	uint64_t cid_unknown, cid_refused;
+	uint64_t sibling_conns;
 };
 
 /* -EINVAL (guest_cid below 3 or above 2^32-1, no host_connect, a reserved
@@ -288,6 +293,35 @@ const char *vq_vsock_last_bad(const struct vq_vsock *v);
  * 0 or -EINVAL.
  */
 int vq_vsock_parse_connect(const char *line, uint32_t *port);
+
+/*
+ * Sibling guests.  Devices that join one hub (each device at most one)
+ * let their guests reach each other: a guest's REQUEST to another
+ * guest's CID goes to that guest's device when their groups share a bit
+ * (64 groups, a bit each; a device in none reaches nobody), ring to ring
+ * without a host socket, stream and seqpacket.  Each device keeps its own
+ * guest's half of the connection, with its own credit and the packet
+ * count; between them bytes wait in a pipe of the writer's buf_alloc
+ * (rounded up to a power of two) each way, so a guest that stops reading
+ * holds its own connections' windows and nothing more.  A REQUEST to a
+ * CID no guest of the hub has, or one that shares no group, gets a RST
+ * at once (cid_unknown, cid_refused).
+ *
+ * The devices may run on different threads (each device still on one):
+ * they tell each other through an eventfd in each device's
+ * vq_vsock_fd() set, and nobody waits for anybody.  A device may join
+ * while others run; free every device of a hub before the hub.
+ */
+struct vq_vsock_hub;
+
+/* 0, -ENOMEM. */
+int vq_vsock_hub_new(struct vq_vsock_hub **out);
+void vq_vsock_hub_free(struct vq_vsock_hub *h);
+/* v's guest joins h at its CID, in groups.  0, -EINVAL, -EBUSY (v is in
+ * a hub), -EEXIST (a device of that CID is), -ENOSPC (1024 devices), or
+ * -ENOMEM, -errno of the eventfd. */
+int vq_vsock_hub_join(struct vq_vsock_hub *h, struct vq_vsock *v,
+		      uint64_t groups);
 
 /* The UNIX-socket host side (hybrid vsock). */
 /* Connect, non-blocking, to "<base>_<port>" with a socket of the vsock type:

@@ -99,8 +99,6 @@ static bool config_ok(const struct vq_vsg_config *cfg)
 	for (unsigned i = 0; i < VQ_ARRAY_SIZE(cfg->reserved); i++)
 		if (cfg->reserved[i])
 			return false;
-	if (cfg->reserved32)
-		return false;
 	return cfg->rx && cfg->tx && cfg->cid >= 3 && cfg->cid <= 0xffffffffull &&
 	       cfg->tx_pkt_max <= VQ_VSOCK_MAX_PKT &&
 	       cfg->rx_buf_size <= (1u << 30) && cfg->buf_alloc <= (1u << 30);

@@ -17,18 +17,19 @@ static struct vq_vsg_conn **bucket(struct vq_vsg *g, uint32_t l, uint32_t p)
 	return &g->hash[(h >> 32) % VSG_HASH];
 }
 
-struct vq_vsg_conn *vsg_conn_find(struct vq_vsg *g, uint32_t l, uint32_t p)
+struct vq_vsg_conn *vsg_conn_find(struct vq_vsg *g, uint64_t cid, uint32_t l,
+				  uint32_t p)
 {
 	struct vq_vsg_conn *c;
 
 	for (c = *bucket(g, l, p); c; c = c->hnext)
-		if (c->lport == l && c->pport == p && !c->released)
+		if (c->lport == l && c->pport == p && c->pcid == cid && !c->released)
 			return c;
 	return NULL;
 }
 
-struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
-				   uint16_t type)
+struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t cid, uint32_t l,
+				   uint32_t p, uint16_t type)
 {
 	struct vq_vsg_conn *c = calloc(1, sizeof(*c));
 
@@ -52,6 +53,7 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint32_t l, uint32_t p,
 		return NULL;
 	}
 	c->g = g;
+	c->pcid = cid;
 	c->lport = l;
 	c->pport = p;
 	c->next = g->conns;
@@ -87,6 +89,7 @@ int vsg_conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags,
 	int r;
 
 	vq_vsg_hdr(c->g, &h, c->lport, c->pport, op, len);
+	h.dst_cid = vq_le64(c->pcid);
 	h.type = vq_le16(c->type);
 	h.flags = vq_le32(flags);
 	h.fwd_cnt = vq_le32(c->fwd_cnt);
@@ -131,15 +134,22 @@ void vsg_send_pending(struct vq_vsg *g)
 int vq_vsg_connect(struct vq_vsg *g, uint32_t port, uint16_t type,
 		   struct vq_vsg_conn **out)
 {
+	return vq_vsg_connect_cid(g, VQ_VSOCK_CID_HOST, port, type, out);
+}
+
+int vq_vsg_connect_cid(struct vq_vsg *g, uint64_t cid, uint32_t port,
+		       uint16_t type, struct vq_vsg_conn **out)
+{
 	struct vq_vsg_conn *c;
 	int r;
 
 	*out = NULL;
 	if (g->err)
 		return g->err;
-	if (type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET)
+	if ((type != VQ_VSOCK_TYPE_STREAM && type != VQ_VSOCK_TYPE_SEQPACKET) ||
+	    cid < VQ_VSOCK_CID_HOST || cid == g->cfg.cid || cid > 0xffffffffull)
 		return -EINVAL;
-	c = vsg_conn_alloc(g, g->next_port++, port, type);
+	c = vsg_conn_alloc(g, cid, g->next_port++, port, type);
 	if (!c)
 		return -ENOMEM;
 	c->state = VQ_VSG_CONNECTING;
@@ -375,4 +385,9 @@ uint32_t vq_vsg_local_port(const struct vq_vsg_conn *c)
 uint32_t vq_vsg_peer_port(const struct vq_vsg_conn *c)
 {
 	return c->pport;
+}
+
+uint64_t vq_vsg_peer_cid(const struct vq_vsg_conn *c)
+{
+	return c->pcid;
 }

@@ -30,6 +30,7 @@ struct vq_vsg_conn {
 	struct vq_vsg *g;
 	struct vq_vsg_conn *next;
 	struct vq_vsg_conn *hnext;      /* in its bucket */
+	uint64_t pcid;                  /* the peer's CID */
 	uint32_t lport, pport;
 	uint16_t type;
 	enum vq_vsg_state state;
@@ -85,10 +86,11 @@ VQ_INTERNAL void vsg_bad(struct vq_vsg *g, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* guest_conn.c */
-VQ_INTERNAL struct vq_vsg_conn *vsg_conn_find(struct vq_vsg *g, uint32_t lport,
-					      uint32_t pport);
-VQ_INTERNAL struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint32_t lport,
-					       uint32_t pport, uint16_t type);
+VQ_INTERNAL struct vq_vsg_conn *vsg_conn_find(struct vq_vsg *g, uint64_t pcid,
+					      uint32_t lport, uint32_t pport);
+VQ_INTERNAL struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t pcid,
+					       uint32_t lport, uint32_t pport,
+					       uint16_t type);
 VQ_INTERNAL void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c);
 VQ_INTERNAL int vsg_conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags,
 			      const void *payload, uint32_t len);

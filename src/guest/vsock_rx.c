@@ -12,6 +12,7 @@
 
 /* What vsg_rx_packet read from a header, in host order. */
 struct rx_hdr {
+	uint64_t cid;                   /* the sender's */
 	uint32_t len, lport, pport, flags, buf_alloc, fwd_cnt;
 	uint16_t type, op;
 };
@@ -60,19 +61,28 @@ static void reply_rst(struct vq_vsg *g, const struct rx_hdr *t)
 	if (t->op == VQ_VSOCK_OP_RST)
 		return;
 	vq_vsg_hdr(g, &r, t->lport, t->pport, VQ_VSOCK_OP_RST, 0);
+	r.dst_cid = vq_le64(t->cid);
 	r.type = vq_le16(t->type);
 	vsg_send_parts(g, &r, sizeof(r), NULL, 0);
 }
 
-/* The packet comes from the host and is for us (else it is dropped). */
+/* The packet comes from the host (or, with cfg.siblings, a sibling) and
+ * is for us (else it is dropped). */
 static bool check_cids(struct vq_vsg *g, const struct vq_vsock_hdr *h)
 {
 	uint64_t src = vq_le64(h->src_cid), dst = vq_le64(h->dst_cid);
+	bool peer = src == VQ_VSOCK_CID_HOST ||
+		    (g->cfg.siblings && src > VQ_VSOCK_CID_HOST && src != g->cfg.cid &&
+		     src <= 0xffffffffull);
 
-	if (src == VQ_VSOCK_CID_HOST && dst == g->cfg.cid)
+	if (peer && dst == g->cfg.cid)
 		return true;
-	vsg_bad(g, "5.10.6.4: packet from CID %" PRIu64 " to CID %" PRIu64
-		", not from the host's 2 to our %" PRIu64, src, dst, g->cfg.cid);
+	if (g->cfg.siblings)
+		vsg_bad(g, "5.10.6.4: packet from CID %" PRIu64 " to CID %" PRIu64
+			", not from a peer's to our %" PRIu64, src, dst, g->cfg.cid);
+	else
+		vsg_bad(g, "5.10.6.4: packet from CID %" PRIu64 " to CID %" PRIu64
+			", not from the host's 2 to our %" PRIu64, src, dst, g->cfg.cid);
 	return false;
 }
 
@@ -133,7 +143,7 @@ static void rx_request(struct vq_vsg *g, const struct rx_hdr *t)
 		reply_rst(g, t);
 		return;
 	}
-	c = vsg_conn_alloc(g, t->lport, t->pport, t->type);
+	c = vsg_conn_alloc(g, t->cid, t->lport, t->pport, t->type);
 	if (!c) {
 		reply_rst(g, t);
 		return;
@@ -260,14 +270,14 @@ void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 	}
 	memcpy(&h, buf, sizeof(h));
 	t = (struct rx_hdr){
-		.len = vq_le32(h.len), .lport = vq_le32(h.dst_port),
+		.cid = vq_le64(h.src_cid), .len = vq_le32(h.len), .lport = vq_le32(h.dst_port),
 		.pport = vq_le32(h.src_port), .flags = vq_le32(h.flags),
 		.buf_alloc = vq_le32(h.buf_alloc), .fwd_cnt = vq_le32(h.fwd_cnt),
 		.type = vq_le16(h.type), .op = vq_le16(h.op),
 	};
 	if (!check_cids(g, &h))
 		return;
-	c = vsg_conn_find(g, t.lport, t.pport);
+	c = vsg_conn_find(g, t.cid, t.lport, t.pport);
 	if (!check_len(g, t.len, used)) {
 		/* The payload is lost: the stream cannot go on. */
 		if (c && c->state != VQ_VSG_CLOSED)

@@ -42,7 +42,13 @@ bool vs_check_chain(struct vq_vsock *v, const struct vq_chain *ch)
 
 bool vs_check_addr(struct vq_vsock *v, uint64_t src_cid, uint64_t dst_cid)
 {
-	if (src_cid == v->cfg.guest_cid && dst_cid == VQ_VSOCK_CID_HOST)
+	/* the host, or another guest's CID (a sibling, or a RST saying
+	 * there is none) */
+	bool dst_ok = dst_cid == VQ_VSOCK_CID_HOST ||
+		      (dst_cid > VQ_VSOCK_CID_HOST && dst_cid != v->cfg.guest_cid &&
+		       dst_cid <= 0xffffffffull);
+
+	if (src_cid == v->cfg.guest_cid && dst_ok)
 		return true;
 	bad(v, &v->st.bad_addr,
 	    "5.10.6.4: packet from CID %" PRIu64 " to CID %" PRIu64

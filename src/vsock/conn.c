@@ -15,25 +15,33 @@
 
 #include "vsock_internal.h"
 
-static uint32_t hash_ports(uint32_t l, uint32_t p)
+/* A connection is its other end's CID and the two ports. */
+static uint32_t hash_key(uint64_t cid, uint32_t l, uint32_t p)
 {
-	uint64_t h = ((uint64_t)l << 32 | p) * 0x9E3779B97F4A7C15ull;
+	uint64_t h = (((uint64_t)l << 32 | p) ^ cid * 0xC2B2AE3D27D4EB4Full) *
+		     0x9E3779B97F4A7C15ull;
 
 	return (uint32_t)(h >> 32);
 }
 
-struct vs_conn *vs_conn_find(struct vq_vsock *v, uint32_t l, uint32_t p)
+struct vs_conn *vs_conn_find(struct vq_vsock *v, uint64_t cid, uint32_t l,
+			     uint32_t p)
 {
-	struct vs_conn *c = v->hash[hash_ports(l, p) & v->hmask];
+	struct vs_conn *c = v->hash[hash_key(cid, l, p) & v->hmask];
 
-	while (c && (c->lport != l || c->pport != p))
+	while (c && (c->lport != l || c->pport != p || c->pcid != cid))
 		c = c->hnext;
 	return c;
 }
 
+static struct vs_conn **bucket_of(struct vq_vsock *v, const struct vs_conn *c)
+{
+	return &v->hash[hash_key(c->pcid, c->lport, c->pport) & v->hmask];
+}
+
 void vs_hash_add(struct vq_vsock *v, struct vs_conn *c)
 {
-	struct vs_conn **b = &v->hash[hash_ports(c->lport, c->pport) & v->hmask];
+	struct vs_conn **b = bucket_of(v, c);
 
 	c->hnext = *b;
 	*b = c;
@@ -42,7 +50,7 @@ void vs_hash_add(struct vq_vsock *v, struct vs_conn *c)
 
 static void hash_del(struct vq_vsock *v, struct vs_conn *c)
 {
-	struct vs_conn **b = &v->hash[hash_ports(c->lport, c->pport) & v->hmask];
+	struct vs_conn **b = bucket_of(v, c);
 
 	while (*b && *b != c)
 		b = &(*b)->hnext;
@@ -211,8 +219,8 @@ bool vs_has_rx_work(const struct vs_conn *c)
 	return c->pend || vs_data_ready(c);
 }
 
-void vs_reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
-		  uint16_t type)
+void vs_reply_rst(struct vq_vsock *v, uint64_t cid, uint32_t lport,
+		  uint32_t pport, uint16_t type)
 {
 	struct vs_reply *r;
 
@@ -221,6 +229,7 @@ void vs_reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
 	if (v->reply_len >= v->reply_cap)
 		return;
 	r = &v->replies[(v->reply_head + v->reply_len) % v->reply_cap];
+	r->cid = cid;
 	r->lport = lport;
 	r->pport = pport;
 	r->type = type;
@@ -272,7 +281,7 @@ void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 	if (c->state != VS_HANDSHAKE) {
 		hash_del(v, c);
 		if (rst)
-			vs_reply_rst(v, c->lport, c->pport, c->type);
+			vs_reply_rst(v, c->pcid, c->lport, c->pport, c->type);
 		v->st.conns_closed++;
 	} else {
 		v->nhandshake--;
@@ -284,6 +293,8 @@ void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 	if (c->fd >= 0)
 		close(c->fd);   /* also leaves the epoll set */
 	c->fd = -1;
+	if (c->link)
+		vs_link_release(v, c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -326,10 +337,11 @@ struct vs_conn *vs_conn_new(struct vq_vsock *v, int fd, enum vs_state st)
 	c->state = st;
 	c->fd = fd;
 	c->type = VQ_VSOCK_TYPE_STREAM;
+	c->pcid = VQ_VSOCK_CID_HOST;
 	c->buf_alloc = v->cfg.buf_alloc;
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = c;
-	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (fd >= 0 && epoll_ctl(v->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(c);
 		return NULL;
 	}
@@ -407,7 +419,7 @@ void vs_conn_check_done(struct vq_vsock *v, struct vs_conn *c)
 	if (c->olen || c->mq_len)
 		return;
 	if (!c->host_wr_shut) {
-		shutdown(c->fd, SHUT_WR);
+		vs_io_shut_wr(c);
 		c->host_wr_shut = true;
 	}
 	if ((c->guest_shut & VQ_VSOCK_SHUTDOWN_RCV) || c->host_eof) {

@@ -18,15 +18,6 @@
 
 #include "vsock_internal.h"
 
-/* writev without SIGPIPE: a host that closed its socket is an error to
- * handle (RST), not a signal that kills the daemon. */
-ssize_t vs_sock_writev(int fd, struct iovec *iov, unsigned n)
-{
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = n };
-
-	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 static uint32_t obuf_cap(const struct vs_conn *c)
 {
 	return c->buf_alloc + VS_OK_MAX;
@@ -105,7 +96,7 @@ static enum vs_fate obuf_drain_msgs(struct vq_vsock *v, struct vs_conn *c)
 		uint32_t m = c->mq[c->mq_head];
 		struct iovec io[2];
 		unsigned n = obuf_head_iov(c, m, io);
-		ssize_t r = vs_sock_writev(c->fd, io, m ? n : 0);
+		ssize_t r = vs_io_writev(c, io, m ? n : 0);
 
 		v->st.host_write_calls++;
 		if (r < 0 && errno == EINTR)
@@ -132,7 +123,7 @@ static enum vs_fate obuf_drain_stream(struct vq_vsock *v, struct vs_conn *c)
 	while (c->olen && c->host_writable) {
 		struct iovec io[2];
 		unsigned n = obuf_head_iov(c, c->olen, io);
-		ssize_t r = vs_sock_writev(c->fd, io, n);
+		ssize_t r = vs_io_writev(c, io, n);
 
 		v->st.host_write_calls++;
 		if (r < 0) {
@@ -290,7 +281,7 @@ static uint32_t alloc_port(struct vq_vsock *v, uint32_t pport)
 
 		if (v->next_port > VS_PORT_LAST)
 			v->next_port = VS_PORT_FIRST;
-		if (!vs_conn_find(v, p, pport))
+		if (!vs_conn_find(v, VQ_VSOCK_CID_HOST, p, pport))
 			return p;
 	}
 	return 0;
@@ -403,7 +394,7 @@ static void host_accept(struct vq_vsock *v, const struct vs_listener *l)
 	}
 }
 
-static void conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
+void vs_conn_event(struct vq_vsock *v, struct vs_conn *c, uint32_t events)
 {
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		c->host_readable = true;
@@ -439,9 +430,13 @@ int vq_vsock_process_host(struct vq_vsock *v)
 			host_accept(v, (const struct vs_listener *)k);
 			continue;
 		}
+		if (*k == VS_EP_INBOX) {
+			vs_link_news(v);
+			continue;
+		}
 		if (((struct vs_conn *)k)->dead)
 			continue;
-		conn_event(v, (struct vs_conn *)k, ev[i].events);
+		vs_conn_event(v, (struct vs_conn *)k, ev[i].events);
 	}
 	vs_reap(v);
 	return n;

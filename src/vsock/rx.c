@@ -24,11 +24,12 @@
 #include "vsock_internal.h"
 #include "mem_lib.h"
 
-static void hdr_init(struct vq_vsock *v, struct vq_vsock_hdr *h,
+/* A header from the other end cid (the host's 2, or a sibling's). */
+static void hdr_init(struct vq_vsock *v, struct vq_vsock_hdr *h, uint64_t cid,
 		     uint32_t lport, uint32_t pport, uint16_t type, uint16_t op)
 {
 	memset(h, 0, sizeof(*h));
-	h->src_cid = vq_le64(VQ_VSOCK_CID_HOST);
+	h->src_cid = vq_le64(cid);
 	h->dst_cid = vq_le64(v->cfg.guest_cid);
 	h->src_port = vq_le32(lport);
 	h->dst_port = vq_le32(pport);
@@ -205,7 +206,7 @@ static int rx_deliver(struct vq_vsock *v, struct vs_conn *c, const uint32_t *sha
 		uint32_t k = got < share[i] ? got : share[i];
 
 		got -= k;
-		hdr_init(v, &h, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
+		hdr_init(v, &h, c->pcid, c->lport, c->pport, c->type, VQ_VSOCK_OP_RW);
 		hdr_credit(c, &h);
 		h.len = vq_le32(k);
 		h.flags = vq_le32(got ? 0 : last_flags);
@@ -222,18 +223,14 @@ static int rx_deliver(struct vq_vsock *v, struct vs_conn *c, const uint32_t *sha
 	return r < 0 ? -EIO : (int)i;
 }
 
-/* The host side hung up: what a zero-length read means on a seqpacket
- * socket, where an empty message reads the same. */
-static bool host_hung_up(int fd)
-{
-	struct pollfd p = { fd, POLLRDHUP, 0 };
-
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-/* The host sends no more: tell the guest once its data is out. */
+/* The host sends no more: tell the guest once its data is out.  A
+ * sibling that reset is a RST once its bytes are read. */
 static void mark_host_eof(struct vq_vsock *v, struct vs_conn *c)
 {
+	if (c->link && vs_link_peer_closed(c)) {
+		vs_conn_close(v, c, true);
+		return;
+	}
 	c->host_eof = true;
 	c->shut_flags |= VQ_VSOCK_SHUTDOWN_SEND;
 	c->pend |= P_SHUTDOWN;
@@ -247,7 +244,7 @@ static ssize_t rx_seq_peek(struct vq_vsock *v, struct vs_conn *c)
 	ssize_t len;
 
 	do
-		len = recv(c->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		len = vs_io_peek_len(c);
 	while (len < 0 && errno == EINTR);
 	if (len < 0) {
 		if (vs_is_fatal_sock_err(errno))
@@ -256,7 +253,8 @@ static ssize_t rx_seq_peek(struct vq_vsock *v, struct vs_conn *c)
 			c->host_readable = false;
 		return -1;
 	}
-	if (len == 0 && host_hung_up(c->fd)) {
+	/* the end, or an empty message: a seqpacket read says 0 for both */
+	if (len == 0 && vs_io_hung_up(c)) {
 		mark_host_eof(v, c);
 		return -1;
 	}
@@ -294,7 +292,7 @@ static enum vs_fate rx_seq_hold(struct vq_vsock *v, struct vs_conn *c, ssize_t l
 	}
 	v->ibuf_bytes += (uint64_t)len;
 	do
-		r = recv(c->fd, c->ibuf, (size_t)len, MSG_DONTWAIT);
+		r = vs_io_recv_msg(c, &(struct iovec){ c->ibuf, (size_t)len }, 1);
 	while (r < 0 && errno == EINTR);
 	v->st.host_read_calls++;
 	c->ilen = (uint32_t)len;
@@ -317,7 +315,6 @@ static int rx_seq_direct(struct vq_vsock *v, struct vs_conn *c, uint32_t len,
 	unsigned n, ns;
 	uint64_t total;
 	ssize_t r;
-	struct msghdr m = { .msg_iov = v->rx_slice };
 
 	if (len > vs_peer_credit(c))
 		return VS_RX_UNUSED;
@@ -328,9 +325,8 @@ static int rx_seq_direct(struct vq_vsock *v, struct vs_conn *c, uint32_t len,
 		rx_give_back(v, 1);
 		return VS_RX_UNUSED;
 	}
-	m.msg_iovlen = len ? ns : 0;
 	do
-		r = recvmsg(c->fd, &m, MSG_DONTWAIT);
+		r = vs_io_recv_msg(c, v->rx_slice, len ? ns : 0);
 	while (r < 0 && errno == EINTR);
 	v->st.host_read_calls++;
 	if (r != (ssize_t)len) {
@@ -415,7 +411,7 @@ static int rx_stream(struct vq_vsock *v, struct vs_conn *c, unsigned max)
 	rx_take(v, credit, want < max ? want : max);
 	n = rx_slice_chains(v, credit, share, &total, &ns);
 	do
-		r = readv(c->fd, v->rx_slice, (int)ns);
+		r = vs_io_readv(c, v->rx_slice, ns);
 	while (r < 0 && errno == EINTR);
 	v->st.host_read_calls++;
 	if (r > 0) {
@@ -460,7 +456,7 @@ static int rx_ctrl(struct vq_vsock *v, struct vs_conn *c, uint16_t op)
 	}
 	if (!op)
 		return VS_RX_UNUSED;
-	hdr_init(v, &h, c->lport, c->pport, c->type, op);
+	hdr_init(v, &h, c->pcid, c->lport, c->pport, c->type, op);
 	hdr_credit(c, &h);
 	if (op == VQ_VSOCK_OP_SHUTDOWN)
 		h.flags = vq_le32(c->shut_flags);
@@ -500,7 +496,7 @@ static int rx_reply(struct vq_vsock *v)
 	struct vq_vsock_hdr h;
 	struct vs_reply *rp = &v->replies[v->reply_head];
 
-	hdr_init(v, &h, rp->lport, rp->pport, rp->type, VQ_VSOCK_OP_RST);
+	hdr_init(v, &h, rp->cid, rp->lport, rp->pport, rp->type, VQ_VSOCK_OP_RST);
 	v->reply_head = (v->reply_head + 1) % v->reply_cap;
 	v->reply_len--;
 	return rx_send_ctrl(v, &h);

@@ -45,6 +45,7 @@ struct vs_gather *vs_gather_new(void)
 
 /* What tx_packet read from a header, in host order. */
 struct tx_hdr {
+	uint64_t cid;                   /* the destination: 2, or a sibling */
 	uint32_t len, lport, pport, flags;
 	uint16_t type, op;
 };
@@ -153,7 +154,7 @@ static void gather_write_stream(struct vq_vsock *v, struct vs_gather *g,
 	ssize_t r;
 
 	do
-		r = vs_sock_writev(c->fd, g->iov, g->niov);
+		r = vs_io_writev(c, g->iov, g->niov);
 	while (r < 0 && errno == EINTR);
 	v->st.host_write_calls++;
 	if (r < 0 && vs_is_fatal_sock_err(errno)) {
@@ -187,7 +188,7 @@ static void gather_write_seq(struct vq_vsock *v, struct vs_gather *g,
 
 	if (g->nmsg) {
 		do
-			r = sendmmsg(c->fd, g->msg, g->nmsg, MSG_NOSIGNAL | MSG_DONTWAIT);
+			r = vs_io_sendmsgs(c, g->msg, g->nmsg);
 		while (r < 0 && errno == EINTR);
 		v->st.host_write_calls++;
 		if (r < 0 && vs_is_fatal_sock_err(errno)) {
@@ -357,6 +358,16 @@ static void tx_rw(struct vq_vsock *v, struct vs_conn *c,
 	vs_maybe_credit_update(v, c);
 }
 
+/* A REQUEST to a sibling's port (link.c): RESPONSE when it answers. */
+static void tx_request_sibling(struct vq_vsock *v, const struct vq_vsock_hdr *h,
+			       const struct tx_hdr *t)
+{
+	struct vs_conn *c = vs_link_open(v, t->cid, t->lport, t->pport, t->type);
+
+	if (c)
+		update_peer_credit(v, c, h);
+}
+
 /* A REQUEST to the host's port lport: connect, answer RESPONSE or RST. */
 static void tx_request(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 		       const struct tx_hdr *t)
@@ -364,9 +375,13 @@ static void tx_request(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 	struct vs_conn *c;
 	int fd;
 
+	if (t->cid != VQ_VSOCK_CID_HOST) {
+		tx_request_sibling(v, h, t);
+		return;
+	}
 	if (v->nconns >= v->cfg.max_conns) {
 		v->st.conn_limit++;
-		vs_reply_rst(v, t->lport, t->pport, t->type);
+		vs_reply_rst(v, t->cid, t->lport, t->pport, t->type);
 		return;
 	}
 	fd = v->cfg.host_connect(v->cfg.arg, t->lport, t->type);
@@ -375,13 +390,13 @@ static void tx_request(struct vq_vsock *v, const struct vq_vsock_hdr *h,
 			v->st.policy_refused++;
 		else
 			v->st.no_listener++;
-		vs_reply_rst(v, t->lport, t->pport, t->type);
+		vs_reply_rst(v, t->cid, t->lport, t->pport, t->type);
 		return;
 	}
 	c = vs_conn_new(v, fd, VS_ESTABLISHED);
 	if (!c) {
 		close(fd);
-		vs_reply_rst(v, t->lport, t->pport, t->type);
+		vs_reply_rst(v, t->cid, t->lport, t->pport, t->type);
 		return;
 	}
 	c->type = t->type;
@@ -409,6 +424,13 @@ static void tx_response(struct vq_vsock *v, struct vs_conn *c)
 	if (c->state != VS_CONNECTING) {
 		vs_bad_op(v, c, VQ_VSOCK_OP_RESPONSE, "no REQUEST of ours waits for it");
 		vs_conn_close(v, c, true);
+		return;
+	}
+	if (c->link) {
+		/* the sibling's guest hears RESPONSE */
+		vs_link_accept(v, c);
+		if (vs_has_rx_work(c))
+			vs_rx_add(v, c);
 		return;
 	}
 	c->state = VS_ESTABLISHED;
@@ -476,15 +498,16 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 		return;
 	vq_iov_to_buf(ch->iov, ch->nout, 0, &h, sizeof(h));
 	t = (struct tx_hdr){
-		.len = vq_le32(h.len), .lport = vq_le32(h.dst_port),
+		.cid = vq_le64(h.dst_cid), .len = vq_le32(h.len), .lport = vq_le32(h.dst_port),
 		.pport = vq_le32(h.src_port), .flags = vq_le32(h.flags),
 		.type = vq_le16(h.type), .op = vq_le16(h.op),
 	};
-	/* Not for us, or spoofed: no reply (Linux drops these too). */
+	/* Spoofed, or to nobody a device can reach: no reply (Linux drops
+	 * these too). */
 	if (!vs_check_addr(v, vq_le64(h.src_cid), vq_le64(h.dst_cid)))
 		return;
 	v->st.tx_pkts++;
-	c = vs_conn_find(v, t.lport, t.pport);
+	c = vs_conn_find(v, t.cid, t.lport, t.pport);
 	if (!vs_check_len(v, t.len, ch)) {
 		/* The header lies about the payload: the stream cannot go on. */
 		if (c)
@@ -495,7 +518,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 		/* 5.10.6.4: an unknown type gets RST; so does a packet whose
 		 * type is not its connection's (which goes on). */
 		if (t.op != VQ_VSOCK_OP_RST)
-			vs_reply_rst(v, t.lport, t.pport, t.type);
+			vs_reply_rst(v, t.cid, t.lport, t.pport, t.type);
 		return;
 	}
 	if (t.op == VQ_VSOCK_OP_RST) {
@@ -518,7 +541,7 @@ static void tx_packet(struct vq_vsock *v, const struct vq_chain *ch)
 		/* Nothing open on these ports (5.10.6.5: reply with RST). */
 		if (t.op < VQ_VSOCK_OP_REQUEST || t.op > VQ_VSOCK_OP_CREDIT_REQUEST)
 			vs_bad_op(v, NULL, t.op, "not an op of the spec");
-		vs_reply_rst(v, t.lport, t.pport, t.type);
+		vs_reply_rst(v, t.cid, t.lport, t.pport, t.type);
 		return;
 	}
 	tx_on_conn(v, c, &h, &t, ch);

@@ -12,7 +12,7 @@
 
 #include <virtq/runtime.h>
 
-#include "vsock_internal.h"
+#include "link.h"
 
 static bool config_ok(const struct vq_vsock_config *cfg)
 {
@@ -78,6 +78,7 @@ void vq_vsock_free(struct vq_vsock *v)
 		return;
 	vs_close_all(v);
 	vs_reap(v);
+	vs_hub_leave(v);
 	for (unsigned i = 0; i < VS_LISTENERS; i++)
 		if (v->lst[i].fd >= 0)
 			close(v->lst[i].fd);

@@ -8,6 +8,9 @@
  *   tx.c     guest -> host packets (the TX queue)
  *   rx.c     host -> guest packets (the RX queue) and the event queue
  *   bad.c    the checks on what the guest sends, one helper each
+ *   io.c     a connection's other end: a host socket, or a sibling's link
+ *   link.c   connections between two guests of one hub, ring to ring
+ *   hub.c    the hub: the devices siblings reach, their inboxes
  */
 #ifndef VIRTQ_VSOCK_INTERNAL_H
 #define VIRTQ_VSOCK_INTERNAL_H
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <virtq/vsock.h>
@@ -40,6 +44,8 @@
 
 enum vs_state {
 	VS_HANDSHAKE,           /* host socket, reading its CONNECT line */
+	VS_LINKING,             /* the guest's REQUEST went to a sibling, which
+				 * has not answered */
 	VS_CONNECTING,          /* REQUEST sent to the guest, no RESPONSE yet */
 	VS_ESTABLISHED,
 	VS_CLOSING,             /* sent SHUTDOWN both ways, waiting for RST */
@@ -84,14 +90,20 @@ enum vs_rx {
 #define VS_CREQ_NS      (100ull * 1000000)
 
 /* What an epoll event points at. */
-enum vs_kind { VS_EP_LISTENER = 1, VS_EP_CONN = 2 };
+enum vs_kind { VS_EP_LISTENER = 1, VS_EP_CONN = 2, VS_EP_INBOX = 3 };
+
+struct vs_link;
+struct vs_member;
 
 struct vs_conn {
 	enum vs_kind kind;              /* first: epoll data points here */
 	enum vs_state state;
-	int fd;
+	int fd;                         /* the host socket, or -1 (link) */
+	struct vs_link *link;           /* a sibling's connection, or NULL */
+	uint8_t side;                   /* ours of the link's two */
 	uint16_t type;                  /* VQ_VSOCK_TYPE_* */
-	uint32_t lport, pport;          /* host side, guest side */
+	uint64_t pcid;                  /* the other end's CID: 2, or a sibling's */
+	uint32_t lport, pport;          /* other end, guest side */
 	struct vs_conn *hnext;          /* hash chain */
 	struct vs_conn *prev, *next;    /* every connection */
 	struct vs_conn *rprev, *rnext;  /* RX list */
@@ -135,6 +147,7 @@ struct vs_listener {
 };
 
 struct vs_reply {
+	uint64_t cid;                   /* the RST's source */
 	uint32_t lport, pport;
 	uint16_t type;
 };
@@ -177,6 +190,9 @@ struct vq_vsock {
 	struct iovec *rx_slice;         /* VS_SYSCALL_IOV, their payload areas */
 	struct vq_vsock_stats st;
 	char bad_msg[VS_MSG_MAX];       /* the last bad input, "" if none */
+	/* in a hub: our entry (its inbox is in our epoll set) */
+	struct vq_vsock_hub *hub;
+	struct vs_member *me;
 };
 
 /* An RX buffer the device can put a packet in: writable only, with room
@@ -192,8 +208,8 @@ static inline bool vs_is_fatal_sock_err(int e)
 }
 
 /* conn.c */
-VQ_INTERNAL struct vs_conn *vs_conn_find(struct vq_vsock *v, uint32_t lport,
-					 uint32_t pport);
+VQ_INTERNAL struct vs_conn *vs_conn_find(struct vq_vsock *v, uint64_t pcid,
+					 uint32_t lport, uint32_t pport);
 VQ_INTERNAL void vs_hash_add(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_rx_add(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_rx_del(struct vq_vsock *v, struct vs_conn *c);
@@ -211,8 +227,10 @@ VQ_INTERNAL void vs_pkts_check(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_pkts_ask(struct vq_vsock *v);
 VQ_INTERNAL bool vs_data_ready(const struct vs_conn *c);
 VQ_INTERNAL bool vs_has_rx_work(const struct vs_conn *c);
-VQ_INTERNAL void vs_reply_rst(struct vq_vsock *v, uint32_t lport, uint32_t pport,
-			      uint16_t type);
+VQ_INTERNAL void vs_reply_rst(struct vq_vsock *v, uint64_t cid, uint32_t lport,
+			      uint32_t pport, uint16_t type);
+/* A connection on the host socket fd (in the epoll set), or, fd -1, on a
+ * link (the caller sets it). */
 VQ_INTERNAL struct vs_conn *vs_conn_new(struct vq_vsock *v, int fd,
 					enum vs_state st);
 VQ_INTERNAL void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst);
@@ -225,12 +243,53 @@ VQ_INTERNAL unsigned vs_iov_slice(const struct iovec *iov, unsigned n, size_t of
 				  size_t len, struct iovec *dst, unsigned max);
 
 /* host.c */
-VQ_INTERNAL ssize_t vs_sock_writev(int fd, struct iovec *iov, unsigned n);
 VQ_INTERNAL void vs_host_wrote(struct vs_conn *c, uint32_t n);
+/* What epoll said of c's host socket (or its link, the same way). */
+VQ_INTERNAL void vs_conn_event(struct vq_vsock *v, struct vs_conn *c,
+			       uint32_t events);
 VQ_INTERNAL int vs_obuf_put_iov(struct vs_conn *c, const struct iovec *iov,
 				unsigned n, size_t len);
 VQ_INTERNAL enum vs_fate vs_obuf_drain(struct vq_vsock *v, struct vs_conn *c);
 VQ_INTERNAL void vs_seq_fit_window(struct vs_conn *c);
+
+/* io.c: the other end of c, a host socket or a link, the way the
+ * socket calls answer (-1 with errno: EAGAIN, EPIPE, ...) */
+VQ_INTERNAL ssize_t vs_io_writev(struct vs_conn *c, struct iovec *iov, unsigned n);
+/* Seqpacket: whole messages, as sendmmsg; msg_len set on each sent. */
+VQ_INTERNAL int vs_io_sendmsgs(struct vs_conn *c, struct mmsghdr *m, unsigned n);
+VQ_INTERNAL ssize_t vs_io_readv(struct vs_conn *c, struct iovec *iov, unsigned n);
+/* Seqpacket: the next message's length, without taking it. */
+VQ_INTERNAL ssize_t vs_io_peek_len(struct vs_conn *c);
+/* Seqpacket: take the next message into iov (room for all of it). */
+VQ_INTERNAL ssize_t vs_io_recv_msg(struct vs_conn *c, struct iovec *iov, unsigned n);
+/* The other end sends no more (what a 0-byte seqpacket read means). */
+VQ_INTERNAL bool vs_io_hung_up(struct vs_conn *c);
+VQ_INTERNAL void vs_io_shut_wr(struct vs_conn *c);
+
+/* link.c */
+/* A guest's REQUEST to the sibling CID cid: its half, waiting for the
+ * sibling's answer, or NULL (RST queued, counted). */
+VQ_INTERNAL struct vs_conn *vs_link_open(struct vq_vsock *v, uint64_t cid,
+					 uint32_t lport, uint32_t pport,
+					 uint16_t type);
+/* The guest answered the sibling's REQUEST on c (RESPONSE). */
+VQ_INTERNAL void vs_link_accept(struct vq_vsock *v, struct vs_conn *c);
+/* c is closed: its end of the link goes, the sibling hears of it. */
+VQ_INTERNAL void vs_link_release(struct vq_vsock *v, struct vs_conn *c);
+/* The inbox said so: take what siblings left for us. */
+VQ_INTERNAL int vs_link_news(struct vq_vsock *v);
+VQ_INTERNAL ssize_t vs_link_writev(struct vs_conn *c, const struct iovec *iov,
+				   unsigned n);
+VQ_INTERNAL int vs_link_sendmsgs(struct vs_conn *c, struct mmsghdr *m, unsigned n);
+VQ_INTERNAL ssize_t vs_link_readv(struct vs_conn *c, const struct iovec *iov,
+				  unsigned n);
+VQ_INTERNAL ssize_t vs_link_peek_len(struct vs_conn *c);
+VQ_INTERNAL ssize_t vs_link_recv_msg(struct vs_conn *c, const struct iovec *iov,
+				     unsigned n);
+VQ_INTERNAL bool vs_link_hung_up(const struct vs_conn *c);
+/* The sibling's half is gone (its guest's RST, or its device's reset). */
+VQ_INTERNAL bool vs_link_peer_closed(const struct vs_conn *c);
+VQ_INTERNAL void vs_link_shut_wr(struct vs_conn *c);
 
 /* tx.c, rx.c */
 VQ_INTERNAL int vs_process_tx(struct vq_vsock *v, unsigned budget);

@@ -40,6 +40,9 @@
 #        vsock-seqpacket vsock-seqpacket-packed (SOCK_SEQPACKET, guest -> host)
 #        vsock-bidir-slow (16 connections each way at once, the host
 #        reading slowly: no connection stalls behind another's backpressure)
+#        vsock-siblings (two guests on one virtq-vsock of three VMs: each
+#        reaches the other's CID, stream and seqpacket, both ways, and the
+#        host; a VM outside their group and an unknown CID are a RST at once)
 #        vsock-small-writes (1-byte host writes to a guest that stopped
 #        reading: within the guest's packet count, no reset, all delivered)
 #
@@ -724,6 +727,85 @@ vsock_small_writes() {
 		"guest_rc=$rc host_rc=$hrc host: $(grep -a '^SEND' "$h" | cut -d' ' -f2-) guest: $(grep -a '^RECV' "$o" | cut -d' ' -f2-)"
 	check packet-count-held $([ "${held:-0}" -gt 0 ] && echo 0 || echo 1) \
 		"virtq-vsock pkts_held=${held:-none} (the guest's packet count was reached and kept)"
+}
+
+# ---- sibling guests: two guests of one virtq-vsock talk to each other ----
+# One virtq-vsock of three VMs: A (CID 3, group web), B (CID 4, web+db)
+# and C (CID 5, batch; no guest booted).  A and B boot at once.  A
+# listens: a stream echo and a seqpacket echo.  B streams to A's echo on
+# $j connections (every byte checked on its way to A and back: the
+# sibling path both ways), runs the seqpacket echo (messages of 1 byte to
+# 96 KiB back whole), and streams to a host listener; the host CONNECTs
+# to A's echo too.  Then B connects to C, which shares no group with it,
+# and to CID 9, which no VM has: each must fail at once with ECONNRESET
+# (a RST, not a timeout), counted by the daemon as cid_refused and
+# cid_unknown.
+vsock_siblings() {
+	local n=256K j=2 m=40 hport=5031 aport=7031 mport=7032 xport=7033 hcrc=1 i
+	local s3=$LOG/vs3.sock s4=$LOG/vs4.sock s5=$LOG/vs5.sock
+	local u3=$LOG/vs3.uds u4=$LOG/vs4.uds u5=$LOG/vs5.uds
+	need_vsock_backend
+	VS_N=$((VS_N + 1))
+	"$VIRTQ_VSOCK" --json --threads 2 \
+		--vm "guest-cid=3,socket=$s3,uds-path=$u3,groups=web" \
+		--vm "guest-cid=4,socket=$s4,uds-path=$u4,groups=web+db" \
+		--vm "guest-cid=5,socket=$s5,uds-path=$u5,groups=batch" \
+		> "$LOG/vsock-$VS_N.log" 2>&1 < /dev/null &
+	VS_PID=$!
+	PIDS+=("$VS_PID")
+	wait_sock "$s5" "$VS_PID" || { check start 1 "$(tail -3 "$LOG/vsock-$VS_N.log")"; return; }
+	"$GVSOCK" recv -u "${u4}_$hport" -j 1 > "$LOG/host-recv.out" 2>&1 &
+	local hp=$!
+	PIDS+=("$hp")
+	"$HERE/run-guest.sh" --logdir "$LOG/a" --dev vsock --sock "$s3" --timeout 110 -- \
+		"gvsock cid; gvsock msgecho -p $mport -j 1 & gvsock echo -p $aport -j $((j + 1)); wait" \
+		> "$LOG/a.out" 2> "$LOG/a.err" &
+	local apid=$!
+	PIDS+=("$apid")
+	"$HERE/run-guest.sh" --logdir "$LOG/b" --dev vsock --sock "$s4" --timeout 110 -- \
+		"gvsock cid; gvsock call -c 3 -p $aport -n $n -j $j -W 60; gvsock msgcall -c 3 -p $mport -n $m -W 20;
+		 gvsock send -c 2 -p $hport -n $n -W 20; gvsock send -c 5 -p $xport -n 1 -W 0; gvsock send -c 9 -p $xport -n 1 -W 0; true" \
+		> "$LOG/b.out" 2> "$LOG/b.err" &
+	local bpid=$!
+	PIDS+=("$bpid")
+	for ((i = 0; i < 900; i++)); do
+		[ "$(grep -ac '^LISTEN' "$LOG/a/output.log" 2>/dev/null)" = 2 ] && break
+		kill -0 "$apid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ "$(grep -ac '^LISTEN' "$LOG/a/output.log" 2>/dev/null)" = 2 ]; then
+		timeout 60 "$GVSOCK" call -u "$u3" -P $aport -n $n -W 20 > "$LOG/host-call.out" 2>&1
+		hcrc=$?
+	fi
+	wait "$bpid"
+	local brc=$?
+	wait "$apid"
+	local arc=$?
+	wait "$hp"
+	local hrc=$?
+	vsock_stop
+	local a=$LOG/a/output.log b=$LOG/b/output.log l
+	l=$(grep -a '"summary":true' "$LOG/vsock-$VS_N.log" | tail -1)
+	l=${l%%,\"vms\":*}     # the sums, not the per-VM lines after them
+	jv() { echo "$l" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+	check cids-from-backend $([ "$(kv CID local "$a")" = 3 ] && [ "$(kv CID local "$b")" = 4 ] && echo 0 || echo 1) \
+		"A=$(kv CID local "$a") B=$(kv CID local "$b")"
+	check sibling-stream-both-ways $([ $brc = 0 ] && [ "$(count CALL result=PASS "$b")" = $j ] &&
+		[ "$(count ECHO result=PASS "$a")" = $((j + 1)) ] && echo 0 || echo 1) \
+		"B->A->B: $(grep -a '^CALL' "$b" | cut -d' ' -f2-4,9 | tr '\n' ' ')A echoed $(count ECHO result=PASS "$a")/$((j + 1))"
+	check sibling-seqpacket-both-ways $([ "$(count MSGCALL result=PASS "$b")" = 1 ] &&
+		[ "$(count MSGECHO result=PASS "$a")" = 1 ] && echo 0 || echo 1) \
+		"$(grep -a '^MSGCALL' "$b" | cut -d' ' -f2-4) A: $(grep -a '^MSGECHO' "$a" | cut -d' ' -f2-4)"
+	check guest-to-host $([ $hrc = 0 ] && [ "$(count SEND result=PASS "$b")" = 1 ] &&
+		[ "$(count RECV result=PASS "$LOG/host-recv.out")" = 1 ] && echo 0 || echo 1) \
+		"host_rc=$hrc B sent $(count SEND result=PASS "$b")/1, host got $(count RECV result=PASS "$LOG/host-recv.out")/1"
+	check host-to-guest $([ $hcrc = 0 ] && [ "$(count CALL result=PASS "$LOG/host-call.out")" = 1 ] && echo 0 || echo 1) \
+		"host_rc=$hcrc $(grep -a '^CALL' "$LOG/host-call.out" | cut -d' ' -f2-4)"
+	check outside-group-reset-at-once $([ "$(grep -ac 'CONNECT error=Connection reset by peer' "$b")" = 2 ] &&
+		[ "$(jv cid_refused)" = 1 ] && [ "$(jv cid_unknown)" = 1 ] && echo 0 || echo 1) \
+		"B's refused connects: $(grep -a '^CONNECT' "$b" | tr '\n' ' ')cid_refused=$(jv cid_refused) cid_unknown=$(jv cid_unknown)"
+	check sibling-conns-counted $([ "$(jv sibling_conns)" = $((2 * (j + 1))) ] && echo 0 || echo 1) \
+		"sibling_conns=$(jv sibling_conns) (each of $((j + 1)) counted by both devices) guest_rc A=$arc B=$brc"
 }
 
 # ---- QMP over bash's /dev/tcp (no extra tools); every line goes to qmp.log ----
@@ -1665,6 +1747,7 @@ vsock-restart) vsock_restart ;;
 vsock-reset) vsock_reset ;;
 vsock-bidir-slow) vsock_bidir_slow ;;
 vsock-small-writes) vsock_small_writes ;;
+vsock-siblings) vsock_siblings ;;
 *) echo "unknown case $CASE" >&2; exit 2 ;;
 esac
 finish

@@ -331,53 +331,52 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 
 /* --client: connect now, or wait for the front-end's socket to appear
  * (the backend tries again every second). */
-static int open_client(struct vqd_ctl *c)
+static int open_client(struct vqd_ctl *c, struct vqd_sock *s)
 {
-	const char *path = c->o->socket_path;
-	int r = vq_vhu_backend_connect(c->b, path, 1000);
+	int r = vq_vhu_backend_connect(s->b, s->path, 1000);
 
 	if (r == -ENOENT || r == -ECONNREFUSED) {
 		fprintf(stderr, "%s: waiting for a front-end to listen on %s "
-			"(trying every second)\n", c->cli->name, path);
+			"(trying every second)\n", c->cli->name, s->path);
 		return 0;
 	}
 	if (r < 0)
 		fprintf(stderr, "%s: --client: cannot connect to %s: %s\n",
-			c->cli->name, path, strerror(-r));
+			c->cli->name, s->path, strerror(-r));
 	else if (!c->o->quiet)
-		fprintf(stderr, "%s: connected to %s\n", c->cli->name, path);
+		fprintf(stderr, "%s: connected to %s\n", c->cli->name, s->path);
 	return r;
 }
 
-static int open_socket(struct vqd_ctl *c)
+static int open_socket(struct vqd_ctl *c, struct vqd_sock *s)
 {
 	struct vq_unix_listener *l;
 	int r, fd;
 
 	if (c->o->client)
-		return open_client(c);
-	if (c->o->fd >= 0) {
-		r = vq_vhu_backend_adopt_fd(c->b, c->o->fd);
+		return open_client(c, s);
+	if (s->fd >= 0) {
+		r = vq_vhu_backend_adopt_fd(s->b, s->fd);
 		if (r < 0)
-			fprintf(stderr, "%s: --fd %d: %s\n", c->cli->name, c->o->fd,
+			fprintf(stderr, "%s: --fd %d: %s\n", c->cli->name, s->fd,
 				r == -ENOTSOCK ? "not a UNIX stream socket" : strerror(-r));
 		else if (!c->o->quiet)
 			fprintf(stderr, "%s: vhost-user socket inherited on --fd %d\n",
-				c->cli->name, c->o->fd);
+				c->cli->name, s->fd);
 		return r;
 	}
-	fd = vqd_listen(c, "--socket-path", c->o->socket_path, SOCK_STREAM, &l);
+	fd = vqd_listen(c, s->opt, s->path, SOCK_STREAM, &l);
 	if (fd < 0)
 		return fd;
-	r = vq_vhu_backend_adopt_fd(c->b, fd);
+	r = vq_vhu_backend_adopt_fd(s->b, fd);
 	if (r < 0) {
-		fprintf(stderr, "%s: --socket-path %s: %s\n", c->cli->name,
-			c->o->socket_path, strerror(-r));
+		fprintf(stderr, "%s: %s %s: %s\n", c->cli->name, s->opt, s->path,
+			strerror(-r));
 		return r;
 	}
 	vq_unix_listener_release_fd(l);        /* the backend's now */
 	if (!c->o->quiet)
-		fprintf(stderr, "%s: listening on %s\n", c->cli->name, c->o->socket_path);
+		fprintf(stderr, "%s: listening on %s\n", c->cli->name, s->path);
 	return 0;
 }
 
@@ -385,34 +384,57 @@ int vqd_open(struct vqd_ctl *c)
 {
 	int r;
 
+	if (!c->nsocks) {
+		c->one = (struct vqd_sock){ .b = c->b, .path = c->o->socket_path,
+					    .fd = c->o->fd, .opt = "--socket-path" };
+		c->socks = &c->one;
+		c->nsocks = 1;
+	}
+	if (c->nsocks > VQD_MAX_SOCKS)
+		return -EINVAL;
 	/* Before the socket appears: whoever sees it may send SIGTERM. */
 	r = take_signals();
 	if (r < 0) {
 		fprintf(stderr, "%s: signals: %s\n", c->cli->name, strerror(-r));
 		return r;
 	}
-	r = open_socket(c);
-	if (r < 0)
-		return r;
+	for (unsigned i = 0; i < c->nsocks; i++) {
+		c->socks[i].was_connected = c->socks[i].done = false;
+		r = open_socket(c, &c->socks[i]);
+		if (r < 0)
+			return r;
+	}
 	c->t0 = c->last = vqd_now();
 	c->next_stats = c->o->stats_interval > 0 ? c->t0 + c->o->stats_interval : 0;
-	c->was_connected = false;
 	return 0;
 }
 
 void vqd_close(struct vqd_ctl *c)
 {
+	/* b speaks for the one socket of --socket-path or --fd */
+	if (c->socks == &c->one)
+		c->one.b = NULL;
+	for (unsigned i = 0; i < c->nsocks; i++) {
+		vq_vhu_backend_free(c->socks[i].b);
+		c->socks[i].b = NULL;
+	}
 	vq_vhu_backend_free(c->b);
 	c->b = NULL;
 	while (c->nlst)
 		vq_unix_listener_free(c->lst[--c->nlst]);
 }
 
-/* The backend's own timer (reconnecting) and the next statistics line. */
+/* The backends' own timers (reconnecting) and the next statistics line. */
 static int ctl_timeout(const struct vqd_ctl *c)
 {
-	int tmo = vq_vhu_backend_timeout_ms(c->b);
+	int tmo = -1;
 
+	for (unsigned i = 0; i < c->nsocks; i++) {
+		int t = c->socks[i].done ? -1 : vq_vhu_backend_timeout_ms(c->socks[i].b);
+
+		if (t >= 0 && (tmo < 0 || t < tmo))
+			tmo = t;
+	}
 	if (c->next_stats) {
 		int st = (int)((c->next_stats - vqd_now()) * 1000) + 1;
 
@@ -424,70 +446,76 @@ static int ctl_timeout(const struct vqd_ctl *c)
 	return tmo;
 }
 
-/* Wait for the vhost-user socket or a signal.  1 the socket is readable,
- * 0 not (yet), -errno. */
-static int ctl_wait(const struct vqd_ctl *c, int timeout_ms)
+/* Wait for a vhost-user socket or a signal: readable[i] says which
+ * sockets are readable.  0, or -errno. */
+static int ctl_wait(const struct vqd_ctl *c, int timeout_ms, bool *readable)
 {
-	struct pollfd pf[2] = {
-		{ .fd = vq_vhu_backend_fd(c->b), .events = POLLIN },
-		{ .fd = sig_pipe[0], .events = POLLIN },
-	};
+	struct pollfd pf[VQD_MAX_SOCKS + 1];
+	unsigned n = c->nsocks, i;
 	int r;
 
-	/* A negative fd (reconnecting) is ignored by poll. */
-	r = poll(pf, 2, timeout_ms);
+	for (i = 0; i < n; i++) {
+		/* A negative fd (reconnecting, done) is ignored by poll. */
+		pf[i] = (struct pollfd){ .fd = c->socks[i].done ? -1 :
+					 vq_vhu_backend_fd(c->socks[i].b), .events = POLLIN };
+		readable[i] = false;
+	}
+	pf[n] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
+	r = poll(pf, n + 1, timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
-	if (pf[1].revents)
+	if (pf[n].revents)
 		signals_drain();
-	return r > 0 && pf[0].revents;
+	for (i = 0; i < n && r > 0; i++)
+		readable[i] = pf[i].revents != 0;
+	return 0;
 }
 
-/* What serving the vhost-user socket leaves the loop to do. */
+/* What serving a vhost-user socket leaves the loop to do. */
 enum ctl_next {
 	CTL_GO_ON,
 	CTL_ONCE_DONE,          /* --once: the first front-end is gone */
 	CTL_HUNG_UP,            /* the inherited connection is gone */
 };
 
-/* Serve the vhost-user socket when it is readable, absent (reconnect) or
- * its timer is due. */
-static enum ctl_next ctl_serve(struct vqd_ctl *c, bool readable)
+/* Serve socket s when it is readable, absent (reconnect) or its timer is
+ * due. */
+static enum ctl_next ctl_serve(struct vqd_ctl *c, struct vqd_sock *s, bool readable)
 {
 	int r;
 
-	if (!readable && vq_vhu_backend_fd(c->b) >= 0 &&
-	    vq_vhu_backend_timeout_ms(c->b) != 0)
+	if (s->done || (!readable && vq_vhu_backend_fd(s->b) >= 0 &&
+			vq_vhu_backend_timeout_ms(s->b) != 0))
 		return CTL_GO_ON;
 	do {
 		/* Looked at around every message: a connection whose last
 		 * message and hang-up come in one drain still counts. */
-		if (vq_vhu_backend_connected(c->b))
-			c->was_connected = true;
-		r = vq_vhu_backend_process(c->b);
-		if (vq_vhu_backend_connected(c->b))
-			c->was_connected = true;
+		if (vq_vhu_backend_connected(s->b))
+			s->was_connected = true;
+		r = vq_vhu_backend_process(s->b);
+		if (vq_vhu_backend_connected(s->b))
+			s->was_connected = true;
 	} while (r > 0 && !vqd_stop);
-	if (vq_vhu_backend_connected(c->b))
+	if (vq_vhu_backend_connected(s->b))
 		return CTL_GO_ON;
 	/* Nothing to accept on and no reconnecting: that was an inherited
 	 * connection (--fd), and nothing can come after it. */
-	if (vq_vhu_backend_fd(c->b) < 0 && vq_vhu_backend_timeout_ms(c->b) < 0)
+	if (vq_vhu_backend_fd(s->b) < 0 && vq_vhu_backend_timeout_ms(s->b) < 0)
 		return CTL_HUNG_UP;
-	return c->was_connected && c->o->once ? CTL_ONCE_DONE : CTL_GO_ON;
+	return s->was_connected && c->o->once ? CTL_ONCE_DONE : CTL_GO_ON;
 }
 
 /* The end of an inherited connection: the exit status. */
-static int hung_up(const struct vqd_ctl *c)
+static int hung_up(const struct vqd_ctl *c, const struct vqd_sock *s)
 {
 	if (c->o->once) {
 		fprintf(stderr, "%s: the front-end on --fd %d hung up\n",
-			c->cli->name, c->o->fd);
+			c->cli->name, s->fd);
 		return 0;
 	}
 	fprintf(stderr, "%s: the front-end on --fd %d hung up, and an inherited "
 		"connection cannot be listened on again: exiting\n",
-		c->cli->name, c->o->fd);
+		c->cli->name, s->fd);
 	return 1;
 }
 
@@ -519,9 +547,11 @@ static void ctl_snapshot(struct vqd_ctl *c)
 
 int vqd_run(struct vqd_ctl *c)
 {
+	bool readable[VQD_MAX_SOCKS];
+
 	while (!vqd_stop) {
-		enum ctl_next next;
-		int r = ctl_wait(c, ctl_timeout(c));
+		unsigned live = 0;
+		int r = ctl_wait(c, ctl_timeout(c), readable);
 
 		if (r < 0)
 			return 1;
@@ -529,11 +559,23 @@ int vqd_run(struct vqd_ctl *c)
 			break;
 		if (snapshot_due)
 			ctl_snapshot(c);
-		next = ctl_serve(c, r > 0);
-		if (next == CTL_HUNG_UP)
-			return hung_up(c);
-		if (next == CTL_ONCE_DONE)
-			break;
+		for (unsigned i = 0; i < c->nsocks; i++) {
+			struct vqd_sock *s = &c->socks[i];
+			enum ctl_next next = ctl_serve(c, s, readable[i]);
+
+			if (next == CTL_ONCE_DONE)
+				return 0;
+			if (next == CTL_HUNG_UP && c->nsocks == 1)
+				return hung_up(c, s);
+			if (next == CTL_HUNG_UP) {
+				fprintf(stderr, "%s: the front-end on %s hung up; the "
+					"others are served on\n", c->cli->name, s->opt);
+				s->done = true;
+			}
+			live += !s->done;
+		}
+		if (!live)
+			return c->o->once ? 0 : 1;
 		ctl_tick(c);
 	}
 	return 0;

@@ -99,6 +99,10 @@ struct vqd_cli {
 	 * host side): --socket-mode and --socket-group apply with --fd and
 	 * --client too. */
 	bool own_sockets;
+	/* Set (by the tool's options) when the vhost-user sockets are named
+	 * elsewhere (virtq-vsock's --vm): then --socket-path and --fd are
+	 * neither needed nor taken. */
+	const bool *sockets_elsewhere;
 };
 
 /*
@@ -188,18 +192,35 @@ void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
 
 /* ---- the control loop ---- */
 
-#define VQD_MAX_LISTENERS 4
+/* Sockets the daemon creates (virtq-vsock: four per VM), and vhost-user
+ * sockets one loop serves. */
+#define VQD_MAX_LISTENERS 260
+#define VQD_MAX_SOCKS 64
+
+/* One vhost-user socket the control loop serves. */
+struct vqd_sock {
+	struct vq_vhu_backend *b;
+	const char *path;               /* listen here (--client: connect) */
+	int fd;                         /* or an inherited one; -1: none */
+	const char *opt;                /* what named it, for messages */
+	bool was_connected;
+	bool done;                      /* inherited, hung up: nothing more */
+};
 
 struct vqd_ctl {
 	const struct vqd_cli *cli;
 	const struct vqd_opts *o;
 	struct vq_vhu_backend *b;
+	/* The sockets served: the tool's (virtq-vsock's VMs), or, nsocks 0,
+	 * the one of --socket-path or --fd, with b. */
+	struct vqd_sock *socks;
+	unsigned nsocks;
+	struct vqd_sock one;
 	/* A statistics line over [prev, now]: dt seconds, t since the start;
 	 * final: the summary (prev is the start). */
 	void (*stats)(void *arg, double dt, double t, bool final);
 	void *arg;                      /* for stats */
 	double t0, last, next_stats;
-	bool was_connected;
 	/* The sockets we created, removed at the end if still ours. */
 	struct vq_unix_listener *lst[VQD_MAX_LISTENERS];
 	unsigned nlst;
@@ -216,9 +237,9 @@ int vqd_listen(struct vqd_ctl *c, const char *opt, const char *path, int type,
 	       struct vq_unix_listener **out);
 
 /*
- * Open the backend's socket: listen at --socket-path, connect to it with
+ * Open the backends' sockets: listen at --socket-path, connect to it with
  * --client (waiting, with one line saying so, while nobody listens there
- * yet), or take over --fd.  Take the signals (daemon.c: SIGTERM, SIGINT
+ * yet), or take over --fd; the same for each of socks[] if given.  Take the signals (daemon.c: SIGTERM, SIGINT
  * and SIGQUIT into vqd_stop, SIGUSR1 into a snapshot line, SIGHUP, SIGUSR2
  * and SIGPIPE ignored), and start the clock of c.  0, or -errno with one
  * line said.
@@ -228,7 +249,9 @@ int vqd_open(struct vqd_ctl *c);
 /*
  * Run until SIGTERM (SIGINT, SIGQUIT), a poll error, (--once) the first front-end gone, or an
  * inherited connection (--fd) hung up: nothing can come after it, so the
- * daemon ends, saying so in one line.  Returns the exit status: 0, or 1
+ * daemon ends, saying so in one line (with several sockets: when none is
+ * left that could ever connect again; one front-end's end leaves the
+ * others served).  Returns the exit status: 0, or 1
  * for a poll error or such a hang-up without --once (the daemon cannot
  * listen again).
  */
@@ -237,7 +260,8 @@ int vqd_run(struct vqd_ctl *c);
 /* Print the summary line over the whole run. */
 void vqd_summary(struct vqd_ctl *c);
 
-/* Free the backend, close our sockets and remove the ones still ours. */
+/* Free the backend (b, and those of socks[] still set), close our sockets
+ * and remove the ones still ours. */
 void vqd_close(struct vqd_ctl *c);
 
 #endif

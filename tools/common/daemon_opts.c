@@ -114,6 +114,12 @@ static void check_socket(const struct vqd_cli *cli, const struct vqd_opts *o)
 {
 	bool creates;
 
+	if (cli->sockets_elsewhere && *cli->sockets_elsewhere) {
+		if (o->socket_path || o->fd >= 0)
+			cli_usage_error("--%s: not with the VMs' own sockets (--vm, "
+					"--config)", o->fd >= 0 ? "fd" : "socket-path");
+		return;
+	}
 	if (o->socket_path && o->fd >= 0)
 		cli_usage_error("--fd: not with --socket-path (give one of them)");
 	if (!o->socket_path && o->fd < 0)

@@ -5,13 +5,17 @@
  * docs/virtq-vsock.md).
  *
  *   virtq-vsock (--socket-path PATH | --fd N) --guest-cid N --uds-path HOST_PATH
+ *   virtq-vsock --vm guest-cid=N,socket=PATH,uds-path=HOST_PATH... | --config FILE
  *
  * (options.c reads the command line.)
  *
- * A device on the library's framework (virtq/framework.h): its three rings
- * are one group, so one worker runs them and the host sockets (the
- * device's epoll set, an fd of the worker's loop), and the device layer
- * needs no locks; the control thread serves the vhost-user socket.  A
+ * Each VM is a device on the library's framework (virtq/framework.h): its
+ * three rings are one group, so one worker runs them and the host sockets
+ * (the device's epoll set, an fd of the worker's loop), and the device
+ * layer needs no locks; the control thread serves every VM's vhost-user
+ * socket, and one VM's front-end going away (or coming back) touches no
+ * other VM.  The VMs' devices share a hub (virtq/vsock.h), through which
+ * their guests reach each other when they share a group.  A
  * ring the device has nothing for (no data for the guest, TX held back by
  * replies waiting for RX buffers) asks for no kicks; work found for it
  * elsewhere (host data, a reply, credit) wakes it.  Busy polling
@@ -37,11 +41,11 @@
 
 #define NQ 3u
 
-struct daemon;
+struct vm;
 
 /* A ring as the device sees it (the worker's). */
 struct ring {
-	struct daemon *d;
+	struct vm *d;
 	unsigned index;
 	bool running;
 	struct vq_fw_ring *fr;
@@ -57,12 +61,13 @@ struct snap {
 	struct vqd_queue_count q[3];    /* by ring: rx, tx, event */
 };
 
-struct daemon {
-	struct vsock_opts o;
-	struct vqd_opts com;            /* the options every daemon takes */
-	struct snap st_now, st_prev;    /* the statistics line's ends */
+/* One VM: its device, its rings, its host side. */
+struct vm {
+	struct daemon *dm;
+	const struct vsock_vm *o;
+	const struct vqd_opts *com;
+	char tag[32];                   /* "" or "CID 4: ", before its messages */
 	struct vq_vsock *vs;
-	struct vq_fw *fw;
 	struct vq_fw_dev *fwd;
 	struct vq_vhu_backend *b;       /* for its IOTLB statistics */
 	struct ring q[NQ];
@@ -71,6 +76,19 @@ struct daemon {
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
 	unsigned refusals_logged;       /* on the device's worker */
+	struct snap st;                 /* its part of the newest line */
+};
+
+struct daemon {
+	struct vsock_opts o;
+	struct vqd_opts com;            /* the options every daemon takes */
+	struct snap st_now, st_prev;    /* the statistics line's ends */
+	struct vq_fw *fw;
+	struct vq_vsock_hub *hub;
+	struct vm vm[VSOCK_VMS_MAX];
+	struct vqd_sock sock[VSOCK_VMS_MAX];
+	unsigned nvm;
+	uint64_t vm_prev[VSOCK_VMS_MAX][2];     /* per VM: tx, rx bytes at the last line */
 };
 
 static const char *const qname[NQ] = { "rx", "tx", "event" };
@@ -89,12 +107,13 @@ static const struct vqd_feature vsock_features[] = {
  * who was refused); a guest that keeps trying is counted
  * (policy_refused), not logged line by line. */
 #define REFUSALS_LOGGED 16u
-static void refused(struct daemon *d, const char *what, uint32_t port, const char *opt)
+static void refused(struct vm *d, const char *what, uint32_t port, const char *opt)
 {
 	if (d->refusals_logged > REFUSALS_LOGGED)
 		return;
 	if (d->refusals_logged++ < REFUSALS_LOGGED)
-		fprintf(stderr, "virtq-vsock: %s port %u refused: not in %s\n", what, port, opt);
+		fprintf(stderr, "virtq-vsock: %s%s port %u refused: not in %s\n", d->tag,
+			what, port, opt);
 	else
 		fprintf(stderr, "virtq-vsock: more refused connections are counted "
 			"(policy_refused), not logged\n");
@@ -102,21 +121,21 @@ static void refused(struct daemon *d, const char *what, uint32_t port, const cha
 
 static int host_connect(void *arg, uint32_t port, uint16_t type)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 
-	if (!port_set_has(&d->o.host_ports, port)) {
+	if (!port_set_has(&d->o->host_ports, port)) {
 		refused(d, "guest connection to host", port, "--host-ports");
 		return -EACCES;
 	}
-	return vq_vsock_uds_connect(d->o.uds, port, type);
+	return vq_vsock_uds_connect(d->o->uds, port, type);
 }
 
 static int host_request(void *arg, uint32_t port, uint16_t type)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 
 	(void)type;
-	if (!port_set_has(&d->o.guest_ports, port)) {
+	if (!port_set_has(&d->o->guest_ports, port)) {
 		refused(d, "host connection to guest", port, "--guest-ports");
 		return -EACCES;
 	}
@@ -126,7 +145,7 @@ static int host_request(void *arg, uint32_t port, uint16_t type)
 /* After the device published used entries on ring qi. */
 static void dev_notify(void *arg, unsigned qi)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 
 	if (d->q[qi].running)
 		vq_fw_ring_signal(d->q[qi].fr);
@@ -140,7 +159,7 @@ static bool ring_fresh(const struct vq_dev *dev)
 	return s.avail_idx == z && s.used_idx == z;
 }
 
-static void attach(struct daemon *d)
+static void attach(struct vm *d)
 {
 	struct ring *rx = &d->q[VQ_VSOCK_RXQ], *tx = &d->q[VQ_VSOCK_TXQ];
 	struct ring *ev = &d->q[VQ_VSOCK_EVQ];
@@ -173,7 +192,7 @@ static void attach(struct daemon *d)
 /* ------------------------------------------------------------------ */
 
 /* Does the device want ring qi's buffers now? */
-static bool ring_wanted(struct daemon *d, unsigned qi)
+static bool ring_wanted(struct vm *d, unsigned qi)
 {
 	const struct ring *r = &d->q[qi];
 
@@ -191,7 +210,7 @@ static void q_disable(void *p);
 /* Work found for rings that asked for no kicks (host data for RX, RX
  * buffers taken that unblock TX): give them a turn.  Rings waiting for a
  * kick they no longer need stop asking for it. */
-static void wake_wanted(struct daemon *d)
+static void wake_wanted(struct vm *d)
 {
 	unsigned i;
 
@@ -254,7 +273,7 @@ static int q_process(struct vq_rt_queue *q, void *arg,
 		     const struct vq_rt_budget *b, uint64_t *bytes)
 {
 	struct ring *r = arg;
-	struct daemon *d = r->d;
+	struct vm *d = r->d;
 	const struct vq_vsock_stats *s = vq_vsock_stats(d->vs);
 	uint64_t before = s->tx_bytes + s->rx_bytes;
 	int n = 0;
@@ -279,11 +298,11 @@ static int q_process(struct vq_rt_queue *q, void *arg,
 static int host_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
 		     const struct vq_rt_budget *b, uint64_t *bytes)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 	int n = vq_vsock_process_host(d->vs);
 
 	if (n < 0) {
-		fprintf(stderr, "virtq-vsock: host sockets: %s\n", strerror(-n));
+		fprintf(stderr, "virtq-vsock: %shost sockets: %s\n", d->tag, strerror(-n));
 		return 0;
 	}
 	wake_wanted(d);
@@ -297,7 +316,7 @@ static int host_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
 static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 			    struct vq_fw_turn *t)
 {
-	struct daemon *d = opaque;
+	struct vm *d = opaque;
 	struct ring *r = &d->q[vq_fw_ring_index(fr)];
 	char fb[256];
 
@@ -305,9 +324,9 @@ static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 	r->dev = vq_fw_ring_vq(fr);
 	r->armed = false;
 	vq_dev_disable_notify(r->dev);
-	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) started, %u entries, features %s\n",
-			r->index, qname[r->index], vq_dev_num(r->dev),
+	if (!d->com->quiet)
+		fprintf(stderr, "virtq-vsock: %squeue %u (%s) started, %u entries, features %s\n",
+			d->tag, r->index, qname[r->index], vq_dev_num(r->dev),
 			vqd_features_str(fb, sizeof(fb), vq_dev_features(r->dev),
 					 vsock_features));
 	attach(d);
@@ -323,7 +342,7 @@ static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
  * guest's suspend); a reset or disconnect ends them. */
 static void vsock_ring_stop(void *opaque, struct vq_fw_ring *fr, bool paused)
 {
-	struct daemon *d = opaque;
+	struct vm *d = opaque;
 	struct ring *r = &d->q[vq_fw_ring_index(fr)];
 
 	if (!r->running)
@@ -332,15 +351,15 @@ static void vsock_ring_stop(void *opaque, struct vq_fw_ring *fr, bool paused)
 	r->running = false;
 	r->dev = NULL;
 	r->armed = false;
-	if (!d->com.quiet)
-		fprintf(stderr, "virtq-vsock: queue %u (%s) %s\n", r->index, qname[r->index],
-			paused ? "paused" : "stopped");
+	if (!d->com->quiet)
+		fprintf(stderr, "virtq-vsock: %squeue %u (%s) %s\n", d->tag, r->index,
+			qname[r->index], paused ? "paused" : "stopped");
 	attach(d);
 }
 
 static void vsock_reset(void *opaque, unsigned group)
 {
-	struct daemon *d = opaque;
+	struct vm *d = opaque;
 
 	vq_vsock_stop(d->vs);
 	d->session_started = d->session_resumed = d->reset_sent = false;
@@ -349,8 +368,8 @@ static void vsock_reset(void *opaque, unsigned group)
 /* Control thread: the config space is the guest's CID, fixed. */
 static void vsock_get_config(void *opaque, uint32_t off, void *buf, uint32_t len)
 {
-	struct daemon *d = opaque;
-	struct vq_vsock_config_space c = { .guest_cid = vq_le64(d->o.cid) };
+	struct vm *d = opaque;
+	struct vq_vsock_config_space c = { .guest_cid = vq_le64(d->o->cid) };
 
 	/* The library checked off + len against config_len. */
 	memcpy(buf, (uint8_t *)&c + off, len);
@@ -366,18 +385,18 @@ static const struct vq_fw_device_ops vsock_ops = {
 /* On the worker: the host sockets join its loop, or leave it. */
 static void host_on_loop(void *arg)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 	int r = vq_rt_loop_add_fd(vq_fw_dev_loop(d->fwd, 0), vq_vsock_fd(d->vs),
 				  EPOLLIN, host_turn, d, &d->host);
 
 	if (r < 0)
-		fprintf(stderr, "virtq-vsock: cannot watch the host sockets: %s\n",
-			strerror(-r));
+		fprintf(stderr, "virtq-vsock: %scannot watch the host sockets: %s\n",
+			d->tag, strerror(-r));
 }
 
 static void host_off_loop(void *arg)
 {
-	struct daemon *d = arg;
+	struct vm *d = arg;
 
 	vq_rt_fd_remove(d->host);
 	d->host = NULL;
@@ -388,7 +407,7 @@ static void host_off_loop(void *arg)
 /* ------------------------------------------------------------------ */
 
 struct snap_call {
-	struct daemon *d;
+	struct vm *d;
 	struct snap *p;
 };
 
@@ -396,7 +415,7 @@ struct snap_call {
 static void snap_worker(void *arg)
 {
 	struct snap_call *sc = arg;
-	struct daemon *d = sc->d;
+	struct vm *d = sc->d;
 	struct snap *p = sc->p;
 
 	memset(p, 0, sizeof(*p));
@@ -419,11 +438,39 @@ static void snap_worker(void *arg)
 	p->conns = vq_vsock_conn_count(d->vs);
 }
 
-static void snap_take(struct daemon *d, struct snap *p)
+/* a += b, counter by counter (struct vq_vsock_stats holds nothing else) */
+static void stats_add(struct vq_vsock_stats *a, const struct vq_vsock_stats *b)
 {
-	struct snap_call sc = { d, p };
+	uint64_t *x = (uint64_t *)a;
+	const uint64_t *y = (const uint64_t *)b;
 
-	vq_fw_dev_call(d->fwd, 0, snap_worker, &sc);
+	_Static_assert(sizeof(*a) % sizeof(uint64_t) == 0, "counters only");
+	for (size_t i = 0; i < sizeof(*a) / sizeof(uint64_t); i++)
+		x[i] += y[i];
+}
+
+/* Every VM's counters (each VM's in its st), and their sum in p. */
+static void snap_take(struct daemon *dm, struct snap *p)
+{
+	memset(p, 0, sizeof(*p));
+	for (unsigned v = 0; v < dm->nvm; v++) {
+		struct vm *d = &dm->vm[v];
+		struct snap_call sc = { d, &d->st };
+
+		vq_fw_dev_call(d->fwd, 0, snap_worker, &sc);
+		stats_add(&p->s, &d->st.s);
+		p->c.kicks += d->st.c.kicks;
+		p->c.calls += d->st.c.calls;
+		p->kicks_missed += d->st.kicks_missed;
+		p->calls_late += d->st.calls_late;
+		p->conns += d->st.conns;
+		for (unsigned i = 0; i < NQ; i++) {
+			p->q[i].pkts += d->st.q[i].pkts;
+			p->q[i].bytes += d->st.q[i].bytes;
+			p->q[i].kicks += d->st.q[i].kicks;
+			p->q[i].calls += d->st.q[i].calls;
+		}
+	}
 	p->c.tx_pkts = p->s.tx_pkts;
 	p->c.tx_bytes = p->s.tx_bytes;
 	p->c.rx_pkts = p->s.rx_pkts;
@@ -446,6 +493,42 @@ static void queue_lines(const struct daemon *d, const struct snap *now,
 	for (unsigned i = 0; i < NQ; i++)
 		vqd_queue_line(d->com.json, i == 0, i, qname[i], &now->q[i], &prev->q[i], dt);
 	if (d->com.json)
+		printf("]");
+}
+
+/* With several VMs: one line (JSON: an object of "vms") each, its
+ * traffic over the line's interval and what its siblings did. */
+static void vm_lines(struct daemon *dm, double dt, bool final)
+{
+	if (dm->nvm < 2)
+		return;
+	if (dm->com.json)
+		printf(",\"vms\":[");
+	for (unsigned v = 0; v < dm->nvm; v++) {
+		const struct vm *d = &dm->vm[v];
+		const struct vq_vsock_stats *s = &d->st.s;
+		uint64_t *prev = dm->vm_prev[v];
+		double tx = (double)(s->tx_bytes - (final ? 0 : prev[0])) * 8 / dt / 1e9;
+		double rx = (double)(s->rx_bytes - (final ? 0 : prev[1])) * 8 / dt / 1e9;
+
+		if (dm->com.json)
+			printf("%s{\"cid\":%" PRIu64 ",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%"
+			       PRIu64 ",\"tx_gbps\":%.4f,\"rx_gbps\":%.4f,\"conns\":%u"
+			       ",\"sibling_conns\":%" PRIu64 ",\"cid_unknown\":%" PRIu64
+			       ",\"cid_refused\":%" PRIu64 ",\"policy_refused\":%" PRIu64 "}",
+			       v ? "," : "", d->o->cid, s->tx_bytes, s->rx_bytes, tx, rx,
+			       d->st.conns, s->sibling_conns, s->cid_unknown, s->cid_refused,
+			       s->policy_refused);
+		else
+			printf("  vm cid %" PRIu64 " tx %.3f Gbit/s rx %.3f Gbit/s  conns %u"
+			       "  siblings %" PRIu64 "  refused cid %" PRIu64 " group %" PRIu64
+			       " policy %" PRIu64 "\n", d->o->cid, tx, rx, d->st.conns,
+			       s->sibling_conns, s->cid_unknown, s->cid_refused,
+			       s->policy_refused);
+		prev[0] = s->tx_bytes;
+		prev[1] = s->rx_bytes;
+	}
+	if (dm->com.json)
 		printf("]");
 }
 
@@ -484,11 +567,14 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		       s->bad_short_buf, s->bad_len, s->bad_type, s->bad_op, s->bad_addr,
 		       s->bad_credit, s->bad_rx_buf, s->no_listener, s->conn_limit,
 		       s->bad_connect_line, s->bad_seq, s->host_msg_too_big);
-		printf(",\"policy_refused\":%" PRIu64, s->policy_refused);
+		printf(",\"policy_refused\":%" PRIu64 ",\"sibling_conns\":%" PRIu64
+		       ",\"cid_unknown\":%" PRIu64 ",\"cid_refused\":%" PRIu64,
+		       s->policy_refused, s->sibling_conns, s->cid_unknown, s->cid_refused);
 		if (final)
-			vqd_json_backend(d->b);
+			vqd_json_backend(d->vm[0].b);
 		if (d->com.per_queue)
 			queue_lines(d, now, prev, dt);
+		vm_lines(d, dt, final);
 		printf("}\n");
 	} else {
 		printf("  conns %u  errors %" PRIu64, now->conns, bad_total(s));
@@ -503,6 +589,10 @@ static void stats_line(void *arg, double dt, double t, bool final)
 			       s->bad_seq, s->no_listener, s->conn_limit, s->host_msg_too_big);
 		if (s->policy_refused)
 			printf("  refused by policy %" PRIu64, s->policy_refused);
+		if (s->sibling_conns || s->cid_unknown || s->cid_refused)
+			printf("  siblings %" PRIu64 " (refused: unknown cid %" PRIu64
+			       ", no shared group %" PRIu64 ")", s->sibling_conns,
+			       s->cid_unknown, s->cid_refused);
 		if (final)
 			printf("\nsummary tx %" PRIu64 " packets %" PRIu64 " bytes, rx %" PRIu64
 			       " packets %" PRIu64 " bytes, %" PRIu64 " rx flushes, "
@@ -513,6 +603,7 @@ static void stats_line(void *arg, double dt, double t, bool final)
 		printf("\n");
 		if (d->com.per_queue)
 			queue_lines(d, now, prev, dt);
+		vm_lines(d, dt, final);
 	}
 	fflush(stdout);
 	*prev = *now;
@@ -530,11 +621,11 @@ static uint64_t offered_features(const struct daemon *d)
 }
 
 /* A listening socket at path for the device's host side. */
-static int host_listener(struct daemon *d, struct vqd_ctl *ctl, const char *path,
-			 int type)
+static int host_listener(struct vm *d, struct vqd_ctl *ctl, const char *opt,
+			 const char *path, int type)
 {
 	struct vq_unix_listener *l;
-	int fd = vqd_listen(ctl, "--uds-path", path, type, &l), r;
+	int fd = vqd_listen(ctl, opt, path, type, &l), r;
 
 	if (fd < 0)
 		return fd;
@@ -551,56 +642,118 @@ static int host_listener(struct daemon *d, struct vqd_ctl *ctl, const char *path
 /* The host side: HOST_PATH for streams and, unless --no-seqpacket,
  * HOST_PATH.seqpacket for seqpacket connections, and HOST_PATH_seqpacket,
  * the name Cloud Hypervisor's seqpacket proposal gives it, as well. */
-static int host_listen(struct daemon *d, struct vqd_ctl *ctl)
+static int host_listen(struct vm *d, struct vqd_ctl *ctl)
 {
 	char seq[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int r = host_listener(d, ctl, d->o.uds, SOCK_STREAM);
+	const char *opt = d->dm->nvm > 1 || d->dm->o.sockets_per_vm ? d->o->where :
+			  "--uds-path";
+	int r = host_listener(d, ctl, opt, d->o->uds, SOCK_STREAM);
 
-	if (r < 0 || d->o.no_seqpacket)
+	if (r < 0 || d->dm->o.no_seqpacket)
 		return r;
 	/* options.c checked that they fit */
-	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_SUFFIX, d->o.uds);
-	r = host_listener(d, ctl, seq, SOCK_SEQPACKET);
+	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_SUFFIX, d->o->uds);
+	r = host_listener(d, ctl, opt, seq, SOCK_SEQPACKET);
 	if (r < 0)
 		return r;
-	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_ALIAS, d->o.uds);
-	return host_listener(d, ctl, seq, SOCK_SEQPACKET);
+	snprintf(seq, sizeof(seq), "%s" VSOCK_SEQ_ALIAS, d->o->uds);
+	return host_listener(d, ctl, opt, seq, SOCK_SEQPACKET);
 }
 
-static int device_new(struct daemon *d, struct vqd_ctl *ctl)
+/* VM d: its device on the framework, in the hub. */
+static int vm_new(struct daemon *dm, struct vm *d, const struct vsock_vm *o)
 {
 	struct vq_vsock_config vc = {
-		.guest_cid = d->o.cid, .buf_alloc = d->o.buf_alloc,
-		.max_conns = d->o.max_conns,
+		.guest_cid = o->cid, .buf_alloc = o->buf_alloc,
+		.max_conns = dm->o.max_conns,
 		/* 0: one flush per burst, whatever its size */
-		.used_batch = d->com.used_batch ? d->com.used_batch : UINT32_MAX,
+		.used_batch = dm->com.used_batch ? dm->com.used_batch : UINT32_MAX,
 		.host_connect = host_connect, .notify = dev_notify, .arg = d,
 		.host_request = host_request,
 	};
-	struct vq_fw_config fc = {
-		.threads = 1,
-		.busy_poll_ns = d->com.busy_poll_us * 1000,
-		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
-	};
 	struct vq_fw_device dev = {
-		.name = "virtq-vsock", .features = offered_features(d),
+		.name = "virtq-vsock", .features = offered_features(dm),
 		.nqueues = NQ, .config_len = sizeof(struct vq_vsock_config_space),
 		.group_size = NQ, .ops = &vsock_ops, .opaque = d,
 	};
-	int r = vq_vsock_new(&vc, &d->vs);
+	int r;
 
+	d->dm = dm;
+	d->o = o;
+	d->com = &dm->com;
+	if (dm->nvm > 1)
+		snprintf(d->tag, sizeof(d->tag), "CID %" PRIu64 ": ", o->cid);
+	r = vq_vsock_new(&vc, &d->vs);
 	if (r == 0)
-		r = vq_fw_new(&fc, &d->fw);
+		r = vq_vsock_hub_join(dm->hub, d->vs, o->groups);
 	if (r == 0)
-		r = vq_fw_dev_new(d->fw, &dev, &d->fwd);
+		r = vq_fw_dev_new(dm->fw, &dev, &d->fwd);
 	if (r < 0) {
-		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
+		fprintf(stderr, "virtq-vsock: %s%s\n", d->tag, strerror(-r));
 		return r;
 	}
 	for (unsigned i = 0; i < NQ; i++)
 		d->q[i] = (struct ring){ .d = d, .index = i, .fr = vq_fw_dev_ring(d->fwd, i) };
-	ctl->b = d->b = vq_fw_dev_backend(d->fwd);
+	d->b = vq_fw_dev_backend(d->fwd);
 	return 0;
+}
+
+/* The framework, the hub, and every VM's device, host side and socket. */
+static int daemon_new(struct daemon *dm, struct vqd_ctl *ctl)
+{
+	struct vq_fw_config fc = {
+		.threads = dm->o.threads ? dm->o.threads : 1,
+		.busy_poll_ns = dm->com.busy_poll_us * 1000,
+		.busy_poll_yield_ns = dm->com.busy_poll_yield_us * 1000,
+	};
+	int r = vq_fw_new(&fc, &dm->fw);
+
+	if (r == 0)
+		r = vq_vsock_hub_new(&dm->hub);
+	if (r < 0) {
+		fprintf(stderr, "virtq-vsock: %s\n", strerror(-r));
+		return r;
+	}
+	dm->nvm = dm->o.nvm;
+	for (unsigned i = 0; i < dm->nvm; i++) {
+		struct vm *d = &dm->vm[i];
+
+		r = vm_new(dm, d, &dm->o.vm[i]);
+		/* The vhost-user socket last: a front-end that sees it finds
+		 * the host side ready. */
+		if (r == 0)
+			r = host_listen(d, ctl);
+		if (r < 0)
+			return r;
+		vq_fw_dev_call(d->fwd, 0, host_on_loop, d);
+		dm->sock[i] = (struct vqd_sock){
+			.b = d->b, .path = d->o->socket, .fd = d->o->socket ? -1 : dm->com.fd,
+			.opt = dm->o.sockets_per_vm ? d->o->where : "--socket-path",
+		};
+	}
+	ctl->socks = dm->sock;
+	ctl->nsocks = dm->nvm;
+	return 0;
+}
+
+static void daemon_free(struct daemon *dm, struct vqd_ctl *ctl)
+{
+	/* every VM off its worker first: no sibling's turn can then reach
+	 * a device being freed */
+	for (unsigned i = 0; i < dm->nvm; i++)
+		if (dm->vm[i].fwd)
+			vq_fw_dev_call(dm->vm[i].fwd, 0, host_off_loop, &dm->vm[i]);
+	for (unsigned i = 0; i < dm->nvm; i++) {
+		/* the device owns the back-end: freeing it resets the device */
+		vq_fw_dev_free(dm->vm[i].fwd);
+		dm->sock[i].b = NULL;
+	}
+	ctl->b = NULL;
+	vqd_close(ctl);
+	vq_fw_free(dm->fw);
+	for (unsigned i = 0; i < dm->nvm; i++)
+		vq_vsock_free(dm->vm[i].vs);
+	vq_vsock_hub_free(dm->hub);
 }
 
 int main(int argc, char **argv)
@@ -612,32 +765,21 @@ int main(int argc, char **argv)
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
 	vqd_log_to_stderr(d.com.quiet);
-	if (device_new(&d, &ctl) < 0)
+	if (daemon_new(&d, &ctl) < 0)
 		goto out;
-	/* The vhost-user socket last: a front-end that sees it finds the
-	 * host side ready. */
-	if (host_listen(&d, &ctl) < 0)
-		goto out;
-	vq_fw_dev_call(d.fwd, 0, host_on_loop, &d);
 	if (vqd_open(&ctl) < 0)
 		goto out;
 	if (!d.com.quiet)
-		fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, "
-			"used batch %u, busy poll %" PRIu64 " us, features offered %s\n",
-			d.o.cid, d.o.uds, d.com.used_batch, d.com.busy_poll_us,
-			vqd_features_str(fb, sizeof(fb), offered_features(&d),
-					 vsock_features));
+		for (unsigned i = 0; i < d.nvm; i++)
+			fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, "
+				"used batch %u, busy poll %" PRIu64 " us, features offered %s\n",
+				d.vm[i].o->cid, d.vm[i].o->uds, d.com.used_batch,
+				d.com.busy_poll_us,
+				vqd_features_str(fb, sizeof(fb), offered_features(&d),
+						 vsock_features));
 	rc = vqd_run(&ctl);
 	vqd_summary(&ctl);
 out:
-	if (d.fwd) {
-		vq_fw_dev_call(d.fwd, 0, host_off_loop, &d);
-		/* the device owns the back-end: freeing it resets the device */
-		vq_fw_dev_free(d.fwd);
-	}
-	ctl.b = NULL;
-	vqd_close(&ctl);
-	vq_fw_free(d.fw);
-	vq_vsock_free(d.vs);
+	daemon_free(&d, &ctl);
 	return rc;
 }

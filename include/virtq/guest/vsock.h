@@ -88,7 +88,11 @@ struct vq_vsg_config {
 	 * buf_alloc; Linux's pkt_truesize is SKB_TRUESIZE(0), 576 on 64-bit
 	 * builds.  0: no count. */
 	uint32_t pkt_truesize;
-	uint32_t reserved32;            /* zero */
+	/* Nonzero: take packets from any CID but ours and 0-1 (the sibling
+	 * guests a device routes to, as a Linux guest without a host-side
+	 * transport takes them); connections are then told apart by the
+	 * peer's CID too.  0: only the host's (CID 2). */
+	uint32_t siblings;
 	uint64_t reserved[7];           /* zero */
 };
 
@@ -149,6 +153,11 @@ void vq_vsg_hdr(struct vq_vsg *g, struct vq_vsock_hdr *h, uint32_t src_port,
  * 0, -EINVAL (type), -ENOSPC (no TX slot now), -ENOMEM, or the error. */
 int vq_vsg_connect(struct vq_vsg *g, uint32_t port, uint16_t type,
 		   struct vq_vsg_conn **out);
+/* The same to another CID (a sibling guest the device routes to; the
+ * driver needs cfg.siblings to take its answers).  -EINVAL also for a
+ * CID below 2, our own or above 2^32-1. */
+int vq_vsg_connect_cid(struct vq_vsg *g, uint64_t cid, uint32_t port,
+		       uint16_t type, struct vq_vsg_conn **out);
 /* Accept REQUESTs to port (up to 16 ports).  0, -ENOSPC. */
 int vq_vsg_listen(struct vq_vsg *g, uint32_t port);
 /* A connection that arrived on a listening port (its RESPONSE sent), or
@@ -181,6 +190,8 @@ void vq_vsg_reset(struct vq_vsg_conn *c);
 void vq_vsg_release(struct vq_vsg_conn *c);
 uint32_t vq_vsg_local_port(const struct vq_vsg_conn *c);
 uint32_t vq_vsg_peer_port(const struct vq_vsg_conn *c);
+/* The CID of the connection's other end (2: the host). */
+uint64_t vq_vsg_peer_cid(const struct vq_vsg_conn *c);
 /* Bytes the device's credit allows now. */
 uint32_t vq_vsg_credit(const struct vq_vsg_conn *c);
 /* The op of the newest packet to our port local_port that matched no
