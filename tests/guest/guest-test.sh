@@ -739,16 +739,19 @@ vsock_small_writes() {
 # to A's echo too.  Then B connects to C, which shares no group with it,
 # and to CID 9, which no VM has: each must fail at once with ECONNRESET
 # (a RST, not a timeout), counted by the daemon as cid_refused and
-# cid_unknown.
+# cid_unknown.  The host-port policy, per VM: B may reach host port
+# $hport only (a guest connect to another is RST at once), and host
+# programs may CONNECT to A's port $aport only (another closes the host
+# socket at once); both counted as policy_refused.
 vsock_siblings() {
-	local n=256K j=2 m=40 hport=5031 aport=7031 mport=7032 xport=7033 hcrc=1 i
+	local n=256K j=2 m=40 hport=5031 aport=7031 mport=7032 xport=7033 hcrc=1 hxrc=0 i
 	local s3=$LOG/vs3.sock s4=$LOG/vs4.sock s5=$LOG/vs5.sock
 	local u3=$LOG/vs3.uds u4=$LOG/vs4.uds u5=$LOG/vs5.uds
 	need_vsock_backend
 	VS_N=$((VS_N + 1))
 	"$VIRTQ_VSOCK" --json --threads 2 \
-		--vm "guest-cid=3,socket=$s3,uds-path=$u3,groups=web" \
-		--vm "guest-cid=4,socket=$s4,uds-path=$u4,groups=web+db" \
+		--vm "guest-cid=3,socket=$s3,uds-path=$u3,groups=web,guest-ports=$aport" \
+		--vm "guest-cid=4,socket=$s4,uds-path=$u4,groups=web+db,host-ports=$hport" \
 		--vm "guest-cid=5,socket=$s5,uds-path=$u5,groups=batch" \
 		> "$LOG/vsock-$VS_N.log" 2>&1 < /dev/null &
 	VS_PID=$!
@@ -764,7 +767,8 @@ vsock_siblings() {
 	PIDS+=("$apid")
 	"$HERE/run-guest.sh" --logdir "$LOG/b" --dev vsock --sock "$s4" --timeout 110 -- \
 		"gvsock cid; gvsock call -c 3 -p $aport -n $n -j $j -W 60; gvsock msgcall -c 3 -p $mport -n $m -W 20;
-		 gvsock send -c 2 -p $hport -n $n -W 20; gvsock send -c 5 -p $xport -n 1 -W 0; gvsock send -c 9 -p $xport -n 1 -W 0; true" \
+		 gvsock send -c 2 -p $hport -n $n -W 20; gvsock send -c 5 -p $xport -n 1 -W 0; gvsock send -c 9 -p $xport -n 1 -W 0;
+		 gvsock send -c 2 -p $((hport + 1)) -n 1 -W 0; true" \
 		> "$LOG/b.out" 2> "$LOG/b.err" &
 	local bpid=$!
 	PIDS+=("$bpid")
@@ -776,6 +780,9 @@ vsock_siblings() {
 	if [ "$(grep -ac '^LISTEN' "$LOG/a/output.log" 2>/dev/null)" = 2 ]; then
 		timeout 60 "$GVSOCK" call -u "$u3" -P $aport -n $n -W 20 > "$LOG/host-call.out" 2>&1
 		hcrc=$?
+		# A's msgecho port is not in guest-ports: refused without asking A
+		timeout 10 "$GVSOCK" call -u "$u3" -P $mport -n 1 -W 0 > "$LOG/host-refused.out" 2>&1
+		hxrc=$?
 	fi
 	wait "$bpid"
 	local brc=$?
@@ -801,9 +808,12 @@ vsock_siblings() {
 		"host_rc=$hrc B sent $(count SEND result=PASS "$b")/1, host got $(count RECV result=PASS "$LOG/host-recv.out")/1"
 	check host-to-guest $([ $hcrc = 0 ] && [ "$(count CALL result=PASS "$LOG/host-call.out")" = 1 ] && echo 0 || echo 1) \
 		"host_rc=$hcrc $(grep -a '^CALL' "$LOG/host-call.out" | cut -d' ' -f2-4)"
-	check outside-group-reset-at-once $([ "$(grep -ac 'CONNECT error=Connection reset by peer' "$b")" = 2 ] &&
+	check outside-group-reset-at-once $([ "$(grep -ac 'CONNECT error=Connection reset by peer' "$b")" = 3 ] &&
 		[ "$(jv cid_refused)" = 1 ] && [ "$(jv cid_unknown)" = 1 ] && echo 0 || echo 1) \
 		"B's refused connects: $(grep -a '^CONNECT' "$b" | tr '\n' ' ')cid_refused=$(jv cid_refused) cid_unknown=$(jv cid_unknown)"
+	check host-port-policy-both-ways $([ "$(jv policy_refused)" = 2 ] && [ $hxrc != 0 ] && [ $hxrc != 124 ] &&
+		echo 0 || echo 1) \
+		"policy_refused=$(jv policy_refused) (B to host port $((hport + 1)), host to A's port $mport: rc $hxrc)"
 	check sibling-conns-counted $([ "$(jv sibling_conns)" = $((2 * (j + 1))) ] && echo 0 || echo 1) \
 		"sibling_conns=$(jv sibling_conns) (each of $((j + 1)) counted by both devices) guest_rc A=$arc B=$brc"
 }
