@@ -126,6 +126,25 @@ static void busypoll_probes_before_deadline(void)
 	CHECK_EQ(vq_rt_busy_poll(&bp, 1), VQ_BP_HIT);
 }
 
+/*
+ * The default clock (now_ns NULL) is read every few probes, not after
+ * each: a window of 2 ms still ends, no earlier than its deadline and not
+ * much later, probing all the while.
+ */
+static void busypoll_default_clock_window_ends(void)
+{
+	struct fprobe p = { 0 };
+	struct vq_bp_probe bp = { .ready = fp_ready, .other = fp_other, .arg = &p };
+	uint64_t t0 = vq_rt_now_ns(), spun;
+
+	CHECK_EQ(vq_rt_busy_poll(&bp, 2000000), VQ_BP_TIMEOUT);
+	spun = vq_rt_now_ns() - t0;
+	CHECK(spun >= 2000000);
+	CHECK(spun < 1000000000);
+	CHECK(p.ready_calls >= 16);
+	CHECK_EQ(p.ready_calls, p.other_calls);
+}
+
 /* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue
  * with more work stays active and the other queue gets every other turn. */
 static void loop_budget_limits_turn_and_shares(void)
@@ -632,6 +651,7 @@ int main(void)
 	RUN(busypoll_other_work_ends_window);
 	RUN(busypoll_zero_window_does_not_poll);
 	RUN(busypoll_probes_before_deadline);
+	RUN(busypoll_default_clock_window_ends);
 	RUN(evt_signal_coalesces_and_drains);
 	RUN(loop_budget_limits_turn_and_shares);
 	RUN(loop_dry_queue_polls_then_sleeps_and_wakes);

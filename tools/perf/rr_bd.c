@@ -20,7 +20,7 @@
 
 static const char *const step_key[RS_N] = {
 	"fill", "post", "wait", "data", "used", "rx", "reap", "total",
-	"clock_reads", "reap_polls",
+	"spins", "reap_polls",
 };
 
 static const char *const step_what[RS_N] = {
@@ -32,7 +32,7 @@ static const char *const step_what[RS_N] = {
 	"take the frame, give its buffer back",
 	"wait for the TX slot back",
 	"one transaction",
-	"clock reads while waiting (one per spin)",
+	"looks at the ring while waiting (spins)",
 	"TX reap attempts",
 };
 
@@ -76,9 +76,10 @@ static inline void relax(void)
 #endif
 }
 
-/* Units per call of what the library's busy poll does per spin (a clock
- * read, a pause, a look at the ring) and of the look at the fds a device
- * loop takes between spins (epoll_wait without sleeping). */
+/* Units per call of what the library's busy poll does per spin (a pause,
+ * a look at the ring; a clock read every few spins) and of the look at
+ * the fds a device loop with fds epoll alone can tell about takes between
+ * spins (epoll_wait without sleeping). */
 void rr_bd_costs(struct rr_bd *b, struct vq_drv *rxq)
 {
 	volatile uint64_t sink = 0;

@@ -30,7 +30,7 @@ enum rr_step {
 	RS_RX,          /* take the frame, give its buffer back */
 	RS_REAP,        /* wait for the TX slot back */
 	RS_TOTAL,
-	RS_SPINS,       /* counts, not cycles: clock reads while waiting */
+	RS_SPINS,       /* counts, not cycles: spins while waiting */
 	RS_REAPS,       /*   reap attempts */
 	RS_N
 };
