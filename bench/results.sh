@@ -19,7 +19,7 @@
 # --rewrite  measure nothing: write the table again from its rows (after a
 #         change to this script's titles or cells)
 # CELL    only these (default: every cell); a whole section by its name
-#         (ring, net, race, migration, vsock)
+#         (ring, net, rr, race, migration, vsock)
 #
 # All of it takes about three hours on the 2-CPU machines (the race cells
 # most of it): run it on a quiet machine, and commit RESULTS.md with the
@@ -51,10 +51,11 @@ si() { ((QUICK)) && echo 1 || echo "$1"; }          # whole seconds (net-race.sh
 by() { ((QUICK)) && echo 64M || echo "$1"; }        # bytes per run
 it() { ((QUICK)) && echo 200 || echo "$1"; }        # round trips
 
-SECTIONS=(ring net race migration vsock)
+SECTIONS=(ring net rr race migration vsock)
 declare -A TITLE=(
 	[ring]="Rings: \`virtq-perf ring\`, a driver and a device thread on CPUs 0 and 1"
 	[net]="virtio-net, our two ends: \`virtq-perf net\` on CPU 0, \`virtq-net\` on CPU 1, 64 B unless said"
+	[rr]="Round trips: \`virtq-perf net --direction rr\` on CPU 0, \`virtq-net loopback\` on CPU 1, 64 B, both sides polling 50 us; each row the median over the runs of that layout and placement, the runs alternating layouts"
 	[race]="virtio-net against DPDK 22.11: a = DPDK virtio-user -> DPDK vhost, b = \`virtq-perf net\` -> \`virtq-net\`, c = DPDK virtio-user -> \`virtq-net\`, d = \`virtq-perf net\` -> DPDK vhost; the paired cells at 64 B, X against a"
 	[migration]="Live migration: \`virtq-perf net\` RX from \`virtq-net source\`, 64 B"
 	[vsock]="vsock: \`virtq-perf vsock\` through \`virtq-vsock\`; B/A against the UNIX socket pair it feeds (\`--transport unix\`) where it says x"
@@ -62,7 +63,9 @@ declare -A TITLE=(
 IDS=()
 declare -A SEC=() KIND=() WHAT=() CMD=()
 # cell ID SECTION KIND WHAT COMMAND: KIND ab (a change), ratio (B/A),
-# pairs (net-race.sh --paired, against a), race (net-race.sh's table)
+# pairs (net-race.sh --paired, against a), race (net-race.sh's table),
+# rr (latency percentiles: COMMAND run RR_RUNS times per layout, --packed
+# off and on alternating, with --json)
 cell() { IDS+=("$1"); SEC[$1]=$2 KIND[$1]=$3 WHAT[$1]=$4 CMD[$1]=$5; }
 
 P=virtq-perf VNET=$BUILD/tools/net/virtq-net VSOCK=$BUILD/tools/vsock/virtq-vsock
@@ -87,6 +90,10 @@ cell net-inorder net ab "in-order off -> on, TX into sink" \
 	"$ab --a '--in-order off' --b '--in-order on' -- net $sink --size 64 --packed off,on"
 cell net-busypoll net ab "busy poll 0 -> 50 us both sides, loopback round trips" \
 	"$ab --a '--busy-poll 0 --backend-busy-poll 0' --b '--busy-poll 50 --backend-busy-poll 50' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --packed off,on"
+
+RR_RUNS=$(n 12)
+cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per layout)" \
+	"$P net --backend '$VNET --quiet --cpu 1 loopback' --backend-busy-poll 50 --direction rr --busy-poll 50 --size 64 --cpu 0 --seconds $(s 2)"
 
 race="bench/net-race.sh -B $BUILD"
 cell race-64 race race "the four pairings, 64 B: b/a, c/a, d/a (median of 3 runs)" \
@@ -185,6 +192,23 @@ def pct(v):
     return "%+.0f" % v if abs(v) >= 99.95 else "%+.1f" % v
 def row(work, fig, won, place):
     print("| `%s` | %s | %s | %s | %s | %s | %s %s |" % (cid, what, work, fig, won, place, commit, date))
+if kind == "rr":
+    # one JSON a line, its layout first: medians per layout and placement
+    import statistics
+    runs = {}
+    for line in open(path):
+        layout, js = line.split(" ", 1)
+        j = json.loads(js)
+        runs.setdefault((layout, j["placement"]), []).append(j)
+    if not runs:
+        sys.exit("no rr run")
+    for (layout, place), js in sorted(runs.items()):
+        med = lambda k: statistics.median(j[k] for j in js if j[k] is not None)
+        fig = "%.2f %.2f %.2f %.2f" % (med("p50_us"), med("p90_us"), med("p99_us"), med("p999_us"))
+        c2c = [j["c2c_ns"] for j in js if j["c2c_ns"] is not None]
+        line = "%.1f ns" % statistics.median(c2c) if c2c else "-"
+        print("| `%s` | %s | packed=%s | %s | %s | %d %s | %s %s |" % (cid, what, layout, fig, line, len(js), place, commit, date))
+    sys.exit(0)
 if kind == "race":
     ratios, below, places = 0, [], {"near": 0, "far": 0, "mixed": 0}
     for line in open(path):
@@ -231,10 +255,21 @@ measure() {
 	pairs) eval "$cmd --pairs-out $tmp/$id" >"$out.log" 2>&1 &&
 	       virtq-perf ab --pairs-file "$tmp/$id" --metric pps --json >"$out.json" 2>"$out.err" ;;
 	race) eval "$cmd" >"$out.json" 2>"$out.err" ;;
+	rr) : >"$out.json"
+	    for ((i = 0; i < RR_RUNS; i++)); do
+		for l in off on; do
+			js=$(eval "$cmd --packed $l --json" 2>>"$out.err") || break 2
+			echo "$l $js" >>"$out.json"
+		done
+	    done ;;
 	esac || { cat "$out.err" "$out.log" 2>/dev/null | tail -n 3 >&2; return 1; }
 	rows "${KIND[$id]}" "$id" "${WHAT[$id]}" "$out.json" >"$tmp/rows/$id.new" || return 1
 	mv "$tmp/rows/$id.new" "$tmp/rows/$id"
-	echo "- \`$id\`: \`$cmd\` (bench/results.sh $id)" >"$tmp/cmds/$id"
+	if [ "${KIND[$id]}" = rr ]; then
+		echo "- \`$id\`: \`$cmd --packed off|on --json\`, $RR_RUNS runs each, alternating (bench/results.sh $id)" >"$tmp/cmds/$id"
+	else
+		echo "- \`$id\`: \`$cmd\` (bench/results.sh $id)" >"$tmp/cmds/$id"
+	fi
 }
 
 failed=0
@@ -264,7 +299,11 @@ was measured at; the commands that measure each cell are at the end, and
 EOF
 	for sec in "${SECTIONS[@]}"; do
 		printf '\n## %s\n\n' "${TITLE[$sec]}"
-		echo "| cell | A -> B | workload | change [95% CI] | B won | near/far/mixed | measured at |"
+		if [ "$sec" = rr ]; then
+			echo "| cell | what | workload | p50 p90 p99 p99.9 us | cache line one-way | runs, placement | measured at |"
+		else
+			echo "| cell | A -> B | workload | change [95% CI] | B won | near/far/mixed | measured at |"
+		fi
 		echo "|---|---|---|---|---|---|---|"
 		for id in "${IDS[@]}"; do
 			[ "${SEC[$id]}" = "$sec" ] && cat "$tmp/rows/$id"

@@ -140,6 +140,9 @@ struct vq_bp_probe {
  * VQ_BP_TIMEOUT once the clock reaches start + window_ns.  The probes are
  * checked before the clock, so a window always probes at least once; a
  * window of 0 returns VQ_BP_TIMEOUT without probing (no busy polling).
+ * A p->now_ns given is read after every probe; the default clock only
+ * every few probes (a reading costs more than a probe), so the window may
+ * end those few probes late.
  * -EINVAL: a reserved word is not zero.
  */
 int vq_rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns);

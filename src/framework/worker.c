@@ -25,6 +25,7 @@
 
 #include "framework_internal.h"
 #include "log_internal.h"
+#include "runtime_internal.h"
 
 static uint64_t mono_ns(void)
 {
@@ -318,6 +319,7 @@ static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 		.busy_poll_ns = fw->cfg.busy_poll_ns,
 		.busy_poll_yield_ns = fw->cfg.busy_poll_yield_ns,
 	};
+	struct vq_rt_fd *mbox;
 	int r;
 
 	w->fw = fw;
@@ -332,9 +334,12 @@ static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 	w->mbox_fd = vq_evt_new();
 	if (w->mbox_fd < 0)
 		return w->mbox_fd;
-	r = vq_rt_loop_add_fd(w->loop, w->mbox_fd, EPOLLIN, mbox_turn, w, NULL);
+	r = vq_rt_loop_add_fd(w->loop, w->mbox_fd, EPOLLIN, mbox_turn, w, &mbox);
 	if (r < 0)
 		return r;
+	/* fw_call_post sets pending before it writes the fd: a busy loop
+	 * reads the word, not epoll. */
+	rt_fd_flagged(mbox, &w->pending);
 	r = -pthread_create(&w->th, NULL, worker_main, w);
 	if (r)
 		return r;

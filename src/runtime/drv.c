@@ -32,7 +32,7 @@ static uint64_t drv_now(void *arg)
 {
 	struct drv_probe *p = arg;
 
-	return p->w->now_ns ? p->w->now_ns(p->w->arg) : vq_rt_now_ns();
+	return p->w->now_ns(p->w->arg);
 }
 
 static bool drv_ready(void *arg)
@@ -62,7 +62,7 @@ int vq_rt_drv_wait_used(struct vq_drv *q, const struct vq_rt_drv_wait *w,
 	if (w->busy_poll_ns) {
 		struct drv_probe dp = { q, w };
 		struct vq_bp_probe p = {
-			.now_ns = drv_now, .ready = drv_ready,
+			.now_ns = w->now_ns ? drv_now : NULL, .ready = drv_ready,
 			.other = w->other ? drv_other : NULL, .arg = &dp,
 		};
 		int b = vq_rt_busy_poll(&p, w->busy_poll_ns);

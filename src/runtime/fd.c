@@ -111,6 +111,14 @@ void vq_rt_fd_remove(struct vq_rt_fd *h)
 	}
 	h->removed = true;
 	l->fds_removed = true;
+	if (l->flag_fd == h)
+		l->flag_fd = NULL;
+}
+
+void rt_fd_flagged(struct vq_rt_fd *h, const int *flag)
+{
+	h->loop->flag_fd = h;
+	h->loop->flag = flag;
 }
 
 /* Free the removed fds, keeping the others' order. */

@@ -319,7 +319,7 @@ static bool bp_other(void *arg)
 	struct vq_rt_loop *l = arg;
 	unsigned i;
 
-	if (vq_rt_loop_stopped(l) || l->nready)
+	if (vq_rt_loop_stopped(l) || l->nready || rt_flag_fd_ready(l))
 		return true;
 	for (i = 0; i < l->nq; i++) {
 		struct vq_rt_queue *o = l->q[i];
@@ -327,13 +327,20 @@ static bool bp_other(void *arg)
 		if (o != l->polling && !o->removed && rt_has_avail(o))
 			return true;
 	}
-	return l->nwatched && ++l->bp_probes % BP_FD_PROBES == 0 && fds_peek(l);
+	return rt_fds_asked(l) && ++l->bp_probes % BP_FD_PROBES == 0 && fds_peek(l);
 }
 
+/* The loop's clock: the one configured, or NULL for the busy poll's
+ * default (vq_rt_now_ns, read every few probes). */
 static uint64_t bp_now(void *arg)
 {
 	struct vq_rt_loop *l = arg;
 
+	return l->cfg.now_ns(l->cfg.clock_arg);
+}
+
+static uint64_t loop_now(struct vq_rt_loop *l)
+{
 	return l->cfg.now_ns ? l->cfg.now_ns(l->cfg.clock_arg) : vq_rt_now_ns();
 }
 
@@ -361,7 +368,7 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 	/* Ran dry. */
 	if (l->cfg.busy_poll_ns) {
 		struct vq_bp_probe p = {
-			.now_ns = bp_now, .ready = bp_ready,
+			.now_ns = l->cfg.now_ns ? bp_now : NULL, .ready = bp_ready,
 			.other = bp_other, .arg = l,
 		};
 		enum vq_bp_result b;
@@ -478,13 +485,36 @@ static int poll_events(struct vq_rt_loop *l, int timeout_ms)
 	return r < 0 ? r : 0;
 }
 
-/* Bound how long a kick (and a vq_rt_loop_stop wakeup) sits unread in its
- * eventfd while other queues keep the loop busy; nothing waits on it, the
- * idle rings themselves are read every round (wake_ready). */
+/* While other queues keep the loop busy, a kick sits unread in its
+ * eventfd: nothing waits on it, the idle rings themselves are read every
+ * round (wake_ready), and vq_rt_loop_stop sets a word the loop reads.  The
+ * loop still reads such kicks now and then, so that the counters see them
+ * and a sleep does not start with stale ones: once this long has passed,
+ * the clock read every KICK_DRAIN_ROUNDS busy rounds.  An epoll_wait costs
+ * a microsecond or more in a VM: not one per few rounds on the path of a
+ * round trip. */
 #define KICK_DRAIN_ROUNDS 64u
-/* The same for an fd, which only epoll can tell about: a ready fd waits
- * at most this many busy rounds for its turn. */
+#define KICK_DRAIN_NS 10000000ull
+/* An fd only epoll can tell about: a ready one waits at most this many
+ * busy rounds for its turn. */
 #define FD_POLL_ROUNDS 8u
+
+/* Is it time to ask epoll in a busy round? */
+static bool busy_ask_due(struct vq_rt_loop *l)
+{
+	uint64_t now;
+
+	if (rt_fds_asked(l))
+		return ++l->undrained >= FD_POLL_ROUNDS;
+	if (++l->undrained < KICK_DRAIN_ROUNDS)
+		return false;
+	l->undrained = 0;
+	now = loop_now(l);
+	if (now - l->drained_ns < KICK_DRAIN_NS)
+		return false;
+	l->drained_ns = now;
+	return true;
+}
 
 /* Activate the idle queues whose rings have buffers, as their kick would:
  * the driver made them available with notifications enabled, so the kick
@@ -581,10 +611,11 @@ int vq_rt_loop_run_once(struct vq_rt_loop *l, int timeout_ms)
 		 * queues and of fds.  An epoll_wait per round would cost a
 		 * syscall per burst of the busy queues: read the idle rings
 		 * instead, and ask epoll only every few rounds. */
-		if (l->nactive == l->nq && !l->nwatched)
+		rt_flag_fd_ready(l);
+		if (l->nactive == l->nq && !rt_fds_asked(l))
 			return done;
 		wake_ready(l);
-		if (++l->undrained < (l->nwatched ? FD_POLL_ROUNDS : KICK_DRAIN_ROUNDS))
+		if (!busy_ask_due(l))
 			return done;
 		timeout_ms = 0;
 	} else {

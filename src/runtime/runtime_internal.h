@@ -89,7 +89,17 @@ struct vq_rt_loop {
 	unsigned nready;                /* fds with a turn coming */
 	unsigned nwatched;              /* fds epoll watches (not paused) */
 	bool fds_removed;               /* some wait to be freed */
+	struct vq_rt_fd *flag_fd;       /* rt_fd_flagged's, or NULL */
+	const int *flag;                /* its word */
+	uint64_t drained_ns;            /* the loop's clock when a busy round
+					 * last read the idle queues' kicks */
 };
+
+/* The watched fds only epoll can tell about (not the flagged one). */
+static inline unsigned rt_fds_asked(const struct vq_rt_loop *l)
+{
+	return l->nwatched - (l->flag_fd && l->flag_fd->events == EPOLLIN ? 1u : 0u);
+}
 
 static inline bool rt_has_avail(const struct vq_rt_queue *q)
 {
@@ -107,6 +117,30 @@ VQ_INTERNAL int rt_take_events(struct vq_rt_loop *l, const struct epoll_event *e
 /* Every ready fd's turn; then free the removed ones.  Work done or -errno. */
 VQ_INTERNAL int rt_fds_round(struct vq_rt_loop *l);
 VQ_INTERNAL void rt_fds_free(struct vq_rt_loop *l);
+/*
+ * h, watched for EPOLLIN alone, is written only after *flag became nonzero (the
+ * framework's mailbox: a poster sets its pending word, then writes the
+ * eventfd).  While the loop is busy it reads the word instead of asking
+ * epoll about h: a loop whose only fd is h busy polls without a syscall.
+ * One such fd per loop (the last call's); its sleep still waits on h.
+ */
+VQ_INTERNAL void rt_fd_flagged(struct vq_rt_fd *h, const int *flag);
+
+/* Has the flagged fd's word been set?  Then the fd gets its turn, as if
+ * epoll had said EPOLLIN.  Inline: a busy poll asks at every probe. */
+static inline bool rt_flag_fd_ready(struct vq_rt_loop *l)
+{
+	struct vq_rt_fd *h = l->flag_fd;
+
+	if (!h || h->events != EPOLLIN || !__atomic_load_n(l->flag, __ATOMIC_ACQUIRE))
+		return false;
+	if (!h->ready) {
+		h->ready = true;
+		h->revents = EPOLLIN;
+		l->nready++;
+	}
+	return true;
+}
 /* vq_rt_busy_poll, offering the CPU at every probe once yield_after_ns of the
  * window passed with nothing (0: never; vq_rt_loop_config). */
 VQ_INTERNAL int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,

@@ -199,9 +199,11 @@ static int count_tasks(void)
 	return n;
 }
 
-static void fx_init(struct fx *x, unsigned stall_ms)
+/* The workers busy poll for busy_poll_ns (0: none) when dry. */
+static void fx_init_poll(struct fx *x, unsigned stall_ms, uint64_t busy_poll_ns)
 {
-	struct vq_fw_config fc = { .threads = 2, .stall_ms = stall_ms };
+	struct vq_fw_config fc = { .threads = 2, .stall_ms = stall_ms,
+				   .busy_poll_ns = busy_poll_ns };
 	struct vq_fw_device dev = {
 		.name = "fw-echo", .features = VQ_BIT(VQ_F_VERSION_1) |
 			VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_EVENT_IDX),
@@ -221,6 +223,11 @@ static void fx_init(struct fx *x, unsigned stall_ms)
 	CHECK_EQ(vq_vhu_backend_listen(x->ctl.b, x->path, 0), 0);
 	pthread_mutex_init(&x->ctl.lock, NULL);
 	CHECK_EQ(pthread_create(&x->ctl.th, NULL, ctl_main, &x->ctl), 0);
+}
+
+static void fx_init(struct fx *x, unsigned stall_ms)
+{
+	fx_init_poll(x, stall_ms, 0);
 }
 
 static void fx_fini(struct fx *x)
@@ -611,6 +618,37 @@ static void back_to_back_calls_lose_no_wakeup(void)
 	CHECK_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
 }
 
+/*
+ * A call reaches a worker inside its busy-poll window at once: the loop
+ * reads the mailbox's pending word at every probe instead of asking epoll
+ * about its eventfd, and the word ends the window.  Windows of 2 s, each
+ * worker polling its dry rings: a call that waited for a window's end, or
+ * for a sleep, would take that long.
+ */
+static void call_ends_busy_poll_window(void)
+{
+	struct fx x;
+	struct vq_vhu_frontend *f;
+	uint64_t seed = 7, worst = 0;
+
+	fx_init_poll(&x, 10000, 2000000000ull);
+	f = fe_open(&x, false, true);
+	for (unsigned q = 0; q < NQ; q++)
+		echo_n(f, q, 10, &seed);
+	for (int i = 0; i < 20; i++) {
+		uint64_t t0 = vq_rt_now_ns(), t;
+
+		CHECK_EQ(vq_fw_dev_call(x.ed.d, i % 2, nothing, NULL), 0);
+		t = vq_rt_now_ns() - t0;
+		if (t > worst)
+			worst = t;
+	}
+	fprintf(stderr, "   slowest call into a polling worker: %.3f ms\n", worst / 1e6);
+	CHECK(worst < 500000000ull);
+	fe_close(f);
+	fx_fini(&x);
+}
+
 int main(void)
 {
 	RUN(back_to_back_calls_lose_no_wakeup);
@@ -619,5 +657,6 @@ int main(void)
 	RUN(failed_start_leaves_ring_stopped);
 	RUN(broken_ring_said_once_others_go_on);
 	RUN(worker_held_by_call_fd_is_released);
+	RUN(call_ends_busy_poll_window);
 	return 0;
 }

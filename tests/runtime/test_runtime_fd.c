@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fake_ring.h"
+#include "runtime_internal.h"
 
 /* ---- an fd and what its callback saw ---- */
 struct ffd {
@@ -353,6 +354,75 @@ static void busy_poll_sees_fd_without_sleeping(void)
 	ffd_close(&f);
 }
 
+/* A clock that sets a word at one of its readings. */
+struct flagclk {
+	uint64_t t;
+	unsigned reads;
+	unsigned at;                    /* set *word at this reading */
+	int *word;
+};
+
+static uint64_t flag_now(void *arg)
+{
+	struct flagclk *c = arg;
+
+	if (++c->reads == c->at)
+		__atomic_store_n(c->word, 1, __ATOMIC_RELEASE);
+	return c->t += 100;
+}
+
+/*
+ * A flagged fd (rt_fd_flagged: the framework's mailbox, whose poster sets
+ * a word before it writes the eventfd) is not asked about while the loop
+ * busy polls, its word is read at every probe instead: written with its
+ * word clear, it leaves a window to its end (asked, epoll would have ended
+ * it within 8 probes); its word set ends the window at the next probe, and
+ * the fd has its turn in the same round.  A busy poll with no syscall.
+ */
+static void flagged_fd_is_a_word_while_busy(void)
+{
+	int word = 0;
+	struct flagclk clk = { .word = &word };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 2000, .now_ns = flag_now,
+					.clock_arg = &clk };
+	struct fring a = { .avail = 1 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	unsigned reads;
+	struct ffd f;
+
+	ffd_open(&f, 'f');
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &a, -1);
+	ffd_add(l, &f, EPOLLIN);
+	rt_fd_flagged(f.h, &word);
+
+	/* one reading opens the window, one follows each of its 20 probes */
+	ffd_put(&f, 1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(clk.reads, 21);
+	CHECK_EQ(f.calls, 0);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 1);
+	/* idle, the loop asked epoll: the byte's turn comes next round */
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(f.calls, 1);
+
+	/* the word set at the window's third reading */
+	a.avail = 1;
+	while (!vq_rt_queue_active(q))
+		CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
+	reads = clk.reads;
+	clk.at = reads + 3;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(clk.reads, reads + 3);
+	CHECK_EQ(f.calls, 2);
+	CHECK_EQ(f.revents, EPOLLIN);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 2);
+	CHECK(vq_rt_queue_active(q));   /* ended by other work, not dry */
+	vq_rt_loop_free(l);
+	ffd_close(&f);
+}
+
 /*
  * Removal from inside callbacks: an fd's callback removes another ready fd
  * (which then gets no turn) and itself; a queue's turn removes a third.
@@ -485,6 +555,7 @@ int main(void)
 	RUN(fd_add_refuses_what_it_cannot_watch);
 	RUN(fd_and_queue_share_rounds_under_flood);
 	RUN(busy_poll_sees_fd_without_sleeping);
+	RUN(flagged_fd_is_a_word_while_busy);
 	RUN(fd_removed_during_callbacks);
 	RUN(fd_callback_wakes_idle_queue);
 	RUN(loop_sleep_bounded_by_quiet_period);

@@ -126,6 +126,25 @@ static void busypoll_probes_before_deadline(void)
 	CHECK_EQ(vq_rt_busy_poll(&bp, 1), VQ_BP_HIT);
 }
 
+/*
+ * The default clock (now_ns NULL) is read every few probes, not after
+ * each: a window of 2 ms still ends, no earlier than its deadline and not
+ * much later, probing all the while.
+ */
+static void busypoll_default_clock_window_ends(void)
+{
+	struct fprobe p = { 0 };
+	struct vq_bp_probe bp = { .ready = fp_ready, .other = fp_other, .arg = &p };
+	uint64_t t0 = vq_rt_now_ns(), spun;
+
+	CHECK_EQ(vq_rt_busy_poll(&bp, 2000000), VQ_BP_TIMEOUT);
+	spun = vq_rt_now_ns() - t0;
+	CHECK(spun >= 2000000);
+	CHECK(spun < 1000000000);
+	CHECK(p.ready_calls >= 16);
+	CHECK_EQ(p.ready_calls, p.other_calls);
+}
+
 /* vhost weights: at most 256 packets or 0x80000 bytes per turn; a queue
  * with more work stays active and the other queue gets every other turn. */
 static void loop_budget_limits_turn_and_shares(void)
@@ -356,11 +375,16 @@ static void loop_busy_poll_ends_when_other_queue_has_work(void)
  * While another queue keeps the loop busy, an idle queue's new buffers are
  * found by reading its ring, not by an epoll_wait per round (a syscall per
  * burst of the busy queue).  The kick itself stays in its eventfd until the
- * periodic drain, which also consumes a kick that brought nothing.
+ * periodic drain, which also consumes a kick that brought nothing.  The
+ * drain comes after a bounded time (the loop's clock, here 1 ms a
+ * reading), not after every few rounds: an epoll_wait on a round trip's
+ * path costs more than the round trip.
  */
 static void loop_idle_queue_read_while_others_busy(void)
 {
-	struct vq_rt_loop_config lc = { .busy_poll_ns = 0 };
+	struct fclock clk = { .step = 1000000 };
+	struct vq_rt_loop_config lc = { .busy_poll_ns = 0, .now_ns = fclock_now,
+					.clock_arg = &clk };
 	struct fring a = { .avail = 1000000, .name = 'a' };
 	struct fring b = { .avail = 1, .name = 'b' };
 	const struct vq_rt_counters *cb;
@@ -392,19 +416,23 @@ static void loop_idle_queue_read_while_others_busy(void)
 	CHECK_EQ(cb->packets, 4);
 	CHECK(!vq_rt_queue_active(qb));
 
-	/* The kick is read within a bounded number of busy rounds. */
-	for (rounds = 0; rounds < 64 && cb->kicks_recv == 0; rounds++)
+	/* The kick is read within a bounded time of busy rounds: the clock
+	 * is read every 64 rounds, and 10 ms (10 readings) pass between two
+	 * drains. */
+	for (rounds = 0; rounds < 64 * 11 && cb->kicks_recv == 0; rounds++)
 		CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
 	CHECK_EQ(cb->kicks_recv, 1);
 	CHECK(rounds > 1);
 	CHECK_EQ(vq_evt_drain(kick), 0);
 
 	/* A kick that brought nothing is read the same way and leaves b
-	 * idle: no empty turn for it, nor for the kick above. */
+	 * idle: no empty turn for it, nor for the kick above; and not
+	 * before its time. */
 	CHECK_EQ(vq_evt_signal(kick), 0);
-	for (rounds = 0; rounds < 64 && cb->kicks_recv == 1; rounds++)
+	for (rounds = 0; rounds < 64 * 11 && cb->kicks_recv == 1; rounds++)
 		CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
 	CHECK_EQ(cb->kicks_recv, 2);
+	CHECK(rounds >= 64 * 9);
 	CHECK_EQ(vq_evt_drain(kick), 0);
 	CHECK(!vq_rt_queue_active(qb));
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 256);
@@ -623,6 +651,7 @@ int main(void)
 	RUN(busypoll_other_work_ends_window);
 	RUN(busypoll_zero_window_does_not_poll);
 	RUN(busypoll_probes_before_deadline);
+	RUN(busypoll_default_clock_window_ends);
 	RUN(evt_signal_coalesces_and_drains);
 	RUN(loop_budget_limits_turn_and_shares);
 	RUN(loop_dry_queue_polls_then_sleeps_and_wakes);

@@ -70,7 +70,7 @@ n=$(echo "$bd" | sed -nE 's/.*"total":\{"n":([0-9]+).*/\1/p')
 	echo "$bd" | grep -qE '"clock_read":[0-9.]+' && ok "json breakdown: $n transactions" ||
 	no "json breakdown: $js"
 out=$(rr --cpu 0 --rr-breakdown) || no "breakdown human run: $(cat "$D/err")"
-for s in fill post wait rx reap total clock_reads; do
+for s in fill post book wait rx total spins; do
 	echo "$out" | grep -qE "^  $s +.* [0-9]+ +[0-9]+ +[0-9.]+$" || no "breakdown step $s: $out"
 done
 # the answer's bytes are seen only by a spin: a run whose every wait

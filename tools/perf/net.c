@@ -273,14 +273,15 @@ static int net_setup(struct net_run *n)
 	return vq_netg_start(n->g);
 }
 
-/* --rr-breakdown: the busy poll's clock is read once per spin, which is
- * where a spin is seen from outside the library. */
-static uint64_t bd_now(void *arg)
+/* --rr-breakdown: the busy poll's probes of other work are where a spin
+ * is seen from outside the library (one call, no clock read, so the
+ * window spins as it does without the breakdown). */
+static bool bd_spin(void *arg)
 {
 	struct net_run *n = arg;
 
 	rr_bd_spin(n->bd);
-	return vq_rt_now_ns();
+	return false;
 }
 
 /* Wait for used buffers on q as --busy-poll says.  1: there may be some. */
@@ -290,7 +291,7 @@ static int wait_used(struct net_run *n, struct vq_drv *q, int call_fd,
 	struct vq_rt_drv_wait w = {
 		.call_fd = call_fd,
 		.busy_poll_ns = n->o.busy_poll_us > 0 ? (uint64_t)n->o.busy_poll_us * 1000 : 0,
-		.now_ns = n->bd && q == n->rxq ? bd_now : NULL, .arg = n,
+		.other = n->bd && q == n->rxq ? bd_spin : NULL, .arg = n,
 	};
 
 	if (n->o.busy_poll_us < 0) {
@@ -422,8 +423,8 @@ static int run_rx(struct net_run *n, uint64_t t0)
 /* ---- rr: one frame out, wait for it back ---- */
 
 /* Wait until the frame numbered seq comes back or tdead passes: 1 back,
- * 0 not (lost, or the run is over), or -errno.  Other frames that arrive
- * (late answers) are given back. */
+ * 0 not (lost, or the run is over), or -errno.  The frames taken (late
+ * answers too) are given back by the next rr_book. */
 static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 {
 	for (;;) {
@@ -450,14 +451,28 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
 			rr_bd_frame(n->bd, f.buf[0].data, got == seq);
 			n->bd->t_used = t;
 		}
-		if ((r = vq_netg_rx_repost(n->g)) < 0)
-			return r;
-		if (got == seq) {
-			if (n->bd)
-				n->bd->t_rx = perf_tsc();
+		if (got == seq)
 			return 1;
-		}
 	}
+}
+
+/* TX slots in flight past which rr_book takes them back. */
+#define RR_REAP_AT 1u
+
+/*
+ * A request is out: while the device works on it, give back the receive
+ * buffers of the answers taken and take back the TX slots the device is
+ * done with, off the answer's path.  Linux's virtio-net does the same
+ * after the fact: it refills receive buffers after a NAPI poll and frees
+ * sent buffers on the next transmit.
+ */
+static int rr_book(struct net_run *n)
+{
+	int r = vq_netg_rx_repost(n->g);
+
+	if (r >= 0 && vq_netg_tx_inflight(n->g) > RR_REAP_AT)
+		r = vq_netg_tx_reap(n->g, 0);
+	return r < 0 ? r : 0;
 }
 
 /* One-way core-to-core latency between us and the backend's CPU, kept
@@ -527,9 +542,18 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			rr_bd_begin(bd, seq);
 			bd->t_start = perf_tsc();
 		}
-		/* the one frame in flight came back last time */
-		if ((r = vq_netg_tx_reserve(n->g, &frame, 1)) <= 0)
-			return r < 0 ? r : -ENOSPC;
+		/* a slot the device is done with, taken back by rr_book or
+		 * here: it consumed the frame before it answered */
+		while ((r = vq_netg_tx_reserve(n->g, &frame, 1)) == 0) {
+			if ((r = vq_netg_tx_reap(n->g, 0)) < 0)
+				return r;
+			if (r == 0 && bd)
+				bd->reaps++;
+			if (r == 0 && vq_rt_now_ns() > tdead + 1000000000ull)
+				return -ETIMEDOUT;
+		}
+		if (r < 0)
+			return r;
 		frame_fill(frame, n->o.size, seq);
 		if (bd)
 			bd->t_filled = perf_tsc();
@@ -537,17 +561,12 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			return r;
 		if (bd)
 			bd->t_posted = perf_tsc();
+		if ((r = rr_book(n)) < 0)
+			return r;
+		if (bd)
+			bd->t_booked = perf_tsc();
 		if ((back = rr_await(n, seq, tdead)) < 0)
 			return back;
-		/* The TX buffer comes back once the backend consumed it. */
-		while ((r = vq_netg_tx_reap(n->g, 1)) == 0) {
-			if (bd)
-				bd->reaps++;
-			if (vq_rt_now_ns() > tdead + 1000000000ull)
-				return -ETIMEDOUT;
-		}
-		if (r < 0)
-			return r;
 		if (bd)
 			rr_bd_end(bd, back && record, n->tc.kicks_sent + n->rc.kicks_sent,
 				  n->rc.wakeups);

@@ -19,21 +19,21 @@
 #define COST_ITERS 20000u
 
 static const char *const step_key[RS_N] = {
-	"fill", "post", "wait", "data", "used", "rx", "reap", "total",
-	"clock_reads", "reap_polls",
+	"fill", "post", "book", "wait", "data", "used", "rx", "total",
+	"spins", "reap_polls",
 };
 
 static const char *const step_what[RS_N] = {
 	"reserve a TX slot, write the frame",
 	"publish it, kick if the ring says so",
+	"post -> buffers given back, TX slots taken",
 	"post -> the RX used entry seen",
 	"  post -> the answer's bytes seen in its buffer",
 	"  those bytes -> the RX used entry seen",
-	"take the frame, give its buffer back",
-	"wait for the TX slot back",
+	"take the frame",
 	"one transaction",
-	"clock reads while waiting (one per spin)",
-	"TX reap attempts",
+	"looks at the ring while waiting (spins)",
+	"TX reaps that found no slot",
 };
 
 struct rr_bd *rr_bd_new(unsigned qsize, uint32_t seq_off)
@@ -76,9 +76,10 @@ static inline void relax(void)
 #endif
 }
 
-/* Units per call of what the library's busy poll does per spin (a clock
- * read, a pause, a look at the ring) and of the look at the fds a device
- * loop takes between spins (epoll_wait without sleeping). */
+/* Units per call of what the library's busy poll does per spin (a pause,
+ * a look at the ring; a clock read every few spins) and of the look at
+ * the fds a device loop with fds epoll alone can tell about takes between
+ * spins (epoll_wait without sleeping). */
 void rr_bd_costs(struct rr_bd *b, struct vq_drv *rxq)
 {
 	volatile uint64_t sink = 0;
@@ -169,6 +170,7 @@ void rr_bd_end(struct rr_bd *b, bool record, uint64_t kicks, uint64_t wakeups)
 	b->recorded++;
 	keep(b, RS_FILL, b->t_filled - b->t_start);
 	keep(b, RS_POST, b->t_posted - b->t_filled);
+	keep(b, RS_BOOK, b->t_booked - b->t_posted);
 	keep(b, RS_WAIT, b->t_used - b->t_posted);
 	if (b->t_data && b->t_data <= b->t_used) {
 		keep(b, RS_DATA, b->t_data - b->t_posted);
@@ -176,8 +178,7 @@ void rr_bd_end(struct rr_bd *b, bool record, uint64_t kicks, uint64_t wakeups)
 	} else if (b->predicted) {
 		b->unseen++;
 	}
-	keep(b, RS_RX, b->t_rx - b->t_used);
-	keep(b, RS_REAP, end - b->t_rx);
+	keep(b, RS_RX, end - b->t_used);
 	keep(b, RS_TOTAL, end - b->t_start);
 	keep(b, RS_SPINS, b->spins);
 	keep(b, RS_REAPS, b->reaps);

@@ -24,14 +24,14 @@ struct vq_drv;
 enum rr_step {
 	RS_FILL,        /* reserve a TX slot, write the frame */
 	RS_POST,        /* publish it, kick if the ring says so */
+	RS_BOOK,        /* post -> buffers given back, TX slots taken back */
 	RS_WAIT,        /* post -> the RX used entry seen */
 	RS_DATA,        /*   post -> the response's bytes seen */
 	RS_USED,        /*   those bytes -> the RX used entry seen */
-	RS_RX,          /* take the frame, give its buffer back */
-	RS_REAP,        /* wait for the TX slot back */
+	RS_RX,          /* take the frame */
 	RS_TOTAL,
-	RS_SPINS,       /* counts, not cycles: clock reads while waiting */
-	RS_REAPS,       /*   reap attempts */
+	RS_SPINS,       /* counts, not cycles: spins while waiting */
+	RS_REAPS,       /*   reap attempts that found no slot */
 	RS_N
 };
 
@@ -40,7 +40,7 @@ struct rr_bd {
 	uint64_t n[RS_N];
 	uint64_t cap;
 	/* this transaction's marks, set by the caller */
-	uint64_t t_start, t_filled, t_posted, t_used, t_rx;
+	uint64_t t_start, t_filled, t_posted, t_booked, t_used;
 	uint64_t spins, reaps;
 	uint64_t t_data;                /* 0: the bytes not seen yet */
 	const volatile uint8_t *watch;  /* where the answer's seq lands */
