@@ -199,9 +199,7 @@ static int packed_add_burst(struct vq_drv *q, const struct vq_seg *seg,
 		s->ndesc = 1;
 		d->addr = vq_le64(seg[i].addr);
 		if (i) {
-			vq_store_relaxed((uint64_t *)(void *)&d->len,
-					 vq_le64(seg[i].len | (uint64_t)id << 32 |
-						 (uint64_t)f << 48));
+			packed_store_tail(d, seg[i].len, id, f);
 		} else {
 			d->len = vq_le32(seg[i].len);
 			d->id = vq_le16(id);
@@ -263,13 +261,19 @@ static void free_id(struct packed_drv *pq, uint16_t id)
  * shared).  In a full ring the device reads the line again only after
  * those stores; otherwise the prefetch costs it a miss, never correctness.
  */
+static inline void used_advance_at(const struct packed_drv *pq, uint16_t *pos,
+				   bool *wrap, uint16_t ndesc)
+{
+	const struct vq_packed_desc *old = &pq->desc[*pos];
+
+	packed_advance(pos, wrap, ndesc, pq->num);
+	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[*pos]) >= 64)
+		vq_prefetch_w(pq->prefetchw, old);
+}
+
 static void used_advance(struct packed_drv *pq, uint16_t ndesc)
 {
-	const struct vq_packed_desc *old = &pq->desc[pq->last_used];
-
-	packed_advance(&pq->last_used, &pq->used_wrap, ndesc, pq->num);
-	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[pq->last_used]) >= 64)
-		vq_prefetch_w(pq->prefetchw, old);
+	used_advance_at(pq, &pq->last_used, &pq->used_wrap, ndesc);
 }
 
 /* Read the used descriptor at last_used, if there is one: 1 with id and
@@ -499,7 +503,61 @@ static void packed_drv_destroy(struct vq_drv *q)
 	free(pq);
 }
 
-VQ_DRV_GET_BURST(packed_get_burst, packed_get)
+/*
+ * packed_get over up to n used descriptors, with the queue's state in
+ * registers and written back once: each descriptor's flags (acquire, P3),
+ * then its id and length, checked as packed_get checks them.  On a bad one
+ * the queue breaks after the good ones before it are returned.
+ */
+static int packed_get_burst(struct vq_drv *q, void **tokens, uint32_t *lens,
+			    unsigned n)
+{
+	struct packed_drv *pq = to_pq(q);
+	uint16_t pos = pq->last_used, num = pq->num, free_head = pq->free_head;
+	bool wrap = pq->used_wrap;
+	uint32_t slots = 0;
+	unsigned i;
+	int r = 0;
+
+	for (i = 0; i < n; i++) {
+		const struct vq_packed_desc *d = &pq->desc[pos];
+		struct pdrv_id *s;
+		uint16_t id;
+		uint32_t l;
+
+		if (!packed_is_used(packed_flags_acquire(d), wrap))
+			break;
+		id = vq_le16(d->id);
+		l = vq_le32(d->len);
+		if (unlikely(id >= num || !pq->ids[id].token)) {
+			r = vq_drv_break(q, -EINVAL,
+					 "2.8.22: used id %u (slot %u) was never made available",
+					 id, pos);
+			break;
+		}
+		s = &pq->ids[id];
+		if (unlikely(used_len(q, s, id, &l))) {
+			r = q->err;
+			break;
+		}
+		tokens[i] = s->token;
+		lens[i] = l;
+		s->token = NULL;
+		s->next_free = free_head;
+		free_head = id;
+		slots += s->ndesc;
+		/* 2.8.2: one used descriptor per chain; skip all of its
+		 * slots. */
+		used_advance_at(pq, &pos, &wrap, s->ndesc);
+	}
+	pq->last_used = pos;
+	pq->used_wrap = wrap;
+	pq->free_head = free_head;
+	pq->free_slots += slots;
+	pq->nbufs -= i;
+	return i || !r ? (int)i : r;
+}
+
 VQ_DRV_GET_BURST(packed_get_burst_in_order, packed_get_in_order)
 
 static const struct vq_drv_ops packed_drv_ops = {
