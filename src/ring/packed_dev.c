@@ -291,12 +291,7 @@ pop_batch(struct packed_dev *pd, struct vq_chain *c, struct vq_xlate *x,
 		int r;
 
 		if (likely(fast)) {
-			c[i].iov[0].iov_base = hva + off[i];
-			c[i].iov[0].iov_len = len[i];
-			c[i].nout = !w;
-			c[i].nin = w;
-			c[i].out_len = w ? 0 : len[i];
-			c[i].in_len = w ? len[i] : 0;
+			vq_chain_set_one(&c[i], hva + off[i], len[i], w, pos + i);
 		} else {
 			r = vq_chain_one(d, &c[i], x, pos + i, addr[i], len[i],
 					 w, "ring", pos + i);

@@ -157,6 +157,13 @@ static int name(struct vq_drv *q, void **tokens, uint32_t *lens, unsigned n) \
 	return (int)i;                                                       \
 }
 
+/* A buffer's byte count as a 32-bit used length: in order, a buffer the
+ * device completed without naming it is taken as written whole. */
+static inline uint32_t vq_len32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 /* Layout constructors (split.c, packed.c): validate the layout-specific
  * parts of the config, allocate, initialise. */
 VQ_INTERNAL int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out);
@@ -251,6 +258,20 @@ static inline int vq_chain_add_x(struct vq_dev *d, struct vq_chain *c,
 	return vq_chain_add_miss(d, c, x, addr, len, writable, where, idx);
 }
 
+/* Make c the chain of the one buffer [hva, hva + len), translated and
+ * checked (c->iov_max >= 1); the caller sets ndesc. */
+static inline void vq_chain_set_one(struct vq_chain *c, void *hva, uint32_t len,
+				    bool writable, uint16_t id)
+{
+	c->iov[0].iov_base = hva;
+	c->iov[0].iov_len = len;
+	c->nout = !writable;
+	c->nin = writable;
+	c->out_len = writable ? 0 : len;
+	c->in_len = writable ? len : 0;
+	c->id = id;
+}
+
 /*
  * A chain of one descriptor, through the cache: vq_chain_begin and
  * vq_chain_add_x in one, with what a fresh chain is known to be (no iovec
@@ -264,13 +285,7 @@ static inline int vq_chain_one(struct vq_dev *d, struct vq_chain *c,
 	uint64_t off;
 
 	if (likely(vq_xlate_hit(x, addr, len, &off) && c->iov_max)) {
-		c->iov[0].iov_base = x->hva + off;
-		c->iov[0].iov_len = len;
-		c->nout = !writable;
-		c->nin = writable;
-		c->out_len = writable ? 0 : len;
-		c->in_len = writable ? len : 0;
-		c->id = id;
+		vq_chain_set_one(c, x->hva + off, len, writable, id);
 		c->ndesc = 0;
 		return 0;
 	}

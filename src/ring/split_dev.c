@@ -291,6 +291,65 @@ static int sd_pop_in_order(struct vq_dev *d, struct vq_chain *c)
 }
 
 /*
+ * Pop the run of plain single-descriptor chains at last_avail, up to n of
+ * them (all of them in avail_shadow), with the queue's state in registers:
+ * the checks of sd_pop_common for such a chain, folded.  It stops before
+ * anything else (a chain, an indirect table, a region the cache does not
+ * hold) and anything wrong, which sd_pop_common reads again and handles or
+ * reports.  Returns how many it popped.
+ */
+static inline __attribute__((always_inline)) unsigned
+sd_pop_singles(struct split_dev *s, struct vq_chain *c, unsigned n,
+	       const struct vq_xlate *x, bool in_order)
+{
+	uint16_t last = s->last_avail, mask = s->mask, num = s->num;
+	uint16_t next_head = s->next_head;
+	uint32_t inflight = s->desc_inflight;
+	unsigned i;
+
+	if (in_order && !s->next_head_known)
+		return 0;
+	for (i = 0; i < n; i++) {
+		uint16_t pos = (uint16_t)(last + i) & mask, head, flags;
+		struct dev_head *h;
+		struct vq_desc dsc;
+		uint64_t off;
+		uint32_t len;
+		bool w;
+
+		head = vq_le16(s->avail->ring[pos]);
+		if (head >= num || (in_order && head != next_head) ||
+		    inflight >= num)
+			break;
+		h = &s->head[head];
+		if (h->state != HEAD_FREE)
+			break;
+		memcpy(&dsc, &s->desc[head], sizeof(dsc));
+		flags = vq_le16(dsc.flags);
+		len = vq_le32(dsc.len);
+		if ((flags & (VQ_DESC_F_NEXT | VQ_DESC_F_INDIRECT)) ||
+		    !vq_xlate_hit(x, vq_le64(dsc.addr), len, &off) ||
+		    !c[i].iov_max)
+			break;
+		w = flags & VQ_DESC_F_WRITE;
+		vq_chain_set_one(&c[i], x->hva + off, len, w, head);
+		c[i].ndesc = 1;
+		h->state = HEAD_POPPED;
+		h->ndesc = 1;
+		h->in_len = w ? len : 0;
+		s->log[pos] = head;
+		inflight++;
+		next_head = (next_head + 1) & mask;
+	}
+	s->last_avail = (uint16_t)(last + i);
+	s->desc_inflight = inflight;
+	s->popped_unfilled += i;
+	if (in_order)
+		s->next_head = next_head;
+	return i;
+}
+
+/*
  * Pop up to n chains.  The head descriptors' lines are requested for the
  * whole burst first, so that their misses (lines the driver just wrote)
  * overlap instead of being taken one chain at a time.  The heads read here
@@ -316,8 +375,12 @@ sd_pop_burst_common(struct vq_dev *d, struct vq_chain *c, unsigned n,
 		__builtin_prefetch(&s->desc[head & s->mask]);
 	}
 	for (i = 0; i < n; i++) {
-		int r = sd_pop_common(d, &c[i], &x, in_order);
+		int r;
 
+		i += sd_pop_singles(s, &c[i], n - i, &x, in_order);
+		if (i == n)
+			break;
+		r = sd_pop_common(d, &c[i], &x, in_order);
 		if (r <= 0)
 			return i ? (int)i : r;
 	}
