@@ -288,23 +288,19 @@ pop_batch(struct packed_dev *pd, struct vq_chain *c, struct vq_xlate *x,
 	VQ_UNROLL
 	for (i = 0; i < BATCH; i++) {
 		bool w = f[i] & VQ_DESC_F_WRITE;
-		int r;
+		int r = 0;
 
-		if (likely(fast)) {
+		if (likely(fast))
 			vq_chain_set_one(&c[i], hva + off[i], len[i], w, pos + i);
-		} else {
+		else
 			r = vq_chain_one(d, &c[i], x, pos + i, addr[i], len[i],
 					 w, "ring", pos + i);
-			if (unlikely(r < 0))
-				goto bad;
+		if (likely(r >= 0))
+			r = pop_commit(pd, &c[i], id[i], pos + i, 1, in_order);
+		if (unlikely(r < 0)) {
+			pd->last_avail = pos + i;
+			return i ? (int)i : r;
 		}
-		r = pop_commit(pd, &c[i], id[i], pos + i, 1, in_order);
-		if (unlikely(r < 0))
-			goto bad;
-		continue;
-bad:
-		pd->last_avail = pos + i;
-		return i ? (int)i : r;
 	}
 	packed_advance(&pd->last_avail, &pd->avail_wrap, BATCH, num);
 	return BATCH;
@@ -400,19 +396,19 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 static int packed_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
 	struct packed_dev *pd = to_pd(d);
-	struct pdev_stage *st;
+	uint16_t id = c->id;
+	uint32_t k = pd->nstage;
 	struct pdev_id *s;
 
-	if (c->id >= pd->num)
+	if (unlikely(id >= pd->num))
 		return -EINVAL;
-	s = &pd->ids[c->id];
-	if (s->state != ID_POPPED || len > s->in_len)
+	s = &pd->ids[id];
+	if (unlikely(s->state != ID_POPPED || len > s->in_len))
 		return -EINVAL;
 	s->state = ID_STAGED;
-	st = &pd->stage[pd->nstage++];
-	st->id = c->id;
-	st->ndesc = s->ndesc;
-	st->len = len;
+	pd->stage[k] = (struct pdev_stage){ .id = id, .ndesc = s->ndesc,
+					    .len = len };
+	pd->nstage = k + 1;
 	return 0;
 }
 
@@ -472,24 +468,27 @@ static void add_unsignalled(struct packed_dev *pd, uint32_t slots)
 static inline __attribute__((always_inline)) void
 publish_stage(struct packed_dev *pd, bool in_order)
 {
+	/* Locals: the compiler cannot tell the ring's stores from pd's. */
 	const struct pdev_stage *st = pd->stage;
-	uint16_t pos = pd->last_used, first = pos, first_flags;
+	struct vq_packed_desc *desc = pd->desc;
+	struct pdev_id *ids = pd->ids;
+	uint16_t pos = pd->last_used, first = pos, first_flags, num = pd->num;
 	bool wrap = pd->used_wrap;
 	uint32_t i, k = pd->nstage, slots = 0;
 
 	first_flags = used_flags(wrap, st[0].len);
-	pd->desc[pos].id = vq_le16(st[0].id);
-	pd->desc[pos].len = vq_le32(st[0].len);
+	desc[pos].id = vq_le16(st[0].id);
+	desc[pos].len = vq_le32(st[0].len);
 	for (i = 0; i < k; i++) {
 		if (i)
-			packed_store_tail(&pd->desc[pos], st[i].len, st[i].id,
+			packed_store_tail(&desc[pos], st[i].len, st[i].id,
 					  used_flags(wrap, st[i].len));
 		if (!in_order)
-			pd->ids[st[i].id].state = ID_FREE;
-		packed_advance(&pos, &wrap, st[i].ndesc, pd->num);
+			ids[st[i].id].state = ID_FREE;
+		packed_advance(&pos, &wrap, st[i].ndesc, num);
 		slots += st[i].ndesc;
 	}
-	vq_store_release(&pd->desc[first].flags, vq_le16(first_flags));
+	vq_store_release(&desc[first].flags, vq_le16(first_flags));
 	pd->last_used = pos;
 	pd->used_wrap = wrap;
 	add_unsignalled(pd, slots);
