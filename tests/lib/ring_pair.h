@@ -114,6 +114,23 @@ static inline void pair_init(struct ring_pair *p, uint64_t features,
 	}
 }
 
+/* Make guest memory two regions meeting at GUEST_BASE + at, over the same
+ * host memory: a buffer may now fall in either, or cross from one into the
+ * other (two iovecs). */
+static inline void pair_split_memory(struct ring_pair *p, uint64_t at)
+{
+	struct vq_mem_region r;
+
+	CHECK_EQ(vq_mem_remove(p->mem, GUEST_BASE, GUEST_SIZE, NULL), 0);
+	r = (struct vq_mem_region){ .gpa = GUEST_BASE, .size = at,
+				    .uaddr = (uintptr_t)p->guest, .hva = p->guest };
+	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
+	r = (struct vq_mem_region){ .gpa = GUEST_BASE + at, .size = GUEST_SIZE - at,
+				    .uaddr = (uintptr_t)p->guest + at,
+				    .hva = p->guest + at };
+	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
+}
+
 static inline void pair_fini(struct ring_pair *p)
 {
 	vq_drv_free(p->drv);
