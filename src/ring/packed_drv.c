@@ -303,6 +303,18 @@ static inline int read_used(const struct packed_drv *pq, uint16_t pos,
 	return 1;
 }
 
+/* A get burst's end: the used position and the counts written back once
+ * for the n buffers taken; n, or the error r when none was. */
+static inline int get_end(struct packed_drv *pq, uint16_t pos, bool wrap,
+			  uint32_t slots, unsigned n, int r)
+{
+	pq->last_used = pos;
+	pq->used_wrap = wrap;
+	pq->free_slots += slots;
+	pq->nbufs -= n;
+	return n || !r ? (int)n : r;
+}
+
 /*
  * Up to n used buffers, with the queue's state in registers and written
  * back once.  Each used descriptor's id must name a buffer outstanding
@@ -346,12 +358,8 @@ static int packed_get_burst(struct vq_drv *q, void **tokens, uint32_t *lens,
 		/* 2.8.2: one used descriptor per chain; skip all its slots. */
 		used_advance_at(pq, &pos, &wrap, s->ndesc);
 	}
-	pq->last_used = pos;
-	pq->used_wrap = wrap;
 	pq->free_head = free_head;
-	pq->free_slots += slots;
-	pq->nbufs -= i;
-	return i || !r ? (int)i : r;
+	return get_end(pq, pos, wrap, slots, i, r);
 }
 
 /*
@@ -415,13 +423,9 @@ static int packed_get_burst_in_order(struct vq_drv *q, void **tokens,
 		used_advance_at(pq, &pos, &wrap, s->ndesc);
 		oldest = oldest + 1 == num ? 0 : oldest + 1;
 	}
-	pq->last_used = pos;
-	pq->used_wrap = wrap;
 	pq->batch = batch;
 	pq->oldest = oldest;
-	pq->free_slots += slots;
-	pq->nbufs -= i;
-	return i || !r ? (int)i : r;
+	return get_end(pq, pos, wrap, slots, i, r);
 }
 
 static int packed_get(struct vq_drv *q, void **token, uint32_t *len)

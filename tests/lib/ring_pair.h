@@ -131,6 +131,24 @@ static inline void pair_split_memory(struct ring_pair *p, uint64_t at)
 	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
 }
 
+/* The iovecs of a len-byte buffer at gpa after pair_split_memory(p, at):
+ * one, or two meeting at the boundary when it crosses. */
+static inline void pair_check_split_iov(struct ring_pair *p,
+					const struct iovec *iov, unsigned n,
+					uint64_t gpa, uint64_t len, uint64_t at)
+{
+	uint64_t end = GUEST_BASE + at;
+	bool across = gpa < end && gpa + len > end;
+
+	CHECK_EQ(n, across ? 2u : 1u);
+	CHECK(iov[0].iov_base == pair_hva(p, gpa));
+	CHECK_EQ(iov[0].iov_len, across ? end - gpa : len);
+	if (across) {
+		CHECK(iov[1].iov_base == pair_hva(p, end));
+		CHECK_EQ(iov[1].iov_len, gpa + len - end);
+	}
+}
+
 static inline void pair_fini(struct ring_pair *p)
 {
 	vq_drv_free(p->drv);

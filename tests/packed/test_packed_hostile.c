@@ -335,12 +335,32 @@ static void hostile_chain_needs_more_iovecs(void)
 /*
  * pop_burst takes a 64-byte line of four single descriptors at once
  * (packed_dev.c pop_batch); each descriptor still gets every check pop
- * makes.  Slot k of a line of four is forged bad: the ones before it are
- * popped and valid, the queue breaks with err, the position stays at k.
+ * makes.  A line at slots 0-3 (slot 0 forged last): slot i a readable
+ * 16-byte buffer at buf + 16 i with id i, but slot k as given, and chains
+ * c[0..3] of MAX_IOV iovecs but c[k] of iov_max.
  */
+static void forge_line(struct ring_pair *p, struct popped *pc,
+		       struct vq_chain *c, uint64_t buf, unsigned k,
+		       const struct vq_packed_desc *dk, uint32_t iov_max)
+{
+	for (int i = 3; i >= 0; i--) {
+		pc[i].c.iov = pc[i].iov;
+		pc[i].c.iov_max = (unsigned)i == k ? iov_max : MAX_IOV;
+		c[i] = pc[i].c;
+		if ((unsigned)i == k)
+			forge(p, k, dk->addr, dk->len, dk->id, dk->flags);
+		else
+			forge(p, (unsigned)i, buf + 16 * (unsigned)i, 16,
+			      (uint16_t)i, AV);
+	}
+}
+
+/* Slot k forged bad: the ones before it are popped and valid, the queue
+ * breaks with err, the position stays at k. */
 static void hostile_burst_line(unsigned k, uint64_t addr, uint32_t len,
 			       uint16_t id, uint32_t iov_max, int err)
 {
+	const struct vq_packed_desc dk = { addr, len, id, AV };
 	struct ring_pair p;
 	struct popped pc[4];
 	struct vq_chain c[4];
@@ -348,18 +368,7 @@ static void hostile_burst_line(unsigned k, uint64_t addr, uint32_t len,
 
 	pair_init(&p, PACKED, 8, 0, 1);
 	buf = pair_alloc(&p, 64);
-	for (int i = 3; i >= 0; i--) {
-		pc[i].c.iov = pc[i].iov;
-		pc[i].c.iov_max = MAX_IOV;
-		c[i] = pc[i].c;
-		if ((unsigned)i == k) {
-			c[i].iov_max = iov_max;
-			forge(&p, (unsigned)i, addr, len, id, AV);
-		} else {
-			forge(&p, (unsigned)i, buf + 16 * (unsigned)i, 16,
-			      (uint16_t)i, AV);
-		}
-	}
+	forge_line(&p, pc, c, buf, k, &dk, iov_max);
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), k ? (int)k : err);
 	for (unsigned i = 0; i < k; i++) {
 		CHECK_EQ(c[i].id, i);
@@ -392,17 +401,13 @@ static void hostile_burst_line_zero_length(void)
 	struct ring_pair p;
 	struct popped pc[4];
 	struct vq_chain c[4];
+	struct vq_packed_desc dk = { 0, 0, 1, AV | WR };
 	uint64_t buf;
 
 	pair_init(&p, PACKED, 8, 0, 1);
 	buf = pair_alloc(&p, 64);
-	for (int i = 3; i >= 0; i--) {
-		pc[i].c.iov = pc[i].iov;
-		pc[i].c.iov_max = MAX_IOV;
-		c[i] = pc[i].c;
-		forge(&p, (unsigned)i, buf + 16 * (unsigned)i, i == 1 ? 0 : 16,
-		      (uint16_t)i, AV | (i == 1 ? WR : 0));
-	}
+	dk.addr = buf + 16;
+	forge_line(&p, pc, c, buf, 1, &dk, MAX_IOV);
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 4);
 	CHECK_EQ(c[1].id, 1);
 	CHECK_EQ(c[1].nout + c[1].nin, 0);

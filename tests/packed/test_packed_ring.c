@@ -435,20 +435,8 @@ static void packed_burst_across_memory_regions(void)
 	CHECK_EQ(vq_drv_add_burst(p.drv, seg, tokens, 8, true), 8);
 	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 8), 8);
 	for (int i = 0; i < 8; i++) {
-		bool across = gpa[i] < GUEST_BASE + at && gpa[i] + 64 > GUEST_BASE + at;
-
 		CHECK_EQ(c[i].in_len, 64);
-		CHECK_EQ(c[i].nin, across ? 2u : 1u);
-		CHECK(c[i].iov[0].iov_base == pair_hva(&p, gpa[i]));
-		if (across) {
-			uint64_t low = GUEST_BASE + at - gpa[i];
-
-			CHECK_EQ(c[i].iov[0].iov_len, low);
-			CHECK(c[i].iov[1].iov_base == pair_hva(&p, GUEST_BASE + at));
-			CHECK_EQ(c[i].iov[1].iov_len, 64 - low);
-		} else {
-			CHECK_EQ(c[i].iov[0].iov_len, 64);
-		}
+		pair_check_split_iov(&p, c[i].iov, c[i].nin, gpa[i], 64, at);
 	}
 	CHECK_EQ(vq_dev_error(p.dev), 0);
 	pair_fini(&p);

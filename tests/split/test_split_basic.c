@@ -168,22 +168,8 @@ static void split_burst_across_memory_regions(void)
 		CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
 		CHECK_EQ(vq_dev_pop_burst(p.dev, c, 6), 6);
 		for (int i = 0; i < 6; i++) {
-			bool across = gpa[i] < GUEST_BASE + at &&
-				      gpa[i] + 64 > GUEST_BASE + at;
-
 			CHECK_EQ(c[i].out_len, 64);
-			CHECK_EQ(c[i].nout, across ? 2u : 1u);
-			CHECK(c[i].iov[0].iov_base == pair_hva(&p, gpa[i]));
-			if (across) {
-				uint64_t low = GUEST_BASE + at - gpa[i];
-
-				CHECK_EQ(c[i].iov[0].iov_len, low);
-				CHECK(c[i].iov[1].iov_base ==
-				      pair_hva(&p, GUEST_BASE + at));
-				CHECK_EQ(c[i].iov[1].iov_len, 64 - low);
-			} else {
-				CHECK_EQ(c[i].iov[0].iov_len, 64);
-			}
+			pair_check_split_iov(&p, c[i].iov, c[i].nout, gpa[i], 64, at);
 		}
 		CHECK_EQ(vq_dev_error(p.dev), 0);
 		pair_fini(&p);
