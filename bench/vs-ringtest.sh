@@ -24,7 +24,8 @@
 #              the device's), RINGTEST (the ringtest sources; default
 #              ../shared/lab/ringtest beside the repository), OUT (a copy
 #              of the output), EXTRA (more ab options, e.g.
-#              --same-placement)
+#              --same-placement), ONLY (the pairings to run, by name, e.g.
+#              "packed packed-inorder"; default all four)
 # Without ringtest it says where it looked and exits 2, measuring nothing.
 set -euo pipefail
 
@@ -85,6 +86,15 @@ pairings="split virtio_ring_0_9 --layout split --in-order off
 split-inorder virtio_ring_inorder --layout split --in-order on
 packed ring --layout packed --in-order off
 packed-inorder ring --layout packed --in-order on"
+if [ -n "${ONLY:-}" ]; then
+	pairings=$(while read -r name rest; do
+		case " $ONLY " in *" $name "*) echo "$name $rest" ;; esac
+	done <<<"$pairings")
+	if [ -z "$pairings" ]; then
+		echo "vs-ringtest.sh: ONLY=\"$ONLY\" names no pairing (split split-inorder packed packed-inorder)" >&2
+		exit 1
+	fi
+fi
 
 {
 	echo "# bench/vs-ringtest.sh $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
