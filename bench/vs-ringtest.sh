@@ -25,7 +25,9 @@
 #              ../shared/lab/ringtest beside the repository), OUT (a copy
 #              of the output), EXTRA (more ab options, e.g.
 #              --same-placement), ONLY (the pairings to run, by name, e.g.
-#              "packed packed-inorder"; default all four)
+#              "packed packed-inorder"; default all four), PAIRS_OUT (a
+#              directory to keep the pairs files in, one per pairing named
+#              after it: bench/results.sh reads them)
 # Without ringtest it says where it looked and exits 2, measuring nothing.
 set -euo pipefail
 
@@ -127,3 +129,7 @@ while read -r name _; do files+=(--pairs-file "$tmp/$name"); done <<<"$pairings"
 # shellcheck disable=SC2086  # EXTRA is a list of options
 "$perf" ab --ratio "${files[@]}" $extra | tee -a "$tmp/out"
 [ -z "${OUT:-}" ] || cp "$tmp/out" "$OUT"
+if [ -n "${PAIRS_OUT:-}" ]; then
+	mkdir -p "$PAIRS_OUT"
+	while read -r name _; do cp "$tmp/$name" "$PAIRS_OUT/$name"; done <<<"$pairings"
+fi
