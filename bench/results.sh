@@ -65,7 +65,8 @@ declare -A SEC=() KIND=() WHAT=() CMD=()
 # cell ID SECTION KIND WHAT COMMAND: KIND ab (a change), ratio (B/A),
 # pairs (net-race.sh --paired, against a), race (net-race.sh's table),
 # rr (latency percentiles: COMMAND run RR_RUNS times per layout, --packed
-# off and on alternating, with --json)
+# off and on alternating, with --json) or ringtest (vs-ringtest.sh's pairs
+# files, B/A)
 cell() { IDS+=("$1"); SEC[$1]=$2 KIND[$1]=$3 WHAT[$1]=$4 CMD[$1]=$5; }
 
 P=virtq-perf VNET=$BUILD/tools/net/virtq-net VSOCK=$BUILD/tools/vsock/virtq-vsock
@@ -81,6 +82,9 @@ for L in split packed; do
 	cell ring-$L-busypoll ring ab "$L: busy poll 0 -> 50 us" \
 		"$ab --a '--busy-poll 0' --b '--busy-poll 50' -- $w"
 done
+
+cell ring-vs-ringtest ring ringtest "the kernel's ringtest -> \`virtq-perf ring\`, both polling (bench/vs-ringtest.sh: the pairings; packed against \`ring\`, the bare flag ring)" \
+	"ROUNDS=$(n 6) BUFFERS=$( ((QUICK)) && echo 1000000 || echo 10000000) bench/vs-ringtest.sh $BUILD"
 
 sink="--backend '$VNET --quiet --cpu 1 --busy-poll 1000000 sink' --cpu 0 --direction tx"
 ab="$P ab --pairs $(n 6) --seconds $(s 2)"
@@ -262,8 +266,11 @@ measure() {
 			echo "$l $js" >>"$out.json"
 		done
 	    done ;;
+	ringtest) eval "PAIRS_OUT=$tmp/$id $cmd" >"$out.log" 2>&1 &&
+		  virtq-perf ab --ratio $(for f in "$tmp/$id"/*; do echo --pairs-file "$f"; done) \
+			--json >"$out.json" 2>"$out.err" ;;
 	esac || { cat "$out.err" "$out.log" 2>/dev/null | tail -n 3 >&2; return 1; }
-	rows "${KIND[$id]}" "$id" "${WHAT[$id]}" "$out.json" >"$tmp/rows/$id.new" || return 1
+	rows "${KIND[$id]/ringtest/ratio}" "$id" "${WHAT[$id]}" "$out.json" >"$tmp/rows/$id.new" || return 1
 	mv "$tmp/rows/$id.new" "$tmp/rows/$id"
 	if [ "${KIND[$id]}" = rr ]; then
 		echo "- \`$id\`: \`$cmd --packed off|on --json\`, $RR_RUNS runs each, alternating (bench/results.sh $id)" >"$tmp/cmds/$id"

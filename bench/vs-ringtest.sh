@@ -24,7 +24,10 @@
 #              the device's), RINGTEST (the ringtest sources; default
 #              ../shared/lab/ringtest beside the repository), OUT (a copy
 #              of the output), EXTRA (more ab options, e.g.
-#              --same-placement)
+#              --same-placement), ONLY (the pairings to run, by name, e.g.
+#              "packed packed-inorder"; default all four), PAIRS_OUT (a
+#              directory to keep the pairs files in, one per pairing named
+#              after it: bench/results.sh reads them)
 # Without ringtest it says where it looked and exits 2, measuring nothing.
 set -euo pipefail
 
@@ -85,6 +88,15 @@ pairings="split virtio_ring_0_9 --layout split --in-order off
 split-inorder virtio_ring_inorder --layout split --in-order on
 packed ring --layout packed --in-order off
 packed-inorder ring --layout packed --in-order on"
+if [ -n "${ONLY:-}" ]; then
+	pairings=$(while read -r name rest; do
+		case " $ONLY " in *" $name "*) echo "$name $rest" ;; esac
+	done <<<"$pairings")
+	if [ -z "$pairings" ]; then
+		echo "vs-ringtest.sh: ONLY=\"$ONLY\" names no pairing (split split-inorder packed packed-inorder)" >&2
+		exit 1
+	fi
+fi
 
 {
 	echo "# bench/vs-ringtest.sh $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -117,3 +129,7 @@ while read -r name _; do files+=(--pairs-file "$tmp/$name"); done <<<"$pairings"
 # shellcheck disable=SC2086  # EXTRA is a list of options
 "$perf" ab --ratio "${files[@]}" $extra | tee -a "$tmp/out"
 [ -z "${OUT:-}" ] || cp "$tmp/out" "$OUT"
+if [ -n "${PAIRS_OUT:-}" ]; then
+	mkdir -p "$PAIRS_OUT"
+	while read -r name _; do cp "$tmp/$name" "$PAIRS_OUT/$name"; done <<<"$pairings"
+fi

@@ -361,10 +361,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		area[i] = rings + (2 * i + 1) * PG - ((sz + 3) & ~3ull);
 	}
+	/* Two regions meeting in the middle, over the same pages: a burst's
+	 * descriptors move between them and some cross from one into the
+	 * other (the device caches a burst's region, ring_internal.h). */
 	vq_mem_new(&mem);
-	reg = (struct vq_mem_region){ .gpa = GBASE, .size = GSIZE,
+	reg = (struct vq_mem_region){ .gpa = GBASE, .size = GSIZE / 2,
 				      .uaddr = (uintptr_t)guest, .hva = guest };
 	if (!mem || vq_mem_add(mem, &reg))
+		abort();
+	reg = (struct vq_mem_region){ .gpa = GBASE + GSIZE / 2, .size = GSIZE / 2,
+				      .uaddr = (uintptr_t)guest + GSIZE / 2,
+				      .hva = guest + GSIZE / 2 };
+	if (vq_mem_add(mem, &reg))
 		abort();
 	if (cfg2 & 4) {
 		drv_session(&r, feat, num, area);

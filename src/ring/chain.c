@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 
+#include <virtq/mem.h>
+
 #include "ring_internal.h"
 #include "mem_lib.h"
 
@@ -15,8 +17,8 @@ static const char *sec(const struct vq_dev *d, const char *split,
 	return vq_has(d->cfg.features, VQ_F_RING_PACKED) ? packed : split;
 }
 
-int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
-		 uint32_t len, bool writable, const char *where, unsigned idx)
+static int chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
+		     uint32_t len, bool writable, const char *where, unsigned idx)
 {
 	unsigned n = c->nout + c->nin;
 	int r;
@@ -50,6 +52,28 @@ int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
 	} else {
 		c->nout = n;
 		c->out_len += len;
+	}
+	return 0;
+}
+
+int vq_chain_add_miss(struct vq_dev *d, struct vq_chain *c, struct vq_xlate *x,
+		      uint64_t addr, uint32_t len, bool writable,
+		      const char *where, unsigned idx)
+{
+	int r = chain_add(d, c, addr, len, writable, where, idx);
+	unsigned i, n;
+
+	if (r < 0 || d->iotlb || !len)
+		return r;
+	/* It translated: keep the region it starts in for the next ones. */
+	n = vq_mem_count(d->cfg.mem);
+	for (i = 0; i < n; i++) {
+		const struct vq_mem_region *m = vq_mem_region_at(d->cfg.mem, i);
+
+		if (addr - m->gpa < m->size) {
+			*x = (struct vq_xlate){ m->gpa, m->size, m->hva };
+			break;
+		}
 	}
 	return 0;
 }

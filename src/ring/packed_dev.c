@@ -87,10 +87,11 @@ static inline const struct packed_dev *to_pd_const(const struct vq_dev *d)
 /* ---- pop ---- */
 
 /* Record a walked chain as popped: validate its buffer id (the driver could
- * name any 16-bit value, or reuse one in flight) and move past its slots. */
-static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
-		      uint16_t head, uint16_t ndesc, uint16_t next,
-		      bool next_wrap)
+ * name any 16-bit value, or reuse one in flight).  The caller moves
+ * last_avail past the chain's slots afterwards. */
+static inline __attribute__((always_inline)) int
+pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
+	   uint16_t head, uint16_t ndesc, bool in_order)
 {
 	struct vq_dev *d = &pd->base;
 	struct pdev_id *s;
@@ -100,29 +101,27 @@ static int pop_commit(struct packed_dev *pd, struct vq_chain *c, uint16_t id,
 				    "2.8.6: buffer id %u of the chain at slot %u is not below the queue size %u",
 				    id, head, pd->num);
 	s = &pd->ids[id];
-	if (unlikely(pd->in_order ? s->seq > pd->flushed : s->state != ID_FREE))
+	if (unlikely(in_order ? s->seq > pd->flushed : s->state != ID_FREE))
 		return vq_dev_break(d, -EINVAL,
 				    "2.8.6: buffer id %u (chain at slot %u) is already in flight",
 				    id, head);
-	if (pd->in_order)
+	if (in_order)
 		s->seq = ++pd->popped;
 	else
 		s->state = ID_POPPED;
 	s->ndesc = ndesc;
-	s->head = pd->last_avail |
-		  (uint16_t)pd->avail_wrap << VQ_EVENT_WRAP_SHIFT;
+	s->head = head | (uint16_t)pd->avail_wrap << VQ_EVENT_WRAP_SHIFT;
 	s->in_len = c->in_len;
 	c->id = id;
 	c->ndesc = ndesc;
-	pd->last_avail = next;
-	pd->avail_wrap = next_wrap;
 	return 1;
 }
 
 /* Walk an indirect table (2.8.19): packed descriptors read in order,
  * len/16 of them; their NEXT and id are ignored. */
 static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
-			uint64_t addr, uint32_t len, uint16_t head)
+			struct vq_xlate *x, uint64_t addr, uint32_t len,
+			uint16_t head)
 {
 	struct vq_dev *d = &pd->base;
 	const struct vq_packed_desc *t;
@@ -141,8 +140,8 @@ static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
 			return vq_dev_break(d, -EINVAL,
 					    "2.8.19: nested indirect descriptor at entry %u (chain at slot %u)",
 					    i, head);
-		r = vq_chain_add(d, c, a, l, f & VQ_DESC_F_WRITE,
-				 "indirect", i);
+		r = vq_chain_add_x(d, c, x, a, l, f & VQ_DESC_F_WRITE,
+				   "indirect", i);
 		if (r < 0)
 			return r;
 	}
@@ -151,7 +150,8 @@ static int pop_indirect(struct packed_dev *pd, struct vq_chain *c,
 
 /* Pop the chain whose head flags (already loaded with acquire and found
  * available) are hflags. */
-static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
+static int pop_chain(struct packed_dev *pd, struct vq_chain *c,
+		     struct vq_xlate *x, uint16_t hflags, bool in_order)
 {
 	struct vq_dev *d = &pd->base;
 	uint16_t head = pd->last_avail, pos = head, n = 0;
@@ -186,10 +186,10 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 				return vq_dev_break(d, -EINVAL,
 						    "2.8.19: descriptor at slot %u has both INDIRECT and NEXT",
 						    pos);
-			r = pop_indirect(pd, c, addr, len, head);
+			r = pop_indirect(pd, c, x, addr, len, head);
 		} else {
-			r = vq_chain_add(d, c, addr, len,
-					 flags & VQ_DESC_F_WRITE, "ring", pos);
+			r = vq_chain_add_x(d, c, x, addr, len,
+					   flags & VQ_DESC_F_WRITE, "ring", pos);
 		}
 		if (r < 0)
 			return r;
@@ -203,73 +203,120 @@ static int pop_chain(struct packed_dev *pd, struct vq_chain *c, uint16_t hflags)
 					    head, pd->num);
 	}
 	/* 2.8.6: the buffer id is in the last descriptor of the chain. */
-	return pop_commit(pd, c, id, head, n, pos, wrap);
+	r = pop_commit(pd, c, id, head, n, in_order);
+	if (r > 0) {
+		pd->last_avail = pos;
+		pd->avail_wrap = wrap;
+	}
+	return r;
+}
+
+static inline __attribute__((always_inline)) int
+pop_one(struct packed_dev *pd, struct vq_chain *c, struct vq_xlate *x,
+	bool in_order)
+{
+	uint16_t flags = packed_flags_acquire(&pd->desc[pd->last_avail]);
+
+	if (!packed_is_avail(flags, pd->avail_wrap))
+		return 0;
+	return pop_chain(pd, c, x, flags, in_order);
 }
 
 static int packed_pop(struct vq_dev *d, struct vq_chain *c)
 {
 	struct packed_dev *pd = to_pd(d);
-	uint16_t flags = packed_flags_acquire(&pd->desc[pd->last_avail]);
+	struct vq_xlate x = VQ_XLATE_EMPTY;
 
-	if (!packed_is_avail(flags, pd->avail_wrap))
-		return 0;
-	return pop_chain(pd, c, flags);
+	return pop_one(pd, c, &x, pd->in_order);
 }
 
+/* Descriptors in one 64-byte line of the ring. */
 #define BATCH 4
-#define BATCH_BAD (VQ_DESC_F_NEXT | VQ_DESC_F_INDIRECT)
+/* Unrolled whole: the four stay in registers, not in an array on the stack. */
+#define VQ_UNROLL _Pragma("GCC unroll 4")
+/* The flags bits that must read "available, single descriptor": AVAIL and
+ * USED as the phase says, no NEXT, no INDIRECT.  WRITE may be either. */
+#define BATCH_FLAGS (VQ_DESC_F_AVAIL | VQ_DESC_F_USED | VQ_DESC_F_NEXT | \
+		     VQ_DESC_F_INDIRECT)
 
 /*
- * Pop four single-descriptor chains that share one 64-byte line of the ring
- * (DPDK's batched dequeue): check all four flags first, then read the
- * bodies.  Returns how many were popped (4), 0 when the batch does not apply
- * (the caller pops one by one), or -errno / a short count on a bad one.
+ * Pop the four single-descriptor chains of one 64-byte line of the ring
+ * (DPDK's batched dequeue).  The four flags words are loaded and checked
+ * together, then the four bodies read and their translations through the
+ * burst's region checked together; when all four pass, each id is checked
+ * and the chain recorded with no other test.  A line that is not all
+ * available, single and translatable from the cache goes descriptor by
+ * descriptor through the same checks as pop_chain.  Returns 4; 0 when the
+ * line is not all available single descriptors (the caller pops one by
+ * one); or on a bad descriptor the count popped before it, or -errno if
+ * none, with the queue broken.
  */
-static int pop_batch(struct packed_dev *pd, struct vq_chain *c)
+static inline __attribute__((always_inline)) int
+pop_batch(struct packed_dev *pd, struct vq_chain *c, struct vq_xlate *x,
+	  bool in_order)
 {
 	struct vq_dev *d = &pd->base;
-	uint16_t pos = pd->last_avail, flags[BATCH];
+	uint16_t pos = pd->last_avail, num = pd->num;
+	const struct vq_packed_desc *dp = &pd->desc[pos];
 	bool wrap = pd->avail_wrap;
+	uint16_t want = packed_avail_flags(wrap), f[BATCH], id[BATCH];
+	uint64_t addr[BATCH], off[BATCH];
+	uint32_t len[BATCH];
+	uint8_t *hva = x->hva;
+	bool fast = true;
 	unsigned i;
 
-	if (pos % BATCH || pos + BATCH > pd->num)
+	if (pos % BATCH || pos + BATCH > num)
 		return 0;
+	/* In ring order, each with acquire (P1): a line the driver is still
+	 * filling is left to the one-by-one path. */
+	VQ_UNROLL
+	for (i = 0; i < BATCH; i++)
+		f[i] = packed_flags_acquire(&dp[i]);
+	if (((f[0] ^ want) | (f[1] ^ want) | (f[2] ^ want) | (f[3] ^ want)) &
+	    BATCH_FLAGS)
+		return 0;
+	/* The bodies, each read once: the driver may rewrite them. */
+	VQ_UNROLL
 	for (i = 0; i < BATCH; i++) {
-		flags[i] = packed_flags_acquire(&pd->desc[pos + i]);
-		if (!packed_is_avail(flags[i], wrap) || (flags[i] & BATCH_BAD))
-			return 0;
+		addr[i] = vq_le64(dp[i].addr);
+		len[i] = vq_le32(dp[i].len);
+		id[i] = vq_le16(dp[i].id);
+		fast &= vq_xlate_hit(x, addr[i], len[i], &off[i]) &
+			(c[i].iov_max != 0);
 	}
+	VQ_UNROLL
 	for (i = 0; i < BATCH; i++) {
-		const struct vq_packed_desc *desc = &pd->desc[pos + i];
-		uint64_t addr = vq_le64(desc->addr);
-		uint32_t len = vq_le32(desc->len);
-		uint16_t id = vq_le16(desc->id);
-		uint16_t next = pos + i;
-		bool next_wrap = wrap;
-		int r;
+		bool w = f[i] & VQ_DESC_F_WRITE;
+		int r = 0;
 
-		vq_chain_begin(&c[i], pos + i);
-		r = vq_chain_add(d, &c[i], addr, len,
-				 flags[i] & VQ_DESC_F_WRITE, "ring", pos + i);
-		packed_advance(&next, &next_wrap, 1, pd->num);
-		if (r >= 0)
-			r = pop_commit(pd, &c[i], id, pos + i, 1, next,
-				       next_wrap);
-		if (r < 0)
+		if (likely(fast))
+			vq_chain_set_one(&c[i], hva + off[i], len[i], w, pos + i);
+		else
+			r = vq_chain_one(d, &c[i], x, pos + i, addr[i], len[i],
+					 w, "ring", pos + i);
+		if (likely(r >= 0))
+			r = pop_commit(pd, &c[i], id[i], pos + i, 1, in_order);
+		if (unlikely(r < 0)) {
+			pd->last_avail = pos + i;
 			return i ? (int)i : r;
+		}
 	}
+	packed_advance(&pd->last_avail, &pd->avail_wrap, BATCH, num);
 	return BATCH;
 }
 
-static int packed_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+static inline __attribute__((always_inline)) int
+pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n, bool in_order)
 {
 	struct packed_dev *pd = to_pd(d);
+	struct vq_xlate x = VQ_XLATE_EMPTY;
 	unsigned done = 0;
 	int r;
 
 	while (done < n) {
 		if (n - done >= BATCH) {
-			r = pop_batch(pd, &c[done]);
+			r = pop_batch(pd, &c[done], &x, in_order);
 			if (r == BATCH) {
 				done += BATCH;
 				continue;
@@ -277,12 +324,23 @@ static int packed_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
 			if (r != 0)
 				return r > 0 ? (int)done + r : (done ? (int)done : r);
 		}
-		r = packed_pop(d, &c[done]);
+		r = pop_one(pd, &c[done], &x, in_order);
 		if (r <= 0)
 			return done ? (int)done : r;
 		done++;
 	}
 	return (int)done;
+}
+
+static int packed_pop_burst(struct vq_dev *d, struct vq_chain *c, unsigned n)
+{
+	return pop_burst(d, c, n, false);
+}
+
+static int packed_pop_burst_in_order(struct vq_dev *d, struct vq_chain *c,
+				     unsigned n)
+{
+	return pop_burst(d, c, n, true);
 }
 
 /* Move a position (with its wrap counter) n slots back, n <= num. */
@@ -338,19 +396,19 @@ static int packed_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 static int packed_fill(struct vq_dev *d, const struct vq_chain *c, uint32_t len)
 {
 	struct packed_dev *pd = to_pd(d);
-	struct pdev_stage *st;
+	uint16_t id = c->id;
+	uint32_t k = pd->nstage;
 	struct pdev_id *s;
 
-	if (c->id >= pd->num)
+	if (unlikely(id >= pd->num))
 		return -EINVAL;
-	s = &pd->ids[c->id];
-	if (s->state != ID_POPPED || len > s->in_len)
+	s = &pd->ids[id];
+	if (unlikely(s->state != ID_POPPED || len > s->in_len))
 		return -EINVAL;
 	s->state = ID_STAGED;
-	st = &pd->stage[pd->nstage++];
-	st->id = c->id;
-	st->ndesc = s->ndesc;
-	st->len = len;
+	pd->stage[k] = (struct pdev_stage){ .id = id, .ndesc = s->ndesc,
+					    .len = len };
+	pd->nstage = k + 1;
 	return 0;
 }
 
@@ -385,17 +443,10 @@ static int packed_fill_in_order(struct vq_dev *d, const struct vq_chain *c,
 	return 0;
 }
 
-static void write_used(struct packed_dev *pd, uint16_t pos, uint16_t id,
-		       uint32_t len)
-{
-	pd->desc[pos].id = vq_le16(id);
-	pd->desc[pos].len = vq_le32(len);
-}
-
 static uint16_t used_flags(bool wrap, uint32_t len)
 {
 	/* WRITE says the device wrote len bytes, as Linux's vhost does. */
-	return vq_le16(packed_used_flags(wrap) | (len ? VQ_DESC_F_WRITE : 0));
+	return packed_used_flags(wrap) | (len ? VQ_DESC_F_WRITE : 0);
 }
 
 /* Count published slots; a whole ring or more already means "signal", so
@@ -407,42 +458,51 @@ static void add_unsignalled(struct packed_dev *pd, uint32_t slots)
 		pd->unsignalled = pd->num;
 }
 
-static int packed_flush(struct vq_dev *d)
+/*
+ * Write the staged used descriptors at last_used and publish them.  The
+ * driver reads used descriptors in ring order from the first, so every
+ * other one is written whole (len, id and flags in one store) and the
+ * first one's flags, stored last with release, publish the lot.  Without
+ * IN_ORDER each buffer's id leaves flight here.
+ */
+static inline __attribute__((always_inline)) void
+publish_stage(struct packed_dev *pd, bool in_order)
 {
-	struct packed_dev *pd = to_pd(d);
-	uint16_t pos = pd->last_used, first = pos, first_flags = 0;
+	/* Locals: the compiler cannot tell the ring's stores from pd's. */
+	const struct pdev_stage *st = pd->stage;
+	struct vq_packed_desc *desc = pd->desc;
+	struct pdev_id *ids = pd->ids;
+	uint16_t pos = pd->last_used, first = pos, first_flags, num = pd->num;
 	bool wrap = pd->used_wrap;
 	uint32_t i, k = pd->nstage, slots = 0;
 
-	if (!k)
-		return 0;
+	first_flags = used_flags(wrap, st[0].len);
+	desc[pos].id = vq_le16(st[0].id);
+	desc[pos].len = vq_le32(st[0].len);
 	for (i = 0; i < k; i++) {
-		const struct pdev_stage *st = &pd->stage[i];
-
-		write_used(pd, pos, st->id, st->len);
-		packed_advance(&pos, &wrap, st->ndesc, pd->num);
-		slots += st->ndesc;
-	}
-	pos = pd->last_used;
-	wrap = pd->used_wrap;
-	for (i = 0; i < k; i++) {
-		const struct pdev_stage *st = &pd->stage[i];
-		uint16_t f = used_flags(wrap, st->len);
-
 		if (i)
-			vq_store_relaxed(&pd->desc[pos].flags, f);
-		else
-			first_flags = f;
-		pd->ids[st->id].state = ID_FREE;
-		packed_advance(&pos, &wrap, st->ndesc, pd->num);
+			packed_store_tail(&desc[pos], st[i].len, st[i].id,
+					  used_flags(wrap, st[i].len));
+		if (!in_order)
+			ids[st[i].id].state = ID_FREE;
+		packed_advance(&pos, &wrap, st[i].ndesc, num);
+		slots += st[i].ndesc;
 	}
-	/* The driver reads used descriptors in ring order from the first:
-	 * its flags, stored last with release, publish the whole burst. */
-	vq_store_release(&pd->desc[first].flags, first_flags);
+	vq_store_release(&desc[first].flags, vq_le16(first_flags));
 	pd->last_used = pos;
 	pd->used_wrap = wrap;
 	add_unsignalled(pd, slots);
 	pd->nstage = 0;
+}
+
+static int packed_flush(struct vq_dev *d)
+{
+	struct packed_dev *pd = to_pd(d);
+	uint32_t k = pd->nstage;
+
+	if (!k)
+		return 0;
+	publish_stage(pd, false);
 	return (int)k;
 }
 
@@ -455,32 +515,12 @@ static int packed_flush(struct vq_dev *d)
 static int packed_flush_in_order(struct vq_dev *d)
 {
 	struct packed_dev *pd = to_pd(d);
-	uint16_t pos = pd->last_used, first = pos, first_flags;
-	bool wrap = pd->used_wrap;
-	uint32_t i, slots = 0;
 	uint64_t k = pd->filled - pd->flushed;
 
 	if (!k)
 		return 0;
-	first_flags = used_flags(wrap, pd->stage[0].len);
-	for (i = 0; i < pd->nstage; i++) {
-		const struct pdev_stage *st = &pd->stage[i];
-
-		write_used(pd, pos, st->id, st->len);
-		/* Later batches are read only after the first, whose flags,
-		 * stored last with release, publish them all. */
-		if (i)
-			vq_store_relaxed(&pd->desc[pos].flags,
-					 used_flags(wrap, st->len));
-		packed_advance(&pos, &wrap, st->ndesc, pd->num);
-		slots += st->ndesc;
-	}
-	vq_store_release(&pd->desc[first].flags, first_flags);
-	pd->last_used = pos;
-	pd->used_wrap = wrap;
-	add_unsignalled(pd, slots);
+	publish_stage(pd, true);
 	pd->flushed = pd->filled;
-	pd->nstage = 0;
 	return (int)k;
 }
 
@@ -608,7 +648,7 @@ static const struct vq_dev_ops packed_dev_ops = {
 
 static const struct vq_dev_ops packed_dev_in_order_ops = {
 	.pop = packed_pop,
-	.pop_burst = packed_pop_burst,
+	.pop_burst = packed_pop_burst_in_order,
 	.unpop = packed_unpop,
 	.fill = packed_fill_in_order,
 	.flush = packed_flush_in_order,

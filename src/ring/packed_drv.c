@@ -199,9 +199,7 @@ static int packed_add_burst(struct vq_drv *q, const struct vq_seg *seg,
 		s->ndesc = 1;
 		d->addr = vq_le64(seg[i].addr);
 		if (i) {
-			vq_store_relaxed((uint64_t *)(void *)&d->len,
-					 vq_le64(seg[i].len | (uint64_t)id << 32 |
-						 (uint64_t)f << 48));
+			packed_store_tail(d, seg[i].len, id, f);
 		} else {
 			d->len = vq_le32(seg[i].len);
 			d->id = vq_le16(id);
@@ -263,27 +261,14 @@ static void free_id(struct packed_drv *pq, uint16_t id)
  * shared).  In a full ring the device reads the line again only after
  * those stores; otherwise the prefetch costs it a miss, never correctness.
  */
-static void used_advance(struct packed_drv *pq, uint16_t ndesc)
+static inline void used_advance_at(const struct packed_drv *pq, uint16_t *pos,
+				   bool *wrap, uint16_t ndesc)
 {
-	const struct vq_packed_desc *old = &pq->desc[pq->last_used];
+	const struct vq_packed_desc *old = &pq->desc[*pos];
 
-	packed_advance(&pq->last_used, &pq->used_wrap, ndesc, pq->num);
-	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[pq->last_used]) >= 64)
+	packed_advance(pos, wrap, ndesc, pq->num);
+	if (((uintptr_t)old ^ (uintptr_t)&pq->desc[*pos]) >= 64)
 		vq_prefetch_w(pq->prefetchw, old);
-}
-
-/* Read the used descriptor at last_used, if there is one: 1 with id and
- * len, 0 if none. */
-static int read_used(struct packed_drv *pq, uint16_t *id, uint32_t *len)
-{
-	const struct vq_packed_desc *d = &pq->desc[pq->last_used];
-
-	/* P3: flags with acquire, then the body they publish. */
-	if (!packed_is_used(packed_flags_acquire(d), pq->used_wrap))
-		return 0;
-	*id = vq_le16(d->id);
-	*len = vq_le32(d->len);
-	return 1;
 }
 
 /*
@@ -304,28 +289,77 @@ static int used_len(struct vq_drv *q, const struct pdrv_id *s, uint16_t id,
 	return 0;
 }
 
-static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
+/* Read the used descriptor at pos, if there is one: 1 with id and len, 0
+ * if none.  P3: flags with acquire, then the body they publish. */
+static inline int read_used(const struct packed_drv *pq, uint16_t pos,
+			    bool wrap, uint16_t *id, uint32_t *len)
+{
+	const struct vq_packed_desc *d = &pq->desc[pos];
+
+	if (!packed_is_used(packed_flags_acquire(d), wrap))
+		return 0;
+	*id = vq_le16(d->id);
+	*len = vq_le32(d->len);
+	return 1;
+}
+
+/* A get burst's end: the used position and the counts written back once
+ * for the n buffers taken; n, or the error r when none was. */
+static inline int get_end(struct packed_drv *pq, uint16_t pos, bool wrap,
+			  uint32_t slots, unsigned n, int r)
+{
+	pq->last_used = pos;
+	pq->used_wrap = wrap;
+	pq->free_slots += slots;
+	pq->nbufs -= n;
+	return n || !r ? (int)n : r;
+}
+
+/*
+ * Up to n used buffers, with the queue's state in registers and written
+ * back once.  Each used descriptor's id must name a buffer outstanding
+ * (2.8.22) and its length fit it; on a bad one the queue breaks after the
+ * good ones before it are returned.
+ */
+static int packed_get_burst(struct vq_drv *q, void **tokens, uint32_t *lens,
+			    unsigned n)
 {
 	struct packed_drv *pq = to_pq(q);
-	struct pdrv_id *s;
-	uint16_t id;
-	uint32_t l;
+	uint16_t pos = pq->last_used, free_head = pq->free_head;
+	bool wrap = pq->used_wrap;
+	uint32_t slots = 0;
+	unsigned i;
+	int r = 0;
 
-	if (!read_used(pq, &id, &l))
-		return 0;
-	if (unlikely(id >= pq->num || !pq->ids[id].token))
-		return vq_drv_break(q, -EINVAL,
-				    "2.8.22: used id %u (slot %u) was never made available",
-				    id, pq->last_used);
-	s = &pq->ids[id];
-	if (unlikely(used_len(q, s, id, &l)))
-		return q->err;
-	*token = s->token;
-	*len = l;
-	/* 2.8.2: one used descriptor per chain; skip all of its slots. */
-	used_advance(pq, s->ndesc);
-	free_id(pq, id);
-	return 1;
+	for (i = 0; i < n; i++) {
+		struct pdrv_id *s;
+		uint16_t id;
+		uint32_t l;
+
+		if (!read_used(pq, pos, wrap, &id, &l))
+			break;
+		if (unlikely(id >= pq->num || !pq->ids[id].token)) {
+			r = vq_drv_break(q, -EINVAL,
+					 "2.8.22: used id %u (slot %u) was never made available",
+					 id, pos);
+			break;
+		}
+		s = &pq->ids[id];
+		if (unlikely(used_len(q, s, id, &l))) {
+			r = q->err;
+			break;
+		}
+		tokens[i] = s->token;
+		lens[i] = l;
+		s->token = NULL;
+		s->next_free = free_head;
+		free_head = id;
+		slots += s->ndesc;
+		/* 2.8.2: one used descriptor per chain; skip all its slots. */
+		used_advance_at(pq, &pos, &wrap, s->ndesc);
+	}
+	pq->free_head = free_head;
+	return get_end(pq, pos, wrap, slots, i, r);
 }
 
 /*
@@ -333,47 +367,75 @@ static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
  * descriptor only says how far its batch goes.  The common case, a
  * descriptor naming the oldest buffer itself, keeps no batch state.
  */
-static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
+static int packed_get_burst_in_order(struct vq_drv *q, void **tokens,
+				     uint32_t *lens, unsigned n)
 {
 	struct packed_drv *pq = to_pq(q);
-	uint16_t id = pq->oldest;
-	struct pdrv_id *s = &pq->ids[id];
-	uint32_t l;
+	uint16_t pos = pq->last_used, oldest = pq->oldest, num = pq->num;
+	bool wrap = pq->used_wrap, batch = pq->batch;
+	uint32_t slots = 0;
+	unsigned i;
+	int r = 0;
 
-	if (!pq->batch) {
-		uint16_t bid;
-		uint32_t ahead;
+	for (i = 0; i < n; i++) {
+		struct pdrv_id *s = &pq->ids[oldest];
+		uint32_t l;
 
-		if (!read_used(pq, &bid, &l))
-			return 0;
-		/* Outstanding ids are the run [oldest, oldest + nbufs). */
-		ahead = bid >= id ? (uint32_t)(bid - id) :
-				    (uint32_t)bid + pq->num - id;
-		if (unlikely(bid >= pq->num || ahead >= pq->nbufs))
-			return vq_drv_break(q, -EINVAL,
-					    "2.8.8: in-order used id %u (slot %u) is not outstanding",
-					    bid, pq->last_used);
-		if (unlikely(used_len(q, &pq->ids[bid], bid, &l)))
-			return q->err;
-		if (ahead) {
-			/* 2.8.8: it completes every buffer made available
-			 * before bid, each written completely, and bid. */
-			pq->batch = true;
-			pq->batch_id = bid;
-			pq->batch_len = l;
-			l = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
+		if (!batch) {
+			uint16_t bid;
+			uint32_t ahead;
+
+			if (!read_used(pq, pos, wrap, &bid, &l))
+				break;
+			/* Outstanding ids are the run [oldest, oldest +
+			 * nbufs), less the i taken in this call. */
+			ahead = bid >= oldest ? (uint32_t)(bid - oldest) :
+						(uint32_t)bid + num - oldest;
+			if (unlikely(bid >= num || ahead >= pq->nbufs - i)) {
+				r = vq_drv_break(q, -EINVAL,
+						 "2.8.8: in-order used id %u (slot %u) is not outstanding",
+						 bid, pos);
+				break;
+			}
+			if (unlikely(used_len(q, &pq->ids[bid], bid, &l))) {
+				r = q->err;
+				break;
+			}
+			if (ahead) {
+				/* 2.8.8: it completes every buffer made
+				 * available before bid, each written
+				 * completely, and bid. */
+				batch = true;
+				pq->batch_id = bid;
+				pq->batch_len = l;
+				l = vq_len32(s->in_len);
+			}
+		} else if (oldest == pq->batch_id) {
+			l = pq->batch_len;
+			batch = false;
+		} else {
+			l = vq_len32(s->in_len);
 		}
-	} else if (id == pq->batch_id) {
-		l = pq->batch_len;
-		pq->batch = false;
-	} else {
-		l = s->in_len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->in_len;
+		tokens[i] = s->token;
+		lens[i] = l;
+		s->token = NULL;
+		slots += s->ndesc;
+		used_advance_at(pq, &pos, &wrap, s->ndesc);
+		oldest = oldest + 1 == num ? 0 : oldest + 1;
 	}
-	*token = s->token;
-	*len = l;
-	used_advance(pq, s->ndesc);
-	free_id(pq, id);
-	return 1;
+	pq->batch = batch;
+	pq->oldest = oldest;
+	return get_end(pq, pos, wrap, slots, i, r);
+}
+
+static int packed_get(struct vq_drv *q, void **token, uint32_t *len)
+{
+	return packed_get_burst(q, token, len, 1);
+}
+
+static int packed_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
+{
+	return packed_get_burst_in_order(q, token, len, 1);
 }
 
 /* ---- used-buffer notifications ---- */
@@ -499,8 +561,6 @@ static void packed_drv_destroy(struct vq_drv *q)
 	free(pq);
 }
 
-VQ_DRV_GET_BURST(packed_get_burst, packed_get)
-VQ_DRV_GET_BURST(packed_get_burst_in_order, packed_get_in_order)
 
 static const struct vq_drv_ops packed_drv_ops = {
 	.add = packed_add,

@@ -157,6 +157,13 @@ static int name(struct vq_drv *q, void **tokens, uint32_t *lens, unsigned n) \
 	return (int)i;                                                       \
 }
 
+/* A buffer's byte count as a 32-bit used length: in order, a buffer the
+ * device completed without naming it is taken as written whole. */
+static inline uint32_t vq_len32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 /* Layout constructors (split.c, packed.c): validate the layout-specific
  * parts of the config, allocate, initialise. */
 VQ_INTERNAL int vq_split_dev_new(const struct vq_dev_config *cfg, struct vq_dev **out);
@@ -187,13 +194,104 @@ static inline void vq_chain_begin(struct vq_chain *c, uint16_t id)
 }
 
 /*
+ * The memory region the last descriptor of a burst fell in, so that the next
+ * ones translate without a search (DPDK keeps the same per burst).  It lives
+ * for one pop call only: the map may change between calls (while the queue
+ * is stopped), never during one.  size 0: empty.  Never filled with an
+ * IOTLB, whose addresses are not guest-physical.
+ */
+struct vq_xlate {
+	uint64_t gpa, size;
+	uint8_t *hva;
+};
+
+#define VQ_XLATE_EMPTY ((struct vq_xlate){ 0, 0, NULL })
+
+/*
  * Append one descriptor's buffer to c: translate [addr, addr+len) through the
  * memory map, enforce "no readable descriptor after a writable one"
- * (2.7.4.2 / 2.8.6), sum lengths in 64 bits.  Breaks d and returns -errno on
- * bad input; where names the descriptor for the message.
+ * (2.7.4.2 / 2.8.6), sum lengths in 64 bits, and keep the region it fell in
+ * in x.  Breaks d and returns -errno on bad input; where names the
+ * descriptor for the message.  vq_chain_add_x's slow path: a cache miss, or
+ * anything but a non-empty buffer that fits.
  */
-VQ_INTERNAL int vq_chain_add(struct vq_dev *d, struct vq_chain *c, uint64_t addr,
-		 uint32_t len, bool writable, const char *where, unsigned idx);
+VQ_INTERNAL int vq_chain_add_miss(struct vq_dev *d, struct vq_chain *c,
+				  struct vq_xlate *x, uint64_t addr,
+				  uint32_t len, bool writable,
+				  const char *where, unsigned idx);
+
+/* Is [addr, addr + len) non-empty and inside x's region?  *off: where in
+ * it.  A zero length fails "len - 1 < room". */
+static inline bool vq_xlate_hit(const struct vq_xlate *x, uint64_t addr,
+				uint32_t len, uint64_t *off)
+{
+	*off = addr - x->gpa;
+	return *off < x->size && (uint64_t)len - 1 < x->size - *off;
+}
+
+/*
+ * vq_chain_add_miss with the region cached: the same iovec and the same checks
+ * (the buffer inside one region, non-empty, room for its iovec, no readable
+ * buffer after a writable one), a few instructions when they pass.  A zero
+ * length takes the miss path, which adds nothing for it.
+ */
+static inline int vq_chain_add_x(struct vq_dev *d, struct vq_chain *c,
+				 struct vq_xlate *x, uint64_t addr, uint32_t len,
+				 bool writable, const char *where, unsigned idx)
+{
+	unsigned n = c->nout + c->nin;
+	uint64_t off;
+
+	if (likely(vq_xlate_hit(x, addr, len, &off) && n < c->iov_max &&
+		   (writable || !c->nin))) {
+		c->iov[n].iov_base = x->hva + off;
+		c->iov[n].iov_len = len;
+		if (writable) {
+			c->nin++;
+			c->in_len += len;
+		} else {
+			c->nout++;
+			c->out_len += len;
+		}
+		return 0;
+	}
+	return vq_chain_add_miss(d, c, x, addr, len, writable, where, idx);
+}
+
+/* Make c the chain of the one buffer [hva, hva + len), translated and
+ * checked (c->iov_max >= 1); the caller sets ndesc. */
+static inline void vq_chain_set_one(struct vq_chain *c, void *hva, uint32_t len,
+				    bool writable, uint16_t id)
+{
+	c->iov[0].iov_base = hva;
+	c->iov[0].iov_len = len;
+	c->nout = !writable;
+	c->nin = writable;
+	c->out_len = writable ? 0 : len;
+	c->in_len = writable ? len : 0;
+	c->id = id;
+}
+
+/*
+ * A chain of one descriptor, through the cache: vq_chain_begin and
+ * vq_chain_add_x in one, with what a fresh chain is known to be (no iovec
+ * yet, nothing writable before) folded in.
+ */
+static inline int vq_chain_one(struct vq_dev *d, struct vq_chain *c,
+			       struct vq_xlate *x, uint16_t id, uint64_t addr,
+			       uint32_t len, bool writable, const char *where,
+			       unsigned idx)
+{
+	uint64_t off;
+
+	if (likely(vq_xlate_hit(x, addr, len, &off) && c->iov_max)) {
+		vq_chain_set_one(c, x->hva + off, len, writable, id);
+		c->ndesc = 0;
+		return 0;
+	}
+	vq_chain_begin(c, id);
+	return vq_chain_add_miss(d, c, x, addr, len, writable, where, idx);
+}
 
 /*
  * Map an indirect table given by a descriptor (addr, len): len must be a

@@ -138,7 +138,8 @@ static int sd_avail_count(struct split_dev *s)
 
 /* Walk an indirect table (2.7.5.3): follow NEXT inside it, bounded by its size. */
 static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
-			    const struct vq_desc *ind, unsigned at)
+			    struct vq_xlate *x, const struct vq_desc *ind,
+			    unsigned at)
 {
 	struct vq_dev *d = &s->base;
 	const struct vq_desc *tbl;
@@ -163,8 +164,8 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 			return vq_dev_break(d, -EINVAL,
 					    "2.7.5.3.1: nested indirect descriptor at entry %u of the indirect table (head %u)",
 					    i, c->id);
-		r = vq_chain_add(d, c, vq_le64(dsc.addr), vq_le32(dsc.len),
-				 flags & VQ_DESC_F_WRITE, "indirect", i);
+		r = vq_chain_add_x(d, c, x, vq_le64(dsc.addr), vq_le32(dsc.len),
+				   flags & VQ_DESC_F_WRITE, "indirect", i);
 		if (r < 0)
 			return r;
 		if (!(flags & VQ_DESC_F_NEXT))
@@ -177,8 +178,10 @@ static int sd_walk_indirect(struct split_dev *s, struct vq_chain *c,
 	}
 }
 
-/* Pop one chain: the shared part of both variants. */
-static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
+/* Pop one chain: the shared part of both variants.  x: the burst's region. */
+static inline __attribute__((always_inline)) int
+sd_pop_common(struct vq_dev *d, struct vq_chain *c, struct vq_xlate *x,
+	      bool in_order)
 {
 	struct split_dev *s = to_sd(d);
 	uint16_t head, i;
@@ -231,13 +234,13 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 						    i, head);
 			/* A chain may end with one indirect table (as vhost
 			 * and vringh accept). */
-			r = sd_walk_indirect(s, c, &dsc, i);
+			r = sd_walk_indirect(s, c, x, &dsc, i);
 			if (r < 0)
 				return r;
 			break;
 		}
-		r = vq_chain_add(d, c, vq_le64(dsc.addr), vq_le32(dsc.len),
-				 flags & VQ_DESC_F_WRITE, "ring", i);
+		r = vq_chain_add_x(d, c, x, vq_le64(dsc.addr), vq_le32(dsc.len),
+				   flags & VQ_DESC_F_WRITE, "ring", i);
 		if (r < 0)
 			return r;
 		if (!(flags & VQ_DESC_F_NEXT))
@@ -275,12 +278,75 @@ static int sd_pop_common(struct vq_dev *d, struct vq_chain *c, bool in_order)
 
 static int sd_pop(struct vq_dev *d, struct vq_chain *c)
 {
-	return sd_pop_common(d, c, false);
+	struct vq_xlate x = VQ_XLATE_EMPTY;
+
+	return sd_pop_common(d, c, &x, false);
 }
 
 static int sd_pop_in_order(struct vq_dev *d, struct vq_chain *c)
 {
-	return sd_pop_common(d, c, true);
+	struct vq_xlate x = VQ_XLATE_EMPTY;
+
+	return sd_pop_common(d, c, &x, true);
+}
+
+/*
+ * Pop the run of plain single-descriptor chains at last_avail, up to n of
+ * them (all of them in avail_shadow), with the queue's state in registers:
+ * the checks of sd_pop_common for such a chain, folded.  It stops before
+ * anything else (a chain, an indirect table, a region the cache does not
+ * hold) and anything wrong, which sd_pop_common reads again and handles or
+ * reports.  Returns how many it popped.
+ */
+static inline __attribute__((always_inline)) unsigned
+sd_pop_singles(struct split_dev *s, struct vq_chain *c, unsigned n,
+	       const struct vq_xlate *x, bool in_order)
+{
+	uint16_t last = s->last_avail, mask = s->mask, num = s->num;
+	uint16_t next_head = s->next_head;
+	uint32_t inflight = s->desc_inflight;
+	unsigned i;
+
+	if (in_order && !s->next_head_known)
+		return 0;
+	for (i = 0; i < n; i++) {
+		uint16_t pos = (uint16_t)(last + i) & mask, head, flags;
+		struct dev_head *h;
+		struct vq_desc dsc;
+		uint64_t off;
+		uint32_t len;
+		bool w;
+
+		head = vq_le16(s->avail->ring[pos]);
+		if (head >= num || (in_order && head != next_head) ||
+		    inflight >= num)
+			break;
+		h = &s->head[head];
+		if (h->state != HEAD_FREE)
+			break;
+		memcpy(&dsc, &s->desc[head], sizeof(dsc));
+		flags = vq_le16(dsc.flags);
+		len = vq_le32(dsc.len);
+		if ((flags & (VQ_DESC_F_NEXT | VQ_DESC_F_INDIRECT)) ||
+		    !vq_xlate_hit(x, vq_le64(dsc.addr), len, &off) ||
+		    !c[i].iov_max)
+			break;
+		w = flags & VQ_DESC_F_WRITE;
+		vq_chain_set_one(&c[i], x->hva + off, len, w, head);
+		c[i].ndesc = 1;
+		h->state = HEAD_POPPED;
+		h->ndesc = 1;
+		h->in_len = w ? len : 0;
+		s->log[pos] = head;
+		inflight++;
+		next_head = (next_head + 1) & mask;
+	}
+	s->last_avail = (uint16_t)(last + i);
+	s->desc_inflight = inflight;
+	s->popped_unfilled += i;
+	if (in_order)
+		s->next_head = next_head;
+	return i;
 }
 
 /*
@@ -290,10 +356,12 @@ static int sd_pop_in_order(struct vq_dev *d, struct vq_chain *c)
  * only steer prefetches (masked into the table); sd_pop_common reads and
  * validates them again.
  */
-static int sd_pop_burst_common(struct vq_dev *d, struct vq_chain *c, unsigned n,
-			       bool in_order)
+static inline __attribute__((always_inline)) int
+sd_pop_burst_common(struct vq_dev *d, struct vq_chain *c, unsigned n,
+		    bool in_order)
 {
 	struct split_dev *s = to_sd(d);
+	struct vq_xlate x = VQ_XLATE_EMPTY;
 	int avail = sd_avail_count(s);
 	unsigned i;
 
@@ -307,8 +375,12 @@ static int sd_pop_burst_common(struct vq_dev *d, struct vq_chain *c, unsigned n,
 		__builtin_prefetch(&s->desc[head & s->mask]);
 	}
 	for (i = 0; i < n; i++) {
-		int r = sd_pop_common(d, &c[i], in_order);
+		int r;
 
+		i += sd_pop_singles(s, &c[i], n - i, &x, in_order);
+		if (i == n)
+			break;
+		r = sd_pop_common(d, &c[i], &x, in_order);
 		if (r <= 0)
 			return i ? (int)i : r;
 	}

@@ -405,11 +405,6 @@ static int sq_get(struct vq_drv *q, void **token, uint32_t *len)
 	return 1;
 }
 
-static uint32_t clamp_len(uint64_t v)
-{
-	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-}
-
 /*
  * In-order: the used element at last_used names the LAST buffer of a batch
  * (2.7.9).  The buffers before it were used completely and their used slots
@@ -444,7 +439,7 @@ static int sq_get_in_order(struct vq_drv *q, void **token, uint32_t *len)
 	front = s->fifo[s->fifo_head];
 	h = &s->head[front];
 	*token = h->token;
-	*len = s->batch_left == 1 ? s->batch_last_len : clamp_len(h->in_len);
+	*len = s->batch_left == 1 ? s->batch_last_len : vq_len32(h->in_len);
 	s->batch_left--;
 	s->fifo_head = (s->fifo_head + 1) % s->num;
 	s->num_free += h->ndesc;

@@ -114,6 +114,41 @@ static inline void pair_init(struct ring_pair *p, uint64_t features,
 	}
 }
 
+/* Make guest memory two regions meeting at GUEST_BASE + at, over the same
+ * host memory: a buffer may now fall in either, or cross from one into the
+ * other (two iovecs). */
+static inline void pair_split_memory(struct ring_pair *p, uint64_t at)
+{
+	struct vq_mem_region r;
+
+	CHECK_EQ(vq_mem_remove(p->mem, GUEST_BASE, GUEST_SIZE, NULL), 0);
+	r = (struct vq_mem_region){ .gpa = GUEST_BASE, .size = at,
+				    .uaddr = (uintptr_t)p->guest, .hva = p->guest };
+	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
+	r = (struct vq_mem_region){ .gpa = GUEST_BASE + at, .size = GUEST_SIZE - at,
+				    .uaddr = (uintptr_t)p->guest + at,
+				    .hva = p->guest + at };
+	CHECK_EQ(vq_mem_add(p->mem, &r), 0);
+}
+
+/* The iovecs of a len-byte buffer at gpa after pair_split_memory(p, at):
+ * one, or two meeting at the boundary when it crosses. */
+static inline void pair_check_split_iov(struct ring_pair *p,
+					const struct iovec *iov, unsigned n,
+					uint64_t gpa, uint64_t len, uint64_t at)
+{
+	uint64_t end = GUEST_BASE + at;
+	bool across = gpa < end && gpa + len > end;
+
+	CHECK_EQ(n, across ? 2u : 1u);
+	CHECK(iov[0].iov_base == pair_hva(p, gpa));
+	CHECK_EQ(iov[0].iov_len, across ? end - gpa : len);
+	if (across) {
+		CHECK(iov[1].iov_base == pair_hva(p, end));
+		CHECK_EQ(iov[1].iov_len, gpa + len - end);
+	}
+}
+
 static inline void pair_fini(struct ring_pair *p)
 {
 	vq_drv_free(p->drv);

@@ -332,6 +332,92 @@ static void hostile_chain_needs_more_iovecs(void)
 	pair_fini(&p);
 }
 
+/*
+ * pop_burst takes a 64-byte line of four single descriptors at once
+ * (packed_dev.c pop_batch); each descriptor still gets every check pop
+ * makes.  A line at slots 0-3 (slot 0 forged last): slot i a readable
+ * 16-byte buffer at buf + 16 i with id i, but slot k as given, and chains
+ * c[0..3] of MAX_IOV iovecs but c[k] of iov_max.
+ */
+static void forge_line(struct ring_pair *p, struct popped *pc,
+		       struct vq_chain *c, uint64_t buf, unsigned k,
+		       const struct vq_packed_desc *dk, uint32_t iov_max)
+{
+	for (int i = 3; i >= 0; i--) {
+		pc[i].c.iov = pc[i].iov;
+		pc[i].c.iov_max = (unsigned)i == k ? iov_max : MAX_IOV;
+		c[i] = pc[i].c;
+		if ((unsigned)i == k)
+			forge(p, k, dk->addr, dk->len, dk->id, dk->flags);
+		else
+			forge(p, (unsigned)i, buf + 16 * (unsigned)i, 16,
+			      (uint16_t)i, AV);
+	}
+}
+
+/* Slot k forged bad: the ones before it are popped and valid, the queue
+ * breaks with err, the position stays at k. */
+static void hostile_burst_line(unsigned k, uint64_t addr, uint32_t len,
+			       uint16_t id, uint32_t iov_max, int err)
+{
+	const struct vq_packed_desc dk = { addr, len, id, AV };
+	struct ring_pair p;
+	struct popped pc[4];
+	struct vq_chain c[4];
+	uint64_t buf;
+
+	pair_init(&p, PACKED, 8, 0, 1);
+	buf = pair_alloc(&p, 64);
+	forge_line(&p, pc, c, buf, k, &dk, iov_max);
+	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), k ? (int)k : err);
+	for (unsigned i = 0; i < k; i++) {
+		CHECK_EQ(c[i].id, i);
+		CHECK_EQ(c[i].nout, 1);
+		CHECK_EQ(c[i].out_len, 16);
+		CHECK(c[i].iov[0].iov_base == pair_hva(&p, buf + 16 * i));
+	}
+	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x8000 | k);
+	CHECK_DEV_BROKEN(&p, err);
+	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), err);
+	pair_fini(&p);
+}
+
+/* 2.8.6 an id repeated inside the line; 2.8.13 an address outside memory,
+ * or crossing its end; 2.8.18 a chain with no room for its iovec. */
+static void hostile_burst_line_each_descriptor_checked(void)
+{
+	hostile_burst_line(2, GUEST_BASE + 0x10000, 16, 0, MAX_IOV, -EINVAL);
+	hostile_burst_line(3, GUEST_BASE + 0x10000, 16, 3 + 8, MAX_IOV, -EINVAL);
+	hostile_burst_line(1, GUEST_BASE + GUEST_SIZE, 16, 1, MAX_IOV, -EFAULT);
+	hostile_burst_line(0, GUEST_BASE - 8, 16, 0, MAX_IOV, -EFAULT);
+	hostile_burst_line(3, GUEST_BASE + GUEST_SIZE - 8, 16, 3, MAX_IOV, -EFAULT);
+	hostile_burst_line(2, GUEST_BASE + 0x10000, 16, 2, 0, -ENOBUFS);
+}
+
+/* A zero-length descriptor inside a line is a buffer with no iovec, as
+ * pop makes it, and the line around it is popped too. */
+static void hostile_burst_line_zero_length(void)
+{
+	struct ring_pair p;
+	struct popped pc[4];
+	struct vq_chain c[4];
+	struct vq_packed_desc dk = { 0, 0, 1, AV | WR };
+	uint64_t buf;
+
+	pair_init(&p, PACKED, 8, 0, 1);
+	buf = pair_alloc(&p, 64);
+	dk.addr = buf + 16;
+	forge_line(&p, pc, c, buf, 1, &dk, MAX_IOV);
+	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 4);
+	CHECK_EQ(c[1].id, 1);
+	CHECK_EQ(c[1].nout + c[1].nin, 0);
+	CHECK_EQ(c[1].in_len + c[1].out_len, 0);
+	CHECK_EQ(c[2].nout, 1);
+	CHECK(c[2].iov[0].iov_base == pair_hva(&p, buf + 32));
+	CHECK_EQ(vq_dev_error(p.dev), 0);
+	pair_fini(&p);
+}
+
 /* ---- hostile device: forged used descriptors ---- */
 
 static void forge_used(struct ring_pair *p, unsigned slot, uint16_t id,
@@ -594,6 +680,8 @@ int main(void)
 	RUN(hostile_address_length_overflow);
 	RUN(hostile_readable_after_writable);
 	RUN(hostile_chain_needs_more_iovecs);
+	RUN(hostile_burst_line_each_descriptor_checked);
+	RUN(hostile_burst_line_zero_length);
 	RUN(hostile_used_id_never_made_available);
 	RUN(hostile_used_id_twice);
 	RUN(hostile_used_id_ge_num);

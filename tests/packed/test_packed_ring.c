@@ -401,6 +401,47 @@ static void packed_burst_pop_batch_of_4(void)
 	pair_fini(&p);
 }
 
+/*
+ * A burst's descriptors in two memory regions: the device keeps the region
+ * of the last one it translated, and a descriptor in the other region, or
+ * crossing into it, must still be translated there (2.8.13): low, high,
+ * across the boundary (two iovecs), low, in one line and the next.
+ */
+static void packed_burst_across_memory_regions(void)
+{
+	const uint64_t at = GUEST_SIZE / 2;
+	const uint64_t gpa[8] = {
+		GUEST_BASE + at - 4096, GUEST_BASE + at + 4096,
+		GUEST_BASE + at - 32, GUEST_BASE + at - 2048,
+		GUEST_BASE + at + 64, GUEST_BASE + at + 128,
+		GUEST_BASE + at - 1024, GUEST_BASE + at - 16,
+	};
+	struct ring_pair p;
+	struct popped pc[8];
+	struct vq_chain c[8];
+	struct vq_seg seg[8];
+	void *tokens[8];
+	int toks[8];
+
+	pair_init(&p, PACKED, 8, 1, 1);
+	pair_split_memory(&p, at);
+	for (int i = 0; i < 8; i++) {
+		pc[i].c.iov = pc[i].iov;
+		pc[i].c.iov_max = MAX_IOV;
+		c[i] = pc[i].c;
+		seg[i] = (struct vq_seg){ gpa[i], 64 };
+		tokens[i] = &toks[i];
+	}
+	CHECK_EQ(vq_drv_add_burst(p.drv, seg, tokens, 8, true), 8);
+	CHECK_EQ(vq_dev_pop_burst(p.dev, c, 8), 8);
+	for (int i = 0; i < 8; i++) {
+		CHECK_EQ(c[i].in_len, 64);
+		pair_check_split_iov(&p, c[i].iov, c[i].nin, gpa[i], 64, at);
+	}
+	CHECK_EQ(vq_dev_error(p.dev), 0);
+	pair_fini(&p);
+}
+
 /* A bad chain inside a batch: those popped before it stay valid, the
  * queue breaks, and the next burst fails fast. */
 static void packed_burst_pop_stops_at_bad_chain(void)
@@ -1013,6 +1054,7 @@ int main(void)
 	RUN(packed_2_8_6_buffer_id_in_last_descriptor);
 	RUN(packed_burst_pop_batch_of_4);
 	RUN(packed_burst_pop_stops_at_bad_chain);
+	RUN(packed_burst_across_memory_regions);
 	RUN(packed_flush_publishes_head_flags_last);
 	RUN(packed_2_8_19_indirect_round_trip);
 	RUN(packed_add_full_ring_enospc);

@@ -135,6 +135,47 @@ static void split_burst_pop(void)
 	pair_fini(&p);
 }
 
+/*
+ * A burst's descriptors in two memory regions: the device keeps the region
+ * of the last one it translated, and a descriptor in the other region, or
+ * crossing into it, must still be translated there (2.7.5): low, high,
+ * across the boundary (two iovecs), low; in order and not.
+ */
+static void split_burst_across_memory_regions(void)
+{
+	const uint64_t at = GUEST_SIZE / 2;
+	const uint64_t gpa[6] = {
+		GUEST_BASE + at - 4096, GUEST_BASE + at + 4096,
+		GUEST_BASE + at - 32, GUEST_BASE + at - 2048,
+		GUEST_BASE + at + 64, GUEST_BASE + at - 16,
+	};
+
+	for (int io = 0; io < 2; io++) {
+		struct ring_pair p;
+		struct chainbuf b[6];
+		struct vq_chain c[6];
+		struct vq_seg seg[6];
+		void *tokens[6];
+
+		pair_init(&p, io ? VQ_BIT(VQ_F_IN_ORDER) : 0, 8, 1, 1);
+		pair_split_memory(&p, at);
+		for (int i = 0; i < 6; i++) {
+			c[i] = *cb_init(&b[i]);
+			seg[i] = (struct vq_seg){ gpa[i], 64 };
+			tokens[i] = TOK(i);
+		}
+		CHECK_EQ(vq_drv_add_burst(p.drv, seg, tokens, 6, false), 6);
+		CHECK_EQ(vq_drv_kick_prepare(p.drv), 1);
+		CHECK_EQ(vq_dev_pop_burst(p.dev, c, 6), 6);
+		for (int i = 0; i < 6; i++) {
+			CHECK_EQ(c[i].out_len, 64);
+			pair_check_split_iov(&p, c[i].iov, c[i].nout, gpa[i], 64, at);
+		}
+		CHECK_EQ(vq_dev_error(p.dev), 0);
+		pair_fini(&p);
+	}
+}
+
 /* RULES V2: fill stages, flush publishes with one used->idx store; the used
  * elements are in fill order. */
 static void rules_v2_fill_then_flush(void)
@@ -465,6 +506,7 @@ int main(void)
 {
 	RUN(split_2_7_13_round_trip);
 	RUN(split_burst_pop);
+	RUN(split_burst_across_memory_regions);
 	RUN(rules_v2_fill_then_flush);
 	RUN(split_2_7_8_used_ring_wrap);
 	RUN(split_2_7_avail_index_wraps);

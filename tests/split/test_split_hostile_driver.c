@@ -429,6 +429,40 @@ static void hostile_burst_keeps_earlier_chains(void)
 	pair_fini(&p);
 }
 
+/* 2.7.13.1 in a burst: a run of single-descriptor chains is popped with
+ * the queue's state in registers (sd_pop_singles), and a head repeated
+ * inside the run, or one out of range, still stops it and breaks the
+ * queue; the chains before it are returned. */
+static void hostile_burst_head_repeated_or_out_of_range(void)
+{
+	const uint16_t bad[2] = { 1, NUM };
+
+	for (int k = 0; k < 2; k++) {
+		struct ring_pair p;
+		struct chainbuf b[4];
+		struct vq_chain c[4];
+
+		setup(&p, 0);
+		for (uint16_t i = 0; i < 3; i++)
+			forge_desc(&p, i, data + 64 * i, 8, 0, 0);
+		ring_avail(&p)->ring[0] = vq_le16(0);
+		ring_avail(&p)->ring[1] = vq_le16(1);
+		ring_avail(&p)->ring[2] = vq_le16(2);
+		ring_avail(&p)->ring[3] = vq_le16(bad[k]);
+		ring_avail(&p)->idx = vq_le16(4);
+		for (int i = 0; i < 4; i++)
+			c[i] = *cb_init(&b[i]);
+		CHECK_EQ(vq_dev_pop_burst(p.dev, c, 4), 3);
+		for (int i = 0; i < 3; i++) {
+			CHECK_EQ(c[i].id, i);
+			CHECK(c[i].iov[0].iov_base == pair_hva(&p, data + 64 * (unsigned)i));
+		}
+		expect_dev_broken(&p, vq_dev_pop_burst(p.dev, c, 4), -EINVAL,
+				  k ? "head 8 >= queue size" : "in flight");
+		pair_fini(&p);
+	}
+}
+
 int main(void)
 {
 	RUN(hostile_descriptor_loop);
@@ -454,5 +488,6 @@ int main(void)
 	RUN(hostile_indirect_without_feature);
 	RUN(hostile_chain_exceeds_iov_max);
 	RUN(hostile_burst_keeps_earlier_chains);
+	RUN(hostile_burst_head_repeated_or_out_of_range);
 	return 0;
 }
