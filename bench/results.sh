@@ -137,6 +137,8 @@ cell vsock-rx-batch vsock ab "host -> guest, used batch 1 -> once per burst, by 
 	"$P ab --pairs $(n 20) --a '--used-batch 1' --b '--used-batch 0' -- vsock $b --direction rx --bytes $(by 1G) --buf-size 256,512,4K,64K"
 cell vsock-yield vsock ab "backend busy poll: hold the CPU -> yield after 10 us (--busy-poll-yield), 64 B ping-pong p50, quiet machine" \
 	"$P ab --pairs $(n 10) --metric p50_us --a '' --b '--backend-arg=--busy-poll-yield=10' -- vsock $b --backend-busy-poll 50 $pp --busy-poll 50 --placement on"
+cell vsock-sibling vsock ratio "host socket -> sibling guest (VM to VM, ring to ring), throughput" \
+	"$P ab --ratio --pairs $(n 20) --a '--peer host' --b '--peer guest' -- vsock $b --bytes $(by 256M) --buf-size 4K,64K --direction rx,tx --placement on"
 
 if ((LIST)); then
 	for id in "${IDS[@]}"; do printf '%-28s %s\n' "$id" "${CMD[$id]}"; done

@@ -64,23 +64,46 @@
 
 /* ---- the backend we start ---- */
 
-/* It serves once both sockets exist (no probing connection: --once). */
+/* It serves once its sockets exist (no probing connection: --once). */
 static bool backend_ready(void *arg)
 {
 	struct vs_run *n = arg;
 	struct stat sb;
 
-	return stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0;
+	return stat(n->sock, &sb) == 0 && stat(n->uds, &sb) == 0 &&
+	       (!n->o.peer_guest || (stat(n->peer_sock, &sb) == 0 &&
+				     stat(n->peer_uds, &sb) == 0));
+}
+
+/* --peer guest: "--vm guest-cid=C,socket=S,uds-path=U,groups=perf" for
+ * each guest, so that the two share a group. */
+static unsigned backend_vms(struct vs_run *n, const char **args, char vm[2][320])
+{
+	const char *sock[2] = { n->sock, n->peer_sock }, *uds[2] = { n->uds, n->peer_uds };
+	unsigned k = 0;
+
+	perf_backend_path(&n->be, "vu2.sock", n->peer_sock, sizeof(n->peer_sock));
+	perf_backend_path(&n->be, "h2.sock", n->peer_uds, sizeof(n->peer_uds));
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(vm[i], sizeof(vm[i]), "guest-cid=%u,socket=%s,uds-path=%s,groups=perf",
+			 3 + i, sock[i], uds[i]);
+		args[k++] = "--vm";
+		args[k++] = vm[i];
+	}
+	n->o.peer_socket = n->peer_sock;
+	return k;
 }
 
 /* "CMD --socket-path TMP/vu.sock --uds-path TMP/h.sock --guest-cid 3
- * --quiet --once [--used-batch N] [--busy-poll U] [ARG...]" */
+ * --quiet --once [--used-batch N] [--busy-poll U] [ARG...]"; --peer
+ * guest: two --vm (backend_vms) in place of the first six words. */
 static int backend_start(struct vs_run *n)
 {
 	const char *args[13 + PERF_BACKEND_MAX_ARGS] = {
 		"--socket-path", n->sock, "--uds-path", n->uds, "--guest-cid", "3",
-		"--quiet", "--once",
 	};
+	char vm[2][320];
+	unsigned k = 6;
 	int r;
 
 	r = perf_backend_mkdir(&n->be, "virtq-perf vsock", "vsock");
@@ -88,7 +111,11 @@ static int backend_start(struct vs_run *n)
 		return r;
 	perf_backend_path(&n->be, "vu.sock", n->sock, sizeof(n->sock));
 	perf_backend_path(&n->be, "h.sock", n->uds, sizeof(n->uds));
-	args[perf_backend_opts_words(&n->o.bo, args, 8)] = NULL;
+	if (n->o.peer_guest)
+		k = backend_vms(n, args, vm);
+	args[k++] = "--quiet";
+	args[k++] = "--once";
+	args[perf_backend_opts_words(&n->o.bo, args, k)] = NULL;
 	n->o.socket_path = n->sock;
 	n->o.uds = n->uds;
 	return perf_backend_start(&n->be, n->o.backend, args, backend_ready, n);
@@ -124,7 +151,7 @@ static int dlog_watch(struct vs_run *n, const struct vq_vsg_config *gc)
 	return r;
 }
 
-static int guest_setup(struct vs_run *n)
+int vs_guest_setup(struct vs_run *n)
 {
 	struct vq_vhu_frontend_config fc = {
 		.features = VQ_BIT(VQ_F_VERSION_1),
@@ -133,7 +160,8 @@ static int guest_setup(struct vs_run *n)
 		.profile = n->o.profile, .device_id = 19,       /* virtio 1.2, 5 */
 	};
 	struct vq_vsg_config gc = { .rx_buf_size = 4096, .buf_alloc = n->o.rcvbuf,
-				    .kick = guest_kick, .arg = n };
+				    .kick = guest_kick, .arg = n,
+				    .siblings = n->o.peer_guest };
 	struct vq_vsock_config_space vc;
 	char err[256] = "";
 	unsigned i;
@@ -151,7 +179,7 @@ static int guest_setup(struct vs_run *n)
 	 * listen()ed: retry a refused connection for a while. */
 	for (i = 0; i < 200; i++) {
 		r = vq_vhu_frontend_connect(n->o.socket_path, &fc, &n->fe);
-		if (!n->be.pid || (r != -ECONNREFUSED && r != -ENOENT))
+		if (!n->o.backend || (r != -ECONNREFUSED && r != -ENOENT))
 			break;
 		usleep(10000);
 	}
@@ -353,7 +381,9 @@ static unsigned vx_open_more(struct vs_run *n, unsigned opened)
 	while (opened < n->nends && (!connect || opened < accepted + 32)) {
 		struct vq_vsg_conn *c = NULL;
 
-		if (connect)
+		if (connect && n->peer_cid)
+			vq_vsg_connect_cid(n->g, n->peer_cid, VS_PORT, type, &c);
+		else if (connect)
 			vq_vsg_connect(n->g, VS_PORT, type, &c);
 		else
 			c = vq_vsg_accept(n->g, VS_PORT);
@@ -376,6 +406,10 @@ static int vx_open(struct vs_run *n)
 		for (i = 0; i < opened; i++) {
 			enum vq_vsg_state st = vq_vsg_state(n->ends[i].c);
 
+			if (st == VQ_VSG_CLOSED && n->peer_cid)
+				snprintf(n->guest_err, sizeof(n->guest_err),
+					 "guest %" PRIu64 " refused the connection (do the two "
+					 "VMs share a group?)", n->peer_cid);
 			if (st == VQ_VSG_CLOSED)
 				return -ECONNREFUSED;
 			ready += st == VQ_VSG_ESTABLISHED;
@@ -480,13 +514,18 @@ static cpu_set_t vs_cpu_set(int cpu)
 
 /* The host program's side, then its thread: in tx over vsock the guest
  * connects to HOST_PATH_PORT, so that listens first; in rx the guest
- * listens first.  0 or -1 (said). */
+ * listens first.  --peer guest: the second guest's thread instead.  0 or
+ * -1 (said). */
 static int host_start(struct vs_run *n)
 {
+	void *(*fn)(void *) = n->o.conns ? vs_conns_host : vs_host_main;
 	pthread_attr_t attr;
 	int r;
 
-	if (!n->o.unix_socket && !n->o.latency && !n->o.rx) {
+	if (n->o.peer_guest) {
+		vs_peer_prepare(n);
+		fn = vs_peer_main;
+	} else if (!n->o.unix_socket && !n->o.latency && !n->o.rx) {
 		snprintf(n->host_path, sizeof(n->host_path), "%s_%u", n->o.uds, VS_PORT);
 		n->host_lfd = vq_vsock_uds_listen(n->host_path, n->o.seqpacket ?
 						   VQ_VSOCK_TYPE_SEQPACKET : VQ_VSOCK_TYPE_STREAM);
@@ -504,7 +543,7 @@ static int host_start(struct vs_run *n)
 
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	}
-	r = pthread_create(&n->host, &attr, n->o.conns ? vs_conns_host : vs_host_main, n);
+	r = pthread_create(&n->host, &attr, fn, n);
 	pthread_attr_destroy(&attr);
 	if (r) {
 		fprintf(stderr, "virtq-perf vsock: cannot start the host thread: %s\n",
@@ -514,9 +553,7 @@ static int host_start(struct vs_run *n)
 	return 0;
 }
 
-/* The guest's side of one connection: connect (tx) or accept, then move
- * the data.  0 or -errno; on an error the host thread is told to stop. */
-static int guest_run(struct vs_run *n)
+int vs_guest_run(struct vs_run *n)
 {
 	const struct vs_opts *o = &n->o;
 	struct vs_end *e = &n->ends[0];
@@ -531,7 +568,7 @@ static int guest_run(struct vs_run *n)
 	if (r == 0)
 		r = vs_guest_transfer(n, e, n->host_total, dl);
 	if (r < 0) {
-		__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
+		vs_give_up(n);
 		/* A host blocked on the connection learns of the end only
 		 * from the other side: reset it. */
 		n->x->abort(e);
@@ -589,17 +626,23 @@ static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
 {
 	const char *dir = n->o.latency ? "latency" : n->o.rx ? "rx" : "tx";
 
-	printf("{\"workload\":\"vsock\",\"transport\":\"%s\",\"cpu\":[%d,%d],\"busy_poll_us\":%" PRIu64
+	printf("{\"workload\":\"vsock\",\"transport\":\"%s\",\"peer\":\"%s\""
+	       ",\"cpu\":[%d,%d],\"busy_poll_us\":%" PRIu64
 	       ",\"type\":\"%s\",\"direction\":\"%s\",\"bytes\":%" PRIu64
 	       ",\"buf_size\":%u,\"rcvbuf\":%u,\"rcvlowat\":%u,\"seconds\":%.6f"
 	       ",\"ops_per_sec\":%.1f,\"gbps\":%.4f,\"verified\":%s"
 	       ",\"checksum\":\"%016" PRIx64 "\",\"guest_kicks\":%" PRIu64
 	       ",\"guest_waits\":%" PRIu64 ",\"kicks_dropped\":%" PRIu64,
-	       n->x->name, n->o.cpu[0], n->o.cpu[1], n->o.busy_poll_us,
+	       n->x->name, n->peer ? "guest" : "host", n->o.cpu[0], n->o.cpu[1],
+	       n->o.busy_poll_us,
 	       n->o.seqpacket ? "seqpacket" : "stream", dir, n->guest_bytes, n->o.buf_size,
 	       n->o.rcvbuf, n->o.rcvlowat, v->secs, v->bps,
 	       n->o.latency ? 0 : v->bps * 8 / 1e9, ok ? "true" : "false", n->guest_csum,
 	       n->guest_kicks, n->guest_waits, n->kicks_dropped);
+	if (n->peer)
+		printf(",\"cid\":%" PRIu64 ",\"peer_cid\":%" PRIu64 ",\"peer_kicks\":%" PRIu64
+		       ",\"peer_waits\":%" PRIu64, n->cid, n->peer_cid, n->peer->guest_kicks,
+		       n->peer->guest_waits);
 	if (n->o.seqpacket)
 		printf(",\"messages\":%" PRIu64, n->guest_msgs);
 	if (n->o.seqpacket && !n->o.latency)
@@ -628,6 +671,14 @@ static void vs_text(struct vs_run *n, const struct vs_rates *v, bool ok)
 {
 	const struct perf_lat *l = &v->l;
 	const char *dir = n->o.rx ? "rx" : "tx";
+	char peer_dir[64];
+
+	/* the second guest sends in rx, receives in tx */
+	if (n->peer) {
+		snprintf(peer_dir, sizeof(peer_dir), "%s, guest %" PRIu64 " -> guest %" PRIu64,
+			 dir, n->o.rx ? n->peer_cid : n->cid, n->o.rx ? n->cid : n->peer_cid);
+		dir = peer_dir;
+	}
 
 	if (n->o.seqpacket && n->o.latency)
 		printf("%s latency seqpacket: %" PRIu64 " round trips of %u B messages, %.0f/s; us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f; %s\n",
@@ -684,17 +735,18 @@ static int vs_report(struct vs_run *n)
 	return ok && !n->unlogged ? 0 : 1;
 }
 
-/* The host program ends once its connections did; --conns: if some never
- * ends 10 s after the guest's side did, it is told to give up. */
+/* The host program ends once its connections did; --conns and the second
+ * guest: if it has not ended 10 s after our side did, it is told to give
+ * up. */
 static void vs_join_host(struct vs_run *n)
 {
 	struct timespec t;
 
 	clock_gettime(CLOCK_REALTIME, &t);
 	t.tv_sec += 10;
-	if (n->o.conns && pthread_timedjoin_np(n->host, NULL, &t) == 0)
+	if ((n->o.conns || n->peer) && pthread_timedjoin_np(n->host, NULL, &t) == 0)
 		return;
-	__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
+	vs_give_up(n);
 	pthread_join(n->host, NULL);
 }
 
@@ -735,7 +787,9 @@ static int vs_setup(struct vs_run *n)
 		return vs_unix_setup(n) < 0 ? -1 : 0;
 	if (n->o.backend && backend_start(n) < 0)
 		return -1;
-	return guest_setup(n) < 0 ? -1 : 0;
+	if (vs_guest_setup(n) < 0)
+		return -1;
+	return n->o.peer_guest ? vs_peer_setup(n, n->peer) : 0;
 }
 
 static void vs_teardown(struct vs_run *n)
@@ -745,6 +799,8 @@ static void vs_teardown(struct vs_run *n)
 		unlink(n->host_path);
 	}
 	vs_unix_free(n);
+	if (n->peer)
+		vs_peer_free(n->peer);
 	vq_vsg_free(n->g);
 	vq_vhu_frontend_free(n->fe);
 	perf_dlog_watch_free(&n->wbuf);
@@ -757,10 +813,13 @@ static void vs_teardown(struct vs_run *n)
 
 int perf_vsock_main(int argc, char **argv)
 {
-	static struct vs_run n;
+	static struct vs_run n, peer;
+	char me[32] = "guest side", other[32] = "host side";
 	int r, rc = 1;
 
 	vs_parse(argc, argv, &n.o);
+	if (n.o.peer_guest)
+		n.peer = &peer;
 	signal(SIGPIPE, SIG_IGN);
 	vs_pattern_init(0x5eed);
 	n.host_lfd = -1;
@@ -788,16 +847,22 @@ int perf_vsock_main(int argc, char **argv)
 	n.rss_before_kb = vs_backend_rss_anon(&n);
 	if (host_start(&n) < 0)
 		goto out;
-	r = n.o.conns ? vs_conns_guest(&n) : guest_run(&n);
+	r = n.o.conns ? vs_conns_guest(&n) : vs_guest_run(&n);
 	vs_join_host(&n);
+	/* the two sides, as errors name them */
+	if (n.peer) {
+		snprintf(me, sizeof(me), "guest %" PRIu64, n.cid);
+		snprintf(other, sizeof(other), "guest %" PRIu64, n.peer_cid);
+	}
 	if (r < 0) {
-		fprintf(stderr, "virtq-perf vsock: guest side: %s%s%s\n",
+		fprintf(stderr, "virtq-perf vsock: %s: %s%s%s%s%s\n", me,
 			n.guest_err[0] ? n.guest_err : strerror(-r),
-			n.host_err[0] ? "; host side: " : "", n.host_err);
+			n.host_err[0] ? "; " : "", n.host_err[0] ? other : "",
+			n.host_err[0] ? ": " : "", n.host_err);
 		goto out;
 	}
 	if (n.host_rc != 0) {
-		fprintf(stderr, "virtq-perf vsock: host side: %s\n", n.host_err);
+		fprintf(stderr, "virtq-perf vsock: %s: %s\n", other, n.host_err);
 		goto out;
 	}
 	if (n.o.dirty_log && dlog_check(&n) < 0)

@@ -16,6 +16,8 @@ static void vs_usage(FILE *f)
 {
 	fprintf(f,
 "usage: virtq-perf vsock (--socket-path PATH --uds-path HOST_PATH | --backend CMD) [options]\n"
+"       virtq-perf vsock --peer guest (--socket-path PATH --peer-socket-path PATH |\n"
+"                        --backend CMD) [options]\n"
 "       virtq-perf vsock --transport unix [options]\n"
 "Both ends of a vsock transfer around a vhost-user-vsock backend: the guest\n"
 "(our front-end and virtio-vsock driver) and the host program (on the\n"
@@ -27,10 +29,16 @@ static void vs_usage(FILE *f)
 "  --backend CMD         start this backend instead: \"CMD --socket-path TMP\n"
 "                        --uds-path TMP ...\" through /bin/sh; stopped after\n"
 "  --backend-arg ARG     --backend: one more word for CMD (repeatable)\n"
+"  --peer host|guest     the other end: a host program on the backend's UNIX\n"
+"                        sockets (default), or a second guest of the same\n"
+"                        backend (sibling vsock, ring to ring)\n"
+"  --peer-socket-path PATH  --peer guest: the second guest's vhost-user socket\n"
+"                        (its VM must share a group with the first's)\n"
 "  --used-batch N        --backend: its --used-batch (RX: the device publishes\n"
 "                        used entries every N; 1: each, 0: once per burst)\n"
 "  --backend-busy-poll USEC  --backend: its --busy-poll\n"
 "  --direction rx|tx     rx: host -> guest (default); tx: guest -> host\n"
+"                        (--peer guest: the second guest is the host's side)\n"
 "  --bytes N[K|M|G]      bytes to transfer (64M)\n"
 "  --seconds S           transfer for S seconds instead of --bytes\n"
 "  --buf-size N[K|M]     sender's write size (64K)\n"
@@ -45,7 +53,8 @@ static void vs_usage(FILE *f)
 "                        among them; per-connection rates and fairness\n"
 "  --stall K             --conns: the receiver reads nothing from K of them\n"
 "                        until the others have ended\n"
-"  --cpu G,H             pin the guest side to CPU G, the host program to H\n"
+"  --cpu G,H             pin the guest side to CPU G, the host program (or\n"
+"                        the second guest) to H\n"
 "                        (may be the same; a backend we start is not pinned)\n"
 "  --iters N             --latency: round trips (10000)\n"
 "  --queue-size N        ring size (256)\n"
@@ -69,7 +78,7 @@ enum {
 	V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_DIR, V_BYTES, V_SECS,
 	V_BUF, V_RCVBUF, V_LOWAT, V_TYPE, V_LAT, V_ITERS, V_QSIZE, V_PACKED,
 	V_EVIDX, V_CID, V_PLACE, V_DLOG, V_DROPK, V_JSON, V_TRANSPORT, V_BP, V_CONNS,
-	V_STALL, V_CPU, V_PROFILE, V_LAST = V_PROFILE,
+	V_STALL, V_CPU, V_PROFILE, V_PEER, V_PEER_SOCK, V_LAST = V_PEER_SOCK,
 };
 
 static const struct option vs_long[] = {
@@ -102,6 +111,8 @@ static const struct option vs_long[] = {
 	{ "stall", required_argument, NULL, V_STALL },
 	{ "cpu", required_argument, NULL, V_CPU },
 	{ "profile", required_argument, NULL, V_PROFILE },
+	{ "peer", required_argument, NULL, V_PEER },
+	{ "peer-socket-path", required_argument, NULL, V_PEER_SOCK },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,6 +138,7 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	static const char *const dirs[] = { "tx", "rx", NULL };
 	static const char *const types[] = { "stream", "seqpacket", NULL };
 	static const char *const transports[] = { "vsock", "unix", NULL };
+	static const char *const peers[] = { "host", "guest", NULL };
 	struct vs_opts *o = opts;
 
 	switch (c) {
@@ -161,6 +173,8 @@ static void vs_option(void *opts, int c, const char *name, const char *v)
 	case V_STALL: o->stall = (unsigned)cli_u64(name, v, 1, VS_CONNS_MAX - 1); break;
 	case V_CPU: perf_cpu_pair(name, v, o->cpu, false); break;
 	case V_PROFILE: o->profile = perf_profile_parse(name, v); break;
+	case V_PEER: o->peer_guest = cli_choice(name, v, peers); break;
+	case V_PEER_SOCK: o->peer_socket = v; break;
 	}
 }
 
@@ -172,7 +186,7 @@ static void vs_check_unix(const struct vs_opts *o, uint64_t given)
 {
 	static const int vsock_only[] = {
 		V_SOCK, V_UDS, V_BACKEND, V_BARG, V_UB, V_BBP, V_QSIZE, V_PACKED,
-		V_EVIDX, V_CID, V_DLOG, V_DROPK, V_PROFILE,
+		V_EVIDX, V_CID, V_DLOG, V_DROPK, V_PROFILE, V_PEER_SOCK,
 	};
 
 	for (unsigned i = 0; i < sizeof(vsock_only) / sizeof(vsock_only[0]); i++)
@@ -190,14 +204,27 @@ static void vs_check_unix(const struct vs_opts *o, uint64_t given)
  * or only --socket-path takes. */
 static void vs_check_backend(const struct vs_opts *o, uint64_t given)
 {
+	if (o->unix_socket && o->peer_guest)
+		cli_usage_error("--peer guest: two guests need a backend between "
+				"them, not --transport unix");
 	if (o->unix_socket) {
 		vs_check_unix(o, given);
 		return;
 	}
-	if (o->backend && (o->socket_path || o->uds))
+	if (o->backend && (o->socket_path || o->uds || o->peer_socket))
 		cli_usage_error("--backend: it makes its own sockets; give it or "
 				"--socket-path and --uds-path");
-	if (!o->backend && !(o->socket_path && o->uds))
+	/* --peer-socket-path is taken with --peer host and --uds-path with
+	 * --peer guest, unused, so that one command line serves both sides
+	 * of a virtq-perf ab run on a daemon already running. */
+	if (!o->backend && o->peer_guest && !(o->socket_path && o->peer_socket))
+		cli_usage_error("--peer guest: give --backend, or --socket-path and "
+				"--peer-socket-path");
+	if (o->peer_guest && o->socket_path && o->peer_socket &&
+	    !strcmp(o->socket_path, o->peer_socket))
+		cli_usage_error("--peer-socket-path: the second guest's VM is another "
+				"socket than --socket-path");
+	if (!o->backend && !o->peer_guest && !(o->socket_path && o->uds))
 		cli_usage_error("give --backend, or --socket-path and --uds-path");
 	perf_backend_opts_check(&o->bo, o->backend);
 	if (o->profile) {
@@ -233,6 +260,11 @@ static void vs_check_transfer(const struct vs_opts *o, uint64_t given)
 	if (o->latency && o->buf_size > o->rcvbuf)
 		cli_usage_error("--buf-size: a latency message (%u) must fit --rcvbuf %u",
 				o->buf_size, o->rcvbuf);
+	/* The ping-pong's pinger and the many streams' senders are host
+	 * programs; the guest side plays only one connection's ends. */
+	if (o->peer_guest && (o->latency || o->conns))
+		cli_usage_error("--peer guest: one stream or seqpacket transfer, "
+				"without %s", o->latency ? "--latency" : "--conns");
 	if (o->conns && (o->latency || o->seqpacket || o->dirty_log))
 		cli_usage_error("--conns: streams only, without %s",
 				o->latency ? "--latency" : o->seqpacket ? "--type seqpacket" :

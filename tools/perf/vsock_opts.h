@@ -39,6 +39,10 @@ struct vs_opts {
 	unsigned stall;                 /* receivers not read until the others end */
 	int cpu[2];                     /* --cpu: guest side, host program; -1: free */
 	unsigned profile;               /* --profile: enum vq_vhu_profile */
+	bool peer_guest;                /* --peer guest: the other end is a second
+					 * guest of the backend, not a host program */
+	const char *peer_socket;        /* --peer-socket-path: that guest's
+					 * vhost-user socket */
 };
 
 /* Parse argv into o; a bad command line is one line on stderr and exit 2,

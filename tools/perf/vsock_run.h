@@ -9,6 +9,8 @@
  *   vsock_guest.c   one connection, guest side: rx, tx, ping-pong, messages
  *   vsock_host.c    one connection, host program
  *   vsock_conns.c   --conns: many streams, both sides, and their fairness
+ *   vsock_peer.c    --peer guest: a second guest in the host program's
+ *                   place, on the same backend (sibling vsock)
  */
 #ifndef VIRTQ_PERF_VSOCK_RUN_H
 #define VIRTQ_PERF_VSOCK_RUN_H
@@ -125,6 +127,11 @@ struct vs_run {
 	struct vq_vsg *g;
 	int kick[3], call[3];
 	uint64_t cid;
+	/* --peer guest: the other guest's run (each points at the other)
+	 * and CID; the second socket of a backend we start */
+	struct vs_run *peer;
+	uint64_t peer_cid;
+	char peer_sock[128], peer_uds[128];
 	unsigned host_opened;           /* atomic, --conns: connections the host
 					 * program has (tx: accepted) */
 	/* the guest's ends: one, or --conns */
@@ -178,6 +185,15 @@ struct vs_run {
 static inline bool vs_stopped(struct vs_run *n)
 {
 	return __atomic_load_n(&n->stop, __ATOMIC_ACQUIRE);
+}
+
+/* Our side failed: the other side (host program or second guest) is told
+ * to stop. */
+static inline void vs_give_up(struct vs_run *n)
+{
+	__atomic_store_n(&n->stop, 1, __ATOMIC_RELEASE);
+	if (n->peer)
+		__atomic_store_n(&n->peer->stop, 1, __ATOMIC_RELEASE);
 }
 
 /* vsock_guest.c: the guest side of one connection */
@@ -246,6 +262,24 @@ long vs_src_step(struct vs_run *n, unsigned i, uint64_t deadline, uint8_t *scrat
 void *vs_conns_host(void *arg);
 
 /* vsock.c */
+/* Our front-end on n->o.socket_path, the rings up, our driver on them.
+ * 0 or -errno (said). */
+int vs_guest_setup(struct vs_run *n);
+/* The guest's side of one connection: connect (tx) or accept, then move
+ * the data.  0 or -errno; on an error the other side is told to stop. */
+int vs_guest_run(struct vs_run *n);
+
+/* vsock_peer.c: --peer guest */
+/* The second guest (p) beside n: the other direction, on the second
+ * socket.  0 or -1 (said). */
+int vs_peer_setup(struct vs_run *n, struct vs_run *p);
+/* Before the second guest's thread starts: the receiving guest listens. */
+void vs_peer_prepare(struct vs_run *n);
+/* The second guest's thread (arg: n): its side of the transfer; what it
+ * saw goes where the host program puts it. */
+void *vs_peer_main(void *arg);
+void vs_peer_free(struct vs_run *p);
+
 /* The backend's anonymous memory (kB, /proc/PID/status RssAnon), -1 if
  * none was started or it cannot be read. */
 int64_t vs_backend_rss_anon(struct vs_run *n);
