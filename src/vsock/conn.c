@@ -282,7 +282,9 @@ void vs_conn_close(struct vq_vsock *v, struct vs_conn *c, bool rst)
 		hash_del(v, c);
 		if (rst)
 			vs_reply_rst(v, c->pcid, c->lport, c->pport, c->type);
-		v->st.conns_closed++;
+		/* Only what conns_opened counted: a refused REQUEST opened nothing. */
+		if (c->state == VS_ESTABLISHED || c->state == VS_CLOSING)
+			v->st.conns_closed++;
 	} else {
 		v->nhandshake--;
 	}
