@@ -4,7 +4,7 @@
  * (link.h).  A device joins with its guest's CID and its groups; the table
  * only grows (a freed device's entry stays, not live, and a new device of
  * that CID takes it again), so a lookup from any thread reads it without
- * a lock.
+ * a lock, and an entry's groups and window are atomics.
  */
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -100,9 +100,8 @@ int vq_vsock_hub_join(struct vq_vsock_hub *h, struct vq_vsock *v, uint64_t group
 			r = -errno;
 	}
 	if (r == 0) {
-		/* fixed from here on: siblings read them without a lock */
-		m->groups = groups;
-		m->buf_alloc = v->cfg.buf_alloc;
+		atomic_store_explicit(&m->groups, groups, memory_order_relaxed);
+		atomic_store_explicit(&m->buf_alloc, v->cfg.buf_alloc, memory_order_relaxed);
 		v->hub = h;
 		v->me = m;
 		atomic_store(&m->live, true);

@@ -336,6 +336,11 @@ void vs_link_release(struct vq_vsock *v, struct vs_conn *c)
 
 /* ---- the handshake ---- */
 
+static uint32_t member_window(struct vs_member *m)
+{
+	return atomic_load_explicit(&m->buf_alloc, memory_order_relaxed);
+}
+
 static struct vs_link *link_new(struct vs_member *asker, struct vs_member *asked,
 				uint16_t type)
 {
@@ -344,8 +349,8 @@ static struct vs_link *link_new(struct vs_member *asker, struct vs_member *asked
 	if (!l)
 		return NULL;
 	l->type = type;
-	l->pipe[0].cap = pow2_at_least(asker->buf_alloc);
-	l->pipe[1].cap = pow2_at_least(asked->buf_alloc);
+	l->pipe[0].cap = pow2_at_least(member_window(asker));
+	l->pipe[1].cap = pow2_at_least(member_window(asked));
 	l->pipe[0].buf = malloc(l->pipe[0].cap);
 	l->pipe[1].buf = malloc(l->pipe[1].cap);
 	if (!l->pipe[0].buf || !l->pipe[1].buf) {
@@ -401,7 +406,8 @@ struct vs_conn *vs_link_open(struct vq_vsock *v, uint64_t cid, uint32_t lport,
 		       "no guest of this device's hub has that CID");
 		return NULL;
 	}
-	if (!(m->groups & v->me->groups)) {
+	if (!(atomic_load_explicit(&m->groups, memory_order_relaxed) &
+	      atomic_load_explicit(&v->me->groups, memory_order_relaxed))) {
 		refuse(v, cid, lport, pport, type, &v->st.cid_refused,
 		       "that guest shares no group with this one");
 		return NULL;

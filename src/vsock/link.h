@@ -72,8 +72,10 @@ struct vs_link {
 struct vs_member {
 	enum vs_kind kind;
 	uint64_t cid;
-	uint64_t groups;
-	uint32_t buf_alloc;
+	/* Set at each join: a sibling that saw the last device live may still
+	 * read them while a new device of this CID joins. */
+	_Atomic uint64_t groups;
+	_Atomic uint32_t buf_alloc;
 	int efd;                        /* readable: news in the inbox */
 	pthread_mutex_t mu;
 	struct vs_end *head, *tail;     /* the inbox */
