@@ -12,6 +12,8 @@
 #   bench/before-after.sh BUILD_BEFORE BUILD_AFTER [PAIRS]
 #
 # Both are build directories of release builds (meson --buildtype=release).
+# The net back-ends are pinned to CPU 1, as in RESULTS.md's net cells: an
+# unpinned one moved from run to run by more than one run's interval.
 # virtq-perf of BUILD_AFTER drives the net and vsock runs, so only the
 # back-ends differ there; the ring runs use each build's own virtq-perf.
 set -euo pipefail
@@ -21,14 +23,14 @@ perf=$b/tools/virtq-perf
 "$perf" ab --pairs "$pairs" --a-exe "$a/tools/virtq-perf" --a "" --b "" -- \
 	ring --layout split,packed --busy-poll 50 --cpu 0,1
 "$perf" ab --pairs "$pairs" \
-	--a "--backend '$a/tools/net/virtq-net --quiet sink'" \
-	--b "--backend '$b/tools/net/virtq-net --quiet sink'" -- \
+	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 sink'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 sink'" -- \
 	net --direction tx --size 64 --packed off,on --cpu 0
 "$perf" ab --pairs "$pairs" \
-	--a "--backend '$a/tools/net/virtq-net --quiet source --size 64'" \
-	--b "--backend '$b/tools/net/virtq-net --quiet source --size 64'" -- \
+	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 source --size 64'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 source --size 64'" -- \
 	net --direction rx --packed off,on --cpu 0
 "$perf" ab --pairs "$pairs" \
 	--a "--backend $a/tools/vsock/virtq-vsock" \
 	--b "--backend $b/tools/vsock/virtq-vsock" -- \
-	vsock --direction rx,tx --buf-size 64K --bytes 256M
+	vsock --direction rx,tx --buf-size 64K --bytes 256M --placement on
