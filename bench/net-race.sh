@@ -151,6 +151,15 @@ run_a() {
 	stop "$vu"; stop "$vh"
 	cat "$DIR/rate"
 }
+# A virtq-perf run that failed has no rate: say why, and fail the script
+# at its end rather than print a ratio of 0.
+perf_failed() {
+	echo "net-race.sh: virtq-perf net failed:" >&2
+	cat "$DIR/perf.log" >&2
+	: >"$DIR/failed"
+}
+# virtq-perf net's --size is what it sends: on rx the backend picks it.
+size_opt() { [ "$1" = tx ] && echo "--size $2"; }
 run_b() {
 	local dir=$1 size=$2 pk=$3 io=$4 vn mode="--copy sink" d=tx
 	[ "$dir" = rx ] && mode="--size $size source" && d=rx
@@ -159,9 +168,9 @@ run_b() {
 	vn=$!
 	PIDS+=($vn)
 	wait_sock || return
-	"$VPERF" net --socket-path "$SOCK" --direction "$d" --size "$size" --cpu 0 \
+	"$VPERF" net --socket-path "$SOCK" --direction "$d" $(size_opt "$d" "$size") --cpu 0 \
 		--packed "$(onoff "$pk")" --in-order "$(onoff "$io")" --seconds "$SECS" --json \
-		>"$DIR/perf.out" 2>"$DIR/perf.log"
+		>"$DIR/perf.out" 2>"$DIR/perf.log" || perf_failed
 	stop "$vn"
 	grep -oE '"ops_per_sec":[0-9.]+' "$DIR/perf.out" | cut -d: -f2 | awk '{ printf "%d\n", $1 }'
 }
@@ -191,9 +200,9 @@ run_d() {
 	vh=$(testpmd vh 0 "$(vh_vdev)" "$fwd" "$size")
 	wait_sock || return
 	sleep 0.5
-	"$VPERF" net --socket-path "$SOCK" --direction "$dir" --size "$size" --cpu 0 \
+	"$VPERF" net --socket-path "$SOCK" --direction "$dir" $(size_opt "$dir" "$size") --cpu 0 \
 		--packed "$(onoff "$pk")" --in-order "$(onoff "$io")" --seconds "$SECS" --json \
-		>"$DIR/perf.out" 2>"$DIR/perf.log"
+		>"$DIR/perf.out" 2>"$DIR/perf.log" || perf_failed
 	stop "$vh"
 	grep -oE '"ops_per_sec":[0-9.]+' "$DIR/perf.out" | cut -d: -f2 | awk '{ printf "%d\n", $1 }'
 }
@@ -278,3 +287,4 @@ done
 done
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ ! -e "$DIR/failed" ]
