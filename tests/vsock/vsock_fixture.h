@@ -212,38 +212,47 @@ static inline void fx_fini(struct fx *f)
 	fx_rings_fini(&f->vq);
 }
 
+/* A step of a round, which must not fail: how much it did. */
+static inline int fx_moved(int r)
+{
+	CHECK(r >= 0);
+	return r;
+}
+
 /* One round of everything; returns how much happened. */
 static inline int fx_round(struct fx *f)
 {
-	int n = 0, r;
+	int n = fx_moved(vq_vsock_process_host(f->dev));
 
-	r = vq_vsock_process_host(f->dev);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_tx(f->dev, 256);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_rx(f->dev, 256);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_event(f->dev);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsg_poll(f->g);
-	CHECK(r >= 0);
-	n += r;
+	n += fx_moved(vq_vsock_process_tx(f->dev, 256));
+	n += fx_moved(vq_vsock_process_rx(f->dev, 256));
+	n += fx_moved(vq_vsock_process_event(f->dev));
+	n += fx_moved(vq_vsg_poll(f->g));
 	return n;
+}
+
+/* fx_round as a fixture-neutral step (fx_settle_by, fx_read_check). */
+static inline int fx_turn(void *f)
+{
+	return fx_round(f);
+}
+
+/* Rounds of a fixture, turn(arg) saying how much each moved, until
+ * nothing moves quiet times in a row. */
+static inline void fx_settle_by(int (*turn)(void *), void *arg, int quiet)
+{
+	int idle = 0, rounds = 0;
+
+	while (idle < quiet) {
+		idle = turn(arg) ? 0 : idle + 1;
+		CHECK(++rounds < 100000);
+	}
 }
 
 /* Rounds until nothing moves (twice in a row). */
 static inline void fx_settle(struct fx *f)
 {
-	int idle = 0, rounds = 0;
-
-	while (idle < 2) {
-		idle = fx_round(f) ? 0 : idle + 1;
-		CHECK(++rounds < 100000);
-	}
+	fx_settle_by(fx_turn, f, 2);
 }
 
 /* The guest connects to the host's port: the connection, CONNECTING. */
