@@ -281,6 +281,31 @@ static inline uint8_t fx_byte(uint64_t seed, uint64_t off)
 	return (uint8_t)(x >> ((off & 7) * 8));
 }
 
+/* Read c until want bytes of stream seed have come, each checked, the
+ * fixture turned a round (turn(arg)) after every read.  A read that finds
+ * nothing waits a millisecond: a device holding data for the guest's
+ * packet count asks for its credit again only on a clock. */
+static inline void fx_read_check(struct vq_vsg_conn *c, uint64_t seed, uint64_t want,
+				 int (*turn)(void *), void *arg)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+	int rounds = 0;
+
+	while (got < want) {
+		uint32_t r = vq_vsg_read(c, buf, sizeof(buf));
+
+		for (uint32_t i = 0; i < r; i++)
+			CHECK_EQ(buf[i], fx_byte(seed, got + i));
+		got += r;
+		turn(arg);
+		if (!r)
+			usleep(1000);
+		CHECK(++rounds < 20000);
+	}
+	CHECK_EQ(got, want);
+}
+
 /* Host fd for the n-th connection the device opened. */
 static inline int fx_host(struct fx *f, unsigned n)
 {
