@@ -95,7 +95,7 @@ static void forged_rx(struct fx *f, uint8_t arg, const uint8_t *p, uint16_t len)
 	uint32_t plen, used, at = 0;
 	const uint8_t *src;
 
-	if (len < 16 || vq_dev_pop(f->dq[VQ_VSOCK_RXQ], &ch) != 1)
+	if (len < 16 || vq_dev_pop(f->vq.dq[VQ_VSOCK_RXQ], &ch) != 1)
 		return;
 	memset(&h, 0, sizeof(h));
 	h.src_cid = vq_le64(p[0] & 0x80 ? p[1] : VQ_VSOCK_CID_HOST);
@@ -123,7 +123,7 @@ static void forged_rx(struct fx *f, uint8_t arg, const uint8_t *p, uint16_t len)
 	used = (uint32_t)sizeof(h) + plen;
 	if (arg & 0x80)
 		used = p[0] % (used + 1);
-	if (vq_dev_push(f->dq[VQ_VSOCK_RXQ], &ch, used) < 0)
+	if (vq_dev_push(f->vq.dq[VQ_VSOCK_RXQ], &ch, used) < 0)
 		abort();
 }
 

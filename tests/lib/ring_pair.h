@@ -149,6 +149,23 @@ static inline void pair_check_split_iov(struct ring_pair *p,
 	}
 }
 
+/* The device pops the n len-byte buffers at gpa[] just made available, as
+ * one burst after pair_split_memory(p, at): each whole, device-writable
+ * (in) or readable, with the iovecs pair_check_split_iov() says, and the
+ * queue unbroken. */
+static inline void pair_pop_split_burst(struct ring_pair *p, struct vq_chain *c,
+					unsigned n, const uint64_t *gpa, uint32_t len,
+					bool in, uint64_t at)
+{
+	CHECK_EQ(vq_dev_pop_burst(p->dev, c, n), n);
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(in ? c[i].in_len : c[i].out_len, len);
+		pair_check_split_iov(p, c[i].iov, in ? c[i].nin : c[i].nout, gpa[i],
+				     len, at);
+	}
+	CHECK_EQ(vq_dev_error(p->dev), 0);
+}
+
 static inline void pair_fini(struct ring_pair *p)
 {
 	vq_drv_free(p->drv);

@@ -11,10 +11,7 @@
 #include "vsock_fixture.h"
 
 struct gfx {
-	struct ring_pair p;
-	struct vq_drv *drv[3];
-	struct vq_dev *dq[3];
-	struct vq_ring_addr ring[3];
+	struct fx_vqs vq;
 	struct vq_vsg *g;
 	struct vq_vsg_config gc;        /* what vq_vsg_new got */
 	unsigned kicks[3];
@@ -33,13 +30,9 @@ static inline void gfx_kick(void *arg, unsigned q)
 static inline void gfx_init(struct gfx *x, uint64_t features, uint16_t num)
 {
 	memset(x, 0, sizeof(*x));
-	fx_rings(&x->p, x->drv, x->dq, x->ring,
-		 features | VQ_BIT(VQ_VSOCK_F_SEQPACKET), num ? num : 64);
-	x->gc = (struct vq_vsg_config){
-		.rx = x->drv[0], .tx = x->drv[1], .ev = x->drv[2], .cid = FX_CID,
-		.kick = gfx_kick, .arg = x,
-	};
-	fx_guest_areas(&x->p, &x->gc);
+	fx_rings(&x->vq, features | VQ_BIT(VQ_VSOCK_F_SEQPACKET), num ? num : 64);
+	x->gc = (struct vq_vsg_config){ .cid = FX_CID, .kick = gfx_kick, .arg = x };
+	fx_guest_queues(&x->vq, &x->gc);
 	x->dev_buf_alloc = 1u << 20;
 }
 
@@ -52,7 +45,7 @@ static inline void gfx_start(struct gfx *x)
 static inline void gfx_fini(struct gfx *x)
 {
 	vq_vsg_free(x->g);
-	fx_rings_fini(&x->p, x->drv, x->dq);
+	fx_rings_fini(&x->vq);
 }
 
 /* A device header: from the host's port to the guest's. */
@@ -103,14 +96,14 @@ static inline int gfx_dev_write(struct gfx *x, unsigned q, const void *buf, uint
 {
 	struct iovec iov[8];
 	struct vq_chain ch = { .iov = iov, .iov_max = 8 };
-	int r = vq_dev_pop(x->dq[q], &ch);
+	int r = vq_dev_pop(x->vq.dq[q], &ch);
 
 	CHECK(r >= 0);
 	if (r == 0)
 		return -1;
 	CHECK(n <= ch.in_len);
 	gfx_iov_put(&ch, 0, buf, n);
-	CHECK(vq_dev_push(x->dq[q], &ch, used_len) >= 0);
+	CHECK(vq_dev_push(x->vq.dq[q], &ch, used_len) >= 0);
 	return 0;
 }
 
@@ -137,7 +130,7 @@ static inline long gfx_dev_recv(struct gfx *x, struct vq_vsock_hdr *h, void *pay
 	struct iovec iov[8];
 	struct vq_chain ch = { .iov = iov, .iov_max = 8 };
 	size_t at = 0;
-	int r = vq_dev_pop(x->dq[VQ_VSOCK_TXQ], &ch);
+	int r = vq_dev_pop(x->vq.dq[VQ_VSOCK_TXQ], &ch);
 
 	CHECK(r >= 0);
 	if (r == 0)
@@ -148,7 +141,7 @@ static inline long gfx_dev_recv(struct gfx *x, struct vq_vsock_hdr *h, void *pay
 		memcpy(pkt + at, iov[i].iov_base, iov[i].iov_len);
 		at += iov[i].iov_len;
 	}
-	CHECK(vq_dev_push(x->dq[VQ_VSOCK_TXQ], &ch, 0) >= 0);
+	CHECK(vq_dev_push(x->vq.dq[VQ_VSOCK_TXQ], &ch, 0) >= 0);
 	memcpy(h, pkt, sizeof(*h));
 	CHECK_EQ(vq_le32(h->len), at - VQ_VSOCK_HDR_SIZE);
 	if (payload)

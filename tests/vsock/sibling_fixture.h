@@ -13,10 +13,7 @@
 
 /* One guest and its device. */
 struct sx_vm {
-	struct ring_pair p;
-	struct vq_drv *drv[3];
-	struct vq_dev *dq[3];
-	struct vq_ring_addr ring[3];
+	struct fx_vqs vq;
 	struct vq_vsock *dev;
 	struct vq_vsg *g;
 	uint64_t cid;
@@ -59,14 +56,11 @@ static inline void sx_vm_init(struct sx *x, unsigned i, const struct sx_opts *o)
 			VQ_BIT(VQ_VSOCK_F_SEQPACKET);
 
 	m->cid = 3 + i;
-	fx_rings(&m->p, m->drv, m->dq, m->ring, feat, 256);
+	fx_rings(&m->vq, feat, 256);
 	CHECK_EQ(vq_vsock_new(&dc, &m->dev), 0);
 	CHECK_EQ(vq_vsock_hub_join(x->hub, m->dev, o->groups[i] ? o->groups[i] : 1), 0);
-	CHECK_EQ(vq_vsock_start(m->dev, m->dq[0], m->dq[1], m->dq[2]), 0);
-	gc.rx = m->drv[0];
-	gc.tx = m->drv[1];
-	gc.ev = m->drv[2];
-	fx_guest_areas(&m->p, &gc);
+	CHECK_EQ(vq_vsock_start(m->dev, m->vq.dq[0], m->vq.dq[1], m->vq.dq[2]), 0);
+	fx_guest_queues(&m->vq, &gc);
 	CHECK_EQ(vq_vsg_new(&gc, &m->g), 0);
 	CHECK_EQ(vq_vsg_start(m->g), 0);
 }
@@ -84,7 +78,7 @@ static inline void sx_vm_fini(struct sx_vm *m)
 {
 	vq_vsg_free(m->g);
 	vq_vsock_free(m->dev);
-	fx_rings_fini(&m->p, m->drv, m->dq);
+	fx_rings_fini(&m->vq);
 }
 
 static inline void sx_fini(struct sx *x)
@@ -97,22 +91,14 @@ static inline void sx_fini(struct sx *x)
 /* One round of guest i's device and driver: how much happened. */
 static inline int sx_vm_round(struct sx_vm *m)
 {
-	int n = 0, r;
+	int n = fx_moved(vq_vsock_process_host(m->dev));
 
-	r = vq_vsock_process_host(m->dev);
-	CHECK(r >= 0);
-	n += r;
 	if (vq_vsock_started(m->dev)) {
-		r = vq_vsock_process_tx(m->dev, 256);
-		CHECK(r >= 0);
-		n += r;
-		r = vq_vsock_process_rx(m->dev, 256);
-		CHECK(r >= 0);
-		n += r;
+		n += fx_moved(vq_vsock_process_tx(m->dev, 256));
+		n += fx_moved(vq_vsock_process_rx(m->dev, 256));
 	}
-	r = vq_vsg_poll(m->g);
-	CHECK(r >= 0);
-	return n + r;
+	n += fx_moved(vq_vsg_poll(m->g));
+	return n;
 }
 
 static inline int sx_round(struct sx *x)
@@ -124,14 +110,16 @@ static inline int sx_round(struct sx *x)
 	return n;
 }
 
+/* sx_round as a fixture-neutral step (fx_settle_by, fx_read_check). */
+static inline int sx_turn(void *x)
+{
+	return sx_round(x);
+}
+
+/* Rounds until nothing moves three times in a row. */
 static inline void sx_settle(struct sx *x)
 {
-	int idle = 0, rounds = 0;
-
-	while (idle < 3) {
-		idle = sx_round(x) ? 0 : idle + 1;
-		CHECK(++rounds < 100000);
-	}
+	fx_settle_by(sx_turn, x, 3);
 }
 
 /* Guest `from` connects to guest `to`'s port; `to` accepts: both ends. */

@@ -64,14 +64,14 @@ static void vsock_5_10_5_posts_rx_and_event_buffers(void)
 	gfx_start(&x);
 	CHECK_EQ(x.kicks[VQ_VSOCK_RXQ], 1);
 	CHECK_EQ(x.kicks[VQ_VSOCK_EVQ], 1);
-	while (vq_dev_pop(x.dq[VQ_VSOCK_RXQ], &ch) == 1) {
+	while (vq_dev_pop(x.vq.dq[VQ_VSOCK_RXQ], &ch) == 1) {
 		CHECK_EQ(ch.nout, 0);
 		CHECK_EQ(ch.in_len, VQ_VSOCK_HDR_SIZE + 1000);
 		n++;
 	}
 	CHECK_EQ(n, 10);
 	n = 0;
-	while (vq_dev_pop(x.dq[VQ_VSOCK_EVQ], &ch) == 1) {
+	while (vq_dev_pop(x.vq.dq[VQ_VSOCK_EVQ], &ch) == 1) {
 		CHECK_EQ(ch.in_len, sizeof(struct vq_vsock_event));
 		n++;
 	}

@@ -22,14 +22,14 @@ static bool packed(void)
 static void forge_first_used(struct gfx *x, unsigned q, uint16_t id, uint32_t len)
 {
 	if (packed()) {
-		struct vq_packed_desc *d = x->ring[q].desc;
+		struct vq_packed_desc *d = x->vq.ring[q].desc;
 
 		d[0].id = vq_le16(id);
 		d[0].len = vq_le32(len);
 		__atomic_store_n(&d[0].flags, vq_le16(VQ_DESC_F_AVAIL | VQ_DESC_F_USED),
 				 __ATOMIC_RELEASE);
 	} else {
-		struct vq_used *u = x->ring[q].device;
+		struct vq_used *u = x->vq.ring[q].device;
 
 		u->ring[0].id = vq_le32(id);
 		u->ring[0].len = vq_le32(len);
@@ -58,8 +58,8 @@ static void expect_broken(struct gfx *x, int err, unsigned q, const char *ring_m
 
 	fprintf(stderr, "   broken: %s\n", m);
 	CHECK_EQ(vq_vsg_error(x->g), err);
-	CHECK(strstr(vq_drv_error_msg(x->drv[q]), ring_msg) != NULL);
-	snprintf(want, sizeof(want), "%s (vsock %s queue)", vq_drv_error_msg(x->drv[q]),
+	CHECK(strstr(vq_drv_error_msg(x->vq.drv[q]), ring_msg) != NULL);
+	snprintf(want, sizeof(want), "%s (vsock %s queue)", vq_drv_error_msg(x->vq.drv[q]),
 		 qname[q]);
 	CHECK(strcmp(m, want) == 0);
 	CHECK_EQ(vq_vsg_poll(x->g), err);

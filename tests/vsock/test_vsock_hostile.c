@@ -274,7 +274,7 @@ static void hostile_request_flood_bounded(void)
 	CHECK_EQ(vq_vsg_send_bytes(f.g, &h, sizeof(h)), 0);
 	sent++;
 	CHECK_EQ(vq_vsock_process_tx(f.dev, 256), 0);
-	CHECK(vq_dev_has_avail(f.dq[1]));
+	CHECK(vq_dev_has_avail(f.vq.dq[1]));
 	CHECK_EQ(vq_vsock_conn_count(f.dev), 8);
 	/* The guest reads its RX again: everything gets through. */
 	for (i = 0; i < 100000 && sent < 2000; i++) {

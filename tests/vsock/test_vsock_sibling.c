@@ -14,22 +14,6 @@
 static const struct sx_opts dflt = { 0 };
 static struct sx x;                     /* large: not on the stack */
 
-/* Read b until got reaches sent, every byte of stream seed checked. */
-static void read_all(struct vq_vsg_conn *b, uint64_t seed, uint64_t got, uint64_t sent)
-{
-	static uint8_t buf[65536];
-
-	while (got < sent) {
-		uint32_t r = vq_vsg_read(b, buf, sizeof(buf));
-
-		for (uint32_t i = 0; i < r; i++)
-			CHECK_EQ(buf[i], fx_byte(seed, got + i));
-		got += r;
-		sx_round(&x);
-	}
-	CHECK_EQ(got, sent);
-}
-
 /* Move len bytes of stream seed from a to b, both directions at once
  * when back is set (b to a, seed + 1), every byte checked. */
 static void transfer(struct vq_vsg_conn *a, struct vq_vsg_conn *b, uint64_t len,
@@ -269,7 +253,7 @@ static void sibling_stalled_reader_holds_only_its_connection(void)
 	CHECK(sent <= 3 * 64 * 1024);
 	CHECK(sent >= 64 * 1024);
 	transfer(a2, b2, 1u << 20, true);
-	read_all(b, 3, 0, sent);
+	fx_read_check(b, 3, sent, sx_turn, &x);
 	transfer(a, b, 1u << 20, false);
 	sx_fini(&x);
 }
@@ -297,7 +281,7 @@ static void sibling_packet_count_holds_with_1_byte_writes(void)
 	sx_settle(&x);
 	CHECK_EQ(vq_vsg_stats(x.vm[1].g)->pkt_resets, 0);
 	CHECK_EQ(vq_vsg_state(b), VQ_VSG_ESTABLISHED);
-	read_all(b, 5, 0, sent);
+	fx_read_check(b, 5, sent, sx_turn, &x);
 	CHECK_EQ(vq_vsg_stats(x.vm[1].g)->pkt_resets, 0);
 	sx_fini(&x);
 }

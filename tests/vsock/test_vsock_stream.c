@@ -798,9 +798,7 @@ static void vsock_packet_count_small_writes_stalled_reader(void)
 	const uint64_t seed = 7;
 	uint64_t total = 0;
 	struct vq_vsg_conn *c;
-	uint64_t got = 0;
-	uint8_t buf[4096];
-	int hfd, rounds = 0;
+	int hfd;
 
 	signal(SIGPIPE, SIG_IGN);       /* a reset shows in the counters */
 	fx_init(&f_pc, &o);
@@ -824,19 +822,9 @@ static void vsock_packet_count_small_writes_stalled_reader(void)
 	CHECK(total > 200);
 	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
 	CHECK(vq_vsock_stats(f_pc.dev)->pkts_held > 0);
-	while (got < total) {
-		uint32_t r = vq_vsg_read(c, buf, sizeof(buf));
-
-		for (uint32_t i = 0; i < r; i++)
-			CHECK_EQ(buf[i], fx_byte(seed, got + i));
-		got += r;
-		fx_round(&f_pc);
-		if (!r)
-			usleep(1000);
-		CHECK(++rounds < 20000);
-	}
+	fx_read_check(c, seed, total, fx_turn, &f_pc);
 	fprintf(stderr, "   %llu one-byte writes, %llu credit requests, held %llu times\n",
-		(unsigned long long)got,
+		(unsigned long long)total,
 		(unsigned long long)vq_vsock_stats(f_pc.dev)->credit_requests_sent,
 		(unsigned long long)vq_vsock_stats(f_pc.dev)->pkts_held);
 	CHECK_EQ(vq_vsg_stats(f_pc.g)->pkt_resets, 0);

@@ -21,11 +21,17 @@
 #define FX_MAX_LISTEN 8
 #define FX_MAX_HOST 256
 
-struct fx {
-	struct ring_pair p;             /* guest memory, and the rx ring */
+/* The three queues (rx, tx, event) in one guest memory (the pair's, which
+ * holds the rx ring), both sides of each, and their ring areas. */
+struct fx_vqs {
+	struct ring_pair p;
 	struct vq_drv *drv[3];
 	struct vq_dev *dq[3];
 	struct vq_ring_addr ring[3];
+};
+
+struct fx {
+	struct fx_vqs vq;
 	struct vq_vsock *dev;
 	struct vq_vsg *g;
 	/* host side: ports that "listen", and the test's ends of the
@@ -105,18 +111,16 @@ struct fx_opts {
 	bool no_seqpacket;              /* do not negotiate SEQPACKET */
 };
 
-/* The three queues (rx, tx, event) in one guest memory (the pair's, which
- * holds the rx ring), both sides of each; ring[] gets their areas. */
-static inline void fx_rings(struct ring_pair *p, struct vq_drv *drv[3],
-			    struct vq_dev *dq[3], struct vq_ring_addr ring[3],
-			    uint64_t feat, uint16_t num)
+/* Both sides of q's three queues, num entries each, in a new pair. */
+static inline void fx_rings(struct fx_vqs *q, uint64_t feat, uint16_t num)
 {
+	struct ring_pair *p = &q->p;
 	int packed = !!(feat & VQ_BIT(VQ_F_RING_PACKED));
 
 	pair_init(p, feat, num, 1, 1);
-	drv[0] = p->drv;
-	dq[0] = p->dev;
-	ring[0] = p->ring;
+	q->drv[0] = p->drv;
+	q->dq[0] = p->dev;
+	q->ring[0] = p->ring;
 	for (unsigned i = 1; i < 3; i++) {
 		uint64_t off[3], size = vq_ring_layout(p->features, num, off);
 		uint64_t gpa = pair_alloc(p, size);
@@ -132,32 +136,35 @@ static inline void fx_rings(struct ring_pair *p, struct vq_drv *drv[3],
 			.used_idx = packed ? 0x8000 : 0 };
 
 		CHECK(size);
-		ring[i] = ra;
-		CHECK_EQ(vq_drv_new(&dc, &drv[i]), 0);
-		CHECK_EQ(vq_dev_new(&vc, &dq[i]), 0);
+		q->ring[i] = ra;
+		CHECK_EQ(vq_drv_new(&dc, &q->drv[i]), 0);
+		CHECK_EQ(vq_dev_new(&vc, &q->dq[i]), 0);
 	}
 }
 
-static inline void fx_rings_fini(struct ring_pair *p, struct vq_drv *drv[3],
-				 struct vq_dev *dq[3])
+static inline void fx_rings_fini(struct fx_vqs *q)
 {
 	for (unsigned i = 1; i < 3; i++) {
-		vq_drv_free(drv[i]);
-		vq_dev_free(dq[i]);
+		vq_drv_free(q->drv[i]);
+		vq_dev_free(q->dq[i]);
 	}
-	pair_fini(p);
+	pair_fini(&q->p);
 }
 
-/* The guest driver's buffer areas, out of the pair's memory. */
-static inline void fx_guest_areas(struct ring_pair *p, struct vq_vsg_config *gc)
+/* The guest driver's queues, and its buffer areas out of the pair's
+ * memory. */
+static inline void fx_guest_queues(struct fx_vqs *q, struct vq_vsg_config *gc)
 {
+	gc->rx = q->drv[0];
+	gc->tx = q->drv[1];
+	gc->ev = q->drv[2];
 	for (unsigned i = 0; i < 3; i++) {
 		struct vq_vsg_area *a = i == 0 ? &gc->rx_area : i == 1 ? &gc->tx_area
 						 : &gc->ev_area;
 		uint64_t sz = i == 0 ? 24ull << 20 : i == 1 ? 17ull << 20 : 4096;
 
-		a->gpa = pair_alloc(p, sz);
-		a->hva = pair_hva(p, a->gpa);
+		a->gpa = pair_alloc(&q->p, sz);
+		a->hva = pair_hva(&q->p, a->gpa);
 		a->size = sz;
 	}
 }
@@ -182,14 +189,13 @@ static inline void fx_init(struct fx *f, const struct fx_opts *o)
 
 	memset(f, 0, sizeof(*f));
 	f->host_sndbuf = o->host_sndbuf;
-	fx_rings(&f->p, f->drv, f->dq, f->ring, feat, num);
+	fx_rings(&f->vq, feat, num);
 	CHECK_EQ(vq_vsock_new(&dc, &f->dev), 0);
-	CHECK_EQ(vq_vsock_start(f->dev, f->dq[0], f->dq[1],
-				o->no_ev ? NULL : f->dq[2]), 0);
-	gc.rx = f->drv[0];
-	gc.tx = f->drv[1];
-	gc.ev = o->no_ev ? NULL : f->drv[2];
-	fx_guest_areas(&f->p, &gc);
+	CHECK_EQ(vq_vsock_start(f->dev, f->vq.dq[0], f->vq.dq[1],
+				o->no_ev ? NULL : f->vq.dq[2]), 0);
+	fx_guest_queues(&f->vq, &gc);
+	if (o->no_ev)
+		gc.ev = NULL;
 	CHECK_EQ(vq_vsg_new(&gc, &f->g), 0);
 	CHECK_EQ(vq_vsg_start(f->g), 0);
 }
@@ -203,41 +209,50 @@ static inline void fx_fini(struct fx *f)
 	for (i = 0; i < f->nhost; i++)
 		if (f->host[i] >= 0)
 			close(f->host[i]);
-	fx_rings_fini(&f->p, f->drv, f->dq);
+	fx_rings_fini(&f->vq);
+}
+
+/* A step of a round, which must not fail: how much it did. */
+static inline int fx_moved(int r)
+{
+	CHECK(r >= 0);
+	return r;
 }
 
 /* One round of everything; returns how much happened. */
 static inline int fx_round(struct fx *f)
 {
-	int n = 0, r;
+	int n = fx_moved(vq_vsock_process_host(f->dev));
 
-	r = vq_vsock_process_host(f->dev);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_tx(f->dev, 256);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_rx(f->dev, 256);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsock_process_event(f->dev);
-	CHECK(r >= 0);
-	n += r;
-	r = vq_vsg_poll(f->g);
-	CHECK(r >= 0);
-	n += r;
+	n += fx_moved(vq_vsock_process_tx(f->dev, 256));
+	n += fx_moved(vq_vsock_process_rx(f->dev, 256));
+	n += fx_moved(vq_vsock_process_event(f->dev));
+	n += fx_moved(vq_vsg_poll(f->g));
 	return n;
+}
+
+/* fx_round as a fixture-neutral step (fx_settle_by, fx_read_check). */
+static inline int fx_turn(void *f)
+{
+	return fx_round(f);
+}
+
+/* Rounds of a fixture, turn(arg) saying how much each moved, until
+ * nothing moves quiet times in a row. */
+static inline void fx_settle_by(int (*turn)(void *), void *arg, int quiet)
+{
+	int idle = 0, rounds = 0;
+
+	while (idle < quiet) {
+		idle = turn(arg) ? 0 : idle + 1;
+		CHECK(++rounds < 100000);
+	}
 }
 
 /* Rounds until nothing moves (twice in a row). */
 static inline void fx_settle(struct fx *f)
 {
-	int idle = 0, rounds = 0;
-
-	while (idle < 2) {
-		idle = fx_round(f) ? 0 : idle + 1;
-		CHECK(++rounds < 100000);
-	}
+	fx_settle_by(fx_turn, f, 2);
 }
 
 /* The guest connects to the host's port: the connection, CONNECTING. */
@@ -264,6 +279,31 @@ static inline uint8_t fx_byte(uint64_t seed, uint64_t off)
 	x *= 0xBF58476D1CE4E5B9ull;
 	x ^= x >> 32;
 	return (uint8_t)(x >> ((off & 7) * 8));
+}
+
+/* Read c until want bytes of stream seed have come, each checked, the
+ * fixture turned a round (turn(arg)) after every read.  A read that finds
+ * nothing waits a millisecond: a device holding data for the guest's
+ * packet count asks for its credit again only on a clock. */
+static inline void fx_read_check(struct vq_vsg_conn *c, uint64_t seed, uint64_t want,
+				 int (*turn)(void *), void *arg)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+	int rounds = 0;
+
+	while (got < want) {
+		uint32_t r = vq_vsg_read(c, buf, sizeof(buf));
+
+		for (uint32_t i = 0; i < r; i++)
+			CHECK_EQ(buf[i], fx_byte(seed, got + i));
+		got += r;
+		turn(arg);
+		if (!r)
+			usleep(1000);
+		CHECK(++rounds < 20000);
+	}
+	CHECK_EQ(got, want);
 }
 
 /* Host fd for the n-th connection the device opened. */
