@@ -123,6 +123,8 @@ ab="$P ab --ratio --pairs $(n 20) --a '--transport unix' --b"
 pp="--latency --buf-size 64 --iters $(it 20000)"
 cell vsock-socket vsock ratio "socket -> vsock, throughput" \
 	"$ab '$b' -- vsock --bytes $(by 256M) --buf-size 4K,64K --direction rx,tx --placement on"
+cell vsock-cpus vsock ratio "floating -> the guest's thread and the backend on CPU 0, the host program on CPU 1" \
+	"$P ab --ratio --pairs $(n 12) --a '$b' --b \"--cpu 0,1 --backend 'taskset -c 0 $VSOCK'\" -- vsock --bytes $(by 128M) --buf-size 64K --direction rx,tx --placement on"
 cell vsock-socket-pingpong vsock ratio "socket -> vsock, 64 B ping-pong p50 (lower is better), both sides polling 50 us" \
 	"$P ab --ratio --pairs $(n 20) --metric p50_us --a '--transport unix' --b '$b --backend-busy-poll 50' -- vsock $pp --busy-poll 50 --placement on"
 cell vsock-socket-pingpong-cpus vsock ratio "the same, our two threads on CPU 0, the backend on CPU 1" \

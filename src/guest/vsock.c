@@ -3,8 +3,9 @@
  * A userspace virtio-vsock driver (virtq/guest/vsock.h): its queues and
  * slots.  Buffers are fixed slots carved out of the caller's guest memory:
  * every RX slot is posted at start and reposted as soon as its packet is
- * handled; TX slots come from a free stack and return when the device uses
- * them.  The packets the device sends are judged in guest_rx.c, the
+ * handled, or, when a connection holds its payload until it is read,
+ * after that read; TX slots come from a free stack and return when the
+ * device uses them.  The packets the device sends are judged in guest_rx.c, the
  * connection calls live in guest_conn.c.
  */
 #include <inttypes.h>
@@ -159,13 +160,14 @@ void vq_vsg_free(struct vq_vsg *g)
 {
 	if (!g)
 		return;
+	g->freeing = true;
 	while (g->conns)
 		vsg_conn_unlink(g, g->conns);
 	free(g->tx_free);
 	free(g);
 }
 
-static int post_rx(struct vq_vsg *g, unsigned i)
+int vsg_post_rx(struct vq_vsg *g, unsigned i)
 {
 	struct vq_vsg_area *a = &g->cfg.rx_area;
 	struct vq_seg s = { a->gpa + (uint64_t)i * g->rx_slot,
@@ -196,7 +198,7 @@ int vq_vsg_start(struct vq_vsg *g)
 	if (g->err)
 		return g->err;
 	for (i = 0; i < g->nrx; i++) {
-		r = post_rx(g, i);
+		r = vsg_post_rx(g, i);
 		if (r < 0)
 			return r;
 	}
@@ -312,20 +314,21 @@ static void event(struct vq_vsg *g, const uint8_t *buf, uint32_t len)
 	}
 }
 
-static void handle_rx(struct vq_vsg *g, unsigned s, uint32_t len)
+const uint8_t *vsg_rx_slot(const struct vq_vsg *g, unsigned s)
 {
-	vsg_rx_packet(g, g->cfg.rx_area.hva + (uint64_t)s * g->rx_slot, len);
+	return g->cfg.rx_area.hva + (uint64_t)s * g->rx_slot;
 }
 
-static void handle_ev(struct vq_vsg *g, unsigned s, uint32_t len)
+static bool handle_ev(struct vq_vsg *g, unsigned s, uint32_t len)
 {
 	event(g, g->cfg.ev_area.hva + (uint64_t)s * VSG_EV_SIZE, len);
+	return false;
 }
 
 /* Queue q's used buffers (of nslots slots): each handled, then posted
- * again.  How many, or -errno. */
+ * again unless handle kept it.  How many, or -errno. */
 static int poll_q(struct vq_vsg *g, unsigned q, unsigned nslots,
-		  void (*handle)(struct vq_vsg *g, unsigned s, uint32_t len),
+		  bool (*handle)(struct vq_vsg *g, unsigned s, uint32_t len),
 		  int (*post)(struct vq_vsg *g, unsigned s))
 {
 	void *tokens[32];
@@ -338,7 +341,8 @@ static int poll_q(struct vq_vsg *g, unsigned q, unsigned nslots,
 
 			if (s >= nslots)
 				return vsg_bad_token(g, q, s, nslots);
-			handle(g, s, lens[i]);
+			if (handle(g, s, lens[i]))
+				continue;
 			r = post(g, s);
 			if (r < 0)
 				return r;
@@ -355,7 +359,7 @@ int vq_vsg_poll(struct vq_vsg *g)
 	total = vq_vsg_reap_tx(g);
 	if (total < 0)
 		return total;
-	n = poll_q(g, VQ_VSOCK_RXQ, g->nrx, handle_rx, post_rx);
+	n = poll_q(g, VQ_VSOCK_RXQ, g->nrx, vsg_rx_packet, vsg_post_rx);
 	if (n < 0)
 		return n;
 	total += n;

@@ -37,6 +37,7 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t cid, uint32_t l,
 		return NULL;
 	c->type = type;
 	c->rbuf = malloc(g->cfg.buf_alloc);
+	c->seg = malloc(VSG_SEGS * sizeof(*c->seg));
 	if (type == VQ_VSOCK_TYPE_SEQPACKET)
 		c->msg_end = malloc(VSG_MSGS * sizeof(*c->msg_end));
 	if (g->cfg.pkt_truesize) {
@@ -44,9 +45,10 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t cid, uint32_t l,
 		c->pkt_cap = g->cfg.buf_alloc / g->cfg.pkt_truesize + 1;
 		c->pkt_end = malloc(c->pkt_cap * sizeof(*c->pkt_end));
 	}
-	if (!c->rbuf || (type == VQ_VSOCK_TYPE_SEQPACKET && !c->msg_end) ||
+	if (!c->rbuf || !c->seg || (type == VQ_VSOCK_TYPE_SEQPACKET && !c->msg_end) ||
 	    (g->cfg.pkt_truesize && !c->pkt_end)) {
 		free(c->rbuf);
+		free(c->seg);
 		free(c->msg_end);
 		free(c->pkt_end);
 		free(c);
@@ -63,9 +65,33 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t cid, uint32_t l,
 	return c;
 }
 
+/* Give back the slots c holds (its unread bytes are dropped). */
+static void conn_drop_held(struct vq_vsg_conn *c)
+{
+	struct vq_vsg *g = c->g;
+	bool posted = false;
+
+	for (; c->nseg; c->nseg--, c->seg_head = (c->seg_head + 1) % VSG_SEGS) {
+		const struct vsg_seg *s = &c->seg[c->seg_head];
+
+		if (s->slot == VSG_SEG_RBUF)
+			continue;
+		c->nheld--;
+		g->held--;
+		/* (a failure broke the driver: every later call says so) */
+		if (!g->freeing)
+			posted = vsg_post_rx(g, s->slot) == 0;
+	}
+	c->rhead = c->rbuf_len = c->rlen = 0;
+	if (posted)
+		vsg_flush_q(g, VQ_VSOCK_RXQ);
+}
+
 void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
 {
 	struct vq_vsg_conn **p = &g->conns;
+
+	conn_drop_held(c);
 
 	while (*p && *p != c)
 		p = &(*p)->next;
@@ -77,6 +103,7 @@ void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
 	if (*p)
 		*p = c->hnext;
 	free(c->rbuf);
+	free(c->seg);
 	free(c->msg_end);
 	free(c->pkt_end);
 	free(c);
@@ -299,21 +326,57 @@ static void credit_after_read(struct vq_vsg_conn *c)
 	}
 }
 
+/* k bytes of rbuf's oldest into out. */
+static void rbuf_take(struct vq_vsg_conn *c, uint8_t *out, uint32_t k)
+{
+	uint32_t cap = c->g->cfg.buf_alloc;
+	uint32_t first = cap - c->rhead < k ? cap - c->rhead : k;
+
+	memcpy(out, c->rbuf + c->rhead, first);
+	memcpy(out + first, c->rbuf, k - first);
+	c->rhead = (c->rhead + k) % cap;
+	c->rbuf_len -= k;
+}
+
 uint32_t vq_vsg_read(struct vq_vsg_conn *c, void *buf, uint32_t len)
 {
 	struct vq_vsg *g = c->g;
-	uint32_t cap = g->cfg.buf_alloc, first;
+	uint32_t done = 0;
+	bool posted = false;
 
 	if (len > c->rlen)
 		len = c->rlen;
 	if (!len)
 		return 0;
-	first = cap - c->rhead < len ? cap - c->rhead : len;
-	memcpy(buf, c->rbuf + c->rhead, first);
-	memcpy((uint8_t *)buf + first, c->rbuf, len - first);
-	c->rhead = (c->rhead + len) % cap;
+	/* the segments hold rlen bytes, so len of them are there */
+	while (done < len && c->nseg) {
+		struct vsg_seg *s = &c->seg[c->seg_head];
+		uint32_t k = s->len < len - done ? s->len : len - done;
+
+		if (s->slot == VSG_SEG_RBUF) {
+			rbuf_take(c, (uint8_t *)buf + done, k);
+		} else {
+			memcpy((uint8_t *)buf + done, vsg_rx_slot(g, s->slot) + s->off, k);
+			s->off += k;
+		}
+		s->len -= k;
+		done += k;
+		if (s->len)
+			break;
+		if (s->slot != VSG_SEG_RBUF) {
+			c->nheld--;
+			g->held--;
+			vsg_post_rx(g, s->slot);
+			posted = true;
+		}
+		c->seg_head = (c->seg_head + 1) % VSG_SEGS;
+		c->nseg--;
+	}
+	len = done;
 	c->rlen -= len;
 	c->fwd_cnt += len;
+	if (posted)
+		vsg_flush_q(g, VQ_VSOCK_RXQ);
 	credit_after_read(c);
 	if (c->peer_shut == 3u && c->rlen == 0 && c->state == VQ_VSG_ESTABLISHED) {
 		vsg_close_rst(c);

@@ -21,6 +21,15 @@
 #define VSG_BACKLOG     64u
 #define VSG_MSG_MAX     192u
 #define VSG_HASH        256u    /* connection buckets, by port pair */
+/* An RW payload of at least VSG_HOLD_MIN bytes stays in its RX slot until
+ * it is read (one copy, into the reader's buffer), up to VSG_HOLD_CONN
+ * slots per connection and half the RX slots in all, so that the device
+ * always has buffers for the other connections and for control packets;
+ * past that, and below it, payloads are copied into rbuf. */
+#define VSG_HOLD_MIN    512u
+#define VSG_HOLD_CONN   64u
+#define VSG_SEG_RBUF    UINT32_MAX      /* a segment of bytes in rbuf */
+#define VSG_SEGS        (2 * VSG_HOLD_CONN + 1)
 
 #define PEND_RESPONSE   (1u << 0)
 #define PEND_CREDIT     (1u << 1)
@@ -36,8 +45,17 @@ struct vq_vsg_conn {
 	enum vq_vsg_state state;
 	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
 	uint32_t rx_cnt, fwd_cnt, adv_fwd_cnt;
+	/* unread bytes (rlen in all), oldest first: a ring of segments,
+	 * each a held RX slot's payload or the next bytes of rbuf (a ring
+	 * of rbuf_len bytes from rhead); adjacent rbuf segments merge, so
+	 * at most VSG_SEGS */
+	struct vsg_seg {
+		uint32_t slot;          /* RX slot, or VSG_SEG_RBUF */
+		uint32_t off, len;      /* in the slot: offset of the bytes left */
+	} *seg;
+	unsigned seg_head, nseg, nheld;
 	uint8_t *rbuf;
-	uint32_t rhead, rlen;
+	uint32_t rhead, rbuf_len, rlen;
 	uint32_t peer_shut, local_shut;
 	unsigned pend;
 	bool to_accept;
@@ -68,6 +86,8 @@ struct vq_vsg {
 	unsigned norphan;
 	uint32_t rx_slot, tx_slot;
 	unsigned nrx, ntx, nev;
+	unsigned held;                  /* RX slots connections hold unread */
+	bool freeing;                   /* vq_vsg_free: hold nothing, post nothing */
 	uint32_t *tx_free;
 	unsigned tx_nfree;
 	bool dirty[3];
@@ -80,6 +100,10 @@ struct vq_vsg {
 
 /* guest.c */
 VQ_INTERNAL int vsg_flush_q(struct vq_vsg *g, unsigned q);
+/* A held RX slot's bytes were read: post it again (kicked at the next
+ * flush).  0 or -errno. */
+VQ_INTERNAL int vsg_post_rx(struct vq_vsg *g, unsigned slot);
+VQ_INTERNAL const uint8_t *vsg_rx_slot(const struct vq_vsg *g, unsigned slot);
 VQ_INTERNAL int vsg_send_parts(struct vq_vsg *g, const void *a, uint32_t na,
 			       const void *b, uint32_t nb);
 VQ_INTERNAL void vsg_bad(struct vq_vsg *g, const char *fmt, ...)
@@ -96,6 +120,8 @@ VQ_INTERNAL int vsg_conn_send(struct vq_vsg_conn *c, uint16_t op, uint32_t flags
 			      const void *payload, uint32_t len);
 VQ_INTERNAL void vsg_close_rst(struct vq_vsg_conn *c);
 VQ_INTERNAL void vsg_send_pending(struct vq_vsg *g);
-VQ_INTERNAL void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used);
+/* The packet in RX slot slot, used bytes: true when a connection holds
+ * the slot (its payload unread), false when it may be posted again. */
+VQ_INTERNAL bool vsg_rx_packet(struct vq_vsg *g, unsigned slot, uint32_t used);
 
 #endif

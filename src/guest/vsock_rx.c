@@ -179,43 +179,87 @@ static bool pkt_count_over(struct vq_vsg_conn *c, uint32_t len)
 	return false;
 }
 
-/* RW payload into c's receive buffer, within the credit we gave. */
-static void rx_rw(struct vq_vsg_conn *c, const struct rx_hdr *t, const uint8_t *data)
+/* The next segment of c's unread bytes (room for it: see vsg_seg). */
+static struct vsg_seg *seg_push(struct vq_vsg_conn *c)
 {
-	uint32_t cap = c->g->cfg.buf_alloc, tail, first;
+	return &c->seg[(c->seg_head + c->nseg++) % VSG_SEGS];
+}
+
+/* Keep the payload in its slot, unread, if this one is worth it and the
+ * bounds allow: true if kept. */
+static bool rx_hold(struct vq_vsg_conn *c, unsigned slot, uint32_t len)
+{
+	struct vq_vsg *g = c->g;
+	struct vsg_seg *s;
+
+	if (len < VSG_HOLD_MIN || g->freeing || c->nheld >= VSG_HOLD_CONN ||
+	    g->held >= g->nrx / 2)
+		return false;
+	s = seg_push(c);
+	*s = (struct vsg_seg){ slot, VQ_VSOCK_HDR_SIZE, len };
+	c->nheld++;
+	g->held++;
+	return true;
+}
+
+/* Copy the payload into rbuf, its bytes the newest segment's tail. */
+static void rx_copy(struct vq_vsg_conn *c, const uint8_t *data, uint32_t len)
+{
+	uint32_t cap = c->g->cfg.buf_alloc;
+	uint32_t tail = (c->rhead + c->rbuf_len) % cap;
+	uint32_t first = cap - tail < len ? cap - tail : len;
+	struct vsg_seg *last = c->nseg ?
+		&c->seg[(c->seg_head + c->nseg - 1) % VSG_SEGS] : NULL;
+
+	memcpy(c->rbuf + tail, data, first);
+	memcpy(c->rbuf, data + first, len - first);
+	c->rbuf_len += len;
+	if (last && last->slot == VSG_SEG_RBUF)
+		last->len += len;
+	else
+		*seg_push(c) = (struct vsg_seg){ VSG_SEG_RBUF, 0, len };
+}
+
+/* RW payload, within the credit we gave, into c's unread bytes: kept in
+ * its slot (true) or copied. */
+static bool rx_rw(struct vq_vsg_conn *c, const struct rx_hdr *t, unsigned slot)
+{
+	uint32_t cap = c->g->cfg.buf_alloc;
 	bool eom = c->type == VQ_VSOCK_TYPE_SEQPACKET && (t->flags & VQ_VSOCK_SEQ_EOM);
+	bool held = false;
 
 	if (c->state != VQ_VSG_ESTABLISHED) {
 		bad_op(c, t->op, "RW before the connection is established");
-		return;
+		return false;
 	}
 	if (t->len > cap - c->rlen) {
 		vsg_bad(c->g, "5.10.6.3: RW of %u bytes on ports %u -> %u, beyond the %u bytes of credit left",
 			t->len, c->pport, c->lport, cap - c->rlen);
 		conn_lied(c);
-		return;
+		return false;
 	}
 	if (eom && c->nmsg == VSG_MSGS) {
 		vsg_bad(c->g, "5.10.6.6: a message end on ports %u -> %u past the %u unread",
 			c->pport, c->lport, VSG_MSGS);
 		conn_lied(c);
-		return;
+		return false;
 	}
 	if (pkt_count_over(c, t->len))
-		return;
-	tail = (c->rhead + c->rlen) % cap;
-	first = cap - tail < t->len ? cap - tail : t->len;
-	memcpy(c->rbuf + tail, data, first);
-	memcpy(c->rbuf, data + first, t->len - first);
+		return false;
+	if (t->len) {
+		held = rx_hold(c, slot, t->len);
+		if (!held)
+			rx_copy(c, vsg_rx_slot(c->g, slot) + VQ_VSOCK_HDR_SIZE, t->len);
+	}
 	c->rlen += t->len;
 	c->rx_cnt += t->len;
 	if (eom)
 		c->msg_end[(c->msg_head + c->nmsg++) % VSG_MSGS] = c->rx_cnt;
+	return held;
 }
 
-/* A packet on the connection c. */
-static void rx_on_conn(struct vq_vsg_conn *c, const struct rx_hdr *t,
-		       const uint8_t *data)
+/* A packet on the connection c, in RX slot slot: true if c holds it. */
+static bool rx_on_conn(struct vq_vsg_conn *c, const struct rx_hdr *t, unsigned slot)
 {
 	c->peer_buf_alloc = t->buf_alloc;
 	c->peer_fwd_cnt = t->fwd_cnt;
@@ -241,8 +285,7 @@ static void rx_on_conn(struct vq_vsg_conn *c, const struct rx_hdr *t,
 			vsg_close_rst(c);
 		break;
 	case VQ_VSOCK_OP_RW:
-		rx_rw(c, t, data);
-		break;
+		return rx_rw(c, t, slot);
 	case VQ_VSOCK_OP_CREDIT_UPDATE:
 		break;
 	case VQ_VSOCK_OP_CREDIT_REQUEST:
@@ -255,10 +298,12 @@ static void rx_on_conn(struct vq_vsg_conn *c, const struct rx_hdr *t,
 		bad_op(c, t->op, "not an op of the spec");
 		break;
 	}
+	return false;
 }
 
-void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
+bool vsg_rx_packet(struct vq_vsg *g, unsigned slot, uint32_t used)
 {
+	const uint8_t *buf = vsg_rx_slot(g, slot);
 	struct vq_vsock_hdr h;
 	struct vq_vsg_conn *c;
 	struct rx_hdr t;
@@ -266,7 +311,7 @@ void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 	if (used < VQ_VSOCK_HDR_SIZE) {
 		vsg_bad(g, "5.10.6: RX buffer used for %u bytes, less than the %u-byte header",
 			used, VQ_VSOCK_HDR_SIZE);
-		return;
+		return false;
 	}
 	memcpy(&h, buf, sizeof(h));
 	t = (struct rx_hdr){
@@ -276,13 +321,13 @@ void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 		.type = vq_le16(h.type), .op = vq_le16(h.op),
 	};
 	if (!check_cids(g, &h))
-		return;
+		return false;
 	c = vsg_conn_find(g, t.cid, t.lport, t.pport);
 	if (!check_len(g, t.len, used)) {
 		/* The payload is lost: the stream cannot go on. */
 		if (c && c->state != VQ_VSG_CLOSED)
 			conn_lied(c);
-		return;
+		return false;
 	}
 	g->st.rx_pkts++;
 	if (c && c->state == VQ_VSG_CLOSED) {
@@ -294,14 +339,15 @@ void vsg_rx_packet(struct vq_vsg *g, const uint8_t *buf, uint32_t used)
 			if (c->released)
 				vsg_conn_unlink(g, c);
 		}
-		return;
+		return false;
 	}
 	if (!check_type(g, &t, c))
-		return;
-	if (!c && t.op == VQ_VSOCK_OP_REQUEST)
+		return false;
+	if (c)
+		return rx_on_conn(c, &t, slot);
+	if (t.op == VQ_VSOCK_OP_REQUEST)
 		rx_request(g, &t);
-	else if (!c)
-		reply_rst(g, &t);
 	else
-		rx_on_conn(c, &t, buf + VQ_VSOCK_HDR_SIZE);
+		reply_rst(g, &t);
+	return false;
 }

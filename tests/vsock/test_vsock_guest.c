@@ -457,6 +457,104 @@ static void guest_packet_count_resets_as_linux(void)
 	gfx_fini(&x);
 }
 
+/* RX buffers the device may fill now: popped, counted, given back. */
+static unsigned rx_posted(struct gfx *x)
+{
+	static struct iovec iov[512 * 8];
+	static struct vq_chain ch[512];
+	unsigned n = 0;
+
+	for (;;) {
+		CHECK(n < 512);
+		ch[n] = (struct vq_chain){ .iov = iov + 8 * n, .iov_max = 8 };
+		if (vq_dev_pop(x->dq[VQ_VSOCK_RXQ], &ch[n]) <= 0)
+			break;
+		n++;
+	}
+	if (n)
+		CHECK_EQ(vq_dev_unpop(x->dq[VQ_VSOCK_RXQ], ch, n), 0);
+	return n;
+}
+
+/*
+ * 5.10.6.3 read: a payload stays in its RX buffer until it is read (one
+ * copy), within bounds: half the RX buffers at most stay with the
+ * connections, the rest (and small packets) are copied and posted again
+ * at once; the bytes come out whole and in order either way, and a
+ * buffer goes back to the device when its bytes are read, or when its
+ * connection goes.
+ */
+static void vsock_5_10_6_3_rx_buffers_held_until_read(void)
+{
+	enum { BIG = 1000, NBIG = 40, NRX = 64 };
+	static uint8_t want[NBIG * (BIG + 3)], got[sizeof(want)];
+	struct gfx x;
+	struct vq_vsg_conn *c, *d;
+	uint32_t at = 0, n;
+
+	gfx_init(&x, ring_features, NRX);
+	gfx_start(&x);
+	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	CHECK_EQ(rx_posted(&x), NRX);
+	for (unsigned i = 0; i < NBIG; i++) {
+		/* a big payload, held (up to the bound), then a small one, copied */
+		for (unsigned k = 0; k < BIG + 3; k++)
+			want[at + k] = (uint8_t)(i * 7 + k);
+		gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, want + at, BIG);
+		gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, want + at + BIG, 3);
+		at += BIG + 3;
+		CHECK(vq_vsg_poll(x.g) >= 2);
+	}
+	CHECK_EQ(vq_vsg_readable(c), at);
+	CHECK_EQ(rx_posted(&x), NRX - NRX / 2);
+	/* reads that end inside a held buffer and inside the copied bytes */
+	for (n = 0; n < at;) {
+		uint32_t k = n % 3 ? 999 : 1501;
+
+		n += vq_vsg_read(c, got + n, k < at - n ? k : at - n);
+	}
+	CHECK_EQ(n, at);
+	CHECK(memcmp(got, want, at) == 0);
+	CHECK_EQ(vq_vsg_readable(c), 0);
+	CHECK_EQ(rx_posted(&x), NRX);
+	/* a connection that goes with its bytes unread gives its buffers back */
+	d = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	for (unsigned i = 0; i < 5; i++)
+		gfx_send_on(&x, d, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, want, BIG);
+	CHECK_EQ(vq_vsg_poll(x.g), 5);
+	CHECK_EQ(rx_posted(&x), NRX - 5);
+	vq_vsg_reset(d);
+	CHECK_EQ(rx_posted(&x), NRX);
+	CHECK_EQ(vq_vsg_stats(x.g)->bad, 0);
+	gfx_fini(&x);
+}
+
+/* The other bound: one connection keeps at most 64 RX buffers, however
+ * many the ring has; the bytes past them are copied, still in order. */
+static void vsock_5_10_6_3_rx_buffers_held_per_connection(void)
+{
+	enum { BIG = 1000, NBIG = 100, NRX = 256 };
+	static uint8_t want[NBIG * BIG], got[sizeof(want)];
+	struct gfx x;
+	struct vq_vsg_conn *c;
+
+	gfx_init(&x, ring_features, NRX);
+	gfx_start(&x);
+	c = gfx_connected(&x, VQ_VSOCK_TYPE_STREAM);
+	for (unsigned i = 0; i < sizeof(want); i++)
+		want[i] = (uint8_t)(i * 13 + i / BIG);
+	for (unsigned i = 0; i < NBIG; i++) {
+		gfx_send_on(&x, c, VQ_VSOCK_TYPE_STREAM, VQ_VSOCK_OP_RW, 0, want + i * BIG, BIG);
+		CHECK_EQ(vq_vsg_poll(x.g), 1);
+	}
+	CHECK_EQ(rx_posted(&x), NRX - 64);
+	CHECK_EQ(vq_vsg_read(c, got, sizeof(got)), sizeof(got));
+	CHECK(memcmp(got, want, sizeof(want)) == 0);
+	CHECK_EQ(rx_posted(&x), NRX);
+	CHECK_EQ(vq_vsg_stats(x.g)->bad, 0);
+	gfx_fini(&x);
+}
+
 static void run_all(void)
 {
 	RUN(guest_config_checked);
@@ -471,6 +569,8 @@ static void run_all(void)
 	RUN(vsock_5_10_6_4_unknown_type_gets_rst);
 	RUN(vsock_5_10_6_packets_find_their_connection_among_many);
 	RUN(guest_packet_count_resets_as_linux);
+	RUN(vsock_5_10_6_3_rx_buffers_held_until_read);
+	RUN(vsock_5_10_6_3_rx_buffers_held_per_connection);
 }
 
 int main(void)

@@ -22,8 +22,11 @@
  *
  * Buffers are fixed slots carved out of caller-given guest memory (one
  * area per queue): every RX slot is posted at start and reposted as soon
- * as its packet is handled; TX slots come from a free list and return
- * when the device uses them.
+ * as its packet is handled, except that a connection may keep a data
+ * packet's slot until the bytes are read (vq_vsg_read copies them
+ * straight out of it), within bounds that leave the device half the RX
+ * slots; TX slots come from a free list and return when the device uses
+ * them.
  *
  * The device is the adversary.  What the ring layer checks (used ids
  * never made available, used lengths beyond the buffer, the used index
