@@ -467,12 +467,12 @@ static unsigned rx_posted(struct gfx *x)
 	for (;;) {
 		CHECK(n < 512);
 		ch[n] = (struct vq_chain){ .iov = iov + 8 * n, .iov_max = 8 };
-		if (vq_dev_pop(x->dq[VQ_VSOCK_RXQ], &ch[n]) <= 0)
+		if (vq_dev_pop(x->vq.dq[VQ_VSOCK_RXQ], &ch[n]) <= 0)
 			break;
 		n++;
 	}
 	if (n)
-		CHECK_EQ(vq_dev_unpop(x->dq[VQ_VSOCK_RXQ], ch, n), 0);
+		CHECK_EQ(vq_dev_unpop(x->vq.dq[VQ_VSOCK_RXQ], ch, n), 0);
 	return n;
 }
 
