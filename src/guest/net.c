@@ -486,3 +486,8 @@ int vq_netg_rx_repost(struct vq_netg *g)
 	g->rx_done = 0;
 	return publish(g, VQ_NET_RX);
 }
+
+unsigned vq_netg_rx_taken(const struct vq_netg *g)
+{
+	return g->rx_done;
+}

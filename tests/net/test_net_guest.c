@@ -347,6 +347,41 @@ static void netg_5_1_6_4_partial_frame_waits(uint64_t lf)
 	gx_fini(&x);
 }
 
+/* Frames taken over several rx_burst calls stay valid and their buffers
+ * taken until one repost gives them all back (a refill in batches, as
+ * Linux's after a NAPI poll); rx_taken counts what that repost gives,
+ * not the buffers of a frame still arriving (5.1.6.4). */
+static void netg_5_1_6_4_rx_taken_batches_the_refill(uint64_t lf)
+{
+	uint8_t b[2048];
+	struct vq_netg_frame f[3], more;
+	struct gx x;
+
+	gx_init(&x, lf | MRG);
+	gx_start(&x);
+	CHECK_EQ(vq_netg_rx_taken(x.g), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		hdr_frame(b, 64, 1, i);
+		dev_write(&x, b, 64);
+		CHECK_EQ(vq_netg_rx_burst(x.g, &f[i], 1), 1);
+		CHECK_EQ(vq_netg_rx_taken(x.g), i + 1);
+	}
+	hdr_frame(b, 2048, 2, 9);
+	dev_write(&x, b, 2048);                 /* the first half of one */
+	CHECK_EQ(vq_netg_rx_burst(x.g, &more, 1), 0);
+	CHECK_EQ(vq_netg_rx_taken(x.g), 3);
+	CHECK_EQ(vq_drv_outstanding(x.drv[0]), NUM - 4);
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_EQ(f[i].len, 52);
+		CHECK_EQ(f[i].buf[0].data[12], pat(i, 0));
+	}
+	CHECK_EQ(x.kicks[VQ_NET_RX], 1);
+	CHECK_EQ(vq_netg_rx_repost(x.g), 0);
+	CHECK_EQ(vq_netg_rx_taken(x.g), 0);
+	CHECK_EQ(vq_drv_outstanding(x.drv[0]), NUM - 1);
+	gx_fini(&x);
+}
+
 /* rx_burst takes only the buffers of the frames asked for: the rest stay
  * on the ring for the next call. */
 static void netg_rx_burst_takes_what_it_returns(uint64_t lf)
@@ -472,6 +507,7 @@ int main(void)
 	RUN_LAYOUTS(netg_5_1_6_4_rx_frames_whole);
 	RUN_LAYOUTS(netg_5_1_6_4_partial_frame_waits);
 	RUN_LAYOUTS(netg_rx_burst_takes_what_it_returns);
+	RUN_LAYOUTS(netg_5_1_6_4_rx_taken_batches_the_refill);
 	RUN_LAYOUTS(netg_5_1_6_4_num_buffers_ignored_without_mrg);
 	RUN_LAYOUTS(netg_hostile_short_first_buffer_breaks);
 	RUN_LAYOUTS(netg_hostile_num_buffers_zero_breaks);

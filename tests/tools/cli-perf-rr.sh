@@ -3,7 +3,8 @@
 # virtq-perf net rr says how to read its latencies (issue 34 item 2): the
 # placement of the run, the cache-line latency probed in it, and p50,
 # p90, p99 and p99.9 of the round trip, in its human output and in
-# --json; "unknown" when it could not probe; --rr-breakdown's steps.
+# --json; "unknown" when it could not probe; --rr-breakdown's steps;
+# --rx-refill's batches.
 #
 #   cli-perf-rr.sh VIRTQ_PERF VIRTQ_NET
 set -u
@@ -81,8 +82,23 @@ for s in data used; do
 done
 echo "$out" | grep -q "^rr breakdown: [1-9]" && ok "human breakdown" || no "human breakdown: $out"
 
+# --rx-refill: buffers go back in batches; the largest batch a ring of 16
+# allows still leaves the device a buffer for each answer, so none is lost
+# over many refills, and every answer is the frame sent
+js=$(rr --cpu 0 --queue-size 16 --rx-refill 15 --verify --json) ||
+	no "refill run: $(cat "$D/err")"
+n=$(field packets "$js")
+[ "${n:-0}" -gt 160 ] && [ "$(field bad "$js")" = 0 ] &&
+	! grep -q "no answer" "$D/err" && ok "--rx-refill 15 of 16: $n transactions, none lost" ||
+	no "refill: $js $(cat "$D/err")"
+rc=0
+rr --queue-size 16 --rx-refill 16 >/dev/null || rc=$?
+[ $rc -eq 2 ] && grep -q "below --queue-size" "$D/err" &&
+	ok "--rx-refill of the whole ring refused: $(cat "$D/err")" ||
+	no "--rx-refill 16 of 16: exit $rc: $(cat "$D/err")"
+
 # only rr has them
-for a in "--rr-breakdown" "--probe-every 1"; do
+for a in "--rr-breakdown" "--probe-every 1" "--rx-refill 4"; do
 	rc=0
 	"$perf" net --backend "$vnet loopback" --direction tx $a >/dev/null 2>"$D/err" || rc=$?
 	[ $rc -eq 2 ] && [ "$(wc -l <"$D/err")" -eq 1 ] && ok "tx $a refused: $(cat "$D/err")" ||

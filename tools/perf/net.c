@@ -464,11 +464,16 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
  * buffers of the answers taken and take back the TX slots the device is
  * done with, off the answer's path.  Linux's virtio-net does the same
  * after the fact: it refills receive buffers after a NAPI poll and frees
- * sent buffers on the next transmit.
+ * sent buffers on the next transmit.  The buffers go back --rx-refill at
+ * a time: one per answer would rewrite the ring line the device reads
+ * for the next answer just as it reads it.
  */
 static int rr_book(struct net_run *n)
 {
-	int r = vq_netg_rx_repost(n->g);
+	int r = 0;
+
+	if (vq_netg_rx_taken(n->g) >= n->o.rx_refill)
+		r = vq_netg_rx_repost(n->g);
 
 	if (r >= 0 && vq_netg_tx_inflight(n->g) > RR_REAP_AT)
 		r = vq_netg_tx_reap(n->g, 0);

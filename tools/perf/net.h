@@ -29,6 +29,7 @@ struct net_opts {
 	int cpu;
 	int peer_cpu;                   /* placement probe partner; -1: none */
 	double probe_every;             /* rr: s between probes in the run; 0: none */
+	unsigned rx_refill;             /* rr: receive buffers given back per batch */
 	bool rr_breakdown;              /* rr: time each step of a transaction */
 	bool json;
 	bool hugetlb;

@@ -46,6 +46,8 @@ static void net_usage(FILE *f)
 "                        runs while no backend is polling)\n"
 "  --probe-every S       rr: probe the placement every S seconds of the run\n"
 "                        too, with sending paused (1; 0: before and after)\n"
+"  --rx-refill N         rr: give receive buffers back once N are taken,\n"
+"                        together (1: after every answer)\n"
 "  --rr-breakdown        rr: time each step of a transaction in cycles, on\n"
 "                        our side, and what a poll's pieces cost\n"
 "  --hugetlb             guest memory on huge pages\n"
@@ -76,7 +78,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK, N_BACKEND, N_BARG, N_UB, N_BBP, N_DIR, N_SIZE, N_PACKED,
 	N_INORDER, N_EVIDX, N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS,
-	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_RRBD, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
+	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_REFILL, N_RRBD, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
 	N_PROFILE, N_JSON, N_LAST = N_JSON,
 };
 
@@ -101,6 +103,7 @@ static const struct option net_long[] = {
 	{ "cpu", required_argument, NULL, N_CPU },
 	{ "peer-cpu", required_argument, NULL, N_PEER },
 	{ "probe-every", required_argument, NULL, N_PEVERY },
+	{ "rx-refill", required_argument, NULL, N_REFILL },
 	{ "rr-breakdown", no_argument, NULL, N_RRBD },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
@@ -126,6 +129,7 @@ static void net_defaults(struct net_opts *o)
 	o->seconds = 5;
 	o->cpu = o->peer_cpu = -1;
 	o->probe_every = 1;
+	o->rx_refill = 1;
 }
 
 /* One option's value into o. */
@@ -153,6 +157,7 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 	case N_CPU: o->cpu = cli_cpu(name, v); break;
 	case N_PEER: o->peer_cpu = strcmp(v, "off") ? cli_cpu(name, v) : -1; break;
 	case N_PEVERY: o->probe_every = v[0] == '0' && !v[1] ? 0 : cli_double(name, v, 0.01, 86400); break;
+	case N_REFILL: o->rx_refill = (unsigned)cli_u64(name, v, 1, 32767); break;
 	case N_RRBD: o->rr_breakdown = true; break;
 	case N_HUGE: o->hugetlb = true; break;
 	case N_VERIFY: o->verify = true; break;
@@ -187,11 +192,18 @@ static void net_check(struct net_opts *o, uint64_t given)
 		cli_usage_error("--burst: rr sends one frame at a time");
 	if (GIVEN(N_PEVERY) && o->dir != D_RR)
 		cli_usage_error("--probe-every: only rr pauses to probe");
+	if (GIVEN(N_REFILL) && o->dir != D_RR)
+		cli_usage_error("--rx-refill: only rr refills by count (rx gives each "
+				"--burst back)");
 	if (GIVEN(N_RRBD) && o->dir != D_RR)
 		cli_usage_error("--rr-breakdown: only rr has round trips");
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);
+	/* the answer in flight needs a buffer the refill has not withheld */
+	if (GIVEN(N_REFILL) && o->rx_refill >= o->queue_size)
+		cli_usage_error("--rx-refill: below --queue-size (%u), or the device "
+				"is left without a receive buffer", o->queue_size);
 	if (o->profile) {
 		uint64_t ring = (o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0) |
 				(o->in_order ? VQ_BIT(VQ_F_IN_ORDER) : 0) |

@@ -157,6 +157,11 @@ int vq_netg_rx_burst(struct vq_netg *g, struct vq_netg_frame *f, unsigned n);
 /* Give the buffers of every frame vq_netg_rx_burst() returned back to the
  * device, then kick if the ring says so.  0 or -errno. */
 int vq_netg_rx_repost(struct vq_netg *g);
+/* The buffers of the frames vq_netg_rx_burst() returned that
+ * vq_netg_rx_repost() would give back now: a caller that refills in
+ * batches (as Linux's virtio-net after a NAPI poll) reposts once these
+ * reach its batch, leaving the ring's other entries untouched meanwhile. */
+unsigned vq_netg_rx_taken(const struct vq_netg *g);
 
 #ifdef __cplusplus
 }
