@@ -465,8 +465,8 @@ static int rr_await(struct net_run *n, uint32_t seq, uint64_t tdead)
  * done with, off the answer's path.  Linux's virtio-net does the same
  * after the fact: it refills receive buffers after a NAPI poll and frees
  * sent buffers on the next transmit.  The buffers go back --rx-refill at
- * a time: one per answer would rewrite the ring line the device reads
- * for the next answer just as it reads it.
+ * a time, to measure whether a batch spares the ring line the device
+ * reads for the next answer; the default gives each back at once.
  */
 static int rr_book(struct net_run *n)
 {
