@@ -152,5 +152,12 @@ bad "ab: --metric empty"                ab --metric "" -- ring
 bad "c2c: not a pair"                   c2c 0
 bad "c2c: a CPU not present"            c2c "0,$nocpu"
 bad "c2c: stray word"                   c2c 0,1 2,3
+bad "c2c: --gaps too short"             c2c --gaps 0
+bad "c2c: --gaps not a number"          c2c --gaps 1s
+# --gaps: a line per CPU with the gaps' rate, mean, longest and share
+good "c2c --gaps"                       c2c 0,1 --gaps 0.05
+n=$(grep -cE '^gaps CPU [01]: [0-9]+/s over 5 us, mean [0-9.]+ us, max [0-9.]+ us, [0-9.]+% of the time$' "$out")
+[ "$n" = 2 ] && echo "ok   c2c --gaps: a line per CPU" ||
+	{ echo "FAIL c2c --gaps printed:"; sed 's/^/    /' "$out"; fail=1; }
 
 exit $fail

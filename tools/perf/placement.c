@@ -144,25 +144,99 @@ double perf_c2c_ns(int cpu_a, int cpu_b)
 	return med;
 }
 
+/*
+ * --gaps: a thread that only reads the clock, on each CPU at once, counts
+ * the gaps between two readings longer than GAP_NS.  What interrupts the
+ * CPU (the guest's interrupts, the host taking the vCPU) interrupts a
+ * polling loop the same way: a round trip's tail percentiles are at least
+ * these gaps once their rate reaches the share of transactions they read.
+ */
+#define GAP_NS 5000ull
+
+struct gaps {
+	double seconds;
+	uint64_t n, total_ns, max_ns;
+};
+
+static void *gaps_spin(void *arg)
+{
+	struct gaps *g = arg;
+	uint64_t t0 = vq_rt_now_ns(), prev = t0, end = t0 + (uint64_t)(g->seconds * 1e9);
+
+	for (;;) {
+		uint64_t t = vq_rt_now_ns(), d = t - prev;
+
+		prev = t;
+		if (d > GAP_NS) {
+			g->n++;
+			g->total_ns += d;
+			if (d > g->max_ns)
+				g->max_ns = d;
+		}
+		if (t >= end)
+			return NULL;
+	}
+}
+
+static int c2c_gaps(const int cpu[2], double seconds)
+{
+	struct gaps g[2] = { { .seconds = seconds }, { .seconds = seconds } };
+	pthread_t t[2];
+	int r, k;
+
+	for (k = 0; k < 2; k++) {
+		r = start_pinned(&t[k], cpu[k], gaps_spin, &g[k]);
+		if (r < 0) {
+			if (k)
+				pthread_join(t[0], NULL);
+			fprintf(stderr, "virtq-perf c2c: cannot run on CPU %d: %s\n",
+				cpu[k], strerror(-r));
+			return 1;
+		}
+	}
+	for (k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	for (k = 0; k < 2; k++)
+		printf("gaps CPU %d: %.0f/s over %.0f us, mean %.1f us, max %.1f us, %.2f%% of the time\n",
+		       cpu[k], g[k].n / seconds, GAP_NS / 1e3,
+		       g[k].n ? g[k].total_ns / 1e3 / g[k].n : 0.0, g[k].max_ns / 1e3,
+		       g[k].total_ns / (seconds * 1e9) * 100);
+	return 0;
+}
+
 static void c2c_usage(FILE *f)
 {
 	fprintf(f,
-"usage: virtq-perf c2c [A,B]\n"
+"usage: virtq-perf c2c [A,B] [--gaps T]\n"
 "One-way core-to-core cache-line latency between CPUs A and B (0,1), and\n"
 "the placement it means (near below %.0f ns, else far).\n"
-"  --help, --version\n", PERF_NEAR_NS);
+"  --gaps T    then spin T seconds on each CPU at once and count the gaps\n"
+"              over %.0f us between two clock readings: what stalls a\n"
+"              polling thread there (interrupts, the host taking the vCPU)\n"
+"  --help, --version\n", PERF_NEAR_NS, GAP_NS / 1e3);
 }
 
-/* virtq-perf c2c [A,B]: print the probe and the placement it means. */
+enum { O_GAPS };
+
+static void c2c_option(void *opts, int c, const char *name, const char *val)
+{
+	if (c == O_GAPS)
+		*(double *)opts = cli_double(name, val, 0.01, 60);
+}
+
+/* virtq-perf c2c [A,B] [--gaps T]: print the probe and the placement it
+ * means, then the gaps. */
 int perf_c2c_main(int argc, char **argv)
 {
 	static const struct option lo[] = {
+		{ "gaps", required_argument, NULL, O_GAPS },
 		PERF_OPT_HELP, PERF_OPT_VERSION, { NULL, 0, NULL, 0 },
 	};
 	int cpu[2] = { 0, 1 };
-	double ns;
+	double ns, gaps = 0;
 
-	perf_opts_parse(argc, argv, "c2c", ":", lo, 0, c2c_usage, NULL, NULL);
+	perf_opts_parse(argc, argv, "c2c", ":", lo, O_GAPS + 1, c2c_usage,
+			c2c_option, &gaps);
 	if (optind < argc)
 		perf_cpu_pair("A,B", argv[optind++], cpu, true);
 	perf_opts_end(argc, argv);
@@ -174,5 +248,5 @@ int perf_c2c_main(int argc, char **argv)
 	}
 	printf("c2c %d,%d: %.1f ns one-way (%s)\n", cpu[0], cpu[1], ns,
 	       perf_place_name(perf_place_classify(ns, ns)));
-	return 0;
+	return gaps > 0 ? c2c_gaps(cpu, gaps) : 0;
 }
