@@ -65,26 +65,38 @@ struct vq_vsg_conn *vsg_conn_alloc(struct vq_vsg *g, uint64_t cid, uint32_t l,
 	return c;
 }
 
+/* c's oldest segment is done with: a held slot goes back to the device
+ * (kicked at the caller's flush; not while the driver is freed).  True if
+ * a slot was posted. */
+static bool seg_done(struct vq_vsg_conn *c)
+{
+	const struct vsg_seg *s = &c->seg[c->seg_head];
+	struct vq_vsg *g = c->g;
+	bool post = s->slot != VSG_SEG_RBUF;
+
+	if (post) {
+		c->nheld--;
+		g->held--;
+		post = !g->freeing;
+		/* (a failure broke the driver: every later call says so) */
+		if (post)
+			vsg_post_rx(g, s->slot);
+	}
+	c->seg_head = (c->seg_head + 1) % VSG_SEGS;
+	c->nseg--;
+	return post;
+}
+
 /* Give back the slots c holds (its unread bytes are dropped). */
 static void conn_drop_held(struct vq_vsg_conn *c)
 {
-	struct vq_vsg *g = c->g;
 	bool posted = false;
 
-	for (; c->nseg; c->nseg--, c->seg_head = (c->seg_head + 1) % VSG_SEGS) {
-		const struct vsg_seg *s = &c->seg[c->seg_head];
-
-		if (s->slot == VSG_SEG_RBUF)
-			continue;
-		c->nheld--;
-		g->held--;
-		/* (a failure broke the driver: every later call says so) */
-		if (!g->freeing)
-			posted = vsg_post_rx(g, s->slot) == 0;
-	}
+	while (c->nseg)
+		posted |= seg_done(c);
 	c->rhead = c->rbuf_len = c->rlen = 0;
 	if (posted)
-		vsg_flush_q(g, VQ_VSOCK_RXQ);
+		vsg_flush_q(c->g, VQ_VSOCK_RXQ);
 }
 
 void vsg_conn_unlink(struct vq_vsg *g, struct vq_vsg_conn *c)
@@ -363,14 +375,7 @@ uint32_t vq_vsg_read(struct vq_vsg_conn *c, void *buf, uint32_t len)
 		done += k;
 		if (s->len)
 			break;
-		if (s->slot != VSG_SEG_RBUF) {
-			c->nheld--;
-			g->held--;
-			vsg_post_rx(g, s->slot);
-			posted = true;
-		}
-		c->seg_head = (c->seg_head + 1) % VSG_SEGS;
-		c->nseg--;
+		posted |= seg_done(c);
 	}
 	len = done;
 	c->rlen -= len;
