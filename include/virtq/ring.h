@@ -236,16 +236,6 @@ int vq_dev_enable_notify(struct vq_dev *d);
  * an acquire load; no validation: vq_dev_pop does that). */
 bool vq_dev_has_avail(struct vq_dev *d);
 
-/* Ask for the cache lines of the first bytes (at most) of the next chain's
- * first buffer, with intent to write if the driver made it writable, if
- * the queue already knows the driver made that chain available: for a
- * device with nothing to do, so that its next pop and write find the
- * lines here.  Only a hint: nothing is popped, checked or reported; a
- * buffer not inside one region of guest memory, an indirect table or a
- * queue translating through an IOTLB is left alone.  No system call.
- * Returns how many lines it asked for. */
-unsigned vq_dev_prefetch_next(struct vq_dev *d, uint32_t bytes);
-
 /* The indices to resume from (vhost-user GET_VRING_BASE).  Staged but
  * unflushed entries are not counted. */
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d);

@@ -594,22 +594,6 @@ static bool packed_has_avail(struct vq_dev *d)
 	return avail_now(to_pd(d));
 }
 
-/* The descriptor at last_avail, if its flags (acquire, P1) say it is
- * available in this phase. */
-static bool packed_peek(struct vq_dev *d, uint64_t *addr, uint32_t *len,
-			uint16_t *flags)
-{
-	struct packed_dev *pd = to_pd(d);
-	const struct vq_packed_desc *desc = &pd->desc[pd->last_avail];
-
-	*flags = packed_flags_acquire(desc);
-	if (!packed_is_avail(*flags, pd->avail_wrap))
-		return false;
-	*addr = vq_le64(desc->addr);
-	*len = vq_le32(desc->len);
-	return true;
-}
-
 static struct vq_dev_state packed_get_state(const struct vq_dev *d)
 {
 	const struct packed_dev *pd = to_pd_const(d);
@@ -657,7 +641,6 @@ static const struct vq_dev_ops packed_dev_ops = {
 	.disable_notify = packed_disable_notify,
 	.enable_notify = packed_enable_notify,
 	.has_avail = packed_has_avail,
-	.peek = packed_peek,
 	.get_state = packed_get_state,
 	.reset = packed_dev_reset,
 	.destroy = packed_dev_destroy,
@@ -673,7 +656,6 @@ static const struct vq_dev_ops packed_dev_in_order_ops = {
 	.disable_notify = packed_disable_notify,
 	.enable_notify = packed_enable_notify,
 	.has_avail = packed_has_avail,
-	.peek = packed_peek,
 	.get_state = packed_get_state,
 	.reset = packed_dev_reset,
 	.destroy = packed_dev_destroy,

@@ -11,9 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <virtq/mem.h>
-
-#include "cpu.h"
 #include "log_batch.h"
 #include "ring_internal.h"
 #include "ring_lib.h"
@@ -559,45 +556,6 @@ int vq_dev_enable_notify(struct vq_dev *d)
 bool vq_dev_has_avail(struct vq_dev *d)
 {
 	return likely(!d->err) && d->ops->has_avail(d);
-}
-
-/* vq_has_prefetchw, asked once per process (CPUID traps in a VM): 0 not
- * yet, 1 no, 2 yes.  Threads racing to set it store the same value. */
-static int have_prefetchw;
-
-unsigned vq_dev_prefetch_next(struct vq_dev *d, uint32_t bytes)
-{
-	int pw = __atomic_load_n(&have_prefetchw, __ATOMIC_RELAXED);
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags;
-	uintptr_t p, end;
-	unsigned lines = 0;
-
-	/* Through an IOTLB a translation may ask the front-end: not for a
-	 * hint. */
-	if (unlikely(d->err) || d->iotlb || !d->ops->peek ||
-	    !d->ops->peek(d, &addr, &len, &flags) ||
-	    (flags & VQ_DESC_F_INDIRECT))
-		return 0;
-	/* The whole buffer inside one region of guest memory, or nothing: a
-	 * prefetch never faults, but it asks only for lines the driver
-	 * could have named. */
-	p = (uintptr_t)vq_mem_gpa_to_hva(d->cfg.mem, addr, len);
-	if (!p)
-		return 0;
-	if (!pw) {
-		pw = vq_has_prefetchw() ? 2 : 1;
-		__atomic_store_n(&have_prefetchw, pw, __ATOMIC_RELAXED);
-	}
-	end = p + (len < bytes ? len : bytes);
-	for (p &= ~(uintptr_t)63; p < end; p += 64, lines++) {
-		if (flags & VQ_DESC_F_WRITE)
-			vq_prefetch_w(pw == 2, (const void *)p);
-		else
-			__builtin_prefetch((const void *)p);
-	}
-	return lines;
 }
 
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)

@@ -51,12 +51,6 @@ struct vq_dev_ops {
 	void (*disable_notify)(struct vq_dev *d);
 	int  (*enable_notify)(struct vq_dev *d);
 	bool (*has_avail)(struct vq_dev *d);
-	/* Optional: the first descriptor of the next chain, if the driver is
-	 * already known to have made it available (no new index read): a
-	 * hint for vq_dev_prefetch_next, which pop reads and checks again.
-	 * Its address, length and flags in CPU order; false: none. */
-	bool (*peek)(struct vq_dev *d, uint64_t *addr, uint32_t *len,
-		     uint16_t *flags);
 	struct vq_dev_state (*get_state)(const struct vq_dev *d);
 	void (*reset)(struct vq_dev *d);
 	void (*destroy)(struct vq_dev *d);

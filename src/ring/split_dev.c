@@ -397,27 +397,6 @@ static int sd_pop_burst_in_order(struct vq_dev *d, struct vq_chain *c, unsigned 
 	return sd_pop_burst_common(d, c, n, true);
 }
 
-/* The next chain's head descriptor, only within the avail index V1 has
- * already read and checked; the head is checked against the table. */
-static bool sd_peek(struct vq_dev *d, uint64_t *addr, uint32_t *len,
-		    uint16_t *flags)
-{
-	struct split_dev *s = to_sd(d);
-	struct vq_desc dsc;
-	uint16_t head;
-
-	if (s->last_avail == s->avail_shadow)
-		return false;
-	head = vq_le16(s->avail->ring[s->last_avail & s->mask]);
-	if (head >= s->num)
-		return false;
-	memcpy(&dsc, &s->desc[head], sizeof(dsc));
-	*addr = vq_le64(dsc.addr);
-	*len = vq_le32(dsc.len);
-	*flags = vq_le16(dsc.flags);
-	return true;
-}
-
 static int sd_unpop(struct vq_dev *d, const struct vq_chain *c, unsigned n)
 {
 	struct split_dev *s = to_sd(d);
@@ -682,7 +661,6 @@ static const struct vq_dev_ops split_dev_ops = {
 	.disable_notify = sd_disable_notify,
 	.enable_notify = sd_enable_notify,
 	.has_avail = sd_has_avail,
-	.peek = sd_peek,
 	.get_state = sd_get_state,
 	.reset = sd_reset,
 	.destroy = sd_destroy,
@@ -699,7 +677,6 @@ static const struct vq_dev_ops split_dev_in_order_ops = {
 	.disable_notify = sd_disable_notify,
 	.enable_notify = sd_enable_notify,
 	.has_avail = sd_has_avail,
-	.peek = sd_peek,
 	.get_state = sd_get_state,
 	.reset = sd_reset,
 	.destroy = sd_destroy,

@@ -220,16 +220,10 @@ static int process_tx(struct vq_rt_queue *q, void *arg,
 	case M_LOOPBACK:
 		n = vq_net_tx_process(r->nq, b->pkts, sink_loopback, rx, bytes);
 		if (rx->running && rx->nq) {
-			if (vq_net_rx_flush(rx->nq) < 0) {
+			if (vq_net_rx_flush(rx->nq) < 0)
 				ring_broken(rx);
-			} else {
+			else
 				ring_call(rx);
-				/* Until the next frame comes, bring the next
-				 * receive buffer's header and first frame line
-				 * here: its write then waits for no other CPU. */
-				if (n > 0)
-					vq_dev_prefetch_next(rx->dev, 128);
-			}
 		}
 		break;
 	case M_TAP:
