@@ -36,6 +36,7 @@ struct vq_netg {
 	uint32_t *rx_taken_slot;        /* and their slots */
 	unsigned rx_ntaken, rx_done;
 	unsigned rx_need;               /* that frame's buffers; 0: none begun */
+	uint32_t rx_next;               /* slot after the last one taken */
 	uint32_t rx_len;
 	int err;                        /* broken: every call fails with it */
 	char err_msg[NETG_MSG_MAX];
@@ -454,6 +455,9 @@ int vq_netg_rx_burst(struct vq_netg *g, struct vq_netg_frame *f, unsigned n)
 		if (r < 0 || (unsigned)k < want)
 			break;
 	}
+	if (ntaken > g->rx_ntaken)
+		g->rx_next = g->rx_taken_slot[ntaken - 1] + 1 < nrx ?
+			     g->rx_taken_slot[ntaken - 1] + 1 : 0;
 	g->rx_ntaken = ntaken;
 	g->rx_done = done;
 	g->rx_need = need;
@@ -490,4 +494,14 @@ int vq_netg_rx_repost(struct vq_netg *g)
 unsigned vq_netg_rx_taken(const struct vq_netg *g)
 {
 	return g->rx_done;
+}
+
+/* Buffers go out in slot order (vq_netg_start) and back in the order they
+ * came (vq_netg_rx_repost), so a device using them in order fills the
+ * slot after the last one taken. */
+const uint8_t *vq_netg_rx_next(const struct vq_netg *g)
+{
+	if (!g->cfg.rx)
+		return NULL;
+	return g->cfg.rx_area.hva + (uint64_t)g->rx_next * g->rx_slot;
 }

@@ -262,8 +262,15 @@ static int sq_add_burst_common(struct split_drv *s, const struct vq_seg *seg,
 		struct drv_head *h = &s->head[head];
 		uint16_t *entry = &s->avail->ring[pos & s->mask];
 		uint16_t next = in_order ? (head + 1) & s->mask : s->next[head];
+		struct vq_desc *d = &s->desc[head];
 
-		sq_write_desc(&s->desc[head], seg[i].addr, seg[i].len, flags, next);
+		/* As the avail entries below: a descriptor that already says
+		 * this is left alone.  Without NEXT its link means nothing to
+		 * the device, so it is written as 0 (ours is in s->next). */
+		if (d->addr != vq_le64(seg[i].addr) || d->len != vq_le32(seg[i].len) ||
+		    d->flags != vq_le16(flags) || d->next != (in_order ? vq_le16(next) : 0))
+			sq_write_desc(d, seg[i].addr, seg[i].len, flags,
+				      in_order ? next : 0);
 		h->token = tokens[i];
 		h->in_len = writable ? seg[i].len : 0;
 		h->ndesc = 1;
@@ -398,9 +405,6 @@ static int sq_get(struct vq_drv *q, void **token, uint32_t *len)
 		return r;
 	*token = s->head[id].token;
 	sq_free_chain(s, id);
-	/* The free list is a stack: the next add writes this descriptor.
-	 * Ask for its line now (see vq_prefetch_w). */
-	vq_prefetch_w(s->prefetchw, &s->desc[id]);
 	s->last_used++;
 	return 1;
 }

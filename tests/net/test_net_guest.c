@@ -407,6 +407,41 @@ static void netg_rx_burst_takes_what_it_returns(uint64_t lf)
 	gx_fini(&x);
 }
 
+/* 5.1.6.3 / 2.7.13 (buffers used in the order made available): the buffer
+ * vq_netg_rx_next names is where the next frame lands, through reposts
+ * one at a time and in batches and around the ring, as a device using
+ * them in order fills them; no receive queue, no guess. */
+static void netg_5_1_6_3_rx_next_names_the_next_buffer(uint64_t lf)
+{
+	uint8_t b[128];
+	struct vq_netg_frame f;
+	struct vq_netg *g;
+	struct vq_netg_config c;
+	struct gx x;
+
+	gx_init(&x, lf);
+	gx_start(&x);
+	CHECK(vq_netg_rx_next(x.g) == x.c.rx_area.hva);
+	for (uint32_t i = 0; i < 5 * NUM; i++) {
+		const uint8_t *next = vq_netg_rx_next(x.g);
+
+		hdr_frame(b, 64, 1, i);
+		dev_write(&x, b, 64);
+		CHECK_EQ(vq_netg_rx_burst(x.g, &f, 1), 1);
+		CHECK(f.buf[0].data == next);
+		CHECK_EQ(f.buf[0].data[12], pat(i, 0));
+		/* the first laps one at a time, then in batches of 4 */
+		if (i < 2 * NUM || vq_netg_rx_taken(x.g) == 4)
+			CHECK_EQ(vq_netg_rx_repost(x.g), 0);
+	}
+	c = x.c;
+	c.rx = NULL;
+	CHECK_EQ(vq_netg_new(&c, &g), 0);
+	CHECK(vq_netg_rx_next(g) == NULL);
+	vq_netg_free(g);
+	gx_fini(&x);
+}
+
 /* Without MRG_RXBUF a frame is one buffer whatever num_buffers says. */
 static void netg_5_1_6_4_num_buffers_ignored_without_mrg(uint64_t lf)
 {
@@ -508,6 +543,7 @@ int main(void)
 	RUN_LAYOUTS(netg_5_1_6_4_partial_frame_waits);
 	RUN_LAYOUTS(netg_rx_burst_takes_what_it_returns);
 	RUN_LAYOUTS(netg_5_1_6_4_rx_taken_batches_the_refill);
+	RUN_LAYOUTS(netg_5_1_6_3_rx_next_names_the_next_buffer);
 	RUN_LAYOUTS(netg_5_1_6_4_num_buffers_ignored_without_mrg);
 	RUN_LAYOUTS(netg_hostile_short_first_buffer_breaks);
 	RUN_LAYOUTS(netg_hostile_num_buffers_zero_breaks);

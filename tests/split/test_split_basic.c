@@ -4,6 +4,8 @@
  * Each case names the spec clause (virtio 1.2 §2.7) or RULES entry it checks
  * and asserts exact values in the ring and at the API.
  */
+#include <sys/mman.h>
+
 #include "split_test.h"
 
 #define TOK(n) ((void *)(uintptr_t)(0x1000 + (n)))
@@ -497,6 +499,44 @@ static void split_get_state_resume(void)
 	pair_fini(&p);
 }
 
+/* 2.7.13.1 (the driver writes a buffer's descriptor, then makes it
+ * available): a burst that gives back a buffer its descriptor already
+ * describes leaves the table alone, so the line stays the device's to
+ * read (checked by write-protecting the table: a store would fault), and
+ * the device still pops exactly that buffer; a changed one is written. */
+static void split_unchanged_descriptor_left_alone(void)
+{
+	struct ring_pair p;
+	struct chainbuf b;
+	uint64_t buf[2];
+	struct vq_seg s;
+	void *tok = TOK(1), *t;
+	uint32_t l;
+
+	pair_init(&p, 0, 256, 1, 1);    /* a 4 KiB table, a page of its own */
+	CHECK_EQ((uintptr_t)ring_desc(&p) & 4095, 0);
+	buf[0] = pair_alloc(&p, 256);
+	buf[1] = pair_alloc(&p, 256);
+	for (int lap = 0; lap < 4; lap++) {
+		s = (struct vq_seg){ buf[lap == 3], 256 };
+		if (lap == 1)
+			CHECK_EQ(mprotect(ring_desc(&p), 4096, PROT_READ), 0);
+		if (lap == 3)
+			CHECK_EQ(mprotect(ring_desc(&p), 4096, PROT_READ | PROT_WRITE), 0);
+		CHECK_EQ(vq_drv_add_burst(p.drv, &s, &tok, 1, true), 1);
+		CHECK(vq_drv_kick_prepare(p.drv) >= 0);
+		CHECK_EQ(vq_dev_pop(p.dev, cb_init(&b)), 1);
+		CHECK(b.iov[0].iov_base == pair_hva(&p, buf[lap == 3]));
+		CHECK_EQ(b.c.nin, 1);
+		CHECK_EQ(b.c.in_len, 256);
+		CHECK_EQ(vq_dev_push(p.dev, &b.c, 10), 1);
+		CHECK_EQ(vq_drv_get(p.drv, &t, &l), 1);
+		CHECK(t == tok);
+		CHECK_EQ(l, 10);
+	}
+	pair_fini(&p);
+}
+
 int main(void)
 {
 	RUN(split_2_7_13_round_trip);
@@ -511,5 +551,6 @@ int main(void)
 	RUN(split_unpop);
 	RUN(split_detach_unused);
 	RUN(split_get_state_resume);
+	RUN(split_unchanged_descriptor_left_alone);
 	return 0;
 }

@@ -273,14 +273,21 @@ static int net_setup(struct net_run *n)
 	return vq_netg_start(n->g);
 }
 
-/* --rr-breakdown: the busy poll's probes of other work are where a spin
- * is seen from outside the library (one call, no clock read, so the
- * window spins as it does without the breakdown). */
-static bool bd_spin(void *arg)
+/*
+ * rr: while the answer is on its way, ask again and again for the line it
+ * most likely begins in.  Once the device's write takes the line away,
+ * the next ask brings the answer's bytes over while the used entry that
+ * announces them is still crossing.  --rr-breakdown: the busy poll's
+ * probes of other work are where a spin is seen from outside the library
+ * (one call, no clock read, so the window spins as it does without it).
+ */
+static bool rr_spin(void *arg)
 {
 	struct net_run *n = arg;
 
-	rr_bd_spin(n->bd);
+	__builtin_prefetch(vq_netg_rx_next(n->g));
+	if (n->bd)
+		rr_bd_spin(n->bd);
 	return false;
 }
 
@@ -288,15 +295,16 @@ static bool bd_spin(void *arg)
 static int wait_used(struct net_run *n, struct vq_drv *q, int call_fd,
 		     struct vq_rt_counters *c)
 {
+	bool rr = n->o.dir == D_RR && q == n->rxq;
 	struct vq_rt_drv_wait w = {
 		.call_fd = call_fd,
 		.busy_poll_ns = n->o.busy_poll_us > 0 ? (uint64_t)n->o.busy_poll_us * 1000 : 0,
-		.other = n->bd && q == n->rxq ? bd_spin : NULL, .arg = n,
+		.other = rr ? rr_spin : NULL, .arg = n,
 	};
 
 	if (n->o.busy_poll_us < 0) {
-		if (n->bd && q == n->rxq)
-			rr_bd_spin(n->bd);
+		if (rr)
+			rr_spin(n);
 		return vq_drv_has_used(q);
 	}
 	return vq_rt_drv_wait_used(q, &w, 100, c);

@@ -162,6 +162,11 @@ int vq_netg_rx_repost(struct vq_netg *g);
  * batches (as Linux's virtio-net after a NAPI poll) reposts once these
  * reach its batch, leaving the ring's other entries untouched meanwhile. */
 unsigned vq_netg_rx_taken(const struct vq_netg *g);
+/* Where the next frame most likely begins: the buffer a device using
+ * buffers in the order given fills next (its header first).  A guess, for
+ * a prefetch while waiting; the frame's buffers are vq_netg_rx_burst()'s.
+ * NULL without a receive queue. */
+const uint8_t *vq_netg_rx_next(const struct vq_netg *g);
 
 #ifdef __cplusplus
 }
