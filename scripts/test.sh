@@ -3,15 +3,15 @@
 # Build and run every test: the README's test command and CI's only step.
 #
 #   build/        gcc, -Werror: all tests, then the ABI check (abi-check.sh)
-#   build-clang/  clang, -Werror: compiled only (clang's warnings; its
-#                 tests run in build-asan-clang, the same -O0 code plus
-#                 the sanitizers)
 #   build-release/ gcc -O3, -Werror: the two-thread tests (the demo's and
 #                 the benchmarks' build: -O3 reorders what -O0 does not,
 #                 and finds warnings the debug build does not)
 #   build-asan-clang/ clang, -Werror, ASan+UBSan: all tests (clang's UBSan
 #                 also flags pointer arithmetic on NULL, which gcc's does
-#                 not)
+#                 not).  Its compile is also the clang -Werror check: the
+#                 same -O0 code, and no source line depends on a sanitizer
+#                 but tools/perf/vsock_check.c's TSan branch, which
+#                 build-tsan compiles
 #   build-tsan/   clang, -Werror, TSan: the two-thread tests (suite
 #                 'threads'), only what they run compiled
 #   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz'),
@@ -165,8 +165,6 @@ background() {
 			ninja -C build-fuzz -j "$jobs" $(targets build-fuzz fuzz) >/dev/null; } || rc=$?
 		built build-fuzz $rc
 	fi
-	rc=0; setup build-clang clang -Dwerror=true || rc=$?
-	built build-clang $rc
 	rc=0; setup build-release gcc -Dwerror=true --buildtype=release || rc=$?
 	built build-release $rc
 	rc=0
