@@ -33,7 +33,9 @@ scripts/deps.sh test
 # The guests' images fetch their kernels (network-bound): start now.
 # guest-test.sh waits for them (build-guest.sh holds a lock per cache)
 # and builds them itself if this failed.
-( tests/guest/build-guest.sh; VIRTQ_GUEST_KERNEL=6.12 tests/guest/build-guest.sh ) \
+# The same path as guest-test.sh's: the image's stamp hashes the script
+# by its path.
+( "$PWD/tests/guest/build-guest.sh"; VIRTQ_GUEST_KERNEL=6.12 "$PWD/tests/guest/build-guest.sh" ) \
 	>/dev/null 2>&1 &
 
 jobs=$(nproc)
