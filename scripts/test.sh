@@ -157,7 +157,9 @@ built() {
 
 # ---- background lane: compiles, then the tests that may share the CPUs ----
 background() {
-	local rc
+	# One job: a second one, niced or not, slowed the guests by a fifth
+	# (their wakeups wait behind it).
+	local rc jobs=1
 	renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
 	rc=0; setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false || rc=$?
 	built build-asan-clang $rc
