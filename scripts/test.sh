@@ -3,33 +3,47 @@
 # Build and run every test: the README's test command and CI's only step.
 #
 #   build/        gcc, -Werror: all tests, then the ABI check (abi-check.sh)
-#   build-clang/  clang, -Werror: compiled only (clang's warnings; its
-#                 tests run in build-asan-clang, the same -O0 code plus
-#                 the sanitizers)
 #   build-release/ gcc -O3, -Werror: the two-thread tests (the demo's and
 #                 the benchmarks' build: -O3 reorders what -O0 does not,
 #                 and finds warnings the debug build does not)
-#   build-asan-clang/ clang, ASan+UBSan: all tests (clang's UBSan also
-#                 flags pointer arithmetic on NULL, which gcc's does not)
-#   build-tsan/   clang, TSan: the two-thread tests (suite 'threads')
-#   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz')
+#   build-asan-clang/ clang, -Werror, ASan+UBSan: all tests (clang's UBSan
+#                 also flags pointer arithmetic on NULL, which gcc's does
+#                 not).  Its compile is also the clang -Werror check: the
+#                 same -O0 code, and no source line depends on a sanitizer
+#                 but tools/perf/vsock_check.c's TSan branch, which
+#                 build-tsan compiles
+#   build-tsan/   clang, -Werror, TSan: the two-thread tests (suite
+#                 'threads'), only what they run compiled
+#   build-fuzz/   clang libFuzzer targets, run briefly (suite 'fuzz'),
+#                 only they compiled
 #   build-s390x/  gcc for s390x (big-endian) under qemu-user: the library's
 #                 unit tests that need no x86 and no peer (cross/s390x.ini)
 #
-# While build/'s tests run, the other builds compile in the background
-# (one job, niced).  Ends with "N passed, N failed" over every meson test run.  With CI=true a
-# test that cannot find its peer fails instead of skipping.
+# Two lanes share the two CPUs.  The foreground runs what is timed or
+# needs the machine: the QEMU guests one at a time, then the tests meson
+# runs alone (is_parallel: false; busy-polling peers), then the fuzzers.
+# The background, niced, compiles the other builds and runs every test
+# meson may run beside another (the guests leave a CPU mostly idle).
+# Ends with "N passed, N failed" over every meson test run.  With CI=true
+# a test that cannot find its peer fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
 
+# The guests' images fetch their kernels (network-bound): start now.
+# guest-test.sh waits for them (build-guest.sh holds a lock per cache)
+# and builds them itself if this failed.
+# The same path as guest-test.sh's: the image's stamp hashes the script
+# by its path.
+( "$PWD/tests/guest/build-guest.sh"; VIRTQ_GUEST_KERNEL=6.12 "$PWD/tests/guest/build-guest.sh" ) \
+	>/dev/null 2>&1 &
+
 jobs=$(nproc)
-passed=0
-failed=0
-failed_names=()
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
 # setup DIR CC [meson options...]: configure once, reconfigure when options change.
-setup() {
+configure() {
 	local dir=$1 cc=$2
 	shift 2
 	if [ -f "$dir/build.ninja" ]; then
@@ -37,16 +51,47 @@ setup() {
 	else
 		CC=$cc meson setup "$dir" "$@" >/dev/null
 	fi
-	ninja -C "$dir" -j "$jobs" >/dev/null
+}
+setup() {
+	configure "$@"
+	ninja -C "$1" -j "$jobs" >/dev/null
 }
 
-# run DIR [meson test args...]: run tests, count results from meson's JSON log.
+# tests DIR PARALLEL [SUITE...]: the names of DIR's tests with is_parallel
+# PARALLEL (true|false) in none of the SUITEs.
+tests() {
+	meson introspect "$1" --tests | python3 -c '
+import json, sys
+par, skip = sys.argv[1] == "true", {"virtq:" + s for s in sys.argv[2:]}
+for t in json.load(sys.stdin):
+    if t["is_parallel"] == par and not skip & set(t["suite"]):
+        print(t["name"])' "${@:2}"
+}
+# targets DIR SUITE: what SUITE's tests run and depend on, for ninja.
+targets() {
+	meson introspect "$1" --tests --targets | python3 -c '
+import json, os, sys
+d, suite = json.load(sys.stdin), "virtq:" + sys.argv[2]
+root = os.path.realpath(sys.argv[1]) + "/"
+files = {t["id"]: t["filename"] for t in d["targets"]}
+out = set()
+for t in d["tests"]:
+    if suite in t["suite"]:
+        for i in t["depends"]:
+            out.update(f[len(root):] for f in files.get(i, []) if f.startswith(root))
+print("\n".join(sorted(out)))' "$1" "$2"
+}
+
+# run DIR NAME [meson test args...]: run tests (log meson-logs/NAME.json),
+# count their results into $out/NAME.count.
 run() {
-	local dir=$1 rc=0
-	shift
-	echo "== $dir: meson test $*"
-	meson test -C "$dir" --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
-	local log="$dir/meson-logs/testlog.json" p=0 f=0 s=0
+	local dir=$1 name=$2 rc=0
+	shift 2
+	# No test named: meson would run them all.
+	[ $# -gt 0 ] || return 0
+	if [ $# -gt 8 ]; then echo "== $dir: meson test, $# tests ($name)"; else echo "== $dir: meson test $*"; fi
+	meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
+	local log="$dir/meson-logs/$name.json" p=0 f=0 s=0
 	if [ -f "$log" ]; then
 		p=$(grep -c '"result": "OK"' "$log" || true)
 		f=$(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
@@ -59,16 +104,15 @@ run() {
 	fi
 	# A failure meson could not attribute to a test still fails the run.
 	[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
-	passed=$((passed + p))
-	failed=$((failed + f))
-	[ "$f" -eq 0 ] || failed_names+=("$dir")
-	[ "$f" -eq 0 ] || failure_digest "$log" >> "$digest"
+	echo "$p $f $dir($name)" > "$out/$name.count"
+	[ "$f" -eq 0 ] || failure_digest "$log" >> "$out/$name.digest"
 }
+# fail NAME WHAT: a step that is no meson test failed.
+fail() { echo "0 1 $2" > "$out/$1.count"; }
+pass() { echo "1 0 $2" > "$out/$1.count"; }
 
 # The end of each failed test's output, printed again after the totals: a
 # CI report that keeps only the tail of the output still says why.
-digest=$(mktemp)
-trap 'rm -f "$digest"' EXIT
 failure_digest() {
 	[ -f "$1" ] || return 0
 	python3 - "$1" <<'PY'
@@ -88,71 +132,6 @@ PY
 
 setup build gcc -Dwerror=true
 
-# The other configurations compile while build/'s tests run, one job at a
-# lower priority: those tests are mostly QEMU guests one at a time, which
-# leave a CPU idle.  Their own setup below then finds them built (or
-# fails there, visibly, if this did).
-fuzz_opt() { grep -q "option('fuzz'" meson_options.txt 2>/dev/null; }
-prebuild() {
-	jobs=1
-	setup build-clang clang -Dwerror=true
-	setup build-release gcc -Dwerror=true --buildtype=release
-	setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
-	setup build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
-	if fuzz_opt; then setup build-fuzz clang -Dfuzz=true -Db_lundef=false; fi
-	[ -f build-s390x/build.ninja ] ||
-		meson setup build-s390x --cross-file cross/s390x.ini -Dwerror=true >/dev/null
-	ninja -C build-s390x -j 1 >/dev/null
-}
-( renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true; prebuild ) >/dev/null 2>&1 &
-prebuild_pid=$!
-
-run build
-wait "$prebuild_pid" || echo "(the background builds stopped early: each is built again below)"
-
-# A consumer built against the installed headers, library and pkg-config file.
-echo "== install: a consumer of the installed library"
-dest=$(mktemp -d)
-if DESTDIR=$dest meson install -C build --quiet >/dev/null &&
-   pc=$(dirname "$(find "$dest" -name virtq.pc | head -n 1)") &&
-   flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$pc pkg-config --cflags --libs virtq) &&
-   cc -std=gnu11 -Wall -Wextra -Werror examples/consumer.c $flags -o "$dest/consumer" &&
-   LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name libvirtq.so | head -n 1)") "$dest/consumer"; then
-	passed=$((passed + 1))
-else
-	echo "install: FAIL"
-	failed=$((failed + 1))
-	failed_names+=(install)
-fi
-rm -rf "$dest"
-
-# The ABI against the stored release baseline (abi/*.abi, gcc's DWARF:
-# so after the gcc build).  An intended break regenerates the baseline
-# with scripts/abi-baseline.sh, deliberately.
-echo "== abi: libvirtq.so against abi/libvirtq-*.abi"
-if scripts/abi-check.sh build; then
-	passed=$((passed + 1))
-else
-	failed=$((failed + 1))
-	failed_names+=(abi-check)
-fi
-
-setup build-clang clang -Dwerror=true
-
-setup build-release gcc -Dwerror=true --buildtype=release
-run build-release --suite threads
-
-setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run build-asan-clang
-
-setup build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
-TSAN_OPTIONS=halt_on_error=1 run build-tsan --suite threads
-
-if fuzz_opt; then
-	setup build-fuzz clang -Dfuzz=true -Db_lundef=false
-	run build-fuzz --suite fuzz
-fi
-
 # The big-endian proof: spec.h's byte swaps run for real.  Left out:
 # tests that need a peer or x86, vhu_backend (qemu-user's eventfds),
 # vhu_e2e (qemu-user cannot map its hugetlbfs guest), vsock_seqpacket
@@ -162,16 +141,109 @@ s390x_tests=(mem endian cross threads
 	packed_ring packed_in_order packed_hostile
 	runtime_loop runtime_ring runtime_wakeup net_device perf_dirty_log
 	vhu_codec vsock_stream vsock_hostile abi_version abi_reserved)
-[ -f build-s390x/build.ninja ] ||
-	meson setup build-s390x --cross-file cross/s390x.ini -Dwerror=true >/dev/null
-meson configure build-s390x -Dwerror=true >/dev/null
-ninja -C build-s390x -j "$jobs" >/dev/null
-run build-s390x --timeout-multiplier 4 "${s390x_tests[@]}"
+fuzz_opt() { grep -q "option('fuzz'" meson_options.txt 2>/dev/null; }
+ubsan=halt_on_error=1:print_stacktrace=1 asan=detect_leaks=1
+
+# await DIR: the background lane has compiled DIR (status in $out/DIR.built).
+await() {
+	while [ ! -f "$out/$1.built" ]; do sleep 1; done
+	[ "$(cat "$out/$1.built")" = 0 ]
+}
+# built DIR STATUS: tell the foreground; a failed compile counts as a failure.
+built() {
+	echo "$2" > "$out/$1.built"
+	[ "$2" = 0 ] || { echo "$1: the compile failed"; fail "$1-compile" "$1(compile)"; }
+}
+
+# ---- background lane: compiles, then the tests that may share the CPUs ----
+background() {
+	# One job: a second one, niced or not, slowed the guests by a fifth
+	# (their wakeups wait behind it).
+	local rc jobs=1
+	renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
+	rc=0; setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false || rc=$?
+	built build-asan-clang $rc
+	if fuzz_opt; then
+		rc=0
+		{ configure build-fuzz clang -Dfuzz=true -Db_lundef=false &&
+			ninja -C build-fuzz -j "$jobs" $(targets build-fuzz fuzz) >/dev/null; } || rc=$?
+		built build-fuzz $rc
+	fi
+	rc=0; setup build-release gcc -Dwerror=true --buildtype=release || rc=$?
+	built build-release $rc
+	rc=0
+	{ configure build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false &&
+		ninja -C build-tsan -j "$jobs" $(targets build-tsan threads) >/dev/null; } || rc=$?
+	built build-tsan $rc
+	rc=0
+	{ [ -f build-s390x/build.ninja ] ||
+		meson setup build-s390x --cross-file cross/s390x.ini -Dwerror=true >/dev/null; } &&
+		{ meson configure build-s390x -Dwerror=true >/dev/null && ninja -C build-s390x -j "$jobs" >/dev/null; } || rc=$?
+	built build-s390x $rc
+
+	mapfile -t par < <(tests build true guest)
+	run build build-shared "${par[@]}"
+	if await build-release; then run build-release release-threads --suite threads; fi
+	if await build-asan-clang; then
+		mapfile -t par < <(tests build-asan-clang true)
+		UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-shared "${par[@]}"
+	fi
+	if await build-tsan; then TSAN_OPTIONS=halt_on_error=1 run build-tsan tsan-threads --suite threads; fi
+	if await build-s390x; then run build-s390x s390x --timeout-multiplier 4 "${s390x_tests[@]}"; fi
+}
+background > "$out/background.log" 2>&1 &
+background_pid=$!
+
+# ---- foreground: the guests, then what must run alone, then the fuzzers ----
+run build guests --suite guest
+mapfile -t alone < <(tests build false guest)
+run build build-alone "${alone[@]}"
+
+# A consumer built against the installed headers, library and pkg-config file.
+echo "== install: a consumer of the installed library"
+dest=$(mktemp -d)
+if DESTDIR=$dest meson install -C build --quiet >/dev/null &&
+   pc=$(dirname "$(find "$dest" -name virtq.pc | head -n 1)") &&
+   flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$pc pkg-config --cflags --libs virtq) &&
+   cc -std=gnu11 -Wall -Wextra -Werror examples/consumer.c $flags -o "$dest/consumer" &&
+   LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name libvirtq.so | head -n 1)") "$dest/consumer"; then
+	pass install install
+else
+	echo "install: FAIL"
+	fail install install
+fi
+rm -rf "$dest"
+
+# The ABI against the stored release baseline (abi/*.abi, gcc's DWARF:
+# so after the gcc build).  An intended break regenerates the baseline
+# with scripts/abi-baseline.sh, deliberately.
+echo "== abi: libvirtq.so against abi/libvirtq-*.abi"
+if scripts/abi-check.sh build; then pass abi abi-check; else fail abi abi-check; fi
+
+if await build-asan-clang; then
+	mapfile -t alone < <(tests build-asan-clang false)
+	UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-alone "${alone[@]}"
+fi
+if fuzz_opt && await build-fuzz; then run build-fuzz fuzz --suite fuzz; fi
+
+wait "$background_pid" || true
+echo
+echo "== the background lane"
+cat "$out/background.log"
 
 echo
-if [ -s "$digest" ]; then
+passed=0
+failed=0
+failed_names=()
+for c in "$out"/*.count; do
+	read -r p f what < "$c"
+	passed=$((passed + p))
+	failed=$((failed + f))
+	[ "$f" -eq 0 ] || failed_names+=("$what")
+done
+if ls "$out"/*.digest >/dev/null 2>&1; then
 	echo "== the failed tests' last lines"
-	cat "$digest"
+	cat "$out"/*.digest
 fi
 [ ${#failed_names[@]} -eq 0 ] || echo "failures in: ${failed_names[*]}"
 echo "$passed passed, $failed failed"

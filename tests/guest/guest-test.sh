@@ -296,17 +296,41 @@ huge_mount() {
 	mount -t hugetlbfs -o pagesize=2M nodev "$LOG/huge" || cannot_run "cannot mount hugetlbfs"
 }
 
-# net_matrix PACKED MRG [MEM_PATH [MEM_MB]]
+# net_matrix PACKED MRG [MEM_PATH [MEM_MB]]: sink, loopback and source.
+# The three are independent (each its own backend, socket and guest), so
+# they run at once; each one's notes are printed after, in this order.
 net_matrix() {
-	local packed=$1 mrg=$2 n=20000
-	local opts=(--dev net --sock "$NSOCK" --packed "$packed" --mrg "$mrg" --mem "${4:-128}" "${MATRIX_OPTS[@]}")
+	local packed=$1 mrg=$2 mode n st pids=()
+	local opts=(--dev net --packed "$packed" --mrg "$mrg" --mem "${4:-128}" "${MATRIX_OPTS[@]}")
 	[ -n "${3:-}" ] && opts+=(--mem-path "$3")
 	need_net_backend
-
-	# sink: the backend must count exactly the frames the guest sent.
+	n=0
+	for mode in sink loopback source; do
+		# NET_N: the backend's log is net-1.log, net-2.log, net-3.log as before
+		( NET_N=$n NSOCK=$LOG/net-$mode.sock FAILS=0 PIDS=()
+		  matrix_$mode "$packed" "$mrg" "${opts[@]}" --sock "$NSOCK"
+		  net_kill
+		  exit $((FAILS > 0)) ) > "$LOG/$mode.notes" 2>&1 &
+		pids+=($!)
+		PIDS+=($!)
+		n=$((n + 1))
+	done
+	n=0
+	for mode in sink loopback source; do
+		wait "${pids[$n]}"
+		st=$?
+		cat "$LOG/$mode.notes"
+		[ $st = 0 ] || FAILS=$((FAILS + 1))
+		n=$((n + 1))
+	done
+}
+# sink: the backend must count exactly the frames the guest sent.
+matrix_sink() {
+	local packed=$1 mrg=$2 n=20000 rc
+	shift 2
 	net_start sink || { check sink-start 1 ""; return; }
-	guest sink "${opts[@]}" -- "$FEATS; gnet tx eth0 -n $n"
-	local rc=$?
+	guest sink "$@" -- "$FEATS; gnet tx eth0 -n $n"
+	rc=$?
 	net_stop
 	local o=$LOG/sink.out want_p=0 want_m=0
 	[ "$packed" = on ] && want_p=1
@@ -315,25 +339,31 @@ net_matrix() {
 		"RING_PACKED=$(feature 34 "$o") MRG_RXBUF=$(feature 15 "$o") (want $want_p $want_m)"
 	check sink-count $([ $rc = 0 ] && [ "$(kv TX sent "$o")" = $n ] && [ "$NET_RX" = $n ] && echo 0 || echo 1) \
 		"guest_rc=$rc guest_sent=$(kv TX sent "$o") backend_rx=$NET_RX want=$n"
-
-	# loopback: every frame comes back once, intact, in its burst.
+}
+# loopback: every frame comes back once, intact, in its burst.
+matrix_loopback() {
+	local rc
+	shift 2
 	net_start loopback || { check loopback-start 1 ""; return; }
-	guest loopback "${opts[@]}" -- \
+	guest loopback "$@" -- \
 		'gnet echo eth0 -n 2000 -s 0 && gnet echo eth0 -n 500 -s 60 && gnet echo eth0 -n 500 -s 1514'
 	rc=$?
 	net_stop
-	o=$LOG/loopback.out
+	local o=$LOG/loopback.out
 	check loopback-echo $([ $rc = 0 ] && [ "$(count ECHO result=PASS "$o")" = 3 ] && echo 0 || echo 1) \
 		"guest_rc=$rc kicks_missed=${NET_MISSED:-?} calls_late=${NET_LATE:-?} $(grep -a '^ECHO ' "$o" | sed 's/.*sent=\([0-9]*\) ok=\([0-9]*\).*size=\([0-9]*\).*result=\(.*\)/[\3: \2\/\1 \4]/' | tr '\n' ' ')"
-
-	# source: the guest receives the backend's frames, none of them damaged;
-	# virtq-net sends SOURCE_COUNT frames: each one is delivered and received
-	# by the guest, or counted as dropped for want of a receive buffer.
+}
+# source: the guest receives the backend's frames, none of them damaged;
+# virtq-net sends SOURCE_COUNT frames: each one is delivered and received
+# by the guest, or counted as dropped for want of a receive buffer.
+matrix_source() {
+	local rc
+	shift 2
 	net_start source || { check source-start 1 ""; return; }
-	guest source "${opts[@]}" -- 'gnet rx eth0 -t 3 -i 1'
+	guest source "$@" -- 'gnet rx eth0 -t 3 -i 1'
 	rc=$?
 	net_stop
-	o=$LOG/source.out
+	local o=$LOG/source.out
 	local got ok=1
 	got=$(kv RX frames "$o")
 	if [ "$BACKEND" = virtq ]; then
@@ -1722,7 +1752,7 @@ net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
 net-packed-mrg) net_matrix on on ;;
 net-packed-nomrg) net_matrix on off ;;
-net-packed-hugetlbfs) huge_mount 72 && net_matrix on on "$LOG/huge" ;;
+net-packed-hugetlbfs) huge_mount 200 && net_matrix on on "$LOG/huge" ;;
 net-split-4g) net_matrix off on "" 4608 ;;
 net-iommu) net_iommu off ;;
 net-iommu-packed) net_iommu on ;;
