@@ -22,6 +22,10 @@
 #        runs before its RAM has arrived)
 #        net-migrate-postcopy-idle-rx (packed, tap mode: the destination
 #        backend's first accesses fault and QEMU serves them; needs root)
+#        migrate-control (not in the suite: QEMU alone, no vhost-user
+#        device, migrates a guest that churns its page cache and compares
+#        the RAM; says whether this QEMU loses the guest's own writes, as
+#        7.2's TCG does under host load)
 #        net-restart-mq (the same across a backend restart)
 #        net-tap-restart (a persistent multi-queue TAP made beforehand outlives
 #        a virtq-net restart under a running guest; needs root)
@@ -71,6 +75,7 @@ KERNEL=${VIRTQ_GUEST_KERNEL:-}
 export VIRTQ_GUEST_CACHE=${VIRTQ_GUEST_CACHE:-$REPO/build-guest${KERNEL:+-$KERNEL}}
 LOG=${VIRTQ_GUEST_LOGS:-$BUILD/meson-logs/guest}/$CASE${KERNEL:+-k$KERNEL}
 rm -rf "$LOG"
+[ "${VIRTQ_GUEST_ATTEMPT:-1}" = 1 ] && rm -rf "$LOG".attempt*
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)
 NSOCK=$LOG/net.sock
@@ -79,6 +84,8 @@ UDS=$LOG/vsock.uds
 CID=3
 FAILS=0
 PIDS=()
+QEMU_LOST=
+ATTEMPT=${VIRTQ_GUEST_ATTEMPT:-1}
 
 note() { echo "[$CASE] $*"; }
 check() { # check NAME CONDITION-STATUS DETAILS
@@ -108,6 +115,18 @@ finish() {
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	huge_give_back
+	# QEMU lost the guest's own writes (migrate_compare): nothing of
+	# this attempt counts; its logs stay beside the next attempt's
+	if [ -n "$QEMU_LOST" ]; then
+		rm -rf "$LOG.attempt$ATTEMPT"
+		mv "$LOG" "$LOG.attempt$ATTEMPT"
+		if [ "$ATTEMPT" -lt 3 ]; then
+			note "attempt $ATTEMPT void (QEMU lost guest writes; logs in $LOG.attempt$ATTEMPT): running the case again"
+			VIRTQ_GUEST_ATTEMPT=$((ATTEMPT + 1)) exec "$BASH" "$0" "$CASE"
+		fi
+		mkdir -p "$LOG"
+		check qemu-kept-guest-writes 1 "QEMU lost the guest's own writes in all $ATTEMPT attempts: nothing was verified (logs in $LOG.attempt*)"
+	fi
 	[ -n "$KERNEL" ] && kernel_was "$KERNEL"
 	if [ $FAILS = 0 ] && [ -z "${KEEP_LOGS:-}" ]; then
 		rm -rf "$LOG"
@@ -997,6 +1016,13 @@ vsock_reset() {
 # guest runs on: its echoes (random sizes, each frame checked) before, across
 # and after the migration must all come back intact, the last ones through
 # the destination's backend.
+# QEMU 7.2's TCG itself loses some of the guest CPU's own writes in a
+# migration when the host is loaded, with no vhost-user device at all
+# (migrate-control shows it: kernel pages differ, the destination's guest
+# crashes).  ram-diff.py tells those pages from any the backend could have
+# written (its rings, the test frames): a migration in which only the
+# guest's own pages differ proves nothing about us and leaves a damaged
+# guest, so the case stops there and runs again, three times at most.
 # guest_ram LOGDIR: /proc path of the guest-RAM memfd of the QEMU logging there
 guest_ram() {
 	local pid f
@@ -1018,9 +1044,10 @@ qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\
 # paused, the destination's guest RAM equals the source's; then quit the
 # source and let the destination run.
 migrate_compare() {
-	local qfd_src qfd_dst status= t0=$SECONDS ram_src= ram_dst= diff=
+	local qfd_src qfd_dst status= t0=$SECONDS ram_src= ram_dst= diff= rings
 	qmp_open "$1" || { check qmp 1 "no QMP on port $1"; return 1; }
 	qfd_src=$QFD
+	rings=$(vhost_rings)
 	qmp '{"execute":"migrate-set-parameters","arguments":{"max-bandwidth":33554432,"downtime-limit":300}}'
 	qmp '{"execute":"migrate","arguments":{"uri":"tcp:127.0.0.1:'"$3"'"}}' ||
 		note "migrate refused: $(tail -1 "$LOG/qmp.log")"
@@ -1042,14 +1069,22 @@ migrate_compare() {
 		sleep 0.2
 	done
 	ram_src=$(guest_ram "$LOG/src") && ram_dst=$(guest_ram "$LOG/dst") &&
-		diff=$(cmp -l "$ram_src" "$ram_dst" | awk '{ p[int(($1 - 1) / 4096)] = 1 } END { n = 0; for (k in p) { if (n < 8) s = s sprintf(" 0x%x", k * 4096); n++ } print n s }')
-	check guest-ram-identical $([ "${diff%% *}" = 0 ] && echo 0 || echo 1) \
-		"destination status=$status pages differing from the source: ${diff:-no memfds found (src=$ram_src dst=$ram_dst)}"
+		diff=$(python3 "$HERE/ram-diff.py" "$ram_src" "$ram_dst" $rings)
+	local pages backend
+	pages=$(echo "$diff" | sed -n 's/^pages=\([0-9]*\) .*/\1/p')
+	backend=$(echo "$diff" | sed -n 's/.* backend=\([0-9]*\) .*/\1/p')
+	if [ -n "$rings" ] && [ "${pages:-x}" != 0 ] && [ "${backend:-x}" = 0 ]; then
+		QEMU_LOST=$diff
+		note "QEMU lost the guest's own writes in this migration, no page of the backend's differs: $diff"
+	else
+		check guest-ram-identical $([ "${pages:-x}" = 0 ] && echo 0 || echo 1) \
+			"destination status=$status pages differing from the source: ${diff:-no memfds found (src=$ram_src dst=$ram_dst)} (rings given: $(echo $rings | wc -w))"
+	fi
 	# for the post-mortem: the first differing pages of both sides, and
 	# which bytes differ
-	if [ -n "$diff" ] && [ "${diff%% *}" != 0 ]; then
+	if [ "${pages:-0}" != 0 ]; then
 		local pg
-		for pg in $(echo "$diff" | cut -d' ' -f2-5); do
+		for pg in $(echo "$diff" | grep -o '0x[0-9a-f]*' | head -4); do
 			dd if="$ram_src" of="$LOG/page-$pg-src.bin" bs=4096 skip=$((pg / 4096)) count=1 2>/dev/null
 			dd if="$ram_dst" of="$LOG/page-$pg-dst.bin" bs=4096 skip=$((pg / 4096)) count=1 2>/dev/null
 		done
@@ -1058,7 +1093,31 @@ migrate_compare() {
 	QFD=$qfd_src
 	qmp '{"execute":"quit"}'
 	QFD=$qfd_dst
+	if [ -n "$QEMU_LOST" ]; then
+		qmp '{"execute":"quit"}'
+		return 1
+	fi
 	qmp '{"execute":"cont"}'
+}
+# vhost_rings: GPA:LEN of every ring of the source's virtio device (QMP
+# x-query-virtio-queue-status), for ram-diff.py; each area is given its
+# split-ring size, which covers the packed layout's too
+vhost_rings() {
+	local path q nvqs line num
+	qmp '{"execute":"x-query-virtio"}' || return 0
+	path=$(tail -1 "$LOG/qmp.log" | grep -o '"path": *"[^"]*"' | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
+	[ -n "$path" ] || return 0
+	qmp '{"execute":"x-query-virtio-status","arguments":{"path":"'"$path"'"}}' || return 0
+	nvqs=$(tail -1 "$LOG/qmp.log" | sed -n 's/.*"num-vqs": *\([0-9]*\).*/\1/p')
+	for ((q = 0; q < ${nvqs:-0}; q++)); do
+		qmp '{"execute":"x-query-virtio-queue-status","arguments":{"path":"'"$path"'","queue":'$q'}}' || return 0
+		line=$(tail -1 "$LOG/qmp.log")
+		num=$(echo "$line" | sed -n 's/.*"vring-num": *\([0-9]*\).*/\1/p')
+		printf ' %s:%s %s:%s %s:%s' \
+			"$(echo "$line" | sed -n 's/.*"vring-desc": *\([0-9]*\).*/\1/p')" $((16 * num)) \
+			"$(echo "$line" | sed -n 's/.*"vring-avail": *\([0-9]*\).*/\1/p')" $((6 + 2 * num)) \
+			"$(echo "$line" | sed -n 's/.*"vring-used": *\([0-9]*\).*/\1/p')" $((6 + 8 * num))
+	done
 }
 # migrate_postcopy SRC_QMP DST_QMP PORT: the same move in postcopy: both
 # QEMUs get postcopy-ram, the destination will run as soon as it can
@@ -1165,6 +1224,7 @@ net_migrate() {
 		migrate_postcopy "$qs" "$qd" "$mport"
 	else
 		migrate_compare "$qs" "$qd" "$mport"
+		[ -n "$QEMU_LOST" ] && return
 	fi
 	wait "$GPID" 2>/dev/null
 	wait "$dst_guest"
@@ -1294,6 +1354,7 @@ net_migrate_idle_rx() {
 		migrate_postcopy "$qs" "$qd" "$mport"
 	else
 		migrate_compare "$qs" "$qd" "$mport"
+		[ -n "$QEMU_LOST" ] && return
 	fi
 	wait "$inj"
 	if [ -n "$rarp" ]; then
@@ -1747,7 +1808,33 @@ net_tap_mq() {
 	fi
 }
 
+# migrate-control: migrate_compare with QEMU alone (see the header); the
+# guest's loop outlasts the copy, as net-migrate's echo does
+migrate_control() {
+	local opts=(--dev none --mem 128 --timeout 40) qs qd mport rc
+	local cmd='echo MIGRATE_NOW; t=$(($(date +%s) + 14)); while [ $(date +%s) -lt $t ]; do dd if=/dev/zero of=/tmp/churn bs=64k count=256 2>/dev/null; rm -f /tmp/churn; done; echo CHURN_DONE'
+	qs=$(qmp_port)
+	qd=$(qmp_port)
+	mport=$(qmp_port)
+	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" --qmp-port "$qd" \
+		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
+	local dst_guest=$!
+	PIDS+=("$dst_guest")
+	guest_bg src "${opts[@]}" --qmp-port "$qs" -- "$cmd"
+	if ! wait_mark src MIGRATE_NOW 60; then
+		check before-migration 1 "the guest never reached the migration point"
+		return
+	fi
+	sleep 0.5
+	migrate_compare "$qs" "$qd" "$mport"
+	wait "$GPID" 2>/dev/null
+	wait "$dst_guest"
+	rc=$?
+	check guest-ran-on $([ $rc = 0 ] && grep -aq '^CHURN_DONE' "$LOG/dst/output.log" && echo 0 || echo 1) \
+		"destination guest_rc=$rc"
+}
 case "$CASE" in
+migrate-control) migrate_control ;;
 net-split-mrg) net_matrix off on ;;
 net-split-nomrg) net_matrix off off ;;
 net-packed-mrg) net_matrix on on ;;
