@@ -7,6 +7,7 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <virtq/log.h>
 
@@ -22,6 +23,7 @@ struct sink {
 
 static struct sink sink[2];
 static int inside;                      /* calls in progress, at most 1 */
+static unsigned long total_calls;       /* atomic: whether loggers run yet */
 static bool overlapped;
 static bool stop;
 
@@ -36,6 +38,7 @@ static void to_sink(unsigned which, void *arg, enum vq_log_level level,
 	if (arg != s || strcmp(msg, "tick") || level != VQ_LOG_WARNING)
 		s->bad_arg = true;
 	s->calls++;
+	__atomic_fetch_add(&total_calls, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&inside, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -63,6 +66,13 @@ static void set_while_another_thread_logs(void)
 
 	for (unsigned i = 0; i < 2; i++)
 		CHECK_EQ(pthread_create(&t[i], NULL, logger, NULL), 0);
+	/* On a loaded machine the loggers may not run before all the rounds
+	 * are done, and nothing would be tested: wait for their first call. */
+	CHECK_EQ(vq_log_set(to_sink1, &sink[1], VQ_LOG_WARNING), 0);
+	for (unsigned w = 0; !__atomic_load_n(&total_calls, __ATOMIC_RELAXED); w++) {
+		CHECK(w < 30000);               /* 30 s: the loggers never ran */
+		usleep(1000);
+	}
 	for (unsigned r = 0; r < ROUNDS; r++) {
 		struct sink *now = &sink[r & 1], *old = &sink[!(r & 1)];
 		unsigned long old_calls;
