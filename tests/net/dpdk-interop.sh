@@ -59,8 +59,9 @@ PIDS=()
 NR_HUGE=/proc/sys/vm/nr_hugepages
 HUGE_SAVED=
 cleanup() {
-	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-	sleep 0.2
+	local alive=
+	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null && alive=1; done
+	[ -n "$alive" ] && sleep 0.2
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	mountpoint -q "$DIR/huge" 2>/dev/null && umount "$DIR/huge"
@@ -131,7 +132,11 @@ tp_count() {    # FIELD (RX-packets|TX-packets) LOG
 	grep -oE "$1: +[0-9]+" "$2" | grep -oE '[0-9]+$' | sort -n | tail -n 1
 }
 
+# stop_testpmd [kill]: SIGINT, for its final forward statistics (it takes
+# about a second: its statistics loop sleeps a second at a time); "kill"
+# when its periodic statistics already said everything.
 stop_testpmd() {
+	[ "${1:-}" = kill ] && kill -KILL "$TESTPMD_PID" 2>/dev/null
 	kill -INT "$TESTPMD_PID" 2>/dev/null
 	for _ in $(seq 100); do
 		kill -0 "$TESTPMD_PID" 2>/dev/null || break
@@ -176,14 +181,14 @@ vu-tx | vu-rx | vu-mq)
 		# seconds to start forwarding.  A stalled ring stops it short.
 		tp_sent() { [ "$(tp_count TX-packets "$DIR/testpmd-vu.log")" -gt 10000 ] 2>/dev/null; }
 		wait_for 20 tp_sent || echo "testpmd's statistics never passed 10000 sent"
-		sleep 1
+		sleep 0.2
 	else
 		rx_done() { [ "$(vnet_json_field rx_pkts)" = "$N" ]; }
 		wait_for 30 rx_done || fail "virtq-net did not deliver $N frames"
 		tp_done() { [ "$(tp_count RX-packets "$DIR/testpmd-vu.log")" = "$N" ]; }
 		wait_for 5 tp_done      # its next statistics show the last frames
 	fi
-	stop_testpmd
+	if [ "$CASE" = vu-rx ]; then stop_testpmd kill; else stop_testpmd; fi
 	# virtq-net exits (--once) when testpmd's connection goes.
 	wait_for 10 bash -c "! kill -0 $VNET_PID 2>/dev/null" || fail "virtq-net did not exit"
 	wait "$VNET_PID"
@@ -228,8 +233,16 @@ vh-tx | vh-rx)
 		"${PERF_MEM[@]}" "${verify[@]}" --json >"$DIR/perf.out" 2>"$DIR/perf.log" ||
 		fail "virtq-perf net failed"
 	got=$(grep -oE '"packets":[0-9]+' "$DIR/perf.out" | cut -d: -f2)
-	sleep 1
-	stop_testpmd
+	# until testpmd's periodic statistics (a line a second) show them all
+	tp_all() {
+		if [ "$CASE" = vh-tx ]; then
+			[ "$(tp_count RX-packets "$DIR/testpmd-vh.log")" = "$N" ]
+		else
+			[ "$(tp_count TX-packets "$DIR/testpmd-vh.log")" -ge "$N" ] 2>/dev/null
+		fi
+	}
+	wait_for 3 tp_all
+	stop_testpmd kill
 	if [ "$CASE" = vh-tx ]; then
 		rx=$(tp_count RX-packets "$DIR/testpmd-vh.log")
 		echo "virtq-perf net sent $got (asked $N), testpmd vhost received $rx"

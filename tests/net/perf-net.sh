@@ -43,7 +43,7 @@ for layout in "--packed off" "--packed on" "--packed off --in-order on" \
 	[ "$(field bad "$out")" = 0 ] || fail "rx $layout: $out"
 
 	out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 loopback" --cpu 0 \
-		$layout --direction rr --seconds 0.5 --verify --json 2>&1) ||
+		$layout --direction rr --seconds 0.2 --verify --json 2>&1) ||
 		fail "rr $layout: $out"
 	echo "$out" | grep -q "no answer" && fail "rr $layout: lost: $out"
 	out=$(echo "$out" | grep '^{')
@@ -61,7 +61,7 @@ for layout in "--packed off" "--packed on" "--packed off --in-order on" \
 			[ "$(field packets "$out")" = $N ] || fail "rx dirty-log $layout mrg $mrg: $out"
 	done
 	out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 loopback" --cpu 0 \
-		$layout --direction rr --seconds 0.3 --verify --dirty-log --json 2>&1) ||
+		$layout --direction rr --seconds 0.1 --verify --dirty-log --json 2>&1) ||
 		fail "rr dirty-log $layout: $out"
 	out=$(echo "$out" | grep '^{')
 	[ "$(field unlogged "$out")" = 0 ] && [ "$(field ring_pages "$out")" -ge 2 ] &&
@@ -76,7 +76,7 @@ for layout in "--packed off" "--packed on" "--packed off --in-order on" \
 		[ $dir = rr ] && mode=loopback
 		for dlog in "" --dirty-log; do
 			out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 $mode" --cpu 0 \
-				$layout --direction $dir --seconds 0.3 --verify --iommu 8192 \
+				$layout --direction $dir --seconds 0.1 --verify --iommu 8192 \
 				$dlog --json 2>&1) || fail "$dir iommu $dlog $layout: $out"
 			out=$(echo "$out" | grep '^{')
 			[ "$(field iommu_page "$out")" = 8192 ] && [ "$(field iotlb_misses "$out")" = 0 ] &&
@@ -94,7 +94,7 @@ done
 # the buffers once its rings have been quiet for 200 ms (runtime V4, the
 # quiet-period look); without that look the run never ends.  tx sends one
 # burst at a time and waits 2 ms once it is back: the sink has drained the
-# ring and gone to sleep, so each burst owes a kick (8 here).  Every frame arrives, and virtq-net
+# ring and gone to sleep, so each burst owes a kick (4 here).  Every frame arrives, and virtq-net
 # counts the kicks it missed (about one per kick dropped; one whose buffers
 # its own re-check found in time is not missed).
 dir=$(mktemp -d)
@@ -105,12 +105,12 @@ for layout in "--packed off" "--packed on"; do
 	i=0
 	while [ ! -S "$dir/s" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 	out=$("$VPERF" net --socket-path "$dir/s" --cpu 0 $layout --direction tx \
-		--count 2000 --burst 250 --drop-kicks 1 --json) || { kill $pid; fail "drop-kicks $layout"; }
+		--count 1000 --burst 250 --drop-kicks 1 --json) || { kill $pid; fail "drop-kicks $layout"; }
 	kill -TERM $pid
 	wait $pid || true
 	sum=$(grep '"summary":true' "$dir/net")
 	rm -f "$dir/s"
-	[ "$(field packets "$out")" = 2000 ] && [ "$(field kicks_dropped "$out")" -ge 1 ] &&
+	[ "$(field packets "$out")" = 1000 ] && [ "$(field kicks_dropped "$out")" -ge 1 ] &&
 		[ "$(field kicks_missed "$sum")" -ge 1 ] ||
 		fail "drop-kicks $layout: $out; virtq-net: $sum"
 	echo "drop-kicks $layout: dropped $(field kicks_dropped "$out"), virtq-net missed $(field kicks_missed "$sum"), $(field seconds "$out") s"
