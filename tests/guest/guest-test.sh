@@ -1177,17 +1177,20 @@ net_migrate() {
 		'"$pre"'
 		gnet echo eth0 -n 500 -s 0 || exit 1
 		echo MIGRATE_NOW
-		gnet echo eth0 -n 10000 -s 0 -w 5000 -t 12
+		gnet echo eth0 -n 10000 -s 0 -w 15000 -t 12
 		echo "DURING_RC=$?"
 		gnet probe eth0 -t 20 && gnet echo eth0 -n 2000 -s 0'
 	# The echo across runs for at least 12 s (rounds of 10 000), longer
 	# than the copy (about 4 s at 32 MB/s, 6 s in postcopy) however fast
 	# the guest echoes: a source guest that finished its command first
 	# would power off under the migration (seen once, the echo done in
-	# under 3 s).  postcopy: the guest's own faults stall its vCPU for
-	# seconds at a time (QEMU reports the blocktime), so an echo may come
-	# back after 5 s: it waits 30.
-	[ "$mq" = postcopy ] && cmd=${cmd/-w 5000/-w 30000}
+	# under 3 s).  The burst in flight at the switch-over waits for the
+	# last copy, the RAM comparison and the destination's start: on a
+	# loaded host over 5 s (its frames came back intact just after the
+	# burst was given up), so it waits 15.  postcopy: the guest's own
+	# faults stall its vCPU for seconds at a time (QEMU reports the
+	# blocktime): it waits 30.
+	[ "$mq" = postcopy ] && cmd=${cmd/-w 15000/-w 30000}
 	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
 	need_net_backend
 	# the destination's backend first: its QEMU connects at startup
