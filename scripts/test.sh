@@ -87,8 +87,13 @@ print("\n".join(sorted(out)))' "$1" "$2"
 run() {
 	local dir=$1 name=$2 rc=0
 	shift 2
-	# No test named: meson would run them all.
-	[ $# -gt 0 ] || return 0
+	# No test named (meson would run them all): every lane has tests, so
+	# its list came out empty by mistake, and the lane fails.
+	if [ $# -eq 0 ]; then
+		echo "== $dir: lane $name has no test to run: FAIL"
+		fail "$name" "$dir($name: no tests)"
+		return 0
+	fi
 	if [ $# -gt 8 ]; then echo "== $dir: meson test, $# tests ($name)"; else echo "== $dir: meson test $*"; fi
 	meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
 	local log="$dir/meson-logs/$name.json" p=0 f=0 s=0
@@ -102,10 +107,29 @@ run() {
 		echo "$dir: $s test(s) skipped$([ "${CI:-}" = true ] && echo ': a failure with CI=true')"
 		[ "${CI:-}" = true ] && f=$((f + s))
 	fi
-	# A failure meson could not attribute to a test still fails the run.
+	# A failure meson could not attribute to a test still fails the run,
+	# and so does a run of no test (a suite that matched none: meson says
+	# so and exits 0).
 	[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+	if [ $((p + f + s)) -eq 0 ]; then
+		echo "$dir: lane $name ran no test: FAIL"
+		f=1
+	fi
 	echo "$p $f $dir($name)" > "$out/$name.count"
 	[ "$f" -eq 0 ] || failure_digest "$log" >> "$out/$name.digest"
+}
+# run_listed DIR NAME PARALLEL [SUITE...]: run the tests tests() lists.  A
+# list that could not be made fails the lane (a process substitution's
+# status would be lost, and with it the lane's tests).
+run_listed() {
+	local dir=$1 name=$2 list names=()
+	if ! list=$(tests "$dir" "${@:3}"); then
+		echo "== $dir: cannot list lane $name's tests (meson introspect): FAIL"
+		fail "$name" "$dir($name: no test list)"
+		return 0
+	fi
+	[ -z "$list" ] || mapfile -t names <<< "$list"
+	run "$dir" "$name" "${names[@]}"
 }
 # fail NAME WHAT: a step that is no meson test failed.
 fail() { echo "0 1 $2" > "$out/$1.count"; }
@@ -181,12 +205,10 @@ background() {
 		{ meson configure build-s390x -Dwerror=true >/dev/null && ninja -C build-s390x -j "$jobs" >/dev/null; } || rc=$?
 	built build-s390x $rc
 
-	mapfile -t par < <(tests build true guest)
-	run build build-shared "${par[@]}"
+	run_listed build build-shared true guest
 	if await build-release; then run build-release release-threads --suite threads; fi
 	if await build-asan-clang; then
-		mapfile -t par < <(tests build-asan-clang true)
-		UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-shared "${par[@]}"
+		UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run_listed build-asan-clang asan-shared true
 	fi
 	if await build-tsan; then TSAN_OPTIONS=halt_on_error=1 run build-tsan tsan-threads --suite threads; fi
 	if await build-s390x; then run build-s390x s390x --timeout-multiplier 4 "${s390x_tests[@]}"; fi
@@ -196,8 +218,7 @@ background_pid=$!
 
 # ---- foreground: the guests, then what must run alone, then the fuzzers ----
 run build guests --suite guest
-mapfile -t alone < <(tests build false guest)
-run build build-alone "${alone[@]}"
+run_listed build build-alone false guest
 
 # A consumer built against the installed headers, library and pkg-config file.
 echo "== install: a consumer of the installed library"
@@ -221,8 +242,7 @@ echo "== abi: libvirtq.so against abi/libvirtq-*.abi"
 if scripts/abi-check.sh build; then pass abi abi-check; else fail abi abi-check; fi
 
 if await build-asan-clang; then
-	mapfile -t alone < <(tests build-asan-clang false)
-	UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-alone "${alone[@]}"
+	UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run_listed build-asan-clang asan-alone false
 fi
 if fuzz_opt && await build-fuzz; then run build-fuzz fuzz --suite fuzz; fi
 
