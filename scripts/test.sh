@@ -169,8 +169,19 @@ fuzz_opt() { grep -q "option('fuzz'" meson_options.txt 2>/dev/null; }
 ubsan=halt_on_error=1:print_stacktrace=1 asan=detect_leaks=1
 
 # await DIR: the background lane has compiled DIR (status in $out/DIR.built).
+# A lane gone without writing it (killed, or stopped by set -e) fails the
+# wait at once: CI would otherwise hang until its time limit.
 await() {
-	while [ ! -f "$out/$1.built" ]; do sleep 1; done
+	while [ ! -f "$out/$1.built" ]; do
+		if ! kill -0 "${background_pid:-}" 2>/dev/null; then
+			# It may have written the file just before it ended.
+			[ -f "$out/$1.built" ] && break
+			echo "$1: the background lane ended before it built $1: FAIL"
+			fail "$1-await" "$1(background lane gone)"
+			return 1
+		fi
+		sleep 1
+	done
 	[ "$(cat "$out/$1.built")" = 0 ]
 }
 # built DIR STATUS: tell the foreground; a failed compile counts as a failure.
@@ -246,10 +257,16 @@ if await build-asan-clang; then
 fi
 if fuzz_opt && await build-fuzz; then run build-fuzz fuzz --suite fuzz; fi
 
-wait "$background_pid" || true
+background_rc=0
+wait "$background_pid" || background_rc=$?
 echo
 echo "== the background lane"
 cat "$out/background.log"
+# A lane that ended early (set -e, a kill) skipped whatever came after.
+if [ $background_rc != 0 ]; then
+	echo "the background lane failed (exit $background_rc): FAIL"
+	fail background "background-lane(exit $background_rc)"
+fi
 
 echo
 passed=0
