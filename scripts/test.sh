@@ -189,6 +189,20 @@ built() {
 	echo "$2" > "$out/$1.built"
 	[ "$2" = 0 ] || { echo "$1: the compile failed"; fail "$1-compile" "$1(compile)"; }
 }
+# build_for DIR SUITE CC [meson options...]: configure DIR, compile only
+# what SUITE's tests run and depend on, and tell the foreground.  No
+# target is a failure: ninja would compile everything instead.
+build_for() {
+	local dir=$1 suite=$2 rc=0 t=
+	shift 2
+	configure "$dir" "$@" && t=$(targets "$dir" "$suite") || rc=$?
+	if [ $rc = 0 ] && [ -z "$t" ]; then
+		echo "$dir: no target for suite $suite"
+		rc=1
+	fi
+	[ $rc != 0 ] || ninja -C "$dir" -j "$jobs" $t >/dev/null || rc=$?
+	built "$dir" $rc
+}
 
 # ---- background lane: compiles, then the tests that may share the CPUs ----
 background() {
@@ -198,18 +212,10 @@ background() {
 	renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
 	rc=0; setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false || rc=$?
 	built build-asan-clang $rc
-	if fuzz_opt; then
-		rc=0
-		{ configure build-fuzz clang -Dfuzz=true -Db_lundef=false &&
-			ninja -C build-fuzz -j "$jobs" $(targets build-fuzz fuzz) >/dev/null; } || rc=$?
-		built build-fuzz $rc
-	fi
+	if fuzz_opt; then build_for build-fuzz fuzz clang -Dfuzz=true -Db_lundef=false; fi
 	rc=0; setup build-release gcc -Dwerror=true --buildtype=release || rc=$?
 	built build-release $rc
-	rc=0
-	{ configure build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false &&
-		ninja -C build-tsan -j "$jobs" $(targets build-tsan threads) >/dev/null; } || rc=$?
-	built build-tsan $rc
+	build_for build-tsan threads clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
 	rc=0
 	{ [ -f build-s390x/build.ninja ] ||
 		meson setup build-s390x --cross-file cross/s390x.ini -Dwerror=true >/dev/null; } &&
