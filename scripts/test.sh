@@ -87,8 +87,13 @@ print("\n".join(sorted(out)))' "$1" "$2"
 run() {
 	local dir=$1 name=$2 rc=0
 	shift 2
-	# No test named: meson would run them all.
-	[ $# -gt 0 ] || return 0
+	# No test named (meson would run them all): every lane has tests, so
+	# its list came out empty by mistake, and the lane fails.
+	if [ $# -eq 0 ]; then
+		echo "== $dir: lane $name has no test to run: FAIL"
+		fail "$name" "$dir($name: no tests)"
+		return 0
+	fi
 	if [ $# -gt 8 ]; then echo "== $dir: meson test, $# tests ($name)"; else echo "== $dir: meson test $*"; fi
 	meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
 	local log="$dir/meson-logs/$name.json" p=0 f=0 s=0
@@ -102,10 +107,29 @@ run() {
 		echo "$dir: $s test(s) skipped$([ "${CI:-}" = true ] && echo ': a failure with CI=true')"
 		[ "${CI:-}" = true ] && f=$((f + s))
 	fi
-	# A failure meson could not attribute to a test still fails the run.
+	# A failure meson could not attribute to a test still fails the run,
+	# and so does a run of no test (a suite that matched none: meson says
+	# so and exits 0).
 	[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+	if [ $((p + f + s)) -eq 0 ]; then
+		echo "$dir: lane $name ran no test: FAIL"
+		f=1
+	fi
 	echo "$p $f $dir($name)" > "$out/$name.count"
 	[ "$f" -eq 0 ] || failure_digest "$log" >> "$out/$name.digest"
+}
+# run_listed DIR NAME PARALLEL [SUITE...]: run the tests tests() lists.  A
+# list that could not be made fails the lane (a process substitution's
+# status would be lost, and with it the lane's tests).
+run_listed() {
+	local dir=$1 name=$2 list names=()
+	if ! list=$(tests "$dir" "${@:3}"); then
+		echo "== $dir: cannot list lane $name's tests (meson introspect): FAIL"
+		fail "$name" "$dir($name: no test list)"
+		return 0
+	fi
+	[ -z "$list" ] || mapfile -t names <<< "$list"
+	run "$dir" "$name" "${names[@]}"
 }
 # fail NAME WHAT: a step that is no meson test failed.
 fail() { echo "0 1 $2" > "$out/$1.count"; }
@@ -145,14 +169,39 @@ fuzz_opt() { grep -q "option('fuzz'" meson_options.txt 2>/dev/null; }
 ubsan=halt_on_error=1:print_stacktrace=1 asan=detect_leaks=1
 
 # await DIR: the background lane has compiled DIR (status in $out/DIR.built).
+# A lane gone without writing it (killed, or stopped by set -e) fails the
+# wait at once: CI would otherwise hang until its time limit.
 await() {
-	while [ ! -f "$out/$1.built" ]; do sleep 1; done
+	while [ ! -f "$out/$1.built" ]; do
+		if ! kill -0 "${background_pid:-}" 2>/dev/null; then
+			# It may have written the file just before it ended.
+			[ -f "$out/$1.built" ] && break
+			echo "$1: the background lane ended before it built $1: FAIL"
+			fail "$1-await" "$1(background lane gone)"
+			return 1
+		fi
+		sleep 1
+	done
 	[ "$(cat "$out/$1.built")" = 0 ]
 }
 # built DIR STATUS: tell the foreground; a failed compile counts as a failure.
 built() {
 	echo "$2" > "$out/$1.built"
 	[ "$2" = 0 ] || { echo "$1: the compile failed"; fail "$1-compile" "$1(compile)"; }
+}
+# build_for DIR SUITE CC [meson options...]: configure DIR, compile only
+# what SUITE's tests run and depend on, and tell the foreground.  No
+# target is a failure: ninja would compile everything instead.
+build_for() {
+	local dir=$1 suite=$2 rc=0 t=
+	shift 2
+	configure "$dir" "$@" && t=$(targets "$dir" "$suite") || rc=$?
+	if [ $rc = 0 ] && [ -z "$t" ]; then
+		echo "$dir: no target for suite $suite"
+		rc=1
+	fi
+	[ $rc != 0 ] || ninja -C "$dir" -j "$jobs" $t >/dev/null || rc=$?
+	built "$dir" $rc
 }
 
 # ---- background lane: compiles, then the tests that may share the CPUs ----
@@ -163,30 +212,20 @@ background() {
 	renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
 	rc=0; setup build-asan-clang clang -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false || rc=$?
 	built build-asan-clang $rc
-	if fuzz_opt; then
-		rc=0
-		{ configure build-fuzz clang -Dfuzz=true -Db_lundef=false &&
-			ninja -C build-fuzz -j "$jobs" $(targets build-fuzz fuzz) >/dev/null; } || rc=$?
-		built build-fuzz $rc
-	fi
+	if fuzz_opt; then build_for build-fuzz fuzz clang -Dfuzz=true -Db_lundef=false; fi
 	rc=0; setup build-release gcc -Dwerror=true --buildtype=release || rc=$?
 	built build-release $rc
-	rc=0
-	{ configure build-tsan clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false &&
-		ninja -C build-tsan -j "$jobs" $(targets build-tsan threads) >/dev/null; } || rc=$?
-	built build-tsan $rc
+	build_for build-tsan threads clang -Dwerror=true -Db_sanitize=thread -Db_lundef=false
 	rc=0
 	{ [ -f build-s390x/build.ninja ] ||
 		meson setup build-s390x --cross-file cross/s390x.ini -Dwerror=true >/dev/null; } &&
 		{ meson configure build-s390x -Dwerror=true >/dev/null && ninja -C build-s390x -j "$jobs" >/dev/null; } || rc=$?
 	built build-s390x $rc
 
-	mapfile -t par < <(tests build true guest)
-	run build build-shared "${par[@]}"
+	run_listed build build-shared true guest
 	if await build-release; then run build-release release-threads --suite threads; fi
 	if await build-asan-clang; then
-		mapfile -t par < <(tests build-asan-clang true)
-		UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-shared "${par[@]}"
+		UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run_listed build-asan-clang asan-shared true
 	fi
 	if await build-tsan; then TSAN_OPTIONS=halt_on_error=1 run build-tsan tsan-threads --suite threads; fi
 	if await build-s390x; then run build-s390x s390x --timeout-multiplier 4 "${s390x_tests[@]}"; fi
@@ -196,8 +235,7 @@ background_pid=$!
 
 # ---- foreground: the guests, then what must run alone, then the fuzzers ----
 run build guests --suite guest
-mapfile -t alone < <(tests build false guest)
-run build build-alone "${alone[@]}"
+run_listed build build-alone false guest
 
 # A consumer built against the installed headers, library and pkg-config file.
 echo "== install: a consumer of the installed library"
@@ -221,15 +259,20 @@ echo "== abi: libvirtq.so against abi/libvirtq-*.abi"
 if scripts/abi-check.sh build; then pass abi abi-check; else fail abi abi-check; fi
 
 if await build-asan-clang; then
-	mapfile -t alone < <(tests build-asan-clang false)
-	UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run build-asan-clang asan-alone "${alone[@]}"
+	UBSAN_OPTIONS=$ubsan ASAN_OPTIONS=$asan run_listed build-asan-clang asan-alone false
 fi
 if fuzz_opt && await build-fuzz; then run build-fuzz fuzz --suite fuzz; fi
 
-wait "$background_pid" || true
+background_rc=0
+wait "$background_pid" || background_rc=$?
 echo
 echo "== the background lane"
 cat "$out/background.log"
+# A lane that ended early (set -e, a kill) skipped whatever came after.
+if [ $background_rc != 0 ]; then
+	echo "the background lane failed (exit $background_rc): FAIL"
+	fail background "background-lane(exit $background_rc)"
+fi
 
 echo
 passed=0

@@ -4,7 +4,11 @@
  * Built static by tests/guest/build-guest.sh and run inside the test guest.
  *
  *   gnet tx    IF -n N [-s size] [-t sec]   send N frames (seq 0..N-1) or for sec
- *   gnet rx    IF [-n N] [-t sec] [-i idle] count frames, verify ours
+ *   gnet rx    IF [-n N] [-t sec] [-i idle] [-u] [-s size]
+ *                                           count frames, verify ours and
+ *                                           virtq-net's source frames (of
+ *                                           size bytes, if -s); -u: bring IF
+ *                                           up once the socket is open
  *   gnet echo  IF -n N [-s size|0=random] [-b burst] [-w ms] [-t sec]
  *                                           send bursts, expect each frame back;
  *                                           with -t, rounds of N for at least sec
@@ -23,6 +27,10 @@
  *   36.. pattern that depends on run, seq and offset.
  * The run id is random per invocation, so a frame left over from an earlier
  * run (or an old slot of the receive ring) is told apart from a current one.
+ *
+ * virtq-net's source mode sends its own frames (tools/net/virtq-net.c,
+ * build_frame): broadcast from 52:54:00:00:00:01, ethertype 0x88B5, then
+ * byte i is i & 0xff.  rx checks every byte of those too.
  *
  * Output is "KEY k=v ..." lines for the host scripts.  Exit: 0 ok, 1 a check
  * failed, 2 usage or setup error.
@@ -134,7 +142,7 @@ static void build(uint8_t *f, unsigned int len, uint64_t seq)
 	put_le(f + 32, fnv32(f + HDR, len - HDR), 4);
 }
 
-enum verdict { V_OK, V_FOREIGN, V_STALE, V_BAD };
+enum verdict { V_OK, V_FOREIGN, V_STALE, V_BAD, V_SOURCE };
 
 /* Classify a received frame; *why names the first broken field. */
 static enum verdict check(const uint8_t *f, unsigned int len, uint64_t *seq,
@@ -166,7 +174,40 @@ static enum verdict check(const uint8_t *f, unsigned int len, uint64_t *seq,
 	return V_OK;
 }
 
-static int open_if(int rx)
+static const uint8_t source_mac[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x01 };
+
+/* The length virtq-net's source frames must have (rx -s; 0: any). */
+static unsigned int source_size;
+
+/* rx's check: virtq-net's source frames (told by their sender and
+ * ethertype) are V_SOURCE if intact, else V_BAD; the rest as check(). */
+static enum verdict check_rx(const uint8_t *f, unsigned int len, uint64_t *seq,
+			     const char **why)
+{
+	if (len < 18 || memcmp(f + 6, source_mac, 6) || f[12] != (ETYPE >> 8) ||
+	    f[13] != (ETYPE & 0xff) || !memcmp(f + 14, "VQGN", 4))
+		return check(f, len, seq, why);
+	*why = "";
+	for (unsigned int o = 0; o < 6; o++)
+		if (f[o] != 0xff) {
+			*why = "source-destination";
+			return V_BAD;
+		}
+	if (source_size && len != source_size) {
+		*why = "source-length";
+		return V_BAD;
+	}
+	for (unsigned int o = 14; o < len; o++)
+		if (f[o] != (uint8_t)o) {
+			*why = "source-payload";
+			return V_BAD;
+		}
+	return V_SOURCE;
+}
+
+/* rx: a receiving socket; any_if: bound to every interface (rx keeps only
+ * IF's frames), so that it receives before IF is up. */
+static int open_if(int rx, int any_if)
 {
 	/* Protocol 0 until bound: a socket made with ETH_P_ALL receives from
 	 * every interface until bind() narrows it (loopback frames of the
@@ -195,7 +236,10 @@ static int open_if(int rx)
 	memset(&sll, 0, sizeof(sll));
 	sll.sll_family = AF_PACKET;
 	sll.sll_protocol = htons(rx ? ETH_P_ALL : 0);
-	sll.sll_ifindex = ifindex;
+	/* A socket bound to a down interface would see nothing until the
+	 * interface's up notification, after the driver passed up its first
+	 * frames. */
+	sll.sll_ifindex = any_if ? 0 : ifindex;
 	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
 		perror("bind");
 		exit(2);
@@ -239,6 +283,7 @@ struct opts {
 	unsigned long long n;
 	unsigned int size, burst, wait_ms;
 	double secs, idle;
+	int up;
 };
 
 static uint8_t buf[MAXB][MAXF + 64];
@@ -263,13 +308,37 @@ static int cmd_tx(int fd, struct opts *o)
 	return 0;
 }
 
+/* Bring the interface up (after rx's socket is open: a sender that starts
+ * when the interface does cannot outrun it). */
+static int if_up(int fd)
+{
+	struct ifreq ifr;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		return -errno;
+	ifr.ifr_flags |= IFF_UP;
+	return ioctl(fd, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
+}
+
 static int cmd_rx(int fd, struct opts *o)
 {
-	unsigned long long frames = 0, ours = 0, bad = 0, other = 0;
+	unsigned long long frames = 0, ours = 0, bad = 0, other = 0, source = 0;
 	double t0 = now(), tlast = t0;
+	struct tpacket_stats st = { 0, 0 };
+	socklen_t sl = sizeof(st);
 
 	printf("RX ready\n");
 	fflush(stdout);
+	if (o->up) {
+		int r = if_up(fd);
+
+		if (r < 0) {
+			printf("RX error=%s (bringing %s up)\n", strerror(-r), ifname);
+			return 2;
+		}
+	}
 	for (;;) {
 		double t = now();
 		struct pollfd p = { fd, POLLIN, 0 };
@@ -282,19 +351,25 @@ static int cmd_rx(int fd, struct opts *o)
 			break;
 		if (poll(&p, 1, 50) <= 0)
 			continue;
-		ssize_t r = recv(fd, buf[0], sizeof(buf[0]), MSG_DONTWAIT);
+		struct sockaddr_ll from;
+		socklen_t fl = sizeof(from);
+		ssize_t r = recvfrom(fd, buf[0], sizeof(buf[0]), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
 
-		if (r <= 0)
+		if (r <= 0 || from.sll_ifindex != ifindex)
 			continue;
 		tlast = now();
 		frames++;
 		uint64_t seq = 0;
 		const char *why;
 
-		switch (check(buf[0], (unsigned int)r, &seq, &why)) {
+		switch (check_rx(buf[0], (unsigned int)r, &seq, &why)) {
 		case V_OK:
 		case V_STALE:
 			ours++;
+			break;
+		case V_SOURCE:
+			source++;
 			break;
 		case V_FOREIGN:
 			other++;
@@ -306,9 +381,13 @@ static int cmd_rx(int fd, struct opts *o)
 			break;
 		}
 	}
-	printf("RX frames=%llu ours=%llu other=%llu bad=%llu secs=%.3f if_rx_packets=%lld if_rx_dropped=%lld\n",
-	       frames, ours, other, bad, now() - t0, if_stat("rx_packets"),
-	       if_stat("rx_dropped"));
+	/* Frames the socket's buffer had no room for (since it opened). */
+	if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &sl) < 0)
+		st.tp_drops = 0;
+	printf("RX frames=%llu ours=%llu source=%llu other=%llu bad=%llu socket_drops=%u "
+	       "secs=%.3f if_rx_packets=%lld if_rx_dropped=%lld\n",
+	       frames, ours, source, other, bad, st.tp_drops, now() - t0,
+	       if_stat("rx_packets"), if_stat("rx_dropped"));
 	return bad ? 1 : 0;
 }
 
@@ -545,7 +624,7 @@ static int cmd_channels(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct opts o = { .n = 1000, .size = 60, .burst = 32, .wait_ms = 1000 };
-	int c, rx, have_n = 0;
+	int c, rx, have_n = 0, have_s = 0;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: gnet tx|rx|echo|probe|watch|channels IF [opts]\n");
@@ -558,14 +637,15 @@ int main(int argc, char **argv)
 		return cmd_channels(argc, argv);
 
 	optind = 3;
-	while ((c = getopt(argc, argv, "n:s:b:w:t:i:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:b:w:t:i:u")) != -1) {
 		switch (c) {
 		case 'n': o.n = strtoull(optarg, NULL, 0); have_n = 1; break;
-		case 's': o.size = (unsigned int)atoi(optarg); break;
+		case 's': o.size = (unsigned int)atoi(optarg); have_s = 1; break;
 		case 'b': o.burst = (unsigned int)atoi(optarg); break;
 		case 'w': o.wait_ms = (unsigned int)atoi(optarg); break;
 		case 't': o.secs = atof(optarg); break;
 		case 'i': o.idle = atof(optarg); break;
+		case 'u': o.up = 1; break;
 		default: return 2;
 		}
 	}
@@ -578,7 +658,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	run_id = (uint32_t)(getpid() * 2654435761u ^ (uint32_t)(now() * 1e6));
 	rx = strcmp(cmd, "tx") != 0;
-	int fd = open_if(rx);
+	int fd = open_if(rx, o.up && !strcmp(cmd, "rx"));
 
 	if (!strcmp(cmd, "tx"))
 		return cmd_tx(fd, &o);
@@ -587,6 +667,7 @@ int main(int argc, char **argv)
 			o.n = 0;
 		if (!o.n && !o.secs && !o.idle)
 			o.secs = 3;
+		source_size = have_s ? o.size : 0;
 		return cmd_rx(fd, &o);
 	}
 	if (!strcmp(cmd, "echo"))

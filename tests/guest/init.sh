@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # SPDX-License-Identifier: MIT
 # /init of the test guest: mount, load the virtio modules, bring eth0 up if
-# there is one, run /vq/cmd with its output on the second serial port (the
+# there is one (unless /vq/ifdown: the command does), run /vq/cmd with its output on the second serial port (the
 # host keeps it in output.log), or with /vq/interactive a shell on the
 # console, print VQ_RC=<status>, power off.
 /bin/busybox mkdir -p /proc /sys /dev /tmp
@@ -34,7 +34,7 @@ if [ -e /sys/bus/pci/devices ] && grep -q 0x1af4 /sys/bus/pci/devices/*/vendor 2
 fi
 if [ -e /sys/class/net/eth0 ]; then
 	ip link set eth0 promisc on
-	ip link set eth0 up
+	[ -e /vq/ifdown ] || ip link set eth0 up
 fi
 
 echo "VQ_BEGIN kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime)" > $OUT

@@ -12,6 +12,9 @@
 #     --sock PATH           the backend's vhost-user socket (QEMU connects)
 #     --packed on|off       packed virtqueues (default off: split)
 #     --mrg on|off          net: VIRTIO_NET_F_MRG_RXBUF (default on)
+#     --ifup on|off         net: the guest's /init brings eth0 up (default
+#                           on); off: the command does (gnet rx -u opens its
+#                           socket first, so it sees the first frames)
 #     --queues N            net: queue pairs (default 1; more: multiqueue,
 #                           the guest uses min(N, vCPUs) of them)
 #     --smp N               vCPUs (default 1)
@@ -47,7 +50,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${VIRTQ_GUEST_CACHE:-$HERE/../../build-guest}
-DEV=none SOCK= PACKED=off MRG=on QUEUES=1 SMP=1 RECONNECT= DEVOPTS= IOMMU=off QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
+DEV=none SOCK= PACKED=off MRG=on IFUP=on QUEUES=1 SMP=1 RECONNECT= DEVOPTS= IOMMU=off QMP= INCOMING= MEM=256 MEMPATH= TIMEOUT=90 LOGDIR= PRINT=0
 TRACE=() INTERACTIVE=0
 usage() { sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
 	--sock) SOCK=$2; shift 2 ;;
 	--packed) PACKED=$2; shift 2 ;;
 	--mrg) MRG=$2; shift 2 ;;
+	--ifup) IFUP=$2; shift 2 ;;
 	--queues) QUEUES=$2; shift 2 ;;
 	--smp) SMP=$2; shift 2 ;;
 	--reconnect) RECONNECT=$2; shift 2 ;;
@@ -79,6 +83,7 @@ done
 CMD=${*:-true}
 say() { echo "[run-guest] $*" >&2; }
 die() { say "ERROR: $*"; exit 125; }
+case "$IFUP" in on | off) ;; *) echo "run-guest.sh: --ifup on|off, not '$IFUP'" >&2; exit 2 ;; esac
 
 QEMU=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
 # (re)built when its inputs changed, else reused at once
@@ -124,6 +129,7 @@ rm -rf "$OV"
 mkdir -p "$OV/vq"
 printf '%s\n' "$CMD" > "$OV/vq/cmd"
 [ $INTERACTIVE = 1 ] && : > "$OV/vq/interactive"
+[ "$IFUP" = off ] && : > "$OV/vq/ifdown"
 INITRD=$LOGDIR/initrd
 cp "$CACHE/initramfs.gz" "$INITRD"
 # A second (uncompressed) archive must start on a 4-byte boundary.
