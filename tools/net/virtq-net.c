@@ -202,6 +202,13 @@ static int sink_loopback(void *arg, const struct iovec *iov, unsigned cnt,
 		/* Counted on the RX side as nothing; count the loss here. */
 		return VQ_NET_SINK_DROP(VQ_NET_DROP_NO_RX_BUF);
 	}
+	/* Publish the answer before the layer completes the request: that
+	 * completion is a store to the TX ring's line the guest just wrote,
+	 * and stores are seen in order, so an answer published after it
+	 * would wait for that line to cross too.  The call stays once per
+	 * burst (process_tx). */
+	if (r > 0 && vq_net_rx_flush(rx->nq) < 0)
+		ring_broken(rx);
 	/* Dropped frames were counted by the RX queue. */
 	return 0;
 }
