@@ -169,13 +169,18 @@ static void attach(struct vm *d)
 		return;
 	/* A TX ring that never moved means a new driver session: whatever
 	 * connections we hold belong to a guest that is gone.  (One that
-	 * moved is the same session after an fd change: keep them.) */
-	fresh = ring_fresh(tx->dev);
-	if (fresh && vq_vsock_conn_count(d->vs))
-		vq_vsock_stop(d->vs);
-	if (!d->session_started) {
-		d->session_started = true;
-		d->session_resumed = !fresh;
+	 * moved is the same session after an fd change: keep them.)  Asked
+	 * only when RX and TX attach, not when the event queue joins them:
+	 * a host connection made in between has its REQUEST out and the
+	 * guest's answer still to come, so TX has not moved yet either. */
+	if (!vq_vsock_started(d->vs)) {
+		fresh = ring_fresh(tx->dev);
+		if (fresh && vq_vsock_conn_count(d->vs))
+			vq_vsock_stop(d->vs);
+		if (!d->session_started) {
+			d->session_started = true;
+			d->session_resumed = !fresh;
+		}
 	}
 	vq_vsock_start(d->vs, rx->dev, tx->dev, ev->running ? ev->dev : NULL);
 	/* The first rings of this front-end connection resume where another
