@@ -1046,6 +1046,8 @@ guest_ram() {
 }
 # qmp_status: the "status" field of the last QMP reply
 qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\1/p'; }
+# qmp_num KEY: the number KEY has in the last QMP reply
+qmp_num() { tail -1 "$LOG/qmp.log" | sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p"; }
 # migrate_compare SRC_QMP DST_QMP PORT: migrate the source to the paused
 # destination (-incoming) at 32 MB/s, so RAM is copied over a few seconds of
 # iterations while the backend writes; check it completed and that, with both
@@ -1111,20 +1113,17 @@ migrate_compare() {
 # x-query-virtio-queue-status), for ram-diff.py; each area is given its
 # split-ring size, which covers the packed layout's too
 vhost_rings() {
-	local path q nvqs line num
+	local path q nvqs num
 	qmp '{"execute":"x-query-virtio"}' || return 0
 	path=$(tail -1 "$LOG/qmp.log" | grep -o '"path": *"[^"]*"' | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
 	[ -n "$path" ] || return 0
 	qmp '{"execute":"x-query-virtio-status","arguments":{"path":"'"$path"'"}}' || return 0
-	nvqs=$(tail -1 "$LOG/qmp.log" | sed -n 's/.*"num-vqs": *\([0-9]*\).*/\1/p')
+	nvqs=$(qmp_num num-vqs)
 	for ((q = 0; q < ${nvqs:-0}; q++)); do
 		qmp '{"execute":"x-query-virtio-queue-status","arguments":{"path":"'"$path"'","queue":'$q'}}' || return 0
-		line=$(tail -1 "$LOG/qmp.log")
-		num=$(echo "$line" | sed -n 's/.*"vring-num": *\([0-9]*\).*/\1/p')
-		printf ' %s:%s %s:%s %s:%s' \
-			"$(echo "$line" | sed -n 's/.*"vring-desc": *\([0-9]*\).*/\1/p')" $((16 * num)) \
-			"$(echo "$line" | sed -n 's/.*"vring-avail": *\([0-9]*\).*/\1/p')" $((6 + 2 * num)) \
-			"$(echo "$line" | sed -n 's/.*"vring-used": *\([0-9]*\).*/\1/p')" $((6 + 8 * num))
+		num=$(qmp_num vring-num)
+		printf ' %s:%s %s:%s %s:%s' "$(qmp_num vring-desc)" $((16 * num)) \
+			"$(qmp_num vring-avail)" $((6 + 2 * num)) "$(qmp_num vring-used)" $((6 + 8 * num))
 	done
 }
 # migrate_postcopy SRC_QMP DST_QMP PORT: the same move in postcopy: both
