@@ -163,7 +163,6 @@ static void attach(struct vm *d)
 {
 	struct ring *rx = &d->q[VQ_VSOCK_RXQ], *tx = &d->q[VQ_VSOCK_TXQ];
 	struct ring *ev = &d->q[VQ_VSOCK_EVQ];
-	bool fresh;
 
 	if (!rx->running || !tx->running)
 		return;
@@ -174,7 +173,8 @@ static void attach(struct vm *d)
 	 * a host connection made in between has its REQUEST out and the
 	 * guest's answer still to come, so TX has not moved yet either. */
 	if (!vq_vsock_started(d->vs)) {
-		fresh = ring_fresh(tx->dev);
+		bool fresh = ring_fresh(tx->dev);
+
 		if (fresh && vq_vsock_conn_count(d->vs))
 			vq_vsock_stop(d->vs);
 		if (!d->session_started) {
