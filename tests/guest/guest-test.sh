@@ -377,12 +377,13 @@ matrix_loopback() {
 # by the guest, or counted as dropped for want of a receive buffer.
 # The backend sends as soon as the guest posts buffers, when eth0 comes
 # up: the guest's socket opens first (--ifup off, gnet rx -u), or it
-# would see none of them.
+# would see none of them.  It reads until it has them all (IOMMU cases
+# under CI load sent ~300 frames a second: a 3 s window cut them short).
 matrix_source() {
 	local rc
 	shift 2
 	net_start source || { check source-start 1 ""; return; }
-	guest source "$@" --ifup off -- "gnet rx eth0 -u -s $SOURCE_SIZE -t 3 -i 1"
+	guest source "$@" --ifup off -- "gnet rx eth0 -u -s $SOURCE_SIZE -n $SOURCE_COUNT -t 30 -i 2"
 	rc=$?
 	net_stop
 	local o=$LOG/source.out
