@@ -1049,6 +1049,34 @@ guest_ram() {
 qmp_status() { tail -1 "$LOG/qmp.log" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\1/p'; }
 # qmp_num KEY: the number KEY has in the last QMP reply
 qmp_num() { tail -1 "$LOG/qmp.log" | sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p"; }
+# migration_guests SRC_SOCK DST_SOCK CMD RUN-GUEST-OPTS...: the destination
+# guest paused on -incoming, then the source guest, both running CMD (a
+# socket argument may be empty: no device); returns 0 once the source
+# printed MIGRATE_NOW.  Sets MIG_SRC_QMP, MIG_DST_QMP, MIG_PORT, MIG_DST.
+migration_guests() {
+	local src=() dst=() cmd=$3
+	[ -n "$1" ] && src=(--sock "$1")
+	[ -n "$2" ] && dst=(--sock "$2")
+	shift 3
+	MIG_SRC_QMP=$(qmp_port)
+	MIG_DST_QMP=$(qmp_port)
+	MIG_PORT=$(qmp_port)
+	"$HERE/run-guest.sh" --logdir "$LOG/dst" "$@" "${dst[@]}" --qmp-port "$MIG_DST_QMP" \
+		--incoming "tcp:127.0.0.1:$MIG_PORT" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
+	MIG_DST=$!
+	PIDS+=("$MIG_DST")
+	guest_bg src "$@" "${src[@]}" --qmp-port "$MIG_SRC_QMP" -- "$cmd"
+	wait_mark src MIGRATE_NOW 60 && return 0
+	check before-migration 1 "the guest never reached the migration point"
+	return 1
+}
+# migration_end: both guests gone; MIG_RC is the destination guest's status
+migration_end() {
+	wait "$GPID" 2>/dev/null
+	wait "$MIG_DST"
+	MIG_RC=$?
+	cat "$LOG/dst.err"
+}
 # migrate_compare SRC_QMP DST_QMP PORT: migrate the source to the paused
 # destination (-incoming) at 32 MB/s, so RAM is copied over a few seconds of
 # iterations while the backend writes; check it completed and that, with both
@@ -1169,7 +1197,7 @@ migrate_postcopy() {
 		note "destination: $(tail -1 "$LOG/qmp.log" | grep -o '"postcopy-[a-z-]*blocktime": *[^]},]*[]]*' | tr '\n' ' ')"
 }
 net_migrate() {
-	local packed=$1 mq=${2:-} qs qd mport pre= across= after=
+	local packed=$1 mq=${2:-} pre= across= after=
 	local opts=(--dev net --packed "$packed" --mrg on --mem 128 --timeout 100)
 	# mq: 2 queue pairs, both in use (ethtool -L combined 2), so QEMU runs
 	# two vhost devices on the connection and both pairs' rings move with
@@ -1222,37 +1250,23 @@ net_migrate() {
 	net_start loopback || { check start 1 "source backend"; return; }
 	local src_pid=$NET_PID src_out=$NET_OUT
 	NET_OPTS=()
-	qs=$(qmp_port)
-	qd=$(qmp_port)
-	mport=$(qmp_port)
 	# postcopy: QEMU traces each fault it reads from the backend's
 	# userfaultfd (a note: here the backend mostly finds the pages it
 	# touches already there; net-migrate-postcopy-idle-rx checks them)
-	local trace=()
-	[ "$mq" = postcopy ] && trace=(--trace vhost_user_postcopy_fault_handler)
-	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" "${trace[@]}" --sock "$sock_dst" --qmp-port "$qd" \
-		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
-	local dst_guest=$!
-	PIDS+=("$dst_guest")
-	guest_bg src "${opts[@]}" --sock "$sock_src" --qmp-port "$qs" -- "$cmd"
-	if ! wait_mark src MIGRATE_NOW 60; then
-		check before-migration 1 "the guest never reached the migration point"
-		return
-	fi
+	[ "$mq" = postcopy ] && opts+=(--trace vhost_user_postcopy_fault_handler)
+	migration_guests "$sock_src" "$sock_dst" "$cmd" "${opts[@]}" || return
 	sleep 0.5       # the echo runs
 	# virtq-net lets QEMU offer the guest announcement (bit 21)
 	check guest-announce $([ "$(feature 21 "$LOG/src/output.log")" = 1 ] && echo 0 || echo 1) \
 		"GUEST_ANNOUNCE=$(feature 21 "$LOG/src/output.log")"
 	if [ "$mq" = postcopy ]; then
-		migrate_postcopy "$qs" "$qd" "$mport"
+		migrate_postcopy "$MIG_SRC_QMP" "$MIG_DST_QMP" "$MIG_PORT"
 	else
-		migrate_compare "$qs" "$qd" "$mport"
+		migrate_compare "$MIG_SRC_QMP" "$MIG_DST_QMP" "$MIG_PORT"
 		[ -n "$QEMU_LOST" ] && return
 	fi
-	wait "$GPID" 2>/dev/null
-	wait "$dst_guest"
-	local rc=$?
-	cat "$LOG/dst.err"
+	migration_end
+	local rc=$MIG_RC
 	NET_PID=$src_pid NET_OUT=$src_out
 	net_stop
 	local src_rx=$NET_RX src_drop=$NET_DROP
@@ -1310,7 +1324,7 @@ net_migrate() {
 # backend writes pages the guest will not touch again, so a page it fails to
 # mark reaches the destination stale, and the RAM check fails.
 net_migrate_idle_rx() {
-	local qs qd mport i rc gnet=$VIRTQ_GUEST_CACHE/root/bin/gnet
+	local i rc gnet=$VIRTQ_GUEST_CACHE/root/bin/gnet
 	local opts=(--dev net --packed "$1" --mrg on --mem 128 --timeout 100)
 	local cmd='ip link set eth0 down; echo MIGRATE_NOW; sleep 12; ip link set eth0 up; echo UP'
 	# "postcopy": the move in postcopy, and the frames go into the
@@ -1322,9 +1336,9 @@ net_migrate_idle_rx() {
 	# the access lands.  Without it the access would make the page, QEMU
 	# could not place it, and the migration would fail (seen: paused, the
 	# guest gone).  The guest outlives the copy.
-	local mode=${2:-} inj_tap trace=()
+	local mode=${2:-} inj_tap
 	[ "$mode" = postcopy ] && cmd=${cmd/sleep 12/sleep 20} &&
-		trace=(--trace vhost_user_postcopy_fault_handler)
+		opts+=(--trace vhost_user_postcopy_fault_handler)
 	[ "$BACKEND" = virtq ] || cannot_run "the migration case runs virtq-net on both sides"
 	need_net_backend
 	[ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] || cannot_run "a TAP device needs root and /dev/net/tun"
@@ -1347,18 +1361,7 @@ net_migrate_idle_rx() {
 		sleep 0.1
 	done
 	ip link set "$tap_src" up && ip link set "$tap_dst" up || { check tap-up 1 ""; return; }
-	qs=$(qmp_port)
-	qd=$(qmp_port)
-	mport=$(qmp_port)
-	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" "${trace[@]}" --sock "$sock_dst" --qmp-port "$qd" \
-		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
-	local dst_guest=$!
-	PIDS+=("$dst_guest")
-	guest_bg src "${opts[@]}" --sock "$sock_src" --qmp-port "$qs" -- "$cmd"
-	if ! wait_mark src MIGRATE_NOW 60; then
-		check before-migration 1 "the guest never reached the migration point"
-		return
-	fi
+	migration_guests "$sock_src" "$sock_dst" "$cmd" "${opts[@]}" || return
 	# 200 frames, one every 20 ms, into receive buffers nobody will read
 	inj_tap=$tap_src
 	[ "$mode" = postcopy ] && inj_tap=$tap_dst
@@ -1380,9 +1383,9 @@ net_migrate_idle_rx() {
 		PIDS+=("$watch")
 	fi
 	if [ "$mode" = postcopy ]; then
-		migrate_postcopy "$qs" "$qd" "$mport"
+		migrate_postcopy "$MIG_SRC_QMP" "$MIG_DST_QMP" "$MIG_PORT"
 	else
-		migrate_compare "$qs" "$qd" "$mport"
+		migrate_compare "$MIG_SRC_QMP" "$MIG_DST_QMP" "$MIG_PORT"
 		[ -n "$QEMU_LOST" ] && return
 	fi
 	wait "$inj"
@@ -1398,10 +1401,8 @@ net_migrate_idle_rx() {
 		check rarp-after-migration $([ "$i" -ge 1 ] && echo 0 || echo 1) \
 			"RARPs from the guest's MAC on the destination's TAP: $i"
 	fi
-	wait "$GPID" 2>/dev/null
-	wait "$dst_guest"
-	rc=$?
-	cat "$LOG/dst.err"
+	migration_end
+	rc=$MIG_RC
 	NET_PID=$src_pid NET_OUT=$src_out
 	net_stop
 	local src_tx=$NET_TX
@@ -1840,25 +1841,13 @@ net_tap_mq() {
 # migrate-control: migrate_compare with QEMU alone (see the header); the
 # guest's loop outlasts the copy, as net-migrate's echo does
 migrate_control() {
-	local opts=(--dev none --mem 128 --timeout 40) qs qd mport rc
+	local opts=(--dev none --mem 128 --timeout 40)
 	local cmd='echo MIGRATE_NOW; t=$(($(date +%s) + 14)); while [ $(date +%s) -lt $t ]; do dd if=/dev/zero of=/tmp/churn bs=64k count=256 2>/dev/null; rm -f /tmp/churn; done; echo CHURN_DONE'
-	qs=$(qmp_port)
-	qd=$(qmp_port)
-	mport=$(qmp_port)
-	"$HERE/run-guest.sh" --logdir "$LOG/dst" "${opts[@]}" --qmp-port "$qd" \
-		--incoming "tcp:127.0.0.1:$mport" -- "$cmd" > "$LOG/dst.out" 2> "$LOG/dst.err" &
-	local dst_guest=$!
-	PIDS+=("$dst_guest")
-	guest_bg src "${opts[@]}" --qmp-port "$qs" -- "$cmd"
-	if ! wait_mark src MIGRATE_NOW 60; then
-		check before-migration 1 "the guest never reached the migration point"
-		return
-	fi
+	migration_guests "" "" "$cmd" "${opts[@]}" || return
 	sleep 0.5
-	migrate_compare "$qs" "$qd" "$mport"
-	wait "$GPID" 2>/dev/null
-	wait "$dst_guest"
-	rc=$?
+	migrate_compare "$MIG_SRC_QMP" "$MIG_DST_QMP" "$MIG_PORT"
+	migration_end
+	local rc=$MIG_RC
 	check guest-ran-on $([ $rc = 0 ] && grep -aq '^CHURN_DONE' "$LOG/dst/output.log" && echo 0 || echo 1) \
 		"destination guest_rc=$rc"
 }
