@@ -236,6 +236,12 @@ int vq_dev_enable_notify(struct vq_dev *d);
  * an acquire load; no validation: vq_dev_pop does that). */
 bool vq_dev_has_avail(struct vq_dev *d);
 
+/* Start fetching the line the next vq_dev_pop reads first, for a device
+ * that knows it will pop soon but has other misses to wait for first (a
+ * loopback answering a frame it still has to read).  Only a hint: no
+ * barrier, no validation, never faults; on a split ring, nothing. */
+void vq_dev_prefetch_avail(const struct vq_dev *d);
+
 /* The indices to resume from (vhost-user GET_VRING_BASE).  Staged but
  * unflushed entries are not counted. */
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d);

@@ -594,6 +594,13 @@ static bool packed_has_avail(struct vq_dev *d)
 	return avail_now(to_pd(d));
 }
 
+static void packed_prefetch_avail(const struct vq_dev *d)
+{
+	const struct packed_dev *pd = to_pd_const(d);
+
+	__builtin_prefetch(&pd->desc[pd->last_avail]);
+}
+
 static struct vq_dev_state packed_get_state(const struct vq_dev *d)
 {
 	const struct packed_dev *pd = to_pd_const(d);
@@ -641,6 +648,7 @@ static const struct vq_dev_ops packed_dev_ops = {
 	.disable_notify = packed_disable_notify,
 	.enable_notify = packed_enable_notify,
 	.has_avail = packed_has_avail,
+	.prefetch_avail = packed_prefetch_avail,
 	.get_state = packed_get_state,
 	.reset = packed_dev_reset,
 	.destroy = packed_dev_destroy,
@@ -656,6 +664,7 @@ static const struct vq_dev_ops packed_dev_in_order_ops = {
 	.disable_notify = packed_disable_notify,
 	.enable_notify = packed_enable_notify,
 	.has_avail = packed_has_avail,
+	.prefetch_avail = packed_prefetch_avail,
 	.get_state = packed_get_state,
 	.reset = packed_dev_reset,
 	.destroy = packed_dev_destroy,

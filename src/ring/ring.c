@@ -558,6 +558,12 @@ bool vq_dev_has_avail(struct vq_dev *d)
 	return likely(!d->err) && d->ops->has_avail(d);
 }
 
+void vq_dev_prefetch_avail(const struct vq_dev *d)
+{
+	if (d->ops->prefetch_avail)
+		d->ops->prefetch_avail(d);
+}
+
 struct vq_dev_state vq_dev_get_state(const struct vq_dev *d)
 {
 	return d->ops->get_state(d);

@@ -51,6 +51,8 @@ struct vq_dev_ops {
 	void (*disable_notify)(struct vq_dev *d);
 	int  (*enable_notify)(struct vq_dev *d);
 	bool (*has_avail)(struct vq_dev *d);
+	/* Optional (vq_dev_prefetch_avail). */
+	void (*prefetch_avail)(const struct vq_dev *d);
 	struct vq_dev_state (*get_state)(const struct vq_dev *d);
 	void (*reset)(struct vq_dev *d);
 	void (*destroy)(struct vq_dev *d);

@@ -33,6 +33,9 @@ static void round_trip(uint16_t num)
 	CHECK_EQ(vq_le64(ring_desc(&p)[0].addr), out.gpa);
 	CHECK_EQ(vq_le32(ring_desc(&p)[1].len), 128);
 	CHECK(vq_dev_has_avail(p.dev));
+	/* vq_dev_prefetch_avail is only a hint: nothing moves */
+	vq_dev_prefetch_avail(p.dev);
+	CHECK_EQ(vq_dev_get_state(p.dev).avail_idx, 0x8000);
 
 	CHECK_EQ(pop1(&p, &pc), 1);
 	CHECK_EQ(pc.c.nout, 1);
