@@ -8,7 +8,9 @@
  *    it when packed=on even if not offered) is refused: the connection is
  *    closed with a message naming the bits, and the daemon serves the next;
  *  - --print-capabilities prints the vhost-user JSON with type "vsock";
- *  - SIGTERM ends it promptly with a summary.
+ *  - SIGTERM ends it promptly with a summary;
+ *  - a host connection whose REQUEST is out survives the event queue
+ *    stopping alone (the rings start and stop one at a time).
  * And its sockets (issue 24): the host side or vhost-user socket of a
  * running instance is refused (one line, exit 1) and left alone; stale
  * ones are replaced; at exit only the sockets it created are removed;
@@ -17,6 +19,7 @@
  * argv[1]: the virtq-vsock binary.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -25,6 +28,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <virtq/guest/frontend.h>
+#include <virtq/guest/vsock.h>
+#include <virtq/runtime.h>
 #include <virtq/vhost_user.h>
 #include <virtq/vsock.h>
 
@@ -398,6 +404,133 @@ static void backend_conventions_print_capabilities(void)
 	CHECK(strstr(out, "\"vsock\""));
 }
 
+/* ---- a guest: our front-end and vsock driver ---- */
+
+enum { G_RING = 64, G_PORT = 1234 };
+
+struct guest {
+	struct vq_vhu_frontend *f;
+	struct vq_vsg *g;
+};
+
+static void guest_kick(void *arg, unsigned q)
+{
+	vq_evt_signal(vq_vhu_frontend_kick_fd(arg, q));
+}
+
+static void guest_up(struct guest *x)
+{
+	static const uint64_t size[3] = { G_RING * 4160u, 0x10000u, 0x1000u };
+	struct vq_vhu_frontend_config fc = {
+		.features = VQ_BIT(VQ_F_VERSION_1), .nqueues = 3,
+		.queue_size = G_RING, .mem_size = 4u << 20, .timeout_ms = 3000,
+	};
+	struct vq_vsg_area a[3];
+	struct vq_vsg_config gc;
+
+	CHECK_EQ(vq_vhu_frontend_connect(sock, &fc, &x->f), 0);
+	CHECK_EQ(vq_vhu_frontend_start(x->f), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		a[i].size = size[i];
+		a[i].hva = vq_vhu_frontend_alloc(x->f, size[i], &a[i].gpa);
+		CHECK(a[i].hva != NULL);
+	}
+	gc = (struct vq_vsg_config){
+		.rx = vq_vhu_frontend_queue(x->f, VQ_VSOCK_RXQ),
+		.tx = vq_vhu_frontend_queue(x->f, VQ_VSOCK_TXQ),
+		.ev = vq_vhu_frontend_queue(x->f, VQ_VSOCK_EVQ),
+		.rx_area = a[0], .tx_area = a[1], .ev_area = a[2],
+		.rx_buf_size = 4096, .tx_pkt_max = 4096,
+		.cid = 545, .kick = guest_kick, .arg = x->f,
+	};
+	CHECK_EQ(vq_vsg_new(&gc, &x->g), 0);
+	CHECK_EQ(vq_vsg_start(x->g), 0);
+}
+
+/* Sleep up to 1 ms on the rings' calls and fd. */
+static void guest_wait(struct guest *x, int fd)
+{
+	struct pollfd p[4] = { { .fd = fd, .events = POLLIN } };
+
+	for (unsigned i = 0; i < 3; i++)
+		p[i + 1] = (struct pollfd){ .fd = vq_vhu_frontend_call_fd(x->f, i),
+					    .events = POLLIN };
+	poll(p, 4, 1);
+	for (unsigned i = 0; i < 3; i++)
+		vq_evt_drain(vq_vhu_frontend_call_fd(x->f, i));
+}
+
+static int host_connect(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	char line[32];
+	int n = snprintf(line, sizeof(line), "CONNECT %u\n", G_PORT);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", uds);
+	CHECK_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	CHECK_EQ(write(fd, line, (size_t)n), n);
+	return fd;
+}
+
+/*
+ * 5.10.6.5: QEMU and crosvm start and stop the rings one at a time.  A
+ * host connection whose REQUEST is in the guest's RX ring, the guest's
+ * RESPONSE still to come (so its TX ring has not moved), belongs to this
+ * driver session: the event queue stopping alone must not drop it (nor
+ * starting after it, the order a VMM's start gives).
+ */
+static void host_handshake_survives_event_queue_stop(void)
+{
+	pid_t pid = spawn(NULL);
+	struct guest x;
+	struct vq_vsg_conn *c = NULL;
+	uint32_t base;
+	char got[64] = "";
+	size_t have = 0;
+	int host, i;
+
+	guest_up(&x);
+	CHECK_EQ(vq_vsg_listen(x.g, G_PORT), 0);
+	host = host_connect();
+	/* the REQUEST arrives; the guest does not read it yet */
+	for (i = 0; i < 5000 && !vq_drv_has_used(vq_vhu_frontend_queue(x.f, VQ_VSOCK_RXQ)); i++)
+		guest_wait(&x, host);
+	CHECK(i < 5000);
+	CHECK_EQ(vq_vhu_frontend_stop_queue(x.f, VQ_VSOCK_EVQ, &base), 0);
+	for (i = 0; i < 5000 && (!c || !strchr(got, '\n')); i++) {
+		ssize_t n;
+
+		CHECK(vq_vsg_poll(x.g) >= 0);
+		if (!c)
+			c = vq_vsg_accept(x.g, G_PORT);
+		n = read(host, got + have, sizeof(got) - 1 - have);
+		CHECK(n != 0);          /* EOF: the connection was dropped */
+		if (n > 0)
+			got[have += (size_t)n] = '\0';
+		guest_wait(&x, host);
+	}
+	CHECK(c != NULL);
+	CHECK_EQ(strncmp(got, "OK ", 3), 0);
+	CHECK_EQ(vq_vsg_state(c), VQ_VSG_ESTABLISHED);
+	/* and it carries bytes */
+	CHECK_EQ(write(host, "ping", 4), 4);
+	have = 0;
+	for (i = 0; i < 5000 && have < 4; i++) {
+		long n;
+
+		CHECK(vq_vsg_poll(x.g) >= 0);
+		n = vq_vsg_read(c, got + have, (uint32_t)(4 - have));
+		have += n > 0 ? (size_t)n : 0;
+		guest_wait(&x, host);
+	}
+	CHECK_EQ(memcmp(got, "ping", 4), 0);
+	close(host);
+	vq_vsg_free(x.g);
+	vq_vhu_frontend_free(x.f);
+	stop(pid);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -418,6 +551,7 @@ int main(int argc, char **argv)
 	RUN(exit_removes_only_its_own_sockets);
 	RUN(socket_mode_and_group_on_every_socket);
 	RUN(guest_cid_is_decimal);
+	RUN(host_handshake_survives_event_queue_stop);
 	unlink(errlog);
 	unlink(sock);
 	unlink(uds);

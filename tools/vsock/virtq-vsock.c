@@ -75,6 +75,7 @@ struct vm {
 	/* Per front-end connection: did its first start resume rings that
 	 * another backend ran, and was the guest told? */
 	bool session_started, session_resumed, reset_sent;
+	bool tx_started;                /* since attach() last looked */
 	unsigned refusals_logged;       /* on the device's worker */
 	struct snap st;                 /* its part of the newest line */
 };
@@ -166,15 +167,17 @@ static void attach(struct vm *d)
 
 	if (!rx->running || !tx->running)
 		return;
-	/* A TX ring that never moved means a new driver session: whatever
-	 * connections we hold belong to a guest that is gone.  (One that
-	 * moved is the same session after an fd change: keep them.)  Asked
-	 * only when RX and TX attach, not when the event queue joins them:
-	 * a host connection made in between has its REQUEST out and the
-	 * guest's answer still to come, so TX has not moved yet either. */
-	if (!vq_vsock_started(d->vs)) {
+	/* A TX ring that starts where it never moved means a new driver
+	 * session: whatever connections we hold belong to a guest that is
+	 * gone.  (One that moved is the same session after an fd change:
+	 * keep them.)  Asked only when TX itself starts, not when another
+	 * ring joins or leaves (the event queue after RX and TX, or stopped
+	 * alone): a host connection made in between has its REQUEST out and
+	 * the guest's answer still to come, so TX has not moved yet either. */
+	if (d->tx_started) {
 		bool fresh = ring_fresh(tx->dev);
 
+		d->tx_started = false;
 		if (fresh && vq_vsock_conn_count(d->vs))
 			vq_vsock_stop(d->vs);
 		if (!d->session_started) {
@@ -329,6 +332,8 @@ static int vsock_ring_start(void *opaque, struct vq_fw_ring *fr, bool resumed,
 	r->dev = vq_fw_ring_vq(fr);
 	r->armed = false;
 	vq_dev_disable_notify(r->dev);
+	if (r->index == VQ_VSOCK_TXQ)
+		d->tx_started = true;
 	if (!d->com->quiet)
 		fprintf(stderr, "virtq-vsock: %squeue %u (%s) started, %u entries, features %s\n",
 			d->tag, r->index, qname[r->index], vq_dev_num(r->dev),
