@@ -40,7 +40,12 @@ scripts/deps.sh test
 
 jobs=$(nproc)
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# A foreground that ends early (set -e, a signal) takes the background
+# lane down with it, its builds and tests too (its own process group).
+stop_lane() {
+	[ -z "${background_pid:-}" ] || kill -TERM -- "-$background_pid" 2>/dev/null || true
+}
+trap 'stop_lane; rm -rf "$out"' EXIT
 
 # setup DIR CC [meson options...]: configure once, reconfigure when options change.
 configure() {
@@ -230,8 +235,10 @@ background() {
 	if await build-tsan; then TSAN_OPTIONS=halt_on_error=1 run build-tsan tsan-threads --suite threads; fi
 	if await build-s390x; then run build-s390x s390x --timeout-multiplier 4 "${s390x_tests[@]}"; fi
 }
-background > "$out/background.log" 2>&1 &
+set -m                  # this one job in a process group of its own
+background < /dev/null > "$out/background.log" 2>&1 &
 background_pid=$!
+set +m
 
 # ---- foreground: the guests, then what must run alone, then the fuzzers ----
 run build guests --suite guest
@@ -265,6 +272,7 @@ if fuzz_opt && await build-fuzz; then run build-fuzz fuzz --suite fuzz; fi
 
 background_rc=0
 wait "$background_pid" || background_rc=$?
+background_pid=
 echo
 echo "== the background lane"
 cat "$out/background.log"
