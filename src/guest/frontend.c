@@ -472,6 +472,8 @@ static int prepare_queue(struct vq_vhu_frontend *f, unsigned i)
 	 * IOMMU (vhost and DPDK's vhost then log through the IOTLB) */
 	m.u.addr.log = f->cfg.iommu_page ? m.u.addr.used : q->ring_gpa + q->off[2];
 	q->addr = m;
+	/* both wrap counters start at 1 (2.8.1) */
+	q->base = f->features & VQ_BIT(VQ_F_RING_PACKED) ? 0x80008000u : 0;
 	return 0;
 }
 
@@ -481,7 +483,6 @@ enum ring_step { S_CALL, S_NUM, S_BASE, S_ADDR, S_KICK, S_ENABLE, S_END };
 static int ring_msg(struct vq_vhu_frontend *f, unsigned i, enum ring_step s)
 {
 	struct fqueue *q = &f->q[i];
-	bool pk = f->features & VQ_BIT(VQ_F_RING_PACKED);
 
 	switch (s) {
 	case S_CALL:
@@ -489,7 +490,7 @@ static int ring_msg(struct vq_vhu_frontend *f, unsigned i, enum ring_step s)
 	case S_NUM:
 		return call_state(f, VQ_VHU_SET_VRING_NUM, i, f->cfg.queue_size);
 	case S_BASE:
-		return call_state(f, VQ_VHU_SET_VRING_BASE, i, pk ? 0x80008000u : 0);
+		return call_state(f, VQ_VHU_SET_VRING_BASE, i, q->base);
 	case S_ADDR:
 		return vhu_fe_call(f, &q->addr, NULL, 0, NULL);
 	case S_KICK:
@@ -524,10 +525,12 @@ static int each_ring(struct vq_vhu_frontend *f, const enum ring_step *s)
 	return r;
 }
 
+/* This library's own order, also for a ring started again. */
+static const enum ring_step def[] = { S_CALL, S_NUM, S_BASE, S_ADDR, S_KICK,
+				      S_ENABLE, S_END };
+
 static int start_rings(struct vq_vhu_frontend *f)
 {
-	static const enum ring_step def[] = { S_CALL, S_NUM, S_BASE, S_ADDR,
-					      S_KICK, S_ENABLE, S_END };
 	/* activate_vring (vhost_user_frontend/mod.rs) */
 	static const enum ring_step crosvm[] = { S_NUM, S_ADDR, S_BASE, S_CALL,
 						 S_KICK, S_ENABLE, S_END };
@@ -606,6 +609,15 @@ int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 				rep.u.state.index, i);
 	*base = rep.u.state.num;
 	return 0;
+}
+
+int vq_vhu_frontend_restart_queue(struct vq_vhu_frontend *f, unsigned i,
+				  uint32_t base)
+{
+	if (!f->started || i >= f->cfg.nqueues)
+		return -EINVAL;
+	f->q[i].base = base;
+	return ring_steps(f, i, def);
 }
 
 /* Reserved words a caller set: fields of a later version we would ignore. */

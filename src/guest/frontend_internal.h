@@ -32,6 +32,7 @@ struct fqueue {
 	uint64_t ring_dev;              /* as the device sees it */
 	uint64_t off[3];
 	struct vq_vhu_msg addr;         /* its SET_VRING_ADDR, to resend */
+	uint32_t base;                  /* its next SET_VRING_BASE */
 };
 
 struct vq_vhu_frontend {

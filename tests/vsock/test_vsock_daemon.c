@@ -10,7 +10,8 @@
  *  - --print-capabilities prints the vhost-user JSON with type "vsock";
  *  - SIGTERM ends it promptly with a summary;
  *  - a host connection whose REQUEST is out survives the event queue
- *    stopping alone (the rings start and stop one at a time).
+ *    stopping alone, and starting after the other rings (front-ends
+ *    start and stop the rings one at a time).
  * And its sockets (issue 24): the host side or vhost-user socket of a
  * running instance is refused (one line, exit 1) and left alone; stale
  * ones are replaced; at exit only the sockets it created are removed;
@@ -172,10 +173,12 @@ static void vhost_user_vsock_get_config_returns_cid(void)
 	stop(pid);
 }
 
-static bool log_has(const char *s)
+/* How often s is in the instance's log (its first 8 KiB). */
+static unsigned log_count(const char *s)
 {
 	char buf[8192];
 	int fd = open(errlog, O_RDONLY);
+	unsigned k = 0;
 	ssize_t n;
 
 	CHECK(fd >= 0);
@@ -183,7 +186,9 @@ static bool log_has(const char *s)
 	close(fd);
 	CHECK(n >= 0);
 	buf[n] = '\0';
-	return strstr(buf, s) != NULL;
+	for (const char *p = buf; (p = strstr(p, s)); p += strlen(s))
+		k++;
+	return k;
 }
 
 /* QEMU 7.2 vhost-user-vsock-pci,packed=on against a backend that did not
@@ -212,7 +217,7 @@ static void vhost_user_vsock_refuses_unoffered_packed(void)
 	CHECK(f & VQ_BIT(VQ_F_VERSION_1));
 	close(fd);
 	stop(pid);
-	CHECK(log_has("not offered"));
+	CHECK(log_count("not offered"));
 }
 
 /* 5.10.3: --no-seqpacket stops offering VQ_VSOCK_F_SEQPACKET (streams
@@ -293,8 +298,8 @@ static void vhost_user_socket_of_running_instance_refused(void)
 	stop(pid);
 	/* the second instance's look at the socket sent no message: the
 	 * running one does not call it a front-end */
-	CHECK(!log_has("a front-end connected"));
-	CHECK(!log_has("front-end closed"));
+	CHECK(!log_count("a front-end connected"));
+	CHECK(!log_count("front-end closed"));
 }
 
 /* A socket nobody listens on (a crashed instance's) is replaced. */
@@ -477,10 +482,11 @@ static int host_connect(void)
  * 5.10.6.5: QEMU and crosvm start and stop the rings one at a time.  A
  * host connection whose REQUEST is in the guest's RX ring, the guest's
  * RESPONSE still to come (so its TX ring has not moved), belongs to this
- * driver session: the event queue stopping alone must not drop it (nor
- * starting after it, the order a VMM's start gives).
+ * driver session: the event queue stopping alone must not drop it, nor
+ * its starting after RX and TX (the order of a VMM's start; restart: the
+ * queue comes back before the guest answers).
  */
-static void host_handshake_survives_event_queue_stop(void)
+static void handshake_across_event_queue(bool restart)
 {
 	pid_t pid = spawn(NULL);
 	struct guest x;
@@ -498,6 +504,9 @@ static void host_handshake_survives_event_queue_stop(void)
 		guest_wait(&x, host);
 	CHECK(i < 5000);
 	CHECK_EQ(vq_vhu_frontend_stop_queue(x.f, VQ_VSOCK_EVQ, &base), 0);
+	if (restart)
+		CHECK_EQ(vq_vhu_frontend_restart_queue(x.f, VQ_VSOCK_EVQ, base), 0);
+	CHECK_EQ(log_count("queue 2 (event) stopped"), 1);
 	for (i = 0; i < 5000 && (!c || !strchr(got, '\n')); i++) {
 		ssize_t n;
 
@@ -525,10 +534,24 @@ static void host_handshake_survives_event_queue_stop(void)
 		guest_wait(&x, host);
 	}
 	CHECK_EQ(memcmp(got, "ping", 4), 0);
+	/* the worker starts the ring after the messages: bounded wait */
+	for (i = 0; i < 200 && log_count("queue 2 (event) started") != (restart ? 2u : 1u); i++)
+		usleep(10000);
+	CHECK_EQ(log_count("queue 2 (event) started"), restart ? 2u : 1u);
 	close(host);
 	vq_vsg_free(x.g);
 	vq_vhu_frontend_free(x.f);
 	stop(pid);
+}
+
+static void host_handshake_survives_event_queue_stop(void)
+{
+	handshake_across_event_queue(false);
+}
+
+static void host_handshake_survives_event_queue_start(void)
+{
+	handshake_across_event_queue(true);
 }
 
 int main(int argc, char **argv)
@@ -552,6 +575,7 @@ int main(int argc, char **argv)
 	RUN(socket_mode_and_group_on_every_socket);
 	RUN(guest_cid_is_decimal);
 	RUN(host_handshake_survives_event_queue_stop);
+	RUN(host_handshake_survives_event_queue_start);
 	unlink(errlog);
 	unlink(sock);
 	unlink(uds);

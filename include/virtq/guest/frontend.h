@@ -108,6 +108,14 @@ int vq_vhu_frontend_start(struct vq_vhu_frontend *f);
 int vq_vhu_frontend_stop_queue(struct vq_vhu_frontend *f, unsigned i,
 			       uint32_t *base);
 
+/* Start ring i again after vq_vhu_frontend_stop_queue (CALL, NUM, BASE,
+ * ADDR, KICK, ENABLE, as vq_vhu_frontend_start sets one up), the back-end
+ * resuming at base: what the stop returned, as QEMU gives it back.  Its
+ * driver-side queue and buffers stay as they were.  0, -EINVAL (not
+ * started, or no ring i), or the message's -errno. */
+int vq_vhu_frontend_restart_queue(struct vq_vhu_frontend *f, unsigned i,
+				  uint32_t base);
+
 /* Close the connection, free the rings and guest memory. */
 void vq_vhu_frontend_free(struct vq_vhu_frontend *f);
 
