@@ -3,9 +3,10 @@
  * Our front-end against our back-end with the echo device, over a real UNIX
  * socket between two processes (fork): split and packed, IN_ORDER on and
  * off, EVENT_IDX on and off.  Data must round-trip intact, GET_VRING_BASE
- * must return the exact ring position, a front-end that vanishes
- * mid-traffic must leave the back-end serving the next connection, and the
- * back-end must not leak fds or guest mappings across connections.
+ * must return the exact ring position, a ring started again from it must
+ * serve on from there, a front-end that vanishes mid-traffic must leave
+ * the back-end serving the next connection, and the back-end must not
+ * leak fds or guest mappings across connections.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -254,6 +255,24 @@ static uint64_t traffic(struct vq_vhu_frontend *f, unsigned qi, unsigned total,
 	return ndesc;
 }
 
+/* GET_VRING_BASE after total buffers of nd descriptors in all. */
+static void check_base(const struct tcase *t, uint32_t base, unsigned total,
+		       uint64_t nd)
+{
+	if (!t->packed) {
+		/* split: the next avail index, free-running */
+		CHECK_EQ(base, total & 0xffff);
+	} else if (!t->indirect) {
+		/* packed: position | wrap << 15, avail then used */
+		uint32_t pos = nd % QSIZE, wrap = !((nd / QSIZE) & 1);
+		uint32_t v = pos | wrap << 15;
+
+		CHECK_EQ(base, v | v << 16);
+	} else {
+		CHECK_EQ(base & 0xffff, base >> 16);
+	}
+}
+
 static void run_case(const struct tcase *t)
 {
 	char dir[] = "/tmp/vhu-e2e-XXXXXX", path[64];
@@ -322,18 +341,13 @@ static void run_case(const struct tcase *t)
 			CHECK(!vq_vhu_frontend_log(f, NULL));
 		}
 		CHECK_EQ(vq_vhu_frontend_stop_queue(f, q, &base), 0);
-		if (!t->packed) {
-			/* split: the next avail index, free-running */
-			CHECK_EQ(base, total & 0xffff);
-		} else if (!t->indirect) {
-			/* packed: position | wrap << 15, avail then used */
-			uint32_t pos = nd % QSIZE, wrap = !((nd / QSIZE) & 1);
-			uint32_t v = pos | wrap << 15;
-
-			CHECK_EQ(base, v | v << 16);
-		} else {
-			CHECK_EQ(base & 0xffff, base >> 16);
-		}
+		check_base(t, base, total, nd);
+		/* started again from there, as QEMU restarts a ring, it
+		 * serves on and stops where the new buffers end */
+		CHECK_EQ(vq_vhu_frontend_restart_queue(f, q, base), 0);
+		nd += traffic(f, q, 200, &seed);
+		CHECK_EQ(vq_vhu_frontend_stop_queue(f, q, &base), 0);
+		check_base(t, base, total + 200, nd);
 	}
 	/* config space (PROTOCOL_F_CONFIG), bytes 0-3 read-only */
 	{
