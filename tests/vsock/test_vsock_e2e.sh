@@ -28,7 +28,8 @@
 # fairness reported, the backend's memory per idle connection; and
 # --stall: one receiver reads nothing until the others ended, which must
 # not stall them, and what waited at a vsock guest stayed within the
-# window it advertised (its credit).
+# window it advertised (its credit).  Each party's CPU time (issue 34
+# item 3: where a transfer's time goes) is reported and adds up.
 #
 # usage: test_vsock_e2e.sh VIRTQ_PERF VIRTQ_VSOCK
 set -u
@@ -174,6 +175,37 @@ dlog dlog_rx_split      --direction rx --bytes 4M
 dlog dlog_tx_packed     --direction tx --bytes 4M --packed on
 dlog dlog_seq_rx_packed --type seqpacket --direction rx --bytes 2M --buf-size 4096 --packed on
 dlog dlog_latency       --latency --iters 200 --buf-size 64
+
+# cpu UNIT NAME ARGS...: each party's CPU time per UNIT (kib, rt) is
+# positive, the backend's only when we started one, and the sum is theirs
+cpu() {
+	unit=$1 name=$2
+	shift 2
+	case " $* " in
+	*" --transport unix "*) out=$("$perf" vsock --json "$@" 2>&1); be= ;;
+	*) out=$("$perf" vsock --backend "$daemon" --json "$@" 2>&1); be=1 ;;
+	esac
+	rc=$?
+	js=$(echo "$out" | grep '^{')
+	g=$(field "cpu_guest_per_${unit}_ns" "$js") h=$(field "cpu_host_per_${unit}_ns" "$js")
+	b=$(field "cpu_backend_per_${unit}_ns" "$js") all=$(field "cpu_per_${unit}_ns" "$js")
+	if [ $rc -eq 0 ] && [ "$(field verified "$js")" = true ] &&
+	   { if [ -n "$be" ]; then [ -n "$b" ]; else [ -z "$b" ]; fi; } &&
+	   awk -v g="$g" -v h="$h" -v b="${b:-0}" -v all="$all" -v busy="$(field cpus_busy "$js")" \
+	       'BEGIN { d = all - (g + h + b); exit !(g > 0 && h > 0 && b >= 0 &&
+		d > -0.2 && d < 0.2 && busy > 0 && busy < 4) }'; then
+		echo "ok   $name: guest $g host $h backend ${b:--} ns per $unit, $(field cpus_busy "$js") CPUs busy"
+	else
+		echo "FAIL $name (rc=$rc): guest '$g' host '$h' backend '$b' all '$all'"
+		echo "$out" | sed 's/^/    /'
+		fail=1
+	fi
+}
+
+cpu kib cpu_rx          --direction rx --bytes 4M
+cpu kib cpu_tx_packed   --direction tx --bytes 4M --packed on
+cpu rt cpu_latency      --latency --iters 200 --buf-size 64
+cpu kib cpu_unix_tx     --transport unix --direction tx --bytes 4M
 
 # --placement on labels the run by the vCPUs' placement, for virtq-perf ab
 if [ "$(nproc)" -ge 2 ]; then

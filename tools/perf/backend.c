@@ -351,6 +351,17 @@ void perf_backend_stop(struct perf_backend *b)
 	b->dir[0] = '\0';
 }
 
+int64_t perf_backend_cpu_ns(const struct perf_backend *b)
+{
+	struct timespec t;
+	clockid_t clk;
+
+	if (b->pid <= 0 || clock_getcpuclockid(b->pid, &clk) != 0 ||
+	    clock_gettime(clk, &t) < 0)
+		return -1;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 bool perf_unix_accepts(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };

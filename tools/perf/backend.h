@@ -82,6 +82,10 @@ int perf_backend_start(struct perf_backend *b, const char *cmd,
  * the directory and what is in it. */
 void perf_backend_stop(struct perf_backend *b);
 
+/* CPU time the running daemon has used so far, all its threads (ns), or
+ * -1 when none runs or its clock cannot be read. */
+int64_t perf_backend_cpu_ns(const struct perf_backend *b);
+
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec
  * fds are not inherited) and which gets SIGTERM when this thread ends;
  * if exec fails the child says so and exits 127.  The child's pid, or

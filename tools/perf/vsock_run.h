@@ -175,6 +175,11 @@ struct vs_run {
 					 * host program starts; -1: unknown */
 	int64_t rss_idle_kb;            /* its growth with N idle connections;
 					 * -1: unknown */
+	/* CPU time from the host program's start to its end (ns; -1: not
+	 * measured): this thread (the guest side), the host program's, the
+	 * backend's threads */
+	int64_t cpu_guest_ns, cpu_host_ns, cpu_backend_ns;
+	uint64_t cpu_wall_ns;           /* the wall time they were read over */
 	/* --dirty-log: the log, and what the backend may write, watched */
 	struct perf_dlog dlog;
 	struct perf_dlog_watch wbuf, wring;
