@@ -137,6 +137,10 @@ bad "--guest-cid: '4294967295'" "$vsock" $V --guest-cid 4294967295
 bad "--buf-alloc: '4095'" "$vsock" $V --buf-alloc 4095
 bad "--buf-alloc: '2G'" "$vsock" $V --buf-alloc 2G
 bad "--max-conns: '0'" "$vsock" $V --max-conns 0
+bad "--cpu: '$cpus'" "$vsock" $V --cpu "$cpus"
+bad "--cpu: '0,,1'" "$vsock" $V --cpu 0,,1
+bad "--cpu: 2 CPUs for 1 worker thread" "$vsock" $V --cpu 0,0
+bad "--cpu: 2 CPUs for 1 worker thread" "$vsock" $V --threads 1 --cpu 0,0
 bad "--uds-path: needs a path" "$vsock" $S --guest-cid 3 --uds-path ''
 bad "unexpected argument 'extra'" "$vsock" $V extra
 long=$dir/$(printf '%0100d' 0)

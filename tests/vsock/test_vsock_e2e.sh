@@ -207,6 +207,33 @@ cpu kib cpu_tx_packed   --direction tx --bytes 4M --packed on
 cpu rt cpu_latency      --latency --iters 200 --buf-size 64
 cpu kib cpu_unix_tx     --transport unix --direction tx --bytes 4M
 
+# --cpu: worker k runs on the k-th CPU of the list, only there (a transfer
+# through the pinned daemon is verified too)
+last=$(($(nproc) - 1))
+run rx_pinned_worker    --direction rx --bytes 2M --backend-arg=--cpu=$last
+pdir=$(mktemp -d /tmp/vq-vsock-cpu.XXXXXX)
+"$daemon" --guest-cid 3 --socket-path "$pdir/vu" --uds-path "$pdir/h" --threads 2 \
+	--cpu "$last,0" >/dev/null 2>&1 &
+pid=$!
+i=0
+while [ ! -S "$pdir/vu" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+aff() { for t in /proc/$pid/task/*; do
+	[ "$(cat "$t/comm")" = "$1" ] && sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status"
+	done; }
+# each worker pins itself as it starts: give a loaded machine time
+i=0
+while w0=$(aff virtq-w0) w1=$(aff virtq-w1); [ "$w0,$w1" != "$last,0" ] && [ $i -lt 40 ]; do
+	sleep 0.05; i=$((i + 1))
+done
+kill $pid; wait $pid 2>/dev/null
+rm -rf "$pdir"
+if [ "$w0" = "$last" ] && [ "$w1" = 0 ]; then
+	echo "ok   cpu_list: virtq-w0 on $w0, virtq-w1 on $w1"
+else
+	echo "FAIL cpu_list: virtq-w0 on '$w0' (want $last), virtq-w1 on '$w1' (want 0)"
+	fail=1
+fi
+
 # --placement on labels the run by the vCPUs' placement, for virtq-perf ab
 if [ "$(nproc)" -ge 2 ]; then
 	out=$("$perf" vsock --backend "$daemon" --placement on --json --bytes 1M 2>&1)

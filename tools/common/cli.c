@@ -201,6 +201,29 @@ int cli_cpu(const char *opt, const char *val)
 	return (int)cli_u64(opt, val, 0, (uint64_t)n - 1);
 }
 
+unsigned cli_cpu_list(const char *opt, const char *val, unsigned *cpus, unsigned max)
+{
+	const char *s = val;
+	unsigned n = 0;
+	char cpu[16];
+
+	for (;;) {
+		size_t len = strcspn(s, ",");
+
+		if (len == 0 || len >= sizeof(cpu))
+			cli_usage_error("%s: '%s' is not a comma-separated list "
+					"of CPUs (e.g. 0,2)", opt, val);
+		if (n == max)
+			cli_usage_error("%s: more than %u CPUs", opt, max);
+		memcpy(cpu, s, len);
+		cpu[len] = '\0';
+		cpus[n++] = (unsigned)cli_cpu(opt, cpu);
+		if (!s[len])
+			return n;
+		s += len + 1;
+	}
+}
+
 unsigned cli_mode(const char *opt, const char *val)
 {
 	unsigned v;

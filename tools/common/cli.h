@@ -60,6 +60,9 @@ unsigned cli_choice(const char *opt, const char *val, const char *const *words);
 /* A CPU number this machine has (0 .. CPUs configured - 1). */
 int cli_cpu(const char *opt, const char *val);
 
+/* A comma-separated list of such CPUs ("0,2,5"), at most max: how many. */
+unsigned cli_cpu_list(const char *opt, const char *val, unsigned *cpus, unsigned max);
+
 /* Permission bits in octal, as chmod(1) takes them ("660", "0660"), at
  * most 0777: the one exception to "decimal only", since modes are written
  * in octal everywhere else. */

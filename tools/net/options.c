@@ -100,30 +100,6 @@ static const char *tap_name(const char *opt, const char *val)
 	return val;
 }
 
-/* "0,2,5": the CPUs for --cpu, each one this machine has. */
-static void parse_cpus(struct net_opts *o, const char *list)
-{
-	const char *s = list;
-	char cpu[16];
-
-	o->ncpus = 0;
-	for (;;) {
-		size_t n = strcspn(s, ",");
-
-		if (n == 0 || n >= sizeof(cpu))
-			cli_usage_error("--cpu: '%s' is not a comma-separated list "
-					"of CPUs (e.g. 0,2)", list);
-		if (o->ncpus == MAX_THREADS)
-			cli_usage_error("--cpu: more than %u CPUs", MAX_THREADS);
-		memcpy(cpu, s, n);
-		cpu[n] = '\0';
-		o->cpus[o->ncpus++] = cli_cpu("--cpu", cpu);
-		if (!s[n])
-			break;
-		s += n + 1;
-	}
-}
-
 /* "52:54:00:12:34:56": a unicast MAC, not all zero (5.1.4: the
  * guest's own address). */
 static void parse_mac(struct net_opts *o, const char *val)
@@ -170,7 +146,7 @@ static void tool_opt(void *arg, int c, const char *val)
 		break;
 	case O_PAIRS: o->pairs = (unsigned)cli_u64("--queue-pairs", val, 1, MAX_PAIRS); break;
 	case O_THREADS: o->threads = (unsigned)cli_u64("--threads", val, 1, MAX_THREADS); break;
-	case O_CPU: parse_cpus(o, val); break;
+	case O_CPU: o->ncpus = cli_cpu_list("--cpu", val, o->cpus, MAX_THREADS); break;
 	case O_NO_MRG: o->no_mrg = true; break;
 	case O_NO_ANNOUNCE: o->no_announce = true; break;
 	case O_NO_OFFLOADS: o->no_offloads = true; break;

@@ -604,9 +604,8 @@ static void dev_init(struct net_dev *d)
 static int workers_new(struct net_dev *d)
 {
 	char fb[512];
-	unsigned cpus[MAX_THREADS];
 	struct vq_fw_config fc = {
-		.threads = d->o.threads, .cpus = cpus, .ncpus = d->o.ncpus,
+		.threads = d->o.threads, .cpus = d->o.cpus, .ncpus = d->o.ncpus,
 		.busy_poll_ns = d->com.busy_poll_us * 1000,
 		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
 	};
@@ -617,8 +616,6 @@ static int workers_new(struct net_dev *d)
 	};
 	int r;
 
-	for (unsigned i = 0; i < d->o.ncpus; i++)
-		cpus[i] = (unsigned)d->o.cpus[i];
 	r = vq_fw_new(&fc, &d->fw);
 	if (r == 0)
 		r = vq_fw_dev_new(d->fw, &dev, &d->fwd);

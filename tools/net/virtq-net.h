@@ -35,7 +35,7 @@ struct net_opts {
 	uint8_t mac[6];                 /* --mac: the config space's */
 	bool has_mac;                   /* offer VQ_NET_F_MAC */
 	unsigned mtu;                   /* --mtu; 0: not given */
-	int cpus[MAX_THREADS];
+	unsigned cpus[MAX_THREADS];
 	unsigned ncpus;
 };
 

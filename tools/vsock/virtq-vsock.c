@@ -713,6 +713,7 @@ static int daemon_new(struct daemon *dm, struct vqd_ctl *ctl)
 {
 	struct vq_fw_config fc = {
 		.threads = dm->o.threads ? dm->o.threads : 1,
+		.cpus = dm->o.cpus, .ncpus = dm->o.ncpus,
 		.busy_poll_ns = dm->com.busy_poll_us * 1000,
 		.busy_poll_yield_ns = dm->com.busy_poll_yield_us * 1000,
 	};

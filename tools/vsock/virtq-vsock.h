@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <virtq/framework.h>
+
 #include "daemon.h"
 
 /* Ports a policy lets through: every port unless restricted, else those
@@ -49,6 +51,8 @@ struct vsock_opts {
 	struct port_set guest_ports;
 	const char *groups;             /* the single VM's --groups */
 	unsigned threads;               /* framework workers */
+	unsigned cpus[VQ_FW_MAX_THREADS];       /* --cpu: worker k on cpus[k] */
+	unsigned ncpus;
 	/* the VMs, from the single-VM flags, --vm or --config */
 	const char *vm_arg[VSOCK_VMS_MAX];
 	unsigned nvm_arg;
