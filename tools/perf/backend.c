@@ -351,15 +351,41 @@ void perf_backend_stop(struct perf_backend *b)
 	b->dir[0] = '\0';
 }
 
-int64_t perf_backend_cpu_ns(const struct perf_backend *b)
+/* CPU time of process pid and, to depth levels, of its children (a
+ * backend started through a wrapper that forks: perf record, sudo); -1
+ * if pid's own clock cannot be read. */
+static int64_t tree_cpu_ns(pid_t pid, unsigned depth)
 {
+	char path[64];
 	struct timespec t;
 	clockid_t clk;
+	int64_t ns;
+	FILE *f;
+	long child;
 
-	if (b->pid <= 0 || clock_getcpuclockid(b->pid, &clk) != 0 ||
-	    clock_gettime(clk, &t) < 0)
+	if (clock_getcpuclockid(pid, &clk) != 0 || clock_gettime(clk, &t) < 0)
 		return -1;
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+	ns = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+	if (depth == 0)
+		return ns;
+	/* the main thread's children: a wrapper forks from it */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return ns;
+	while (fscanf(f, "%ld", &child) == 1) {
+		int64_t c = tree_cpu_ns((pid_t)child, depth - 1);
+
+		if (c > 0)
+			ns += c;
+	}
+	fclose(f);
+	return ns;
+}
+
+int64_t perf_backend_cpu_ns(const struct perf_backend *b)
+{
+	return b->pid > 0 ? tree_cpu_ns(b->pid, 3) : -1;
 }
 
 bool perf_unix_accepts(const char *path)

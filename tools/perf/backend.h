@@ -82,8 +82,8 @@ int perf_backend_start(struct perf_backend *b, const char *cmd,
  * the directory and what is in it. */
 void perf_backend_stop(struct perf_backend *b);
 
-/* CPU time the running daemon has used so far, all its threads (ns), or
- * -1 when none runs or its clock cannot be read. */
+/* CPU time the running daemon has used so far, all its threads and those
+ * of its children (ns), or -1 when none runs or its clock cannot be read. */
 int64_t perf_backend_cpu_ns(const struct perf_backend *b);
 
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec
