@@ -206,6 +206,18 @@ cpu kib cpu_rx          --direction rx --bytes 4M
 cpu kib cpu_tx_packed   --direction tx --bytes 4M --packed on
 cpu rt cpu_latency      --latency --iters 200 --buf-size 64
 cpu kib cpu_unix_tx     --transport unix --direction tx --bytes 4M
+# a backend under a wrapper that forks (as perf record does): the
+# daemon's CPU time is counted with the wrapper's, which only waits
+wrap="sh -c 'trap \"kill \$c\" TERM; \"\$0\" \"\$@\" & c=\$!; wait \$c; wait \$c' $daemon"
+out=$("$perf" vsock --backend "$wrap" --json --direction rx --bytes 8M 2>&1)
+b=$(field cpu_backend_per_kib_ns "$(echo "$out" | grep '^{')")
+if awk -v b="$b" 'BEGIN { exit !(b > 5) }'; then
+	echo "ok   cpu_wrapped_backend: backend $b ns per kib"
+else
+	echo "FAIL cpu_wrapped_backend: backend '$b' ns per kib (want > 5)"
+	echo "$out" | sed 's/^/    /'
+	fail=1
+fi
 
 # --cpu: worker k runs on the k-th CPU of the list, only there (a transfer
 # through the pinned daemon is verified too)
