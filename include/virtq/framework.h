@@ -47,7 +47,9 @@ extern "C" {
 
 struct vq_fw_config {
 	unsigned threads;               /* 1..VQ_FW_MAX_THREADS; 0: 1 */
-	/* Worker k runs on CPU cpus[k % ncpus]; ncpus 0: not pinned. */
+	/* Worker k runs on CPU cpus[k % ncpus] from its start (unpinned,
+	 * with a warning, if the process may not use it); ncpus 0: not
+	 * pinned. */
 	const unsigned *cpus;
 	unsigned ncpus;
 	uint64_t busy_poll_ns;          /* vq_rt_loop_config's */

@@ -120,7 +120,6 @@ static int mbox_turn(struct vq_rt_fd *h, void *arg, uint32_t revents,
 static void *worker_main(void *arg)
 {
 	struct fw_worker *w = arg;
-	struct vq_fw *fw = w->fw;
 	uint64_t rounds = 0;
 	bool dry = false;
 	char name[16];
@@ -128,15 +127,6 @@ static void *worker_main(void *arg)
 	__atomic_store_n(&w->tid, (int)gettid(), __ATOMIC_RELAXED);
 	snprintf(name, sizeof(name), "virtq-w%u", w->id);
 	pthread_setname_np(pthread_self(), name);
-	if (fw->cfg.ncpus) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(fw->cpus[w->id % fw->cfg.ncpus], &set);
-		if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
-			vq_log(VQ_LOG_WARNING, "framework: worker %u cannot run on CPU %u",
-			       w->id, fw->cpus[w->id % fw->cfg.ncpus]);
-	}
 	for (;;) {
 		int r;
 
@@ -313,6 +303,34 @@ static void *monitor_main(void *arg)
 	return NULL;
 }
 
+/* The worker's thread, born on its CPU when there is a list: it never
+ * runs a round elsewhere.  A CPU it may not use (a cpuset) leaves it
+ * unpinned, with a warning, as taskset would refuse. */
+static int worker_start(struct vq_fw *fw, struct fw_worker *w)
+{
+	pthread_attr_t attr;
+	cpu_set_t set;
+	unsigned cpu;
+	int r;
+
+	if (!fw->cfg.ncpus)
+		return -pthread_create(&w->th, NULL, worker_main, w);
+	cpu = fw->cpus[w->id % fw->cfg.ncpus];
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	r = pthread_attr_init(&attr);
+	if (r)
+		return -r;
+	r = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	if (r == 0)
+		r = pthread_create(&w->th, &attr, worker_main, w);
+	pthread_attr_destroy(&attr);
+	if (r != EINVAL)
+		return -r;
+	vq_log(VQ_LOG_WARNING, "framework: worker %u cannot run on CPU %u", w->id, cpu);
+	return -pthread_create(&w->th, NULL, worker_main, w);
+}
+
 static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 {
 	struct vq_rt_loop_config lc = {
@@ -340,7 +358,7 @@ static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 	/* fw_call_post sets pending before it writes the fd: a busy loop
 	 * reads the word, not epoll. */
 	rt_fd_flagged(mbox, &w->pending);
-	r = -pthread_create(&w->th, NULL, worker_main, w);
+	r = worker_start(fw, w);
 	if (r)
 		return r;
 	w->running = true;

@@ -7,6 +7,7 @@
  * and failed starts create no thread and lose no counter; a ring that
  * breaks is said once and the others go on; a worker held by a front-end
  * fd fails that front-end, is released, and the next front-end is served.
+ * Workers given CPUs run only there.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -649,9 +650,51 @@ static void call_ends_busy_poll_window(void)
 	fx_fini(&x);
 }
 
+static void read_affinity(void *arg)
+{
+	CHECK_EQ(sched_getaffinity(0, sizeof(cpu_set_t), arg), 0);
+}
+
+/*
+ * vq_fw_config.cpus: worker k is born on cpus[k % ncpus] and stays there,
+ * so a device's group runs only on its worker's CPU.  Two workers on the
+ * last CPU and on CPU 0 (the same one on a one-CPU machine).
+ */
+static void workers_run_on_their_cpus(void)
+{
+	unsigned last = (unsigned)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+	unsigned cpus[2] = { last, 0 };
+	struct vq_fw_config fc = { .threads = 2, .cpus = cpus, .ncpus = 2 };
+	struct vq_fw_device dev = {
+		.name = "fw-pinned", .features = VQ_BIT(VQ_F_VERSION_1),
+		.nqueues = NQ, .ops = &echo_ops,
+	};
+	struct edev ed = { .fail_start = -1 };
+	cpu_set_t set[2];
+	struct vq_fw *fw;
+	bool seen_last = false, seen_0 = false;
+
+	dev.opaque = &ed;
+	CHECK_EQ(vq_fw_new(&fc, &fw), 0);
+	CHECK_EQ(vq_fw_dev_new(fw, &dev, &ed.d), 0);
+	CHECK_EQ(vq_fw_dev_groups(ed.d), 2);
+	for (unsigned g = 0; g < 2; g++) {
+		CHECK_EQ(vq_fw_dev_call(ed.d, g, read_affinity, &set[g]), 0);
+		CHECK_EQ(CPU_COUNT(&set[g]), 1);
+		seen_last |= CPU_ISSET(last, &set[g]);
+		seen_0 |= CPU_ISSET(0, &set[g]);
+	}
+	CHECK(seen_last && seen_0);
+	/* the two groups are on different workers */
+	CHECK(last == 0 || !CPU_EQUAL(&set[0], &set[1]));
+	vq_fw_dev_free(ed.d);
+	vq_fw_free(fw);
+}
+
 int main(void)
 {
 	RUN(back_to_back_calls_lose_no_wakeup);
+	RUN(workers_run_on_their_cpus);
 	RUN(rings_run_on_their_groups_worker);
 	RUN(pauses_keep_threads_and_counters);
 	RUN(failed_start_leaves_ring_stopped);
