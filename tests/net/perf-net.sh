@@ -18,13 +18,22 @@
 #       virtual addresses through virtq-net's IOTLB, nothing lost or damaged,
 #       and once more with --dirty-log: the log is by guest-physical page
 #   tx from a driver that never sends the kicks it owes (--drop-kicks)
-# Each run probes the core placement around itself and reports it.
+# Each run probes the core placement around itself and reports it, and the
+# CPU time its driver and the backend spent per frame.
 set -eu
 VNET=$1 VPERF=$2
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs"; exit 77; }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 field() { echo "$2" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+# The CPU each side spent per frame: both positive, the sum theirs (to
+# the rounding of one decimal each), and CPUs busy in (0, 4).
+cpu_adds_up() {
+	awk -v d="$(field cpu_driver_per_pkt_ns "$1")" -v b="$(field cpu_backend_per_pkt_ns "$1")" \
+	    -v all="$(field cpu_per_pkt_ns "$1")" -v busy="$(field cpus_busy "$1")" \
+	    'BEGIN { s = all - d - b; exit !(d > 0 && b > 0 && s > -0.2 && s < 0.2 &&
+						busy > 0 && busy < 4) }'
+}
 
 N=200000
 for layout in "--packed off" "--packed on" "--packed off --in-order on" \
@@ -32,6 +41,7 @@ for layout in "--packed off" "--packed on" "--packed off --in-order on" \
 	out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 --copy sink" --cpu 0 \
 		$layout --direction tx --count $N --json) || fail "tx $layout"
 	[ "$(field packets "$out")" = $N ] || fail "tx $layout: $out"
+	cpu_adds_up "$out" || fail "tx $layout: CPU per frame: $out"
 	case $(field placement "$out") in
 	'"near"'|'"far"'|'"mixed"') ;;
 	*) fail "tx $layout: no placement: $out" ;;
@@ -49,6 +59,7 @@ for layout in "--packed off" "--packed on" "--packed off --in-order on" \
 	out=$(echo "$out" | grep '^{')
 	[ "$(field packets "$out")" -gt 100 ] || fail "rr $layout: $out"
 	[ "$(field bad "$out")" = 0 ] || fail "rr $layout: $out"
+	cpu_adds_up "$out" || fail "rr $layout: CPU per transaction: $out"
 
 	for mrg in on off; do
 		out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 source" --cpu 0 \

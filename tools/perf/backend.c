@@ -388,6 +388,51 @@ int64_t perf_backend_cpu_ns(const struct perf_backend *b)
 	return b->pid > 0 ? tree_cpu_ns(b->pid, 3) : -1;
 }
 
+static int64_t clock_cpu_ns(clockid_t clk)
+{
+	struct timespec t;
+
+	if (clock_gettime(clk, &t) < 0)
+		return -1;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void perf_cpu_mark(const struct perf_backend *b, struct perf_cpu_mark *m)
+{
+	m->thread = clock_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	m->process = clock_cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	m->backend = perf_backend_cpu_ns(b);
+	m->wall = (uint64_t)clock_cpu_ns(CLOCK_MONOTONIC);
+}
+
+void perf_cpu_report(FILE *f, bool json, const struct perf_cpu_part *p, unsigned n,
+		     double units, const char *unit_key, const char *unit_name,
+		     uint64_t wall_ns)
+{
+	double all = 0;
+	unsigned i;
+
+	if (!n || p[0].ns < 0 || !(units > 0))
+		return;
+	for (i = 0; i < n; i++) {
+		if (p[i].ns < 0)
+			continue;
+		all += (double)p[i].ns / units;
+		if (json)
+			fprintf(f, ",\"cpu_%s_per_%s_ns\":%.1f", p[i].key, unit_key,
+				(double)p[i].ns / units);
+		else
+			fprintf(f, "%s %s %.1f", i ? "," : "cpu:", p[i].name,
+				(double)p[i].ns / units);
+	}
+	if (json)
+		fprintf(f, ",\"cpu_per_%s_ns\":%.1f,\"cpus_busy\":%.2f", unit_key, all,
+			wall_ns ? all * units / (double)wall_ns : 0);
+	else
+		fprintf(f, " ns per %s; %.1f in all, %.2f CPUs busy\n", unit_name, all,
+			wall_ns ? all * units / (double)wall_ns : 0);
+}
+
 bool perf_unix_accepts(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };

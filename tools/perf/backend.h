@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct perf_backend {
@@ -85,6 +86,41 @@ void perf_backend_stop(struct perf_backend *b);
 /* CPU time the running daemon has used so far, all its threads and those
  * of its children (ns), or -1 when none runs or its clock cannot be read. */
 int64_t perf_backend_cpu_ns(const struct perf_backend *b);
+
+/* The CPU clocks at one moment (ns; -1 where one cannot be read): the
+ * calling thread's, this process's (threads that ended too), the
+ * backend's (perf_backend_cpu_ns), and the monotonic clock.  A workload
+ * takes one before and one after the work and reports the differences. */
+struct perf_cpu_mark {
+	int64_t thread, process, backend;
+	uint64_t wall;
+};
+void perf_cpu_mark(const struct perf_backend *b, struct perf_cpu_mark *m);
+
+/* b's clock less a's, or -1 if either could not be read. */
+static inline int64_t perf_cpu_diff(int64_t a, int64_t b)
+{
+	return a >= 0 && b >= 0 ? b - a : -1;
+}
+
+/* One party's CPU time over a run: its name in JSON keys and in text, and
+ * the ns it spent (-1: not measured, left out). */
+struct perf_cpu_part {
+	const char *key, *name;
+	int64_t ns;
+};
+
+/*
+ * Print the parties' CPU time per unit of work (units of it done over
+ * wall_ns), their sum and the CPUs busy: in JSON as keys
+ * "cpu_<key>_per_<unit_key>_ns" ... "cpu_per_<unit_key>_ns", "cpus_busy"
+ * (after other keys, each with its leading comma), or as one line
+ * "cpu: <name> X, ... ns per <unit_name>; S in all, B CPUs busy".
+ * Nothing if the first party or units are missing.
+ */
+void perf_cpu_report(FILE *f, bool json, const struct perf_cpu_part *p, unsigned n,
+		     double units, const char *unit_key, const char *unit_name,
+		     uint64_t wall_ns);
 
 /* Run path with argv in a child whose stdout is out_fd (close-on-exec
  * fds are not inherited) and which gets SIGTERM when this thread ends;

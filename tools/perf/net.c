@@ -60,6 +60,11 @@ struct net_run {
 	struct perf_dlog_watch wring;   /* and the ring areas it writes */
 	uint64_t unlogged, ring_pages;
 	double elapsed;
+	/* CPU time over the run (ns; -1: not measured): the driver's (this
+	 * thread; the placement probes' threads are left out) and the
+	 * started backend's, and the wall time they were read over */
+	int64_t cpu_driver_ns, cpu_backend_ns;
+	uint64_t cpu_wall_ns;
 	uint64_t features;              /* negotiated */
 	double c2c_before, c2c_after;   /* placement probe, ns; NaN: none */
 	double c2c[NET_PROBES_MAX];     /* every probe that answered, in order */
@@ -643,6 +648,18 @@ static void json_ns(const char *key, double v)
 		printf(",\"%s\":%.1f", key, v);
 }
 
+/* The CPU time per frame (rr: per transaction): JSON keys, or a line. */
+static void net_cpu_report(const struct net_run *n, bool json)
+{
+	const struct perf_cpu_part p[] = {
+		{ "driver", "driver", n->cpu_driver_ns },
+		{ "backend", "backend", n->cpu_backend_ns },
+	};
+
+	perf_cpu_report(stdout, json, p, 2, (double)n->pkts, "pkt",
+			n->o.dir == D_RR ? "transaction" : "frame", n->cpu_wall_ns);
+}
+
 static void net_report(struct net_run *n)
 {
 	struct net_opts *o = &n->o;
@@ -684,6 +701,7 @@ static void net_report(struct net_run *n)
 		if (o->dir == D_RR)
 			printf(",\"latencies\":%" PRIu64 ",\"unrecorded\":%" PRIu64,
 			       n->nlat, n->unrecorded);
+		net_cpu_report(n, true);
 		if (n->bd)
 			rr_bd_json(stdout, n->bd);
 		printf("}\n");
@@ -702,6 +720,7 @@ static void net_report(struct net_run *n)
 				       l.p50 * 1e3 / (2 * n->c2c_med));
 			printf("\n");
 		}
+		net_cpu_report(n, false);
 		if (n->bad)
 			printf("%" PRIu64 " frames had the wrong length\n", n->bad);
 		if (o->iommu_page)
@@ -760,10 +779,17 @@ int perf_net_main(int argc, char **argv)
 			r = -ENOMEM;
 	}
 	if (r == 0) {
+		struct perf_cpu_mark m0, m1;
+
+		perf_cpu_mark(&n.be, &m0);
 		t0 = vq_rt_now_ns();
 		r = n.o.dir == D_TX ? run_tx(&n, t0) : n.o.dir == D_RX ? run_rx(&n, t0)
 								 : run_rr(&n, t0);
 		n.elapsed = (double)(vq_rt_now_ns() - t0) / 1e9;
+		perf_cpu_mark(&n.be, &m1);
+		n.cpu_driver_ns = perf_cpu_diff(m0.thread, m1.thread);
+		n.cpu_backend_ns = perf_cpu_diff(m0.backend, m1.backend);
+		n.cpu_wall_ns = m1.wall - m0.wall;
 		if (r == -ENOMSG)
 			fprintf(stderr, "virtq-perf net: rr: nothing answered in %g s: "
 				"is the backend in loopback mode?\n", n.o.seconds);

@@ -494,60 +494,17 @@ int64_t vs_backend_rss_anon(struct vs_run *n)
 
 /* ---- one run ---- */
 
-/* CPU time so far on clock clk (ns), -1 if it cannot be read. */
-static int64_t cpu_ns(clockid_t clk)
-{
-	struct timespec t;
-
-	if (clock_gettime(clk, &t) < 0)
-		return -1;
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* What each party's CPU time is read from: this thread, this process
- * (the host thread too, when it has ended), the backend. */
-struct vs_cpu {
-	int64_t thread, process, backend;
-	uint64_t wall;
-};
-
-static void vs_cpu_read(const struct vs_run *n, struct vs_cpu *c)
-{
-	c->thread = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-	c->process = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
-	c->backend = perf_backend_cpu_ns(&n->be);
-	c->wall = vq_rt_now_ns();
-}
-
-/* Each party's share between two readings; the host thread's is the
+/* Each party's share between two marks; the host thread's is the
  * process's less ours (no other thread of ours runs). */
-static void vs_cpu_spent(struct vs_run *n, const struct vs_cpu *a, const struct vs_cpu *b)
+static void vs_cpu_spent(struct vs_run *n, const struct perf_cpu_mark *a,
+			 const struct perf_cpu_mark *b)
 {
-	bool ours = a->thread >= 0 && b->thread >= 0 && a->process >= 0 && b->process >= 0;
+	int64_t process = perf_cpu_diff(a->process, b->process);
 
-	n->cpu_guest_ns = ours ? b->thread - a->thread : -1;
-	n->cpu_host_ns = ours ? (b->process - a->process) - n->cpu_guest_ns : -1;
-	n->cpu_backend_ns = a->backend >= 0 && b->backend >= 0 ? b->backend - a->backend : -1;
+	n->cpu_guest_ns = process >= 0 ? perf_cpu_diff(a->thread, b->thread) : -1;
+	n->cpu_host_ns = n->cpu_guest_ns >= 0 ? process - n->cpu_guest_ns : -1;
+	n->cpu_backend_ns = perf_cpu_diff(a->backend, b->backend);
 	n->cpu_wall_ns = b->wall - a->wall;
-}
-
-/* CPU time per unit of work: a KiB moved or (--latency) a round trip. */
-struct vs_cpu_cost {
-	const char *unit;       /* in JSON keys: "kib", "rt" */
-	double guest, host, backend, all;       /* ns; NaN: not measured */
-	double busy;            /* CPUs busy on average over the run */
-};
-
-static void vs_cpu_cost(const struct vs_run *n, struct vs_cpu_cost *c)
-{
-	double units = n->o.latency ? (double)n->nlat : (double)n->guest_bytes / 1024;
-
-	c->unit = n->o.latency ? "rt" : "kib";
-	c->guest = n->cpu_guest_ns >= 0 && units > 0 ? n->cpu_guest_ns / units : NAN;
-	c->host = n->cpu_host_ns >= 0 && units > 0 ? n->cpu_host_ns / units : NAN;
-	c->backend = n->cpu_backend_ns >= 0 && units > 0 ? n->cpu_backend_ns / units : NAN;
-	c->all = c->guest + c->host + (isnan(c->backend) ? 0 : c->backend);
-	c->busy = n->cpu_wall_ns ? c->all * units / (double)n->cpu_wall_ns : NAN;
 }
 
 /* The two vCPUs' one-way latency (ns), NaN if it cannot be probed. */
@@ -678,34 +635,20 @@ static void vs_rates(struct vs_run *n, struct vs_rates *v)
 	}
 }
 
-static void vs_cpu_json(const struct vs_run *n)
+/* The CPU time per KiB moved or (--latency) per round trip: JSON keys,
+ * or a line of its own. */
+static void vs_cpu_report(const struct vs_run *n, bool json)
 {
-	struct vs_cpu_cost c;
+	const struct perf_cpu_part p[] = {
+		{ "guest", "guest", n->cpu_guest_ns },
+		{ "host", n->peer ? "second guest" : "host program", n->cpu_host_ns },
+		{ "backend", "backend", n->cpu_backend_ns },
+	};
 
-	vs_cpu_cost(n, &c);
-	if (isnan(c.all))
-		return;
-	printf(",\"cpu_guest_per_%s_ns\":%.1f,\"cpu_host_per_%s_ns\":%.1f",
-	       c.unit, c.guest, c.unit, c.host);
-	if (!isnan(c.backend))
-		printf(",\"cpu_backend_per_%s_ns\":%.1f", c.unit, c.backend);
-	printf(",\"cpu_per_%s_ns\":%.1f,\"cpus_busy\":%.2f", c.unit, c.all, c.busy);
-}
-
-/* "cpu: guest 52.1, host program 49.3, backend 44.0 ns per KiB; ..." */
-static void vs_cpu_text(const struct vs_run *n)
-{
-	struct vs_cpu_cost c;
-
-	vs_cpu_cost(n, &c);
-	if (isnan(c.all))
-		return;
-	printf("cpu: guest %.1f, %s %.1f", c.guest, n->peer ? "second guest" : "host program",
-	       c.host);
-	if (!isnan(c.backend))
-		printf(", backend %.1f", c.backend);
-	printf(" ns per %s; %.1f in all, %.2f CPUs busy\n",
-	       n->o.latency ? "round trip" : "KiB", c.all, c.busy);
+	perf_cpu_report(stdout, json, p, 3,
+			n->o.latency ? (double)n->nlat : (double)n->guest_bytes / 1024,
+			n->o.latency ? "rt" : "kib", n->o.latency ? "round trip" : "KiB",
+			n->cpu_wall_ns);
 }
 
 static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
@@ -747,7 +690,7 @@ static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
 		printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
 		       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
 		       n->nlat, v->l.p50, v->l.p90, v->l.p99, v->l.p999);
-	vs_cpu_json(n);
+	vs_cpu_report(n, true);
 	/* last: its list of rates may be long */
 	if (n->o.conns)
 		vs_conns_json(n);
@@ -789,7 +732,7 @@ static void vs_text(struct vs_run *n, const struct vs_rates *v, bool ok)
 		printf("placement: %s (c2c %.1f ns before, %.1f ns after; near < %.0f ns)\n",
 		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)),
 		       n->c2c_before, n->c2c_after, PERF_NEAR_NS);
-	vs_cpu_text(n);
+	vs_cpu_report(n, false);
 	if (n->o.dirty_log)
 		printf("dirty log on: the backend changed %" PRIu64 " buffer and %" PRIu64
 		       " ring pages; %" PRIu64 " of them not marked\n",
@@ -903,7 +846,7 @@ int perf_vsock_main(int argc, char **argv)
 {
 	static struct vs_run n, peer;
 	char me[32] = "guest side", other[32] = "host side";
-	struct vs_cpu cpu0, cpu1;
+	struct perf_cpu_mark cpu0, cpu1;
 	int r, rc = 1;
 
 	vs_parse(argc, argv, &n.o);
@@ -934,12 +877,12 @@ int perf_vsock_main(int argc, char **argv)
 		goto out;
 	/* before the host program connects anything */
 	n.rss_before_kb = vs_backend_rss_anon(&n);
-	vs_cpu_read(&n, &cpu0);
+	perf_cpu_mark(&n.be, &cpu0);
 	if (host_start(&n) < 0)
 		goto out;
 	r = n.o.conns ? vs_conns_guest(&n) : vs_guest_run(&n);
 	vs_join_host(&n);
-	vs_cpu_read(&n, &cpu1);
+	perf_cpu_mark(&n.be, &cpu1);
 	vs_cpu_spent(&n, &cpu0, &cpu1);
 	/* the two sides, as errors name them */
 	if (n.peer) {
