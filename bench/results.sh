@@ -127,6 +127,8 @@ cell vsock-socket-cpu vsock ratio "socket -> vsock, CPU time per KiB moved, all 
 	"$ab '$b' --metric cpu_per_kib_ns -- vsock --bytes $(by 256M) --buf-size 64K --direction rx,tx --placement on"
 cell vsock-socket-pinned vsock ratio "socket -> vsock, 64 KiB, both pinned: the guest's thread on CPU 0 with the backend's worker (--cpu 0), the host program on CPU 1" \
 	"$ab \"$b --backend-arg=--cpu=0\" -- vsock --bytes $(by 256M) --buf-size 64K --direction rx,tx --cpu 0,1 --placement on"
+cell vsock-buf-alloc vsock ab "guest -> host, 64 KiB: the backend's window --buf-alloc 256K -> 1M" \
+	"$P ab --pairs $(n 20) --a '' --b '--backend-arg=--buf-alloc=1M' -- vsock $b --bytes $(by 1G) --buf-size 64K --direction tx --placement on"
 cell vsock-cpus vsock ratio "floating -> the guest's thread and the backend on CPU 0, the host program on CPU 1" \
 	"$P ab --ratio --pairs $(n 12) --a '$b' --b \"--cpu 0,1 --backend 'taskset -c 0 $VSOCK'\" -- vsock --bytes $(by 128M) --buf-size 64K --direction rx,tx --placement on"
 cell vsock-socket-pingpong vsock ratio "socket -> vsock, 64 B ping-pong p50 (lower is better), both sides polling 50 us" \
