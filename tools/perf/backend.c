@@ -351,21 +351,29 @@ void perf_backend_stop(struct perf_backend *b)
 	b->dir[0] = '\0';
 }
 
+/* A clock's time (ns), -1 if it cannot be read. */
+static int64_t clock_cpu_ns(clockid_t clk)
+{
+	struct timespec t;
+
+	if (clock_gettime(clk, &t) < 0)
+		return -1;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* CPU time of process pid and, to depth levels, of its children (a
  * backend started through a wrapper that forks: perf record, sudo); -1
  * if pid's own clock cannot be read. */
 static int64_t tree_cpu_ns(pid_t pid, unsigned depth)
 {
 	char path[64];
-	struct timespec t;
 	clockid_t clk;
 	int64_t ns;
 	FILE *f;
 	long child;
 
-	if (clock_getcpuclockid(pid, &clk) != 0 || clock_gettime(clk, &t) < 0)
+	if (clock_getcpuclockid(pid, &clk) != 0 || (ns = clock_cpu_ns(clk)) < 0)
 		return -1;
-	ns = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 	if (depth == 0)
 		return ns;
 	/* the main thread's children: a wrapper forks from it */
@@ -386,15 +394,6 @@ static int64_t tree_cpu_ns(pid_t pid, unsigned depth)
 int64_t perf_backend_cpu_ns(const struct perf_backend *b)
 {
 	return b->pid > 0 ? tree_cpu_ns(b->pid, 3) : -1;
-}
-
-static int64_t clock_cpu_ns(clockid_t clk)
-{
-	struct timespec t;
-
-	if (clock_gettime(clk, &t) < 0)
-		return -1;
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
 void perf_cpu_mark(const struct perf_backend *b, struct perf_cpu_mark *m)

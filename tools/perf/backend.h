@@ -97,10 +97,11 @@ struct perf_cpu_mark {
 };
 void perf_cpu_mark(const struct perf_backend *b, struct perf_cpu_mark *m);
 
-/* b's clock less a's, or -1 if either could not be read. */
+/* b's clock less a's, or -1 if either could not be read or it went back
+ * (a child of the backend's that ended took its time with it). */
 static inline int64_t perf_cpu_diff(int64_t a, int64_t b)
 {
-	return a >= 0 && b >= 0 ? b - a : -1;
+	return a >= 0 && b >= a ? b - a : -1;
 }
 
 /* One party's CPU time over a run: its name in JSON keys and in text, and
