@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The command-line convention's parsers (tools/common/cli.h): decimal only,
- * sizes with K/M/G, no hex, octal, sign, inf or nan. */
+ * sizes with K/M/G, no hex, octal, sign, inf or nan; CPU lists. */
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "vq_test.h"
@@ -55,11 +56,30 @@ static void cli_parse_double_plain(void)
 	CHECK(!cli_parse_double("", &v));
 }
 
+/* Its bad input ends the program (exit 2, tests/tools/cli-daemons-errors.sh);
+ * here what it keeps of good input. */
+static void cli_cpu_list_in_order(void)
+{
+	long last = sysconf(_SC_NPROCESSORS_CONF) - 1;
+	unsigned cpus[4] = { 9, 9, 9, 9 };
+	char list[64];
+
+	CHECK_EQ(cli_cpu_list("--cpu", "0", cpus, 4), 1);
+	CHECK_EQ(cpus[0], 0);
+	snprintf(list, sizeof(list), "%ld,0,%ld", last, last);
+	CHECK_EQ(cli_cpu_list("--cpu", list, cpus, 4), 3);
+	CHECK(cpus[0] == (unsigned)last && cpus[1] == 0 && cpus[2] == (unsigned)last);
+	CHECK_EQ(cpus[3], 9);                           /* nothing past the list */
+	snprintf(list, sizeof(list), "0,0,0,%ld", last);
+	CHECK_EQ(cli_cpu_list("--cpu", list, cpus, 4), 4);   /* exactly max */
+}
+
 int main(void)
 {
 	RUN(cli_parse_u64_decimal_only);
 	RUN(cli_parse_size_suffixes);
 	RUN(cli_parse_double_plain);
+	RUN(cli_cpu_list_in_order);
 	printf("cli parsers: ok\n");
 	return 0;
 }
