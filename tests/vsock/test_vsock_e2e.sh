@@ -37,13 +37,19 @@ perf=$1
 daemon=$2
 fail=0
 
+# vsock ARGS...: virtq-perf vsock through the daemon, or over the UNIX
+# socket pair without one (--transport unix)
+vsock() {
+	case " $* " in
+	*" --transport unix "*) "$perf" vsock "$@" ;;
+	*) "$perf" vsock --backend "$daemon" "$@" ;;
+	esac
+}
+
 run() {
 	name=$1
 	shift
-	case " $* " in
-	*" --transport unix "*) out=$("$perf" vsock "$@" 2>&1) ;;
-	*) out=$("$perf" vsock --backend "$daemon" "$@" 2>&1) ;;
-	esac
+	out=$(vsock "$@" 2>&1)
 	rc=$?
 	if [ $rc -eq 0 ] && echo "$out" | grep -q "verified"; then
 		echo "ok   $name: $(echo "$out" | grep -E '^(vsock|unix)')"
@@ -107,10 +113,7 @@ run tx_busy_poll        --direction tx --bytes 4M --busy-poll 20
 conns() {
 	want=$1 name=$2
 	shift 2
-	case " $* " in
-	*" --transport unix "*) out=$("$perf" vsock --json --conns "$want" "$@" 2>&1) ;;
-	*) out=$("$perf" vsock --backend "$daemon" --json --conns "$want" "$@" 2>&1) ;;
-	esac
+	out=$(vsock --json --conns "$want" "$@" 2>&1)
 	rc=$?
 	js=$(echo "$out" | grep '^{')
 	rates=$(echo "$js" | sed -n 's/.*"conn_gbps":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | grep -c .)
@@ -181,11 +184,10 @@ dlog dlog_latency       --latency --iters 200 --buf-size 64
 cpu() {
 	unit=$1 name=$2
 	shift 2
-	case " $* " in
-	*" --transport unix "*) out=$("$perf" vsock --json "$@" 2>&1); be= ;;
-	*) out=$("$perf" vsock --backend "$daemon" --json "$@" 2>&1); be=1 ;;
-	esac
+	out=$(vsock --json "$@" 2>&1)
 	rc=$?
+	be=1
+	case " $* " in *" --transport unix "*) be= ;; esac
 	js=$(echo "$out" | grep '^{')
 	g=$(field "cpu_guest_per_${unit}_ns" "$js") h=$(field "cpu_host_per_${unit}_ns" "$js")
 	b=$(field "cpu_backend_per_${unit}_ns" "$js") all=$(field "cpu_per_${unit}_ns" "$js")
