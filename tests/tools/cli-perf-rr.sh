@@ -3,8 +3,8 @@
 # virtq-perf net rr says how to read its latencies (issue 34 item 2): the
 # placement of the run, the cache-line latency probed in it, and p50,
 # p90, p99 and p99.9 of the round trip, in its human output and in
-# --json; "unknown" when it could not probe; --rr-breakdown's steps;
-# --rx-refill's batches.
+# --json; "unknown" when it could not probe; the stopwatch (--rr-clock);
+# --rr-breakdown's steps; --rx-refill's batches.
 #
 #   cli-perf-rr.sh VIRTQ_PERF VIRTQ_NET
 set -u
@@ -27,8 +27,8 @@ rr() { "$perf" net --backend "$vnet loopback" --backend-busy-poll 50 --direction
 
 # pinned: probed before, during (every 0.1 s) and after
 out=$(rr --cpu 0 --probe-every 0.1) || no "human run: $(cat "$D/err")"
-echo "$out" | grep -qE "^rr latency us: p50 $pct p90 $pct p99 $pct p99\.9 $pct" &&
-	ok "human: four percentiles" || no "human percentiles: $out"
+echo "$out" | grep -qE "^rr latency us: p50 $pct p90 $pct p99 $pct p99\.9 $pct \(timed by (tsc|monotonic);" &&
+	ok "human: four percentiles and the stopwatch" || no "human percentiles: $out"
 echo "$out" | grep -qE '^placement: (near|far|mixed) \(c2c [0-9.]+ ns before, [0-9.]+ ns after' &&
 	ok "human: placement" || no "human placement: $out"
 if echo "$out" | grep -qE '^cache line: [0-9.]+ ns one-way, [0-9.]+ ns round trip \(median of ([3-9]|[1-9][0-9]+) probes'; then
@@ -53,6 +53,28 @@ probes=$(field c2c_probes "$js")
 awk -v a="$(field c2c_ns "$js")" -v b="$(field c2c_rtt_ns "$js")" \
 	'BEGIN { d = 2 * a - b; exit !(d < 0.2 && d > -0.2) }' ||
 	no "json c2c_rtt_ns is not 2 c2c_ns: $js"
+
+# --rr-clock: either stopwatch gives latencies in us.  The transactions
+# follow one another, so their mean latency is at most the time per
+# transaction, and half of them take at least p50: p50 <= 2 / rate.  A
+# count of ticks left unconverted (TSC cycles as ns) breaks the bound.
+for c in tsc monotonic; do
+	if [ $c = tsc ] && ! grep -qw constant_tsc /proc/cpuinfo; then
+		continue
+	fi
+	js=$(rr --cpu 0 --rr-clock $c --json) || { no "--rr-clock $c: $(cat "$D/err")"; continue; }
+	p50=$(field p50_us "$js") rate=$(field ops_per_sec "$js")
+	if [ "$(field rr_clock "$js")" = "\"$c\"" ] &&
+	   awk -v p="$p50" -v r="$rate" 'BEGIN { exit !(p > 0 && r > 0 && p <= 2e6 / r) }'; then
+		ok "--rr-clock $c: p50 $p50 us at $rate transactions/s"
+	else
+		no "--rr-clock $c: $js"
+	fi
+done
+rc=0
+rr --rr-clock hpet >/dev/null || rc=$?
+[ $rc -eq 2 ] && grep -q "not tsc or monotonic" "$D/err" && ok "--rr-clock hpet refused" ||
+	no "--rr-clock hpet: exit $rc: $(cat "$D/err")"
 
 # unpinned: nothing to probe between, and it says so
 out=$(rr) || no "unpinned run: $(cat "$D/err")"
@@ -98,7 +120,7 @@ rr --queue-size 16 --rx-refill 16 >/dev/null || rc=$?
 	no "--rx-refill 16 of 16: exit $rc: $(cat "$D/err")"
 
 # only rr has them
-for a in "--rr-breakdown" "--probe-every 1" "--rx-refill 4"; do
+for a in "--rr-breakdown" "--probe-every 1" "--rx-refill 4" "--rr-clock monotonic"; do
 	rc=0
 	"$perf" net --backend "$vnet loopback" --direction tx $a >/dev/null 2>"$D/err" || rc=$?
 	[ $rc -eq 2 ] && [ "$(wc -l <"$D/err")" -eq 1 ] && ok "tx $a refused: $(cat "$D/err")" ||

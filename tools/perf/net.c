@@ -73,7 +73,7 @@ struct net_run {
 	enum perf_place place;
 	uint64_t unrecorded;            /* rr: transactions after a mid-run probe */
 	struct rr_bd *bd;               /* rr --rr-breakdown; NULL: off */
-	double *lat;                    /* rr: microseconds */
+	double *lat;                    /* rr: microseconds (in the run: ticks) */
 	uint64_t nlat, lat_cap;
 	struct perf_backend be;
 	char sock[100];
@@ -521,6 +521,25 @@ static void rr_probe_pause(struct net_run *n)
 	probe(n);
 }
 
+/* rr's stopwatch, in ticks of --rr-clock. */
+static uint64_t lat_now(const struct net_run *n)
+{
+	return n->o.rr_clock == RR_CLOCK_TSC ? perf_tsc() : vq_rt_now_ns();
+}
+
+/* The latencies from ticks into microseconds: the counter's rate is
+ * measured against the clock over the run. */
+static void lat_to_us(struct net_run *n, uint64_t tick0, uint64_t ns0)
+{
+	double us_per_tick = 1e-3;
+	uint64_t ns = vq_rt_now_ns() - ns0, ticks = lat_now(n) - tick0;
+
+	if (n->o.rr_clock == RR_CLOCK_TSC)
+		us_per_tick = ticks ? (double)ns / (double)ticks / 1e3 : 0;
+	for (uint64_t i = 0; i < n->nlat; i++)
+		n->lat[i] *= us_per_tick;
+}
+
 /* A transaction waits for its answer up to 1 s, and never past the end
  * of the run: against a backend that answers nothing, --seconds still
  * ends it.  -ENOMSG: not one transaction was answered. */
@@ -531,6 +550,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 	uint32_t seq = 0, len = n->o.size;
 	bool cut = false, record = true;
 	struct rr_bd *bd = n->bd;
+	uint64_t tick0, ns0;
 	int r;
 
 	n->lat_cap = 1 << 20;
@@ -539,8 +559,10 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		return -ENOMEM;
 	if (bd)
 		rr_bd_costs(bd, n->rxq);
+	tick0 = lat_now(n);
+	ns0 = vq_rt_now_ns();
 	while (!(n->o.count && n->pkts >= n->o.count)) {
-		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull;
+		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull, t_lat;
 		uint8_t *frame;
 		int back;
 
@@ -556,6 +578,8 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		}
 		if (tdead > end)
 			tdead = end;
+		/* the monotonic stopwatch starts from the clock read above */
+		t_lat = n->o.rr_clock == RR_CLOCK_TSC ? perf_tsc() : ts;
 		if (bd) {
 			rr_bd_begin(bd, seq);
 			bd->t_start = perf_tsc();
@@ -585,6 +609,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			bd->t_booked = perf_tsc();
 		if ((back = rr_await(n, seq, tdead)) < 0)
 			return back;
+		t_lat = lat_now(n) - t_lat;
 		if (bd)
 			rr_bd_end(bd, back && record, n->tc.kicks_sent + n->rc.kicks_sent,
 				  n->rc.wakeups);
@@ -592,7 +617,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 			if (!record)
 				n->unrecorded++;
 			else if (n->nlat < n->lat_cap)
-				n->lat[n->nlat++] = (double)(vq_rt_now_ns() - ts) / 1e3;
+				n->lat[n->nlat++] = (double)t_lat;
 			n->pkts++;
 			n->bytes += n->o.size;
 		} else if (tdead < end) {
@@ -603,6 +628,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		record = true;
 		seq++;
 	}
+	lat_to_us(n, tick0, ns0);
 	if ((lost || cut) && !n->pkts)
 		return -ENOMSG;
 	if (lost)
@@ -660,6 +686,11 @@ static void net_cpu_report(const struct net_run *n, bool json)
 			n->o.dir == D_RR ? "transaction" : "frame", n->cpu_wall_ns);
 }
 
+static const char *rr_clock_name(const struct net_opts *o)
+{
+	return o->rr_clock == RR_CLOCK_TSC ? "tsc" : "monotonic";
+}
+
 static void net_report(struct net_run *n)
 {
 	struct net_opts *o = &n->o;
@@ -696,11 +727,12 @@ static void net_report(struct net_run *n)
 		json_ns("c2c_rtt_ns", 2 * n->c2c_med);
 		printf(",\"c2c_probes\":%u", n->nc2c);
 		if (o->dir == D_RR && n->nlat)
-			printf(",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f",
+			printf(",\"p50_us\":%.3f,\"p90_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f",
 			       l.p50, l.p90, l.p99, l.p999);
 		if (o->dir == D_RR)
-			printf(",\"latencies\":%" PRIu64 ",\"unrecorded\":%" PRIu64,
-			       n->nlat, n->unrecorded);
+			printf(",\"rr_clock\":\"%s\",\"latencies\":%" PRIu64
+			       ",\"unrecorded\":%" PRIu64,
+			       rr_clock_name(o), n->nlat, n->unrecorded);
 		net_cpu_report(n, true);
 		if (n->bd)
 			rr_bd_json(stdout, n->bd);
@@ -715,10 +747,11 @@ static void net_report(struct net_run *n)
 		if (o->dir == D_RR && n->nlat) {
 			printf("rr latency us: p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f",
 			       l.p50, l.p90, l.p99, l.p999);
+			printf(" (timed by %s", rr_clock_name(o));
 			if (!isnan(n->c2c_med))
-				printf(" (p50 = %.1f cache-line round trips)",
+				printf("; p50 = %.1f cache-line round trips",
 				       l.p50 * 1e3 / (2 * n->c2c_med));
-			printf("\n");
+			printf(")\n");
 		}
 		net_cpu_report(n, false);
 		if (n->bad)

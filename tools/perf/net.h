@@ -31,6 +31,7 @@ struct net_opts {
 	double probe_every;             /* rr: s between probes in the run; 0: none */
 	unsigned rx_refill;             /* rr: receive buffers given back per batch */
 	bool rr_breakdown;              /* rr: time each step of a transaction */
+	enum { RR_CLOCK_AUTO, RR_CLOCK_TSC, RR_CLOCK_MONOTONIC } rr_clock;
 	bool json;
 	bool hugetlb;
 	bool verify;

@@ -11,6 +11,7 @@
 #include "net.h"
 #include "perf.h"
 #include "profile.h"
+#include "tsc.h"
 
 static void net_usage(FILE *f)
 {
@@ -50,6 +51,9 @@ static void net_usage(FILE *f)
 "                        together (1: after every answer)\n"
 "  --rr-breakdown        rr: time each step of a transaction in cycles, on\n"
 "                        our side, and what a poll's pieces cost\n"
+"  --rr-clock tsc|monotonic\n"
+"                        rr: what times each round trip (tsc where it ticks\n"
+"                        at one rate on every CPU, else monotonic)\n"
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx, rr: check every received frame's length and bytes;\n"
 "                        with --iommu: fail on any IOTLB miss\n"
@@ -78,7 +82,7 @@ static void net_usage(FILE *f)
 enum {
 	N_SOCK, N_BACKEND, N_BARG, N_UB, N_BBP, N_DIR, N_SIZE, N_PACKED,
 	N_INORDER, N_EVIDX, N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS,
-	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_REFILL, N_RRBD, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
+	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_REFILL, N_RRBD, N_RRCLK, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
 	N_PROFILE, N_JSON, N_LAST = N_JSON,
 };
 
@@ -105,6 +109,7 @@ static const struct option net_long[] = {
 	{ "probe-every", required_argument, NULL, N_PEVERY },
 	{ "rx-refill", required_argument, NULL, N_REFILL },
 	{ "rr-breakdown", no_argument, NULL, N_RRBD },
+	{ "rr-clock", required_argument, NULL, N_RRCLK },
 	{ "hugetlb", no_argument, NULL, N_HUGE },
 	{ "verify", no_argument, NULL, N_VERIFY },
 	{ "dirty-log", no_argument, NULL, N_DLOG },
@@ -159,6 +164,14 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 	case N_PEVERY: o->probe_every = v[0] == '0' && !v[1] ? 0 : cli_double(name, v, 0.01, 86400); break;
 	case N_REFILL: o->rx_refill = (unsigned)cli_u64(name, v, 1, 32767); break;
 	case N_RRBD: o->rr_breakdown = true; break;
+	case N_RRCLK:
+		if (!strcmp(v, "tsc"))
+			o->rr_clock = RR_CLOCK_TSC;
+		else if (!strcmp(v, "monotonic"))
+			o->rr_clock = RR_CLOCK_MONOTONIC;
+		else
+			cli_usage_error("%s: '%s' is not tsc or monotonic", name, v);
+		break;
 	case N_HUGE: o->hugetlb = true; break;
 	case N_VERIFY: o->verify = true; break;
 	case N_DLOG: o->dirty_log = true; break;
@@ -197,6 +210,13 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"--burst back)");
 	if (GIVEN(N_RRBD) && o->dir != D_RR)
 		cli_usage_error("--rr-breakdown: only rr has round trips");
+	if (GIVEN(N_RRCLK) && o->dir != D_RR)
+		cli_usage_error("--rr-clock: only rr has round trips to time");
+	if (o->rr_clock == RR_CLOCK_TSC && !perf_tsc_invariant())
+		cli_usage_error("--rr-clock tsc: this CPU's counter does not tick at "
+				"one rate everywhere (no constant_tsc and nonstop_tsc)");
+	if (o->rr_clock == RR_CLOCK_AUTO)
+		o->rr_clock = perf_tsc_invariant() ? RR_CLOCK_TSC : RR_CLOCK_MONOTONIC;
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);

@@ -9,6 +9,7 @@
 #ifndef VIRTQ_PERF_TSC_H
 #define VIRTQ_PERF_TSC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <virtq/runtime.h>
@@ -27,5 +28,9 @@ static inline uint64_t perf_tsc(void)
 }
 #define PERF_TSC_NAME "ns"
 #endif
+
+/* Does perf_tsc() tick at one rate on every CPU and in every state, so
+ * that it can time an interval in place of the clock? */
+bool perf_tsc_invariant(void);
 
 #endif

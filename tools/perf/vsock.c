@@ -687,8 +687,8 @@ static void vs_json(struct vs_run *n, const struct vs_rates *v, bool ok)
 		printf(",\"placement\":\"%s\"",
 		       perf_place_name(perf_place_classify(n->c2c_before, n->c2c_after)));
 	if (n->o.latency)
-		printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.2f,\"p90_us\":%.2f"
-		       ",\"p99_us\":%.2f,\"p999_us\":%.2f",
+		printf(",\"iters\":%" PRIu64 ",\"p50_us\":%.3f,\"p90_us\":%.3f"
+		       ",\"p99_us\":%.3f,\"p999_us\":%.3f",
 		       n->nlat, v->l.p50, v->l.p90, v->l.p99, v->l.p999);
 	vs_cpu_report(n, true);
 	/* last: its list of rates may be long */

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+/* virtq-perf: whether the cycle counter can stand in for the clock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tsc.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+/* constant_tsc: one rate whatever the CPU's frequency; nonstop_tsc: it
+ * runs in deep idle states too.  Linux lists both in /proc/cpuinfo. */
+bool perf_tsc_invariant(void)
+{
+	char line[4096];
+	bool constant = false, nonstop = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "flags", 5))
+			continue;
+		constant = strstr(line, " constant_tsc") != NULL;
+		nonstop = strstr(line, " nonstop_tsc") != NULL;
+		break;
+	}
+	fclose(f);
+	return constant && nonstop;
+}
+#else
+bool perf_tsc_invariant(void)
+{
+	return false;
+}
+#endif
