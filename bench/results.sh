@@ -97,7 +97,7 @@ cell net-busypoll net ab "busy poll 0 -> 50 us both sides, loopback round trips"
 
 RR_RUNS=$(n 12)
 cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per layout)" \
-	"$P net --backend '$VNET --quiet --cpu 1 loopback' --backend-busy-poll 50 --direction rr --busy-poll 50 --size 64 --cpu 0 --seconds $(s 2)"
+	"$P net --backend '$VNET --quiet --cpu 1 loopback' --backend-busy-poll 50 --direction rr --busy-poll 50 --size 64 --cpu 0 --seconds $(s 2) --rr-clock tsc"
 
 race="bench/net-race.sh -B $BUILD"
 cell race-64 race race "the four pairings, 64 B: b/a, c/a, d/a (median of 3 runs)" \
