@@ -46,6 +46,15 @@ for k in c2c_ns c2c_rtt_ns c2c_ns_min c2c_ns_max c2c_ns_before c2c_ns_after \
 	 p50_us p90_us p99_us p999_us; do
 	echo "$(field $k "$js")" | grep -qE "$num" || no "json $k: $js"
 done
+# every answered transaction but those after a probe's pause is timed,
+# and the percentiles are of all of them up to the room for a million
+seen=$(field latencies_seen "$js") kept=$(field latencies "$js")
+want=$(( $(field packets "$js") - $(field unrecorded "$js") ))
+if [ "${seen:-x}" = "$want" ] && [ "$kept" = "$(( seen < 1048576 ? seen : 1048576 ))" ]; then
+	ok "json: $seen transactions timed, $kept kept"
+else
+	no "json latencies: $js"
+fi
 probes=$(field c2c_probes "$js")
 [ "${probes:-0}" -ge 3 ] && ok "json: $probes probes, c2c_ns $(field c2c_ns "$js")" ||
 	no "json c2c_probes: $js"

@@ -74,7 +74,9 @@ struct net_run {
 	uint64_t unrecorded;            /* rr: transactions after a mid-run probe */
 	struct rr_bd *bd;               /* rr --rr-breakdown; NULL: off */
 	double *lat;                    /* rr: microseconds (in the run: ticks) */
-	uint64_t nlat, lat_cap;
+	uint64_t nlat, lat_cap;         /* kept, room for */
+	uint64_t lat_seen;              /* recorded, kept or not */
+	uint64_t lat_rng;               /* xorshift64 state of the sampling */
 	struct perf_backend be;
 	char sock[100];
 };
@@ -527,6 +529,30 @@ static uint64_t lat_now(const struct net_run *n)
 	return n->o.rr_clock == RR_CLOCK_TSC ? perf_tsc() : vq_rt_now_ns();
 }
 
+/*
+ * Keep one latency.  A near run records a million round trips in a
+ * quarter of a second, more than the room for them: past the first
+ * lat_cap, the k-th one replaces a kept one, picked at random, with
+ * probability lat_cap / k (reservoir sampling), so that what is kept is
+ * a uniform sample of the whole run and so are its percentiles.
+ */
+static void lat_keep(struct net_run *n, double ticks)
+{
+	uint64_t k = ++n->lat_seen, x = n->lat_rng, j;
+
+	if (n->nlat < n->lat_cap) {
+		n->lat[n->nlat++] = ticks;
+		return;
+	}
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	n->lat_rng = x;
+	j = x % k;
+	if (j < n->lat_cap)
+		n->lat[j] = ticks;
+}
+
 /* The latencies from ticks into microseconds: the counter's rate is
  * measured against the clock over the run. */
 static void lat_to_us(struct net_run *n, uint64_t tick0, uint64_t ns0)
@@ -554,6 +580,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 	int r;
 
 	n->lat_cap = 1 << 20;
+	n->lat_rng = 0x9e3779b97f4a7c15ull;
 	n->lat = malloc(sizeof(double) * n->lat_cap);
 	if (!n->lat)
 		return -ENOMEM;
@@ -616,8 +643,8 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		if (back) {
 			if (!record)
 				n->unrecorded++;
-			else if (n->nlat < n->lat_cap)
-				n->lat[n->nlat++] = (double)t_lat;
+			else
+				lat_keep(n, (double)t_lat);
 			n->pkts++;
 			n->bytes += n->o.size;
 		} else if (tdead < end) {
@@ -731,8 +758,8 @@ static void net_report(struct net_run *n)
 			       l.p50, l.p90, l.p99, l.p999);
 		if (o->dir == D_RR)
 			printf(",\"rr_clock\":\"%s\",\"latencies\":%" PRIu64
-			       ",\"unrecorded\":%" PRIu64,
-			       rr_clock_name(o), n->nlat, n->unrecorded);
+			       ",\"latencies_seen\":%" PRIu64 ",\"unrecorded\":%" PRIu64,
+			       rr_clock_name(o), n->nlat, n->lat_seen, n->unrecorded);
 		net_cpu_report(n, true);
 		if (n->bd)
 			rr_bd_json(stdout, n->bd);
