@@ -90,6 +90,21 @@ out=$(rr) || no "unpinned run: $(cat "$D/err")"
 echo "$out" | grep -q '^placement: unknown (not probed' && ok "human: unknown unpinned" ||
 	no "unpinned human: $out"
 js=$(rr --json) || no "unpinned json run: $(cat "$D/err")"
+# unpinned, the thread may read two CPUs' counters: the TSC times it only
+# where the kernel keeps the TSC as its clocksource (the CPUs' agree)
+want=monotonic
+if grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo &&
+   [ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" = tsc ]; then
+	want=tsc
+fi
+[ "$(field rr_clock "$js")" = "\"$want\"" ] && ok "json: unpinned, timed by $want" ||
+	no "unpinned rr_clock, $want expected: $js"
+if [ $want = monotonic ] && grep -qw constant_tsc /proc/cpuinfo; then
+	rc=0
+	rr --rr-clock tsc >/dev/null || rc=$?
+	[ $rc -eq 2 ] && grep -q "pin with --cpu" "$D/err" && ok "unpinned --rr-clock tsc refused" ||
+		no "unpinned --rr-clock tsc: exit $rc: $(cat "$D/err")"
+fi
 [ "$(field placement "$js")" = '"unknown"' ] && [ "$(field c2c_ns "$js")" = null ] &&
 	[ "$(field c2c_probes "$js")" = 0 ] && ok "json: unknown unpinned" ||
 	no "unpinned json: $js"

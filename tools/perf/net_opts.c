@@ -53,7 +53,8 @@ static void net_usage(FILE *f)
 "                        our side, and what a poll's pieces cost\n"
 "  --rr-clock tsc|monotonic\n"
 "                        rr: what times each round trip (tsc where it ticks\n"
-"                        at one rate on every CPU, else monotonic)\n"
+"                        at one rate on every CPU and, unpinned, the kernel's\n"
+"                        clocksource is tsc; else monotonic)\n"
 "  --hugetlb             guest memory on huge pages\n"
 "  --verify              rx, rr: check every received frame's length and bytes;\n"
 "                        with --iommu: fail on any IOTLB miss\n"
@@ -215,8 +216,13 @@ static void net_check(struct net_opts *o, uint64_t given)
 	if (o->rr_clock == RR_CLOCK_TSC && !perf_tsc_invariant())
 		cli_usage_error("--rr-clock tsc: this CPU's counter does not tick at "
 				"one rate everywhere (no constant_tsc and nonstop_tsc)");
+	/* an unpinned thread may read two CPUs' counters */
+	if (o->rr_clock == RR_CLOCK_TSC && o->cpu < 0 && !perf_tsc_synced())
+		cli_usage_error("--rr-clock tsc: the CPUs' counters may disagree (the "
+				"kernel's clocksource is not tsc): pin with --cpu");
 	if (o->rr_clock == RR_CLOCK_AUTO)
-		o->rr_clock = perf_tsc_invariant() ? RR_CLOCK_TSC : RR_CLOCK_MONOTONIC;
+		o->rr_clock = perf_tsc_invariant() && (o->cpu >= 0 || perf_tsc_synced())
+			      ? RR_CLOCK_TSC : RR_CLOCK_MONOTONIC;
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);

@@ -32,3 +32,18 @@ bool perf_tsc_invariant(void)
 	return false;
 }
 #endif
+
+/* Linux keeps the TSC as its clocksource only while the CPUs' counters
+ * agree (a guest on kvm-clock may see them apart). */
+bool perf_tsc_synced(void)
+{
+	char name[32] = "";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+
+	if (!f)
+		return false;
+	if (!fgets(name, sizeof(name), f))
+		name[0] = '\0';
+	fclose(f);
+	return strcmp(name, "tsc\n") == 0;
+}

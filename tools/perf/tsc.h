@@ -33,4 +33,8 @@ static inline uint64_t perf_tsc(void)
  * that it can time an interval in place of the clock? */
 bool perf_tsc_invariant(void);
 
+/* Do the counters of all CPUs agree, so that a thread that moves between
+ * them still reads one time line? */
+bool perf_tsc_synced(void);
+
 #endif
