@@ -104,6 +104,10 @@ if [ $want = monotonic ] && grep -qw constant_tsc /proc/cpuinfo; then
 	rr --rr-clock tsc >/dev/null || rc=$?
 	[ $rc -eq 2 ] && grep -q "pin with --cpu" "$D/err" && ok "unpinned --rr-clock tsc refused" ||
 		no "unpinned --rr-clock tsc: exit $rc: $(cat "$D/err")"
+	rc=0
+	rr --rr-breakdown >/dev/null || rc=$?
+	[ $rc -eq 2 ] && grep -q "pin with --cpu" "$D/err" && ok "unpinned --rr-breakdown refused" ||
+		no "unpinned --rr-breakdown: exit $rc: $(cat "$D/err")"
 fi
 [ "$(field placement "$js")" = '"unknown"' ] && [ "$(field c2c_ns "$js")" = null ] &&
 	[ "$(field c2c_probes "$js")" = 0 ] && ok "json: unknown unpinned" ||

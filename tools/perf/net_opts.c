@@ -211,6 +211,9 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"--burst back)");
 	if (GIVEN(N_RRBD) && o->dir != D_RR)
 		cli_usage_error("--rr-breakdown: only rr has round trips");
+	if (o->rr_breakdown && o->cpu < 0 && !perf_tsc_synced())
+		cli_usage_error("--rr-breakdown: the CPUs' counters may disagree (the "
+				"kernel's clocksource is not tsc): pin with --cpu");
 	if (GIVEN(N_RRCLK) && o->dir != D_RR)
 		cli_usage_error("--rr-clock: only rr has round trips to time");
 	if (o->rr_clock == RR_CLOCK_TSC && !perf_tsc_invariant())

@@ -10,7 +10,7 @@
  * runs in deep idle states too.  Linux lists both in /proc/cpuinfo. */
 bool perf_tsc_invariant(void)
 {
-	char line[4096];
+	char line[8192];
 	bool constant = false, nonstop = false;
 	FILE *f = fopen("/proc/cpuinfo", "r");
 
@@ -26,12 +26,6 @@ bool perf_tsc_invariant(void)
 	fclose(f);
 	return constant && nonstop;
 }
-#else
-bool perf_tsc_invariant(void)
-{
-	return false;
-}
-#endif
 
 /* Linux keeps the TSC as its clocksource only while the CPUs' counters
  * agree (a guest on kvm-clock may see them apart). */
@@ -47,3 +41,16 @@ bool perf_tsc_synced(void)
 	fclose(f);
 	return strcmp(name, "tsc\n") == 0;
 }
+#else
+bool perf_tsc_invariant(void)
+{
+	return false;
+}
+
+/* perf_tsc() is the monotonic clock here: one time line on every CPU. */
+bool perf_tsc_synced(void)
+{
+	return true;
+}
+#endif
+
