@@ -123,6 +123,9 @@ void vqd_parse(const struct vqd_cli *cli, int argc, char **argv,
 _Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* --cpu (option c) names at most one CPU per worker thread, or refuse. */
+void vqd_check_cpus(const struct vqd_cli *cli, int c, unsigned ncpus, unsigned threads);
+
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);
 

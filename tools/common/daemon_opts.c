@@ -209,6 +209,13 @@ void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...)
 	cli_usage_error("--%s: %s", opt_name(cli, c), why);
 }
 
+void vqd_check_cpus(const struct vqd_cli *cli, int c, unsigned ncpus, unsigned threads)
+{
+	if (ncpus > threads)
+		vqd_refuse(cli, c, "%u CPUs for %u worker thread(s): one CPU each",
+			   ncpus, threads);
+}
+
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f)
 {
 	if (o->no_packed)

@@ -223,9 +223,7 @@ static void check_mode(const struct net_opts *o, const struct vqd_opts *com)
 	if (o->threads > o->pairs)
 		vqd_refuse(&cli, O_THREADS, "%u threads for %u queue pair(s): a pair "
 			   "is served by one thread", o->threads, o->pairs);
-	if (o->ncpus > o->threads)
-		vqd_refuse(&cli, O_CPU, "%u CPUs for %u worker thread(s): one CPU "
-			   "each", o->ncpus, o->threads);
+	vqd_check_cpus(&cli, O_CPU, o->ncpus, o->threads);
 }
 
 const struct vqd_cli *net_parse(int argc, char **argv, struct net_opts *o,

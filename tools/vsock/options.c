@@ -495,9 +495,7 @@ const struct vqd_cli *vsock_parse(int argc, char **argv, struct vsock_opts *o,
 	if (!o->sockets_per_vm)
 		check_collision(o);
 	check_unique(o);
-	if (o->ncpus > (o->threads ? o->threads : 1))
-		vqd_refuse(&cli, O_CPU, "%u CPUs for %u worker thread(s): one CPU each",
-			   o->ncpus, o->threads ? o->threads : 1);
+	vqd_check_cpus(&cli, O_CPU, o->ncpus, o->threads ? o->threads : 1);
 	if (o->print_config)
 		print_config(o);
 	return &cli;
