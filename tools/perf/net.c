@@ -553,15 +553,18 @@ static void lat_keep(struct net_run *n, double ticks)
 		n->lat[j] = ticks;
 }
 
-/* The latencies from ticks into microseconds: the counter's rate is
- * measured against the clock over the run. */
+/* The latencies from ticks into microseconds: the TSC's rate is measured
+ * against the clock since tick0 and ns0; the monotonic clock's ticks are
+ * ns. */
 static void lat_to_us(struct net_run *n, uint64_t tick0, uint64_t ns0)
 {
 	double us_per_tick = 1e-3;
-	uint64_t ns = vq_rt_now_ns() - ns0, ticks = lat_now(n) - tick0;
 
-	if (n->o.rr_clock == RR_CLOCK_TSC)
+	if (n->o.rr_clock == RR_CLOCK_TSC) {
+		uint64_t ticks = perf_tsc() - tick0, ns = vq_rt_now_ns() - ns0;
+
 		us_per_tick = ticks ? (double)ns / (double)ticks / 1e3 : 0;
+	}
 	for (uint64_t i = 0; i < n->nlat; i++)
 		n->lat[i] *= us_per_tick;
 }
