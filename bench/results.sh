@@ -114,6 +114,10 @@ cell race-c-rx-split race pairs "c against a: RX split" "$(pair c 8 3 rx split 0
 cell race-d-rx-split race pairs "d against a: RX split" "$(pair d 6 6 rx split 0)"
 cell race-c-rx-packed race pairs "c against a: RX packed" "$(pair c 30 3 rx packed 0)"
 cell race-b-rx-split race pairs "b against a: RX split" "$(pair b 10 3 rx split 0)"
+cell race-c-tx-split-inorder race pairs "c against a: TX split in-order" "$(pair c 10 3 tx split 1)"
+cell race-d-tx-split-inorder race pairs "d against a: TX split in-order" "$(pair d 10 3 tx split 1)"
+cell race-d-rx-packed race pairs "d against a: RX packed" "$(pair d 10 3 rx packed 0)"
+cell race-d-rx-packed-inorder race pairs "d against a: RX packed in-order" "$(pair d 10 3 rx packed 1)"
 
 cell migration-dirty-log migration ab "dirty logging off -> on (what logging costs)" \
 	"$P ab --pairs $(n 12) --seconds $(s 2) --a '' --b '--dirty-log' -- net --backend '$VNET --quiet --cpu 1 source --size 64' --cpu 0 --direction rx --packed on,off"
