@@ -553,18 +553,14 @@ static void lat_keep(struct net_run *n, double ticks)
 		n->lat[j] = ticks;
 }
 
-/* The latencies from ticks into microseconds: the TSC's rate is measured
- * against the clock since tick0 and ns0; the monotonic clock's ticks are
- * ns. */
-static void lat_to_us(struct net_run *n, uint64_t tick0, uint64_t ns0)
+/* The latencies from ticks into microseconds: the TSC's at its rate
+ * measured since start; the monotonic clock's ticks are ns. */
+static void lat_to_us(struct net_run *n, struct perf_tsc_mark start)
 {
 	double us_per_tick = 1e-3;
 
-	if (n->o.rr_clock == RR_CLOCK_TSC) {
-		uint64_t ticks = perf_tsc() - tick0, ns = vq_rt_now_ns() - ns0;
-
-		us_per_tick = ticks ? (double)ns / (double)ticks / 1e3 : 0;
-	}
+	if (n->o.rr_clock == RR_CLOCK_TSC)
+		us_per_tick = 1e6 / perf_tsc_hz_since(start);
 	for (uint64_t i = 0; i < n->nlat; i++)
 		n->lat[i] *= us_per_tick;
 }
@@ -579,7 +575,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 	uint32_t seq = 0, len = n->o.size;
 	bool cut = false, record = true;
 	struct rr_bd *bd = n->bd;
-	uint64_t tick0, ns0;
+	struct perf_tsc_mark start;
 	int r;
 
 	n->lat_cap = 1 << 20;
@@ -589,8 +585,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		return -ENOMEM;
 	if (bd)
 		rr_bd_costs(bd, n->rxq);
-	tick0 = lat_now(n);
-	ns0 = vq_rt_now_ns();
+	start = perf_tsc_mark();
 	while (!(n->o.count && n->pkts >= n->o.count)) {
 		uint64_t ts = vq_rt_now_ns(), tdead = ts + 1000000000ull, t_lat;
 		uint8_t *frame;
@@ -658,7 +653,7 @@ static int run_rr(struct net_run *n, uint64_t t0)
 		record = true;
 		seq++;
 	}
-	lat_to_us(n, tick0, ns0);
+	lat_to_us(n, start);
 	if ((lost || cut) && !n->pkts)
 		return -ENOMSG;
 	if (lost)

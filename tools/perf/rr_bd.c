@@ -54,8 +54,7 @@ struct rr_bd *rr_bd_new(unsigned qsize, uint32_t seq_off)
 		rr_bd_free(b);
 		return NULL;
 	}
-	b->tsc0 = perf_tsc();
-	b->ns0 = vq_rt_now_ns();
+	b->start = perf_tsc_mark();
 	return b;
 }
 
@@ -182,8 +181,6 @@ void rr_bd_end(struct rr_bd *b, bool record, uint64_t kicks, uint64_t wakeups)
 	keep(b, RS_TOTAL, end - b->t_start);
 	keep(b, RS_SPINS, b->spins);
 	keep(b, RS_REAPS, b->reaps);
-	b->tsc1 = end;
-	b->ns1 = vq_rt_now_ns();
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -214,13 +211,12 @@ static struct step_stat step_stat(struct rr_bd *b, enum rr_step s)
 	return st;
 }
 
-/* Counter units per second, from the counter against the clock over the
- * run; NaN if too short to say. */
-static double tsc_hz(const struct rr_bd *b)
+/* Counter units per second, measured once, after the run. */
+static double tsc_hz(struct rr_bd *b)
 {
-	if (b->ns1 <= b->ns0 + 1000000)
-		return NAN;
-	return (double)(b->tsc1 - b->tsc0) * 1e9 / (double)(b->ns1 - b->ns0);
+	if (!b->hz)
+		b->hz = perf_tsc_hz_since(b->start);
+	return b->hz;
 }
 
 void rr_bd_report(FILE *f, struct rr_bd *b)

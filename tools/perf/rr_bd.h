@@ -52,7 +52,8 @@ struct rr_bd {
 	unsigned fifo_size, depth;      /* depth 0: not known yet */
 	uint64_t mispredicted, unseen;
 	uint32_t seq_off;               /* the seq's offset in a buffer */
-	uint64_t tsc0, ns0, tsc1, ns1;  /* the counter against the clock */
+	struct perf_tsc_mark start;     /* the counter's rate measured from */
+	double hz;                      /* that rate; 0: not measured yet */
 	uint64_t kicks0, wakeups0;      /* the run's totals at the last end */
 	uint64_t kicks, wakeups, recorded;      /* over those recorded */
 	/* what a poll's pieces cost here, in counter units */

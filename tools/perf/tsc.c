@@ -5,6 +5,16 @@
 
 #include "tsc.h"
 
+double perf_tsc_hz_since(struct perf_tsc_mark m)
+{
+	struct perf_tsc_mark now;
+
+	do
+		now = perf_tsc_mark();
+	while (now.ns - m.ns < 1000000);
+	return (double)(now.tsc - m.tsc) * 1e9 / (double)(now.ns - m.ns);
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 /* constant_tsc: one rate whatever the CPU's frequency; nonstop_tsc: it
  * runs in deep idle states too.  Linux lists both in /proc/cpuinfo. */

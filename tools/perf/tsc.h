@@ -29,6 +29,22 @@ static inline uint64_t perf_tsc(void)
 #define PERF_TSC_NAME "ns"
 #endif
 
+/* The counter and the clock read together: where a rate is measured
+ * from. */
+struct perf_tsc_mark {
+	uint64_t tsc, ns;
+};
+
+static inline struct perf_tsc_mark perf_tsc_mark(void)
+{
+	return (struct perf_tsc_mark){ perf_tsc(), vq_rt_now_ns() };
+}
+
+/* perf_tsc()'s ticks per second since m, against the clock.  Waits until
+ * 1 ms has passed since m, so that the clock's coarse steps cannot skew
+ * the rate of a short run. */
+double perf_tsc_hz_since(struct perf_tsc_mark m);
+
 /* Does perf_tsc() tick at one rate on every CPU and in every state, so
  * that it can time an interval in place of the clock? */
 bool perf_tsc_invariant(void);
