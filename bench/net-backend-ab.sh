@@ -56,9 +56,15 @@ for b in "$A" "$B"; do
 		{ echo "no virtq-net or virtq-perf in $b" >&2; exit 1; }
 done
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing (scripts/deps.sh bench)" >&2; exit 1; }
-VPERF=${A%% *}/tools/virtq-perf
-[ -x "$VPERF" ] || VPERF=${B%% *}/tools/virtq-perf
-[ -x "$VPERF" ] || VPERF=build/tools/virtq-perf
+# The statistics need ab --pairs-file, which a build of an older commit
+# may lack: found before the pairs are run, not after.
+VPERF=
+for b in "${A%% *}" "${B%% *}" build-release build; do
+	"$b/tools/virtq-perf" ab --help 2>&1 | grep -q -- --pairs-file &&
+		{ VPERF=$b/tools/virtq-perf; break; }
+done
+[ -n "$VPERF" ] ||
+	{ echo "no virtq-perf with ab --pairs-file in $A, $B, build-release or build" >&2; exit 1; }
 
 TMP=$(mktemp -d /tmp/virtq-nbab.XXXXXX)
 PIDS=()
