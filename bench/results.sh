@@ -183,7 +183,9 @@ if ((${#WANT[@]})); then
 fi
 virtq-perf() { "$BUILD/tools/virtq-perf" "$@"; }
 commit=$(git rev-parse --short HEAD)
-[ -z "$(git status --porcelain --untracked-files=no)" ] || commit+="+"
+# "+": the code measured is not the commit's; the table itself may differ
+# (the rows of an earlier run, not committed yet)
+[ -z "$(git status --porcelain --untracked-files=no -- . ":(exclude)$TABLE")" ] || commit+="+"
 today=$(date -u +%F)
 tmp=$(mktemp -d /tmp/virtq-results.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
