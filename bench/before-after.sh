@@ -6,7 +6,10 @@
 #
 #   ring   split and packed, both threads pinned and polling
 #   net    64 B TX into virtq-net sink, 64 B RX from virtq-net source,
-#          split and packed
+#          split and packed; TX again with the sink polling 5 us before
+#          it sleeps, so that a change to the ring's speed and a change
+#          to how often a drained back-end sleeps and is kicked are told
+#          apart (a faster pop alone can make a sleeping sink slower)
 #   vsock  64 KiB host->guest (rx) and guest->host (tx)
 #
 #   bench/before-after.sh BUILD_BEFORE BUILD_AFTER [PAIRS]
@@ -25,6 +28,10 @@ perf=$b/tools/virtq-perf
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 sink'" \
 	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 sink'" -- \
+	net --direction tx --size 64 --packed off,on --cpu 0
+"$perf" ab --pairs "$pairs" \
+	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" \
+	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" -- \
 	net --direction tx --size 64 --packed off,on --cpu 0
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 source --size 64'" \
