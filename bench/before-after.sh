@@ -10,7 +10,10 @@
 #          it sleeps, so that a change to the ring's speed and a change
 #          to how often a drained back-end sleeps and is kicked are told
 #          apart (a faster pop alone can make a sleeping sink slower)
-#   vsock  64 KiB host->guest (rx) and guest->host (tx)
+#   vsock  64 KiB host->guest (rx) and guest->host (tx), pinned alike:
+#          the back-end (taskset, so any build) and the guest's thread on
+#          CPU 0, the host program on CPU 1; floating, three threads on
+#          two CPUs move a run by more than a change does
 #
 #   bench/before-after.sh BUILD_BEFORE BUILD_AFTER [PAIRS]
 #
@@ -23,21 +26,26 @@ set -euo pipefail
 a=$(cd "$1" && pwd) b=$(cd "$2" && pwd) pairs=${3:-12}
 perf=$b/tools/virtq-perf
 
+echo "== ring"
 "$perf" ab --pairs "$pairs" --a-exe "$a/tools/virtq-perf" --a "" --b "" -- \
 	ring --layout split,packed --busy-poll 50 --cpu 0,1
+echo "== net TX into the sink, sleeping when dry"
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 sink'" \
 	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 sink'" -- \
 	net --direction tx --size 64 --packed off,on --cpu 0
+echo "== net TX into the sink, polling 5 us before it sleeps"
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" \
 	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" -- \
 	net --direction tx --size 64 --packed off,on --cpu 0
+echo "== net RX from the source"
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 source --size 64'" \
 	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 source --size 64'" -- \
 	net --direction rx --packed off,on --cpu 0
+echo "== vsock, pinned alike"
 "$perf" ab --pairs "$pairs" \
-	--a "--backend $a/tools/vsock/virtq-vsock" \
-	--b "--backend $b/tools/vsock/virtq-vsock" -- \
-	vsock --direction rx,tx --buf-size 64K --bytes 256M --placement on
+	--a "--backend 'taskset -c 0 $a/tools/vsock/virtq-vsock'" \
+	--b "--backend 'taskset -c 0 $b/tools/vsock/virtq-vsock'" -- \
+	vsock --direction rx,tx --buf-size 64K --bytes 256M --cpu 0,1 --placement on
