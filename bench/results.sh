@@ -94,6 +94,8 @@ cell net-inorder net ab "in-order off -> on, TX into sink" \
 	"$ab --a '--in-order off' --b '--in-order on' -- net $sink --size 64 --packed off,on"
 cell net-busypoll net ab "busy poll 0 -> 50 us both sides, loopback round trips" \
 	"$ab --a '--busy-poll 0 --backend-busy-poll 0' --b '--busy-poll 50 --backend-busy-poll 50' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --packed off,on"
+cell net-sink-window net ab "TX into sink: its busy poll 0 -> 5 us (sleeping when dry against a short window; our side polls)" \
+	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '--backend-busy-poll 5' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
 
 RR_RUNS=$(n 12)
 cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per layout)" \
