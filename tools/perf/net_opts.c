@@ -191,6 +191,27 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 
 /* What the options mean together: refuse a conflict, or an option that
  * does nothing in the mode chosen. */
+/* rr's counters: --rr-breakdown and --rr-clock tsc need one time line
+ * (an unpinned thread may read two CPUs' counters); the default clock is
+ * the TSC where it gives one. */
+static void rr_check_clock(struct net_opts *o)
+{
+	static const char apart[] = "the CPUs' counters may disagree (the "
+				    "kernel's clocksource is not tsc): pin with --cpu";
+	bool invariant = perf_tsc_invariant();
+	bool one_line = o->cpu >= 0 || perf_tsc_synced();
+
+	if (o->rr_breakdown && !one_line)
+		cli_usage_error("--rr-breakdown: %s", apart);
+	if (o->rr_clock == RR_CLOCK_TSC && !invariant)
+		cli_usage_error("--rr-clock tsc: this CPU's counter does not tick at "
+				"one rate everywhere (no constant_tsc and nonstop_tsc)");
+	if (o->rr_clock == RR_CLOCK_TSC && !one_line)
+		cli_usage_error("--rr-clock tsc: %s", apart);
+	if (o->rr_clock == RR_CLOCK_AUTO)
+		o->rr_clock = invariant && one_line ? RR_CLOCK_TSC : RR_CLOCK_MONOTONIC;
+}
+
 static void net_check(struct net_opts *o, uint64_t given)
 {
 	if (!o->socket_path == !o->backend)
@@ -211,21 +232,10 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"--burst back)");
 	if (GIVEN(N_RRBD) && o->dir != D_RR)
 		cli_usage_error("--rr-breakdown: only rr has round trips");
-	if (o->rr_breakdown && o->cpu < 0 && !perf_tsc_synced())
-		cli_usage_error("--rr-breakdown: the CPUs' counters may disagree (the "
-				"kernel's clocksource is not tsc): pin with --cpu");
 	if (GIVEN(N_RRCLK) && o->dir != D_RR)
 		cli_usage_error("--rr-clock: only rr has round trips to time");
-	if (o->rr_clock == RR_CLOCK_TSC && !perf_tsc_invariant())
-		cli_usage_error("--rr-clock tsc: this CPU's counter does not tick at "
-				"one rate everywhere (no constant_tsc and nonstop_tsc)");
-	/* an unpinned thread may read two CPUs' counters */
-	if (o->rr_clock == RR_CLOCK_TSC && o->cpu < 0 && !perf_tsc_synced())
-		cli_usage_error("--rr-clock tsc: the CPUs' counters may disagree (the "
-				"kernel's clocksource is not tsc): pin with --cpu");
-	if (o->rr_clock == RR_CLOCK_AUTO)
-		o->rr_clock = perf_tsc_invariant() && (o->cpu >= 0 || perf_tsc_synced())
-			      ? RR_CLOCK_TSC : RR_CLOCK_MONOTONIC;
+	if (o->dir == D_RR)
+		rr_check_clock(o);
 	if (!vq_ring_num_valid(o->packed ? VQ_BIT(VQ_F_RING_PACKED) : 0, o->queue_size))
 		cli_usage_error("--queue-size: a split ring's size is a power of two, "
 				"not %u", o->queue_size);

@@ -63,4 +63,3 @@ bool perf_tsc_synced(void)
 	return true;
 }
 #endif
-
