@@ -29,16 +29,13 @@ perf=$b/tools/virtq-perf
 echo "== ring"
 "$perf" ab --pairs "$pairs" --a-exe "$a/tools/virtq-perf" --a "" --b "" -- \
 	ring --layout split,packed --busy-poll 50 --cpu 0,1
-echo "== net TX into the sink, sleeping when dry"
-"$perf" ab --pairs "$pairs" \
-	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 sink'" \
-	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 sink'" -- \
-	net --direction tx --size 64 --packed off,on --cpu 0
-echo "== net TX into the sink, polling 5 us before it sleeps"
-"$perf" ab --pairs "$pairs" \
-	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" \
-	--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 --busy-poll 5 sink'" -- \
-	net --direction tx --size 64 --packed off,on --cpu 0
+for poll in 0 5; do
+	echo "== net TX into the sink, polling $poll us before it sleeps"
+	"$perf" ab --pairs "$pairs" \
+		--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 --busy-poll $poll sink'" \
+		--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 --busy-poll $poll sink'" -- \
+		net --direction tx --size 64 --packed off,on --cpu 0
+done
 echo "== net RX from the source"
 "$perf" ab --pairs "$pairs" \
 	--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 source --size 64'" \
