@@ -55,8 +55,9 @@ struct vq_fw_config {
 	uint64_t busy_poll_ns;          /* vq_rt_loop_config's */
 	uint64_t busy_poll_yield_ns;
 	unsigned stall_ms;              /* 0: VQ_FW_STALL_MS */
+	uint64_t busy_poll_max_ns;      /* vq_rt_loop_config's */
 	/* Must be zero: fields a later version adds. */
-	uint64_t reserved[4];
+	uint64_t reserved[3];
 };
 
 struct vq_fw;

@@ -118,6 +118,9 @@ static inline bool vq_rt_budget_spent(const struct vq_rt_budget *b,
 /* The busy-poll window                                                */
 /* ------------------------------------------------------------------ */
 
+/* An adaptive window's first size (vq_rt_loop_config.busy_poll_max_ns). */
+#define VQ_RT_ADAPT_START_NS 4000u
+
 enum vq_bp_result {
 	VQ_BP_TIMEOUT = 0,      /* the window reached its deadline */
 	VQ_BP_HIT = 1,          /* this queue has work */
@@ -205,9 +208,17 @@ struct vq_rt_loop_config {
 	 * CPU its producer needs.  It costs a quiet, unpinned ping-pong
 	 * (measured in 12d27c7 and 7b48e0c), hence not the default. */
 	uint64_t busy_poll_yield_ns;
+	/* Adaptive busy polling, instead of busy_poll_ns (setting both is
+	 * -EINVAL): each queue's window starts at 0, doubles (from
+	 * VQ_RT_ADAPT_START_NS) each time the queue's buffers came back within
+	 * this ceiling after it went idle, and drops to 0 when they took
+	 * longer, so a stream that drains between bursts polls across its gaps
+	 * and sparse or stopped traffic does not poll at all (QEMU's
+	 * iothread poll-max-ns).  0: the window is busy_poll_ns. */
+	uint64_t busy_poll_max_ns;
 	/* Zero: room for fields a later version adds (0 = today's
 	 * behaviour); vq_rt_loop_new refuses others with -EINVAL. */
-	uint64_t reserved[3];
+	uint64_t reserved[2];
 };
 
 /* 0, -EINVAL (a reserved word not zero), -ENOMEM, or -errno from

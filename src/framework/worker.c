@@ -336,6 +336,7 @@ static int worker_init(struct vq_fw *fw, struct fw_worker *w, unsigned id)
 	struct vq_rt_loop_config lc = {
 		.busy_poll_ns = fw->cfg.busy_poll_ns,
 		.busy_poll_yield_ns = fw->cfg.busy_poll_yield_ns,
+		.busy_poll_max_ns = fw->cfg.busy_poll_max_ns,
 	};
 	struct vq_rt_fd *mbox;
 	int r;
@@ -390,6 +391,7 @@ int vq_fw_new(const struct vq_fw_config *c, struct vq_fw **out)
 
 	*out = NULL;
 	if (!VQ_RESERVED_ZERO(c) || n > VQ_FW_MAX_THREADS ||
+	    (c->busy_poll_ns && c->busy_poll_max_ns) ||
 	    c->ncpus > VQ_FW_MAX_THREADS || (c->ncpus && !c->cpus))
 		return -EINVAL;
 	fw = calloc(1, sizeof(*fw));

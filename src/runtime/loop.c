@@ -58,7 +58,7 @@ int vq_rt_loop_new(const struct vq_rt_loop_config *cfg, struct vq_rt_loop **out)
 	int err;
 
 	*out = NULL;
-	if (!VQ_RESERVED_ZERO(cfg))
+	if (!VQ_RESERVED_ZERO(cfg) || (cfg->busy_poll_ns && cfg->busy_poll_max_ns))
 		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
@@ -220,11 +220,35 @@ int vq_rt_queue_signal(struct vq_rt_queue *q)
 	return queue_call(q);
 }
 
+static uint64_t loop_now(struct vq_rt_loop *l)
+{
+	return l->cfg.now_ns ? l->cfg.now_ns(l->cfg.clock_arg) : vq_rt_now_ns();
+}
+
+/* Adaptive window: the queue's buffers came back gap ns after it ran dry,
+ * past its window.  A gap the ceiling covers is worth polling across next
+ * time (a kick and a wake-up cost more); a longer one is not, and neither
+ * is anything shorter while the traffic is that sparse. */
+static void poll_adapt(struct vq_rt_queue *q)
+{
+	uint64_t max = q->loop->cfg.busy_poll_max_ns;
+	uint64_t gap = loop_now(q->loop) - q->dry_ns;
+
+	if (gap > max)
+		q->poll_ns = 0;
+	else if (q->poll_ns < max)
+		q->poll_ns = q->poll_ns ? 2 * q->poll_ns : VQ_RT_ADAPT_START_NS;
+	if (q->poll_ns > max)
+		q->poll_ns = max;
+}
+
 /* An idle queue has work: process it, with notifications off again. */
 static void queue_wake(struct vq_rt_queue *q)
 {
 	if (q->active || q->removed)
 		return;
+	if (q->loop->cfg.busy_poll_max_ns)
+		poll_adapt(q);
 	q->active = true;
 	q->armed = false;
 	q->loop->nactive++;
@@ -339,15 +363,10 @@ static uint64_t bp_now(void *arg)
 	return l->cfg.now_ns(l->cfg.clock_arg);
 }
 
-static uint64_t loop_now(struct vq_rt_loop *l)
-{
-	return l->cfg.now_ns ? l->cfg.now_ns(l->cfg.clock_arg) : vq_rt_now_ns();
-}
-
 /* One turn of an active queue.  Returns chains processed or -errno. */
 static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 {
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, window;
 	int n, r;
 
 	n = q->process(q, q->arg, &q->budget, &bytes);
@@ -366,7 +385,12 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 		return n;
 
 	/* Ran dry. */
-	if (l->cfg.busy_poll_ns) {
+	window = l->cfg.busy_poll_ns;
+	if (l->cfg.busy_poll_max_ns) {
+		window = q->poll_ns;
+		q->dry_ns = loop_now(l);
+	}
+	if (window) {
 		struct vq_bp_probe p = {
 			.now_ns = l->cfg.now_ns ? bp_now : NULL, .ready = bp_ready,
 			.other = bp_other, .arg = l,
@@ -375,8 +399,7 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 
 		l->polling = q;
 		l->bp_probes = 0;
-		b = rt_busy_poll(&p, l->cfg.busy_poll_ns,
-				 l->cfg.busy_poll_yield_ns);
+		b = rt_busy_poll(&p, window, l->cfg.busy_poll_yield_ns);
 		l->polling = NULL;
 		if (b == VQ_BP_HIT) {
 			q->cnt.bp_hits++;

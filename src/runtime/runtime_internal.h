@@ -54,6 +54,9 @@ struct vq_rt_queue {
 	bool armed;                     /* idle, notifications enabled */
 	bool removed;                   /* vq_rt_queue_remove: freed at the
 					 * next round's start */
+	uint64_t poll_ns;               /* adaptive: this queue's window */
+	uint64_t dry_ns;                /* adaptive: the loop's clock when
+					 * the queue last ran dry */
 	struct vq_rt_counters cnt;
 };
 

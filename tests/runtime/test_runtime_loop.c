@@ -372,6 +372,91 @@ static void loop_busy_poll_ends_when_other_queue_has_work(void)
 }
 
 /*
+ * One buffer published extra ns after the queue's window (if any) ended:
+ * the idle loop finds it, processes it, runs dry and polls.  Returns the
+ * window that followed, in ns of the fake clock (0: none), read from the
+ * clock's readings: one where the queue ran dry, one to open the window,
+ * one a probe (step ns) until its deadline.
+ */
+static uint64_t window_after(struct vq_rt_loop *l, struct vq_rt_queue *q,
+			     struct fclock *clk, struct fring *f, uint64_t extra)
+{
+	uint64_t misses = vq_rt_queue_counters(q)->bp_misses;
+	unsigned reads;
+
+	CHECK(!vq_rt_queue_active(q));
+	clk->t += extra;
+	f->avail++;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);        /* found: woken */
+	CHECK(vq_rt_queue_active(q));
+	reads = clk->reads;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK(!vq_rt_queue_active(q));
+	reads = clk->reads - reads;
+	if (vq_rt_queue_counters(q)->bp_misses == misses) {
+		CHECK_EQ(reads, 1);
+		return 0;
+	}
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, misses + 1);
+	return (uint64_t)(reads - 2) * clk->step;
+}
+
+/*
+ * busy_poll_max_ns (QEMU's poll-max-ns): a queue's window starts at 0 and
+ * doubles from VQ_RT_ADAPT_START_NS each time its buffers came back within
+ * the ceiling of it running dry, stops at the ceiling, and drops to 0 at
+ * the first gap past it: a window that would have had to be longer than
+ * the ceiling is not worth polling.  A hit leaves the window as it is.
+ * One window at a time: busy_poll_ns and busy_poll_max_ns together are
+ * refused.
+ */
+static void loop_adaptive_window_follows_the_gaps(void)
+{
+	struct fclock clk = { .step = 100 };
+	struct vq_rt_loop_config lc = { .busy_poll_max_ns = 16000, .now_ns = fclock_now,
+					.clock_arg = &clk };
+	struct fring f = { .avail = 1 };
+	struct vq_rt_queue *q;
+	struct vq_rt_loop *l;
+	unsigned reads;
+
+	lc.busy_poll_ns = 1000;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), -EINVAL);
+	CHECK(l == NULL);
+	lc.busy_poll_ns = 0;
+	CHECK_EQ(vq_rt_loop_new(&lc, &l), 0);
+	q = add_fake(l, &f, -1);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, 0);        /* no window yet */
+
+	/* back within the ceiling each time: 4, 8, 16, and no further */
+	CHECK_EQ(window_after(l, q, &clk, &f, 2000), VQ_RT_ADAPT_START_NS);
+	CHECK_EQ(window_after(l, q, &clk, &f, 2000), 8000);
+	CHECK_EQ(window_after(l, q, &clk, &f, 2000), 16000);
+	/* past a full window, the gap is past the ceiling: none */
+	CHECK_EQ(window_after(l, q, &clk, &f, 2000), 0);
+	CHECK_EQ(window_after(l, q, &clk, &f, 2000), VQ_RT_ADAPT_START_NS);
+	CHECK_EQ(window_after(l, q, &clk, &f, 15000), 0);
+	CHECK_EQ(window_after(l, q, &clk, &f, 1000000000), 0);  /* idle: none */
+	CHECK_EQ(window_after(l, q, &clk, &f, 0), VQ_RT_ADAPT_START_NS);
+
+	/* Back 1 us after that window (8 us next), and one more buffer
+	 * within it: a hit, and the same window (80 probes) after it. */
+	clk.t += 1000;
+	f.avail++;
+	f.appear_after = 10;
+	f.appear_n = 1;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 0);
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(vq_rt_queue_counters(q)->bp_hits, 1);
+	CHECK(vq_rt_queue_active(q));
+	reads = clk.reads;
+	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
+	CHECK_EQ(clk.reads - reads, 2 + 8000 / 100);
+	vq_rt_loop_free(l);
+}
+
+/*
  * While another queue keeps the loop busy, an idle queue's new buffers are
  * found by reading its ring, not by an epoll_wait per round (a syscall per
  * burst of the busy queue).  The kick itself stays in its eventfd until the
@@ -659,6 +744,7 @@ int main(void)
 	RUN(loop_busy_poll_yields_after_its_time);
 	RUN(loop_enable_notify_recheck_reprocesses);
 	RUN(loop_busy_poll_ends_when_other_queue_has_work);
+	RUN(loop_adaptive_window_follows_the_gaps);
 	RUN(evt_drain_never_waits_on_a_blocking_eventfd);
 	RUN(evt_drain_reads_where_rwf_nowait_is_refused);
 	RUN(loop_one_blocking_kick_shared_by_two_queues);
