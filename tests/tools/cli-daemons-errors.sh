@@ -60,8 +60,12 @@ for d in "$net" "$vsock"; do
 	bad "--used-batch: '65537'" "$d" $S --used-batch 65537
 	bad "--busy-poll: '0x10'" "$d" $S --busy-poll 0x10
 	bad "--busy-poll: '-1'" "$d" $S --busy-poll -1
-	bad "--busy-poll-yield: no effect without --busy-poll" "$d" $S --busy-poll-yield 5
+	bad "--busy-poll-yield: no effect without a busy-poll window" "$d" $S --busy-poll 0 --busy-poll-yield 5
+	bad "--busy-poll-yield: no effect without a busy-poll window" "$d" $S --busy-poll-max 0 --busy-poll-yield 5
 	bad "--busy-poll-yield: must be less than --busy-poll (50 us)" "$d" $S --busy-poll 50 --busy-poll-yield 50
+	bad "--busy-poll-yield: must be less than --busy-poll-max (32 us)" "$d" $S --busy-poll-yield 32
+	bad "--busy-poll-max: not with --busy-poll" "$d" $S --busy-poll 5 --busy-poll-max 10
+	bad "--busy-poll-max: '-1'" "$d" $S --busy-poll-max -1
 	bad "--busy-poll-yield: '1e3'" "$d" $S --busy-poll 50 --busy-poll-yield 1e3
 	bad "--stats-interval: 'inf'" "$d" $S --stats-interval inf
 	bad "--fd: not with --socket-path" "$d" $S --fd 0

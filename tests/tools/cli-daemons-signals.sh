@@ -140,10 +140,12 @@ ends() {
 for kind in net vsock; do
 	# stats-interval 0: a statistics line can only come from SIGUSR1
 	start $kind --stats-interval 0 --per-queue
-	# item 3: the banner names the socket and the features offered
+	# item 3: the banner names the socket, the idle policy (the default:
+	# adaptive) and the features offered
 	vu=$D/s/n.sock
 	[ $kind = vsock ] && vu=$D/s/v.sock
-	if grep -q "listening on $vu" "$D/err" && grep -q "features offered .*VERSION_1.*(0x" "$D/err"; then
+	if grep -q "listening on $vu" "$D/err" && grep -q "features offered .*VERSION_1.*(0x" "$D/err" &&
+	   grep -q ", adaptive busy poll up to 32 us, " "$D/err"; then
 		ok "$kind: banner: $(grep -o 'features offered [A-Z_0-9 ]*' "$D/err" | head -n 1 | cut -c1-60)..."
 	else
 		no "$kind: banner without the socket or the features by name: $(cat "$D/err")"

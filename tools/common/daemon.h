@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <virtq/framework.h>
 #include <virtq/vhost_user_backend.h>
 
 #include "cli.h"
@@ -34,9 +35,12 @@ enum {
 	VQD_O_BUSY_POLL, VQD_O_NO_PACKED, VQD_O_NO_EVENT_IDX,
 	VQD_O_NO_INDIRECT, VQD_O_NO_IN_ORDER, VQD_O_STATS, VQD_O_JSON,
 	VQD_O_ONCE, VQD_O_QUIET, VQD_O_HELP, VQD_O_VERSION, VQD_O_BUSY_POLL_YIELD,
-	VQD_O_PER_QUEUE,
+	VQD_O_PER_QUEUE, VQD_O_BUSY_POLL_MAX,
 	VQD_O_TOOL = 320, VQD_O_END = 384,
 };
+
+/* Without --busy-poll: each queue's window adapts, up to this. */
+#define VQD_BUSY_POLL_MAX_US 32u
 
 /* The options both daemons take (docs/virtq-net.md, docs/virtq-vsock.md). */
 struct vqd_opts {
@@ -50,7 +54,8 @@ struct vqd_opts {
 	uint32_t socket_gid;
 	/* the rings */
 	unsigned used_batch;
-	uint64_t busy_poll_us;
+	uint64_t busy_poll_us;          /* a fixed window (--busy-poll) */
+	uint64_t busy_poll_max_us;      /* else an adaptive one's ceiling */
 	uint64_t busy_poll_yield_us;    /* 0: the spin never yields */
 	bool no_packed, no_event_idx, no_indirect, no_in_order;
 	/* statistics and lifetime */
@@ -75,6 +80,14 @@ static inline bool vqd_seen(const struct vqd_opts *o, int c)
 "  --socket-mode MODE    permissions of the sockets created, in octal as\n" \
 "                        chmod takes them (0600)\n" \
 "  --socket-group GROUP  group of the sockets created (name or GID)\n"
+#define VQD_USAGE_POLL \
+"  --busy-poll USEC      poll a dry queue this long before sleeping on its\n" \
+"                        kick (0: sleep at once)\n" \
+"  --busy-poll-max USEC  without --busy-poll, each queue polls as long as\n" \
+"                        its buffers have been coming back within, up to\n" \
+"                        this (32; 0: sleep at once)\n" \
+"  --busy-poll-yield USEC  after this long with nothing, offer the CPU at\n" \
+"                        every probe (for CPUs shared with the guest)\n"
 #define VQD_USAGE_STATS \
 "  --stats-interval SEC  print statistics every SEC seconds (0: none but\n" \
 "                        SIGUSR1's and the summary)\n" \
@@ -125,6 +138,12 @@ _Noreturn void vqd_refuse(const struct vqd_cli *cli, int c, const char *fmt, ...
 
 /* --cpu (option c) names at most one CPU per worker thread, or refuse. */
 void vqd_check_cpus(const struct vqd_cli *cli, int c, unsigned ncpus, unsigned threads);
+
+/* The workers' busy polling, as the options say. */
+void vqd_poll_config(const struct vqd_opts *o, struct vq_fw_config *fc);
+/* "busy poll 5 us", "adaptive busy poll up to 32 us" or "no busy poll",
+ * into buf (n bytes); returns buf. */
+const char *vqd_poll_str(char *buf, size_t n, const struct vqd_opts *o);
 
 /* f without the features the --no-* options withdraw. */
 uint64_t vqd_features(const struct vqd_opts *o, uint64_t f);

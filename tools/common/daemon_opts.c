@@ -26,6 +26,7 @@ static const struct option common_opts[] = {
 	{ "print-capabilities", no_argument, NULL, VQD_O_PRINT_CAPS },
 	{ "used-batch", required_argument, NULL, VQD_O_USED_BATCH },
 	{ "busy-poll", required_argument, NULL, VQD_O_BUSY_POLL },
+	{ "busy-poll-max", required_argument, NULL, VQD_O_BUSY_POLL_MAX },
 	{ "busy-poll-yield", required_argument, NULL, VQD_O_BUSY_POLL_YIELD },
 	{ "no-packed", no_argument, NULL, VQD_O_NO_PACKED },
 	{ "no-event-idx", no_argument, NULL, VQD_O_NO_EVENT_IDX },
@@ -84,6 +85,9 @@ static void common_opt(const struct vqd_cli *cli, int c, const char *val,
 		break;
 	case VQD_O_BUSY_POLL:
 		o->busy_poll_us = cli_u64("--busy-poll", val, 0, 10000000);
+		break;
+	case VQD_O_BUSY_POLL_MAX:
+		o->busy_poll_max_us = cli_u64("--busy-poll-max", val, 0, 10000000);
 		break;
 	case VQD_O_BUSY_POLL_YIELD:
 		o->busy_poll_yield_us = cli_u64("--busy-poll-yield", val, 0, 10000000);
@@ -150,6 +154,26 @@ static void build_table(const struct vqd_cli *cli, struct option *all)
 	all[n] = (struct option){ NULL, 0, NULL, 0 };
 }
 
+/* One window: fixed (--busy-poll) or adaptive (--busy-poll-max, or its
+ * default); --busy-poll-yield inside it. */
+static void check_poll(struct vqd_opts *o)
+{
+	bool fixed = vqd_seen(o, VQD_O_BUSY_POLL);
+	uint64_t window;
+
+	if (fixed && vqd_seen(o, VQD_O_BUSY_POLL_MAX))
+		cli_usage_error("--busy-poll-max: not with --busy-poll (one window: "
+				"fixed or adaptive)");
+	if (!fixed && !vqd_seen(o, VQD_O_BUSY_POLL_MAX))
+		o->busy_poll_max_us = VQD_BUSY_POLL_MAX_US;
+	window = fixed ? o->busy_poll_us : o->busy_poll_max_us;
+	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && !window)
+		cli_usage_error("--busy-poll-yield: no effect without a busy-poll window");
+	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && o->busy_poll_yield_us >= window)
+		cli_usage_error("--busy-poll-yield: must be less than --busy-poll%s (%" PRIu64
+				" us): the spin ends first", fixed ? "" : "-max", window);
+}
+
 void vqd_parse(const struct vqd_cli *cli, int argc, char **argv,
 	       struct vqd_opts *o)
 {
@@ -179,11 +203,26 @@ void vqd_parse(const struct vqd_cli *cli, int argc, char **argv,
 			cli_getopt_error(c, argv);
 	}
 	check_socket(cli, o);
-	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && !o->busy_poll_us)
-		cli_usage_error("--busy-poll-yield: no effect without --busy-poll");
-	if (vqd_seen(o, VQD_O_BUSY_POLL_YIELD) && o->busy_poll_yield_us >= o->busy_poll_us)
-		cli_usage_error("--busy-poll-yield: must be less than --busy-poll (%" PRIu64
-				" us): the spin ends first", o->busy_poll_us);
+	check_poll(o);
+}
+
+void vqd_poll_config(const struct vqd_opts *o, struct vq_fw_config *fc)
+{
+	fc->busy_poll_ns = o->busy_poll_us * 1000;
+	fc->busy_poll_max_ns = o->busy_poll_max_us * 1000;
+	fc->busy_poll_yield_ns = o->busy_poll_yield_us * 1000;
+}
+
+const char *vqd_poll_str(char *buf, size_t n, const struct vqd_opts *o)
+{
+	if (o->busy_poll_us)
+		snprintf(buf, n, "busy poll %" PRIu64 " us", o->busy_poll_us);
+	else if (o->busy_poll_max_us)
+		snprintf(buf, n, "adaptive busy poll up to %" PRIu64 " us",
+			 o->busy_poll_max_us);
+	else
+		snprintf(buf, n, "no busy poll");
+	return buf;
 }
 
 /* The long name of option c. */

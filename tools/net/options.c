@@ -45,9 +45,7 @@ VQD_USAGE_SOCKET
 "                        pair's worker)\n"
 "  --used-batch N        publish used entries every N (1: each on its own;\n"
 "                        0: once per burst, the default)\n"
-"  --busy-poll USEC      poll a dry queue this long before sleeping (0)\n"
-"  --busy-poll-yield USEC  after this long with nothing, offer the CPU at\n"
-"                        every probe (for CPUs shared with the guest)\n"
+VQD_USAGE_POLL
 "  --no-in-order --no-packed --no-event-idx --no-indirect --no-mrg-rxbuf\n"
 "  --no-guest-announce   stop offering that feature (without\n"
 "                        GUEST_ANNOUNCE, QEMU asks us to send a RARP for the\n"

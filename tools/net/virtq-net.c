@@ -603,11 +603,9 @@ static void dev_init(struct net_dev *d)
 /* The workers and the device on them, with its back-end. */
 static int workers_new(struct net_dev *d)
 {
-	char fb[512];
+	char fb[512], pb[64];
 	struct vq_fw_config fc = {
 		.threads = d->o.threads, .cpus = d->o.cpus, .ncpus = d->o.ncpus,
-		.busy_poll_ns = d->com.busy_poll_us * 1000,
-		.busy_poll_yield_ns = d->com.busy_poll_yield_us * 1000,
 	};
 	struct vq_fw_device dev = {
 		.name = "virtq-net", .features = offered_features(d),
@@ -616,6 +614,7 @@ static int workers_new(struct net_dev *d)
 	};
 	int r;
 
+	vqd_poll_config(&d->com, &fc);
 	r = vq_fw_new(&fc, &d->fw);
 	if (r == 0)
 		r = vq_fw_dev_new(d->fw, &dev, &d->fwd);
@@ -628,8 +627,9 @@ static int workers_new(struct net_dev *d)
 	d->b = vq_fw_dev_backend(d->fwd);
 	if (!d->com.quiet)
 		fprintf(stderr, "virtq-net: %s mode, %u queue pair(s), %u thread(s), "
-			"features offered %s\n", net_mode_names[d->o.mode], d->o.pairs,
-			d->o.threads, vqd_features_str(fb, sizeof(fb), dev.features, net_features));
+			"%s, features offered %s\n", net_mode_names[d->o.mode], d->o.pairs,
+			d->o.threads, vqd_poll_str(pb, sizeof(pb), &d->com),
+			vqd_features_str(fb, sizeof(fb), dev.features, net_features));
 	return 0;
 }
 

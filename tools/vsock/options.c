@@ -52,9 +52,7 @@ VQD_USAGE_SOCKET
 "                        stay in one cache\n"
 "  --used-batch N        RX: publish used entries every N (1: each on its\n"
 "                        own; 0: once per burst, the default)\n"
-"  --busy-poll USEC      poll this long before sleeping (0)\n"
-"  --busy-poll-yield USEC  after this long with nothing, offer the CPU at\n"
-"                        every probe (for CPUs shared with the guest)\n"
+VQD_USAGE_POLL
 "  --buf-alloc BYTES     receive buffer per connection we advertise\n"
 "                        (256K; K, M, G accepted)\n"
 "  --max-conns N         connections at most, per VM (1024)\n"

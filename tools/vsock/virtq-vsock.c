@@ -19,8 +19,9 @@
  * ring the device has nothing for (no data for the guest, TX held back by
  * replies waiting for RX buffers) asks for no kicks; work found for it
  * elsewhere (host data, a reply, credit) wakes it.  Busy polling
- * (--busy-poll) covers rings and host sockets alike, and the loop's quiet
- * look finds the kicks and calls a guest's failed barrier lost.
+ * (adaptive, or --busy-poll's fixed window) covers rings and host sockets
+ * alike, and the loop's quiet look finds the kicks and calls a guest's
+ * failed barrier lost.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -714,11 +715,11 @@ static int daemon_new(struct daemon *dm, struct vqd_ctl *ctl)
 	struct vq_fw_config fc = {
 		.threads = dm->o.threads ? dm->o.threads : 1,
 		.cpus = dm->o.cpus, .ncpus = dm->o.ncpus,
-		.busy_poll_ns = dm->com.busy_poll_us * 1000,
-		.busy_poll_yield_ns = dm->com.busy_poll_yield_us * 1000,
 	};
-	int r = vq_fw_new(&fc, &dm->fw);
+	int r;
 
+	vqd_poll_config(&dm->com, &fc);
+	r = vq_fw_new(&fc, &dm->fw);
 	if (r == 0)
 		r = vq_vsock_hub_new(&dm->hub);
 	if (r < 0) {
@@ -771,7 +772,7 @@ int main(int argc, char **argv)
 {
 	static struct daemon d;
 	struct vqd_ctl ctl = { .o = &d.com, .stats = stats_line, .arg = &d };
-	char fb[256];
+	char fb[256], pb[64];
 	int rc = 1;
 
 	ctl.cli = vsock_parse(argc, argv, &d.o, &d.com);
@@ -783,9 +784,9 @@ int main(int argc, char **argv)
 	if (!d.com.quiet)
 		for (unsigned i = 0; i < d.nvm; i++)
 			fprintf(stderr, "virtq-vsock: guest CID %" PRIu64 ", host side %s, "
-				"used batch %u, busy poll %" PRIu64 " us, features offered %s\n",
+				"used batch %u, %s, features offered %s\n",
 				d.vm[i].o->cid, d.vm[i].o->uds, d.com.used_batch,
-				d.com.busy_poll_us,
+				vqd_poll_str(pb, sizeof(pb), &d.com),
 				vqd_features_str(fb, sizeof(fb), offered_features(&d),
 						 vsock_features));
 	rc = vqd_run(&ctl);
