@@ -6,10 +6,13 @@
 #
 #   ring   split and packed, both threads pinned and polling
 #   net    64 B TX into virtq-net sink, 64 B RX from virtq-net source,
-#          split and packed; TX again with the sink polling 5 us before
-#          it sleeps, so that a change to the ring's speed and a change
-#          to how often a drained back-end sleeps and is kicked are told
-#          apart (a faster pop alone can make a sleeping sink slower)
+#          split and packed; TX three ways: the sink sleeping as soon as
+#          it runs dry, polling a fixed 5 us first, and with each build's
+#          default (adaptive since a75f9e7, sleeping before), so that a
+#          change to the ring's speed and a change to how often a drained
+#          back-end sleeps and is kicked are told apart (a faster pop
+#          alone can make a sleeping sink slower); RX and vsock run
+#          each build's default
 #   vsock  64 KiB host->guest (rx) and guest->host (tx), pinned alike:
 #          the back-end (taskset, so any build) and the guest's thread on
 #          CPU 0, the host program on CPU 1; floating, three threads on
@@ -29,11 +32,11 @@ perf=$b/tools/virtq-perf
 echo "== ring"
 "$perf" ab --pairs "$pairs" --a-exe "$a/tools/virtq-perf" --a "" --b "" -- \
 	ring --layout split,packed --busy-poll 50 --cpu 0,1
-for poll in 0 5; do
-	echo "== net TX into the sink, polling $poll us before it sleeps"
+for poll in "--busy-poll 0" "--busy-poll 5" ""; do
+	echo "== net TX into the sink, ${poll:-the default idle policy}"
 	"$perf" ab --pairs "$pairs" \
-		--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 --busy-poll $poll sink'" \
-		--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 --busy-poll $poll sink'" -- \
+		--a "--backend '$a/tools/net/virtq-net --quiet --cpu 1 $poll sink'" \
+		--b "--backend '$b/tools/net/virtq-net --quiet --cpu 1 $poll sink'" -- \
 		net --direction tx --size 64 --packed off,on --cpu 0
 done
 echo "== net RX from the source"

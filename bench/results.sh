@@ -96,6 +96,10 @@ cell net-busypoll net ab "busy poll 0 -> 50 us both sides, loopback round trips"
 	"$ab --a '--busy-poll 0 --backend-busy-poll 0' --b '--busy-poll 50 --backend-busy-poll 50' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --packed off,on"
 cell net-sink-window net ab "TX into sink: its busy poll 0 -> 5 us (sleeping when dry against a short window; our side polls)" \
 	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '--backend-busy-poll 5' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
+cell net-sink-adaptive net ab "TX into sink: sleeping when dry -> its default, the adaptive window (our side polls)" \
+	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
+cell net-rr-adaptive net ab "round trips, both sides sleeping when dry -> the back-end's default, the adaptive window" \
+	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --busy-poll 0 --size 64 --packed off,on"
 
 RR_RUNS=$(n 12)
 cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per layout)" \
