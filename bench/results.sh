@@ -106,7 +106,7 @@ cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per
 	"$P net --backend '$VNET --quiet --cpu 1 loopback' --backend-busy-poll 50 --direction rr --busy-poll 50 --size 64 --cpu 0 --seconds $(s 2) --rr-clock tsc"
 
 race="bench/net-race.sh -B $BUILD"
-cell race-64 race race "the four pairings, 64 B: b/a, c/a, d/a (median of 3 runs)" \
+cell race-64 race race "the four pairings, 64 B: b/a, c/a, d/a (median of 3 unpaired runs, a screen: the race-X cells pair the low ones)" \
 	"$race --sizes 64 -r $(n 3) -s $(si 3)"
 cell race-1518 race race "the four pairings, 1518 B: b/a, c/a, d/a (median of 2 runs)" \
 	"$race --sizes 1518 -r $(n 2) -s $(si 6)"
