@@ -127,6 +127,36 @@ for layout in "--packed off" "--packed on"; do
 	echo "drop-kicks $layout: dropped $(field kicks_dropped "$out"), virtq-net missed $(field kicks_missed "$sum"), $(field seconds "$out") s"
 done
 
+# How the sink's thread waited for the TX ring, in its --per-queue summary:
+# sleeping at once (--busy-poll 0), no window ever opens and every wake-up
+# came with a kick; polling longer than the run (1 s), it never slept and
+# its windows found the frames; the default (an adaptive window) does
+# either.  The driver sleeps on its calls, so the ring drains between
+# bursts.
+for poll in "--busy-poll 0" "--busy-poll 1000000" ""; do
+	"$VNET" --socket-path "$dir/s" --json --per-queue --stats-interval 0 --cpu 1 \
+		$poll sink > "$dir/net" 2>&1 &
+	pid=$!
+	i=0
+	while [ ! -S "$dir/s" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	out=$("$VPERF" net --socket-path "$dir/s" --cpu 0 --direction tx --count $N \
+		--busy-poll 0 --json) || { kill $pid; fail "tx wait $poll"; }
+	kill -TERM $pid
+	wait $pid || true
+	rm -f "$dir/s"
+	tx0=$(grep '"summary":true' "$dir/net" | sed -n 's/.*"name":"tx0",\([^}]*\)}.*/\1/p')
+	kicks=$(field kicks "$tx0") wakeups=$(field wakeups "$tx0")
+	hits=$(field poll_hits "$tx0") misses=$(field poll_misses "$tx0")
+	[ "$(field pkts "$tx0")" = $N ] && [ "$wakeups" -le "$kicks" ] ||
+		fail "tx wait $poll: $tx0"
+	case $poll in
+	*" 0") [ "$hits" = 0 ] && [ "$misses" = 0 ] && [ "$wakeups" -ge 1 ] ;;
+	*000) [ "$wakeups" = 0 ] && [ "$hits" -ge 1 ] ;;
+	*) [ $((wakeups + hits)) -ge 1 ] ;;
+	esac || fail "tx wait $poll: $tx0"
+	echo "tx wait ${poll:-adaptive}: kicks $kicks, wakeups $wakeups, poll hits $hits, misses $misses"
+done
+
 # without --cpu there is no placement to probe, and it says so
 out=$("$VPERF" net --backend "$VNET --quiet sink" --direction tx --count 1000 --json) ||
 	fail "tx unpinned"

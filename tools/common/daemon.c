@@ -164,19 +164,24 @@ void vqd_queue_line(bool json, bool first, unsigned index, const char *name,
 	if (json) {
 		printf("%s{\"index\":%u,\"name\":\"%s\",\"pkts\":%" PRIu64
 		       ",\"bytes\":%" PRIu64 ",\"kicks\":%" PRIu64 ",\"calls\":%" PRIu64
+		       ",\"wakeups\":%" PRIu64 ",\"poll_hits\":%" PRIu64
+		       ",\"poll_misses\":%" PRIu64
 		       ",\"pps\":%.0f,\"gbps\":%.4f}", first ? "" : ",", index, name,
-		       now->pkts, now->bytes, now->kicks, now->calls,
+		       now->pkts, now->bytes, now->kicks, now->calls, now->wakeups,
+		       now->poll_hits, now->poll_misses,
 		       (double)(now->pkts - prev->pkts) / dt,
 		       (double)(now->bytes - prev->bytes) * 8 / dt / 1e9);
 		return;
 	}
 	snprintf(nm, sizeof(nm), "(%s)", name);
 	printf("  queue %u %-7s %9s %11s  total %" PRIu64 " pkts %" PRIu64
-	       " B kicks %" PRIu64 " calls %" PRIu64 "\n", index, nm,
+	       " B kicks %" PRIu64 " calls %" PRIu64 " wakeups %" PRIu64
+	       " polls hit %" PRIu64 " missed %" PRIu64 "\n", index, nm,
 	       human_rate(pr, sizeof(pr), (double)(now->pkts - prev->pkts) / dt, pps_units),
 	       human_rate(br, sizeof(br), (double)(now->bytes - prev->bytes) * 8 / dt,
 			  bps_units),
-	       now->pkts, now->bytes, now->kicks, now->calls);
+	       now->pkts, now->bytes, now->kicks, now->calls, now->wakeups,
+	       now->poll_hits, now->poll_misses);
 }
 
 /* ,"process":{...}: how often the daemon's threads blocked (sleeps, in

@@ -202,7 +202,19 @@ void vqd_json_rates(const struct vqd_count *now, const struct vqd_count *prev,
 /* One ring's counters, for --per-queue. */
 struct vqd_queue_count {
 	uint64_t pkts, bytes, kicks, calls;
+	/* how the ring's thread waited for it: woken by its kick, or its
+	 * busy-poll windows finding work or not */
+	uint64_t wakeups, poll_hits, poll_misses;
 };
+
+/* A ring's line from its loop counters; pkts and bytes are the tool's. */
+static inline struct vqd_queue_count vqd_queue_count_of(const struct vq_rt_counters *c)
+{
+	return (struct vqd_queue_count){
+		.kicks = c->kicks_recv, .calls = c->calls_sent, .wakeups = c->wakeups,
+		.poll_hits = c->bp_hits, .poll_misses = c->bp_misses,
+	};
+}
 
 /* --per-queue: ring index's line under the statistics line, over [prev,
  * now] in dt seconds: text "  queue 0 (rx) RATES total ...\n", or JSON

@@ -713,10 +713,9 @@ static void stats_pair(void *arg)
 		s->kicks_missed += c->kicks_missed;
 		s->calls_late += c->calls_late;
 		s->queue_packets[i] = t.packets;
-		s->queue[i] = (struct vqd_queue_count){
-			.pkts = t.packets, .bytes = t.bytes,
-			.kicks = c->kicks_recv, .calls = c->calls_sent,
-		};
+		s->queue[i] = vqd_queue_count_of(c);
+		s->queue[i].pkts = t.packets;
+		s->queue[i].bytes = t.bytes;
 	}
 }
 

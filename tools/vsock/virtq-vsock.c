@@ -438,8 +438,7 @@ static void snap_worker(void *arg)
 		p->c.calls += c->calls_sent;
 		p->kicks_missed += c->kicks_missed;
 		p->calls_late += c->calls_late;
-		p->q[i].kicks = c->kicks_recv;
-		p->q[i].calls = c->calls_sent;
+		p->q[i] = vqd_queue_count_of(c);
 	}
 	/* the device counts packets by direction: the rx and tx rings' */
 	p->q[0].pkts = p->s.rx_pkts;
