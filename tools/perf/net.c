@@ -512,7 +512,8 @@ static double probe(struct net_run *n)
 }
 
 /* rr, --probe-every: stop sending, wait for the backend to give up
- * polling (its --busy-poll window, then some), and probe between the two
+ * polling (its --busy-poll window, or without one its adaptive window of
+ * 32 us at most, then a millisecond more), and probe between the two
  * CPUs it and we run on.  The placement moves every few seconds: the
  * probes before and after a run cannot see a move and back inside it. */
 static void rr_probe_pause(struct net_run *n)
