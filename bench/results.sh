@@ -273,6 +273,23 @@ for w in r["results"]:
 PYEOF
 }
 
+# keep_unseen OLD NEW: rr's rows are by layout and placement; a run that
+# drew no near pair (the vCPUs move under us) must not drop the near rows
+# of an earlier one.  NEW gets OLD's rows of the pairs it has none of.
+keep_unseen() {
+	python3 - "$1" "$2" <<'PYEOF'
+import sys
+def key(row):
+    f = [c.strip() for c in row.split("|")]
+    return f[3], f[6].split()[-1]
+old = [l for l in open(sys.argv[1]) if l.startswith("|")]
+new = [l for l in open(sys.argv[2]) if l.startswith("|")]
+seen = {key(l) for l in new}
+rows = new + [l for l in old if key(l) not in seen]
+open(sys.argv[2], "w").writelines(sorted(rows, key=key))
+PYEOF
+}
+
 # measure ID: run the cell, its rows and command into tmp (0), or 1
 measure() {
 	local id=$1 cmd=${CMD[$1]} out=$tmp/$1
@@ -293,6 +310,7 @@ measure() {
 			--json >"$out.json" 2>"$out.err" ;;
 	esac || { cat "$out.err" "$out.log" 2>/dev/null | tail -n 3 >&2; return 1; }
 	rows "${KIND[$id]/ringtest/ratio}" "$id" "${WHAT[$id]}" "$out.json" >"$tmp/rows/$id.new" || return 1
+	[ "${KIND[$id]}" != rr ] || keep_unseen "$tmp/rows/$id" "$tmp/rows/$id.new"
 	mv "$tmp/rows/$id.new" "$tmp/rows/$id"
 	if [ "${KIND[$id]}" = rr ]; then
 		echo "- \`$id\`: \`$cmd --packed off|on --json\`, $RR_RUNS runs each, alternating (bench/results.sh $id)" >"$tmp/cmds/$id"
