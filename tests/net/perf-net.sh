@@ -127,6 +127,16 @@ for layout in "--packed off" "--packed on"; do
 	echo "drop-kicks $layout: dropped $(field kicks_dropped "$out"), virtq-net missed $(field kicks_missed "$sum"), $(field seconds "$out") s"
 done
 
+# --rate offers a load: never more than its frames a second (one burst
+# of slack), and on a machine not wholly taken by others most of them.
+out=$("$VPERF" net --backend "$VNET --quiet --cpu 1 sink" --cpu 0 --direction tx \
+	--rate 20000 --seconds 0.5 --json) || fail "tx --rate"
+awk -v p="$(field packets "$out")" -v s="$(field seconds "$out")" \
+    -v r="$(field rate_pps "$out")" \
+    'BEGIN { exit !(r == 20000 && p <= r * s + 32 && p >= r * s / 2) }' ||
+	fail "tx --rate 20000: $out"
+echo "tx --rate 20000: $(field packets "$out") frames in $(field seconds "$out") s"
+
 # How the sink's thread waited for the TX ring, in its --per-queue summary:
 # sleeping at once (--busy-poll 0), no window ever opens and every wake-up
 # came with a kick; polling longer than the run (1 s), it never slept and

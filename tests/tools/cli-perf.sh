@@ -98,6 +98,9 @@ bad "net: --peer-cpu without --cpu"     net $s --peer-cpu 1
 bad "net: a CPU not present"            net $s --cpu "$nocpu"
 bad "net: --iommu not a power of two"   net $s --iommu 5000
 bad "net: direction"                    net $s --direction up
+bad "net: --rate in rx"                 net $s --direction rx --rate 1000
+bad "net: --rate with --drop-kicks"     net $s --rate 1000 --drop-kicks 2
+bad "net: --rate 0"                     net $s --rate 0
 
 # vsock
 s="--socket-path /nonexistent/vu.sock --uds-path /nonexistent/h.sock"

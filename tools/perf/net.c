@@ -330,12 +330,24 @@ static bool time_up(struct net_run *n, uint64_t t0, uint64_t *checks)
 
 /* ---- tx: keep the ring full of frames, count completions ---- */
 
+/* --rate: how many of the next frames are due by now (at most want).
+ * Paced from the start, so that a late round catches up; polled, since a
+ * sleep would round a gap of microseconds up to the timer's slack. */
+static unsigned tx_due(struct net_run *n, uint64_t t0, uint64_t sent, unsigned want)
+{
+	double due = (double)(vq_rt_now_ns() - t0) * n->o.rate / 1e9 - (double)sent;
+
+	if (due < 1)
+		return 0;
+	return due < want ? (unsigned)due : want;
+}
+
 static int run_tx(struct net_run *n, uint64_t t0)
 {
 	uint8_t *frame[256];
 	uint32_t len[256];
 	unsigned burst = n->o.burst > 256 ? 256 : n->o.burst, i;
-	uint64_t checks = 0;
+	uint64_t checks = 0, sent = 0;
 	int r = 0;
 
 	for (i = 0; i < burst; i++)
@@ -349,6 +361,8 @@ static int run_tx(struct net_run *n, uint64_t t0)
 			want = 0;
 		if (n->o.count && want > n->o.count - n->pkts - inflight)
 			want = (unsigned)(n->o.count - n->pkts - inflight);
+		if (n->o.rate > 0)
+			want = tx_due(n, t0, sent, want);
 		if (want) {
 			r = vq_netg_tx_reserve(n->g, frame, want);
 			if (r < 0)
@@ -361,10 +375,14 @@ static int run_tx(struct net_run *n, uint64_t t0)
 			if (r < 0)
 				return r;
 			added = (unsigned)r;
+			sent += added;
 		}
 		r = vq_netg_tx_reap(n->g, 256);
 		if (r < 0)
 			return r;
+		/* paced: nothing due is no reason to wait for used buffers */
+		if (r == 0 && n->o.rate > 0 && vq_netg_tx_free(n->g))
+			continue;
 		if (r == 0 && (!vq_netg_tx_free(n->g) || !added)) {
 			r = wait_used(n, n->txq, n->tx_call, &n->tc);
 			if (r < 0)
@@ -735,13 +753,13 @@ static void net_report(struct net_run *n)
 		       "\"kicks_per_pkt\":%.6f,\"wakeups_per_pkt\":%.6f,\"bad\":%" PRIu64
 		       ",\"dirty_log\":%s,\"ring_pages\":%" PRIu64 ",\"unlogged\":%" PRIu64
 		       ",\"iommu_page\":%" PRIu64 ",\"iotlb_misses\":%" PRIu64
-		       ",\"kicks_dropped\":%" PRIu64,
+		       ",\"kicks_dropped\":%" PRIu64 ",\"rate_pps\":%.0f",
 		       dir_names[o->dir], o->size, o->packed ? "true" : "false",
 		       o->in_order ? "true" : "false", o->event_idx ? "true" : "false",
 		       o->mrg ? "true" : "false", n->features,
 		       n->pkts, n->bytes, n->elapsed, pps, pps / 1e6, gbps, kpp, wpp, n->bad,
 		       n->o.dirty_log ? "true" : "false", n->ring_pages, n->unlogged,
-		       o->iommu_page, n->iotlb_misses, n->kicks_dropped);
+		       o->iommu_page, n->iotlb_misses, n->kicks_dropped, o->rate);
 		if (!isnan(n->c2c_before) && !isnan(n->c2c_after))
 			printf(",\"c2c_ns_before\":%.1f,\"c2c_ns_after\":%.1f",
 			       n->c2c_before, n->c2c_after);

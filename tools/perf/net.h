@@ -38,6 +38,7 @@ struct net_opts {
 	bool dirty_log;
 	uint64_t iommu_page;            /* --iommu: bytes per IOTLB entry */
 	unsigned drop_kicks;            /* send no kick for every Nth owed */
+	double rate;                    /* tx: frames a second offered; 0: all */
 	unsigned profile;               /* --profile: enum vq_vhu_profile */
 };
 

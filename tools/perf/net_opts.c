@@ -37,6 +37,10 @@ static void net_usage(FILE *f)
 "                        call eventfd; default: poll without sleeping\n"
 "  --queue-size N        ring size (256)\n"
 "  --burst N             tx, rx: frames per burst (32)\n"
+"  --rate PPS            tx: offer this many frames a second, each sent when\n"
+"                        its time comes (bursts of --burst at most), waiting\n"
+"                        by polling; to compare back-ends' CPU per frame at\n"
+"                        one load (default: as fast as the ring takes them)\n"
 "  --seconds S           run time (5)\n"
 "  --count N             stop after N frames (or transactions)\n"
 "  --cpu N               pin to CPU N\n"
@@ -84,7 +88,7 @@ enum {
 	N_SOCK, N_BACKEND, N_BARG, N_UB, N_BBP, N_DIR, N_SIZE, N_PACKED,
 	N_INORDER, N_EVIDX, N_MRG, N_INDIRECT, N_BP, N_QSIZE, N_BURST, N_SECS,
 	N_COUNT, N_CPU, N_PEER, N_PEVERY, N_REFILL, N_RRBD, N_RRCLK, N_HUGE, N_VERIFY, N_DLOG, N_IOMMU, N_DROPK,
-	N_PROFILE, N_JSON, N_LAST = N_JSON,
+	N_PROFILE, N_RATE, N_JSON, N_LAST = N_JSON,
 };
 
 static const struct option net_long[] = {
@@ -117,6 +121,7 @@ static const struct option net_long[] = {
 	{ "iommu", required_argument, NULL, N_IOMMU },
 	{ "drop-kicks", required_argument, NULL, N_DROPK },
 	{ "profile", required_argument, NULL, N_PROFILE },
+	{ "rate", required_argument, NULL, N_RATE },
 	{ "json", no_argument, NULL, N_JSON },
 	PERF_OPT_HELP, PERF_OPT_VERSION,
 	{ NULL, 0, NULL, 0 },
@@ -158,6 +163,7 @@ static void net_option(void *opts, int c, const char *name, const char *v)
 	case N_BP: o->busy_poll_us = (int64_t)cli_u64(name, v, 0, 10000000); break;
 	case N_QSIZE: o->queue_size = (unsigned)cli_u64(name, v, 2, 32768); break;
 	case N_BURST: o->burst = (unsigned)cli_u64(name, v, 1, 256); break;
+	case N_RATE: o->rate = cli_double(name, v, 1, 1e9); break;
 	case N_SECS: o->seconds = cli_double(name, v, 1e-3, 86400); break;
 	case N_COUNT: o->count = cli_u64(name, v, 1, UINT64_MAX); break;
 	case N_CPU: o->cpu = cli_cpu(name, v); break;
@@ -225,6 +231,12 @@ static void net_check(struct net_opts *o, uint64_t given)
 				"is only what --verify expects");
 	if (GIVEN(N_BURST) && o->dir == D_RR)
 		cli_usage_error("--burst: rr sends one frame at a time");
+	if (GIVEN(N_RATE) && o->dir != D_TX)
+		cli_usage_error("--rate: only tx offers a load (rx takes what the backend "
+				"sends, rr one frame per answer)");
+	if (GIVEN(N_RATE) && GIVEN(N_DROPK))
+		cli_usage_error("--rate: not with --drop-kicks (which sends a burst at a "
+				"time and waits for it)");
 	if (GIVEN(N_PEVERY) && o->dir != D_RR)
 		cli_usage_error("--probe-every: only rr pauses to probe");
 	if (GIVEN(N_REFILL) && o->dir != D_RR)
