@@ -98,6 +98,8 @@ cell net-sink-window net ab "TX into sink: its busy poll 0 -> 5 us (sleeping whe
 	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '--backend-busy-poll 5' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
 cell net-sink-adaptive net ab "TX into sink: sleeping when dry -> its default, the adaptive window (our side polls)" \
 	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
+cell net-rate-cpu net ab "the back-end's CPU per frame at a fixed offered load, TX into sink: sleeping when dry -> its default, the adaptive window (lower is better)" \
+	"$P ab --pairs $(n 6) --seconds $(s 1) --metric cpu_backend_per_pkt_ns --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --rate 20000,100000,1000000"
 cell net-rr-adaptive net ab "round trips, both sides sleeping when dry -> the back-end's default, the adaptive window" \
 	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --busy-poll 0 --size 64 --packed off,on"
 
