@@ -200,11 +200,14 @@ static int count_tasks(void)
 	return n;
 }
 
-/* The workers busy poll for busy_poll_ns (0: none) when dry. */
-static void fx_init_poll(struct fx *x, unsigned stall_ms, uint64_t busy_poll_ns)
+/* The workers busy poll for busy_poll_ns when dry, or adaptively up to
+ * busy_poll_max_ns (0 and 0: not at all). */
+static void fx_init_poll(struct fx *x, unsigned stall_ms, uint64_t busy_poll_ns,
+			 uint64_t busy_poll_max_ns)
 {
 	struct vq_fw_config fc = { .threads = 2, .stall_ms = stall_ms,
-				   .busy_poll_ns = busy_poll_ns };
+				   .busy_poll_ns = busy_poll_ns,
+				   .busy_poll_max_ns = busy_poll_max_ns };
 	struct vq_fw_device dev = {
 		.name = "fw-echo", .features = VQ_BIT(VQ_F_VERSION_1) |
 			VQ_BIT(VQ_F_RING_PACKED) | VQ_BIT(VQ_F_EVENT_IDX),
@@ -228,7 +231,7 @@ static void fx_init_poll(struct fx *x, unsigned stall_ms, uint64_t busy_poll_ns)
 
 static void fx_init(struct fx *x, unsigned stall_ms)
 {
-	fx_init_poll(x, stall_ms, 0);
+	fx_init_poll(x, stall_ms, 0, 0);
 }
 
 static void fx_fini(struct fx *x)
@@ -345,29 +348,39 @@ static void echo_n(struct vq_vhu_frontend *f, unsigned qi, unsigned n, uint64_t 
 struct counters_call {
 	struct edev *ed;
 	unsigned first, n;
-	uint64_t packets;
+	struct vq_rt_counters sum;
 };
 
-static void sum_packets(void *arg)
+static void sum_counters(void *arg)
 {
 	struct counters_call *cc = arg;
 
-	for (unsigned i = cc->first; i < cc->first + cc->n; i++)
-		cc->packets += vq_fw_ring_counters(vq_fw_dev_ring(cc->ed->d, i))->packets;
+	for (unsigned i = cc->first; i < cc->first + cc->n; i++) {
+		const struct vq_rt_counters *c = vq_fw_ring_counters(vq_fw_dev_ring(cc->ed->d, i));
+
+		cc->sum.packets += c->packets;
+		cc->sum.wakeups += c->wakeups;
+		cc->sum.bp_hits += c->bp_hits;
+	}
 }
 
-/* Packets every ring echoed since the device was made, read on the
- * rings' workers. */
-static uint64_t packets_total(struct edev *ed)
+/* Every ring's packets, wake-ups and busy-poll hits since the device was
+ * made, read on the rings' workers. */
+static struct vq_rt_counters counters_total(struct edev *ed)
 {
 	struct counters_call cc = { .ed = ed };
 
 	for (unsigned g = 0; g < 2; g++) {
 		cc.first = 2 * g;
 		cc.n = 2;
-		CHECK_EQ(vq_fw_dev_call(ed->d, g, sum_packets, &cc), 0);
+		CHECK_EQ(vq_fw_dev_call(ed->d, g, sum_counters, &cc), 0);
 	}
-	return cc.packets;
+	return cc.sum;
+}
+
+static uint64_t packets_total(struct edev *ed)
+{
+	return counters_total(ed).packets;
 }
 
 /* ---- cases ---- */
@@ -632,7 +645,7 @@ static void call_ends_busy_poll_window(void)
 	struct vq_vhu_frontend *f;
 	uint64_t seed = 7, worst = 0;
 
-	fx_init_poll(&x, 10000, 2000000000ull);
+	fx_init_poll(&x, 10000, 2000000000ull, 0);
 	f = fe_open(&x, false, true);
 	for (unsigned q = 0; q < NQ; q++)
 		echo_n(f, q, 10, &seed);
@@ -646,6 +659,35 @@ static void call_ends_busy_poll_window(void)
 	}
 	fprintf(stderr, "   slowest call into a polling worker: %.3f ms\n", worst / 1e6);
 	CHECK(worst < 500000000ull);
+	fe_close(f);
+	fx_fini(&x);
+}
+
+/*
+ * vq_fw_config.busy_poll_max_ns reaches every worker's loop: with adaptive
+ * windows the rings echo as before, and whatever found the later bursts
+ * (a kick's wake-up or a window) is counted.  One window at a time: a
+ * fixed one and an adaptive one together are refused, nothing started.
+ */
+static void adaptive_workers_serve_and_refuse_both(void)
+{
+	struct vq_fw_config both = { .busy_poll_ns = 1000, .busy_poll_max_ns = 32000 };
+	struct vq_fw *fw = (struct vq_fw *)&both;
+	struct vq_vhu_frontend *f;
+	struct vq_rt_counters sum;
+	uint64_t seed = 11;
+	struct fx x;
+
+	CHECK_EQ(vq_fw_new(&both, &fw), -EINVAL);
+	CHECK(fw == NULL);
+	fx_init_poll(&x, 10000, 0, 32000);
+	f = fe_open(&x, false, true);
+	for (int round = 0; round < 5; round++)
+		for (unsigned q = 0; q < NQ; q++)
+			echo_n(f, q, 10, &seed);
+	sum = counters_total(&x.ed);
+	CHECK_EQ(sum.packets, 5 * NQ * 10);
+	CHECK(sum.wakeups + sum.bp_hits > 0);
 	fe_close(f);
 	fx_fini(&x);
 }
@@ -695,6 +737,7 @@ int main(void)
 {
 	RUN(back_to_back_calls_lose_no_wakeup);
 	RUN(workers_run_on_their_cpus);
+	RUN(adaptive_workers_serve_and_refuse_both);
 	RUN(rings_run_on_their_groups_worker);
 	RUN(pauses_keep_threads_and_counters);
 	RUN(failed_start_leaves_ring_stopped);
