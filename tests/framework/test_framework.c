@@ -672,7 +672,7 @@ static void call_ends_busy_poll_window(void)
 static void adaptive_workers_serve_and_refuse_both(void)
 {
 	struct vq_fw_config both = { .busy_poll_ns = 1000, .busy_poll_max_ns = 32000 };
-	struct vq_fw *fw = (struct vq_fw *)&both;
+	struct vq_fw *fw;
 	struct vq_vhu_frontend *f;
 	struct vq_rt_counters sum;
 	uint64_t seed = 11;
