@@ -26,19 +26,14 @@ static uint64_t default_now(void *arg)
  * side's store.  A window ends at most this many probes late. */
 #define BP_CLOCK_PROBES 16u
 
-int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
+int rt_busy_poll(const struct vq_bp_probe *p, uint64_t start, uint64_t window_ns,
 		 uint64_t yield_after_ns)
 {
 	uint64_t (*now)(void *) = p->now_ns ? p->now_ns : default_now;
 	unsigned every = p->now_ns ? 1 : BP_CLOCK_PROBES, k = 0;
 	bool yield = false;
-	uint64_t start, spun;
+	uint64_t spun;
 
-	if (!VQ_RESERVED_ZERO(p))
-		return -EINVAL;
-	if (window_ns == 0)
-		return VQ_BP_TIMEOUT;
-	start = now(p->arg);
 	for (;;) {
 		/* Work first: a buffer that arrives exactly at the deadline
 		 * is still a hit. */
@@ -65,5 +60,10 @@ int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
 
 int vq_rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns)
 {
-	return rt_busy_poll(p, window_ns, 0);
+	if (!VQ_RESERVED_ZERO(p))
+		return -EINVAL;
+	if (window_ns == 0)
+		return VQ_BP_TIMEOUT;
+	return rt_busy_poll(p, p->now_ns ? p->now_ns(p->arg) : vq_rt_now_ns(),
+			    window_ns, 0);
 }

@@ -384,12 +384,11 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 	if (vq_rt_budget_spent(&q->budget, (unsigned)n, bytes))
 		return n;
 
-	/* Ran dry. */
-	window = l->cfg.busy_poll_ns;
-	if (l->cfg.busy_poll_max_ns) {
-		window = q->poll_ns;
+	/* Ran dry: one clock reading opens the window and, adaptive, dates
+	 * the gap poll_adapt measures. */
+	window = l->cfg.busy_poll_max_ns ? q->poll_ns : l->cfg.busy_poll_ns;
+	if (window || l->cfg.busy_poll_max_ns)
 		q->dry_ns = loop_now(l);
-	}
 	if (window) {
 		struct vq_bp_probe p = {
 			.now_ns = l->cfg.now_ns ? bp_now : NULL, .ready = bp_ready,
@@ -399,7 +398,7 @@ static int queue_turn(struct vq_rt_loop *l, struct vq_rt_queue *q)
 
 		l->polling = q;
 		l->bp_probes = 0;
-		b = rt_busy_poll(&p, window, l->cfg.busy_poll_yield_ns);
+		b = rt_busy_poll(&p, q->dry_ns, window, l->cfg.busy_poll_yield_ns);
 		l->polling = NULL;
 		if (b == VQ_BP_HIT) {
 			q->cnt.bp_hits++;

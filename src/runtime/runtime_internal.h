@@ -55,8 +55,9 @@ struct vq_rt_queue {
 	bool removed;                   /* vq_rt_queue_remove: freed at the
 					 * next round's start */
 	uint64_t poll_ns;               /* adaptive: this queue's window */
-	uint64_t dry_ns;                /* adaptive: the loop's clock when
-					 * the queue last ran dry */
+	uint64_t dry_ns;                /* the loop's clock when the queue
+					 * last ran dry (with a window, or
+					 * adaptive) */
 	struct vq_rt_counters cnt;
 };
 
@@ -144,9 +145,10 @@ static inline bool rt_flag_fd_ready(struct vq_rt_loop *l)
 	}
 	return true;
 }
-/* vq_rt_busy_poll, offering the CPU at every probe once yield_after_ns of the
- * window passed with nothing (0: never; vq_rt_loop_config). */
-VQ_INTERNAL int rt_busy_poll(const struct vq_bp_probe *p, uint64_t window_ns,
-			     uint64_t yield_after_ns);
+/* vq_rt_busy_poll's window (not 0) from start, a reading of p's clock the
+ * caller took, offering the CPU at every probe once yield_after_ns of it
+ * passed with nothing (0: never; vq_rt_loop_config). */
+VQ_INTERNAL int rt_busy_poll(const struct vq_bp_probe *p, uint64_t start,
+			     uint64_t window_ns, uint64_t yield_after_ns);
 
 #endif

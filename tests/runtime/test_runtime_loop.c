@@ -375,8 +375,8 @@ static void loop_busy_poll_ends_when_other_queue_has_work(void)
  * One buffer published extra ns after the queue's window (if any) ended:
  * the idle loop finds it, processes it, runs dry and polls.  Returns the
  * window that followed, in ns of the fake clock (0: none), read from the
- * clock's readings: one where the queue ran dry, one to open the window,
- * one a probe (step ns) until its deadline.
+ * clock's readings: one where the queue ran dry, which also opens the
+ * window, then one a probe (step ns) until its deadline.
  */
 static uint64_t window_after(struct vq_rt_loop *l, struct vq_rt_queue *q,
 			     struct fclock *clk, struct fring *f, uint64_t extra)
@@ -398,7 +398,7 @@ static uint64_t window_after(struct vq_rt_loop *l, struct vq_rt_queue *q,
 		return 0;
 	}
 	CHECK_EQ(vq_rt_queue_counters(q)->bp_misses, misses + 1);
-	return (uint64_t)(reads - 2) * clk->step;
+	return (uint64_t)(reads - 1) * clk->step;
 }
 
 /*
@@ -452,7 +452,7 @@ static void loop_adaptive_window_follows_the_gaps(void)
 	CHECK(vq_rt_queue_active(q));
 	reads = clk.reads;
 	CHECK_EQ(vq_rt_loop_run_once(l, 0), 1);
-	CHECK_EQ(clk.reads - reads, 2 + 8000 / 100);
+	CHECK_EQ(clk.reads - reads, 1 + 8000 / 100);
 	vq_rt_loop_free(l);
 }
 
