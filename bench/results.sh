@@ -94,14 +94,17 @@ cell net-inorder net ab "in-order off -> on, TX into sink" \
 	"$ab --a '--in-order off' --b '--in-order on' -- net $sink --size 64 --packed off,on"
 cell net-busypoll net ab "busy poll 0 -> 50 us both sides, loopback round trips" \
 	"$ab --a '--busy-poll 0 --backend-busy-poll 0' --b '--busy-poll 50 --backend-busy-poll 50' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --packed off,on"
+# The back-end's idle policy: A sleeps as soon as a queue runs dry, B as
+# the cell says ('': the back-end's default); 64 B, virtq-net on CPU 1.
+idle() { echo "--a '--backend-busy-poll 0' --b '$1' -- net --backend '$VNET --quiet --cpu 1 $2' --cpu 0"; }
 cell net-sink-window net ab "TX into sink: its busy poll 0 -> 5 us (sleeping when dry against a short window; our side polls)" \
-	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '--backend-busy-poll 5' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
+	"$P ab --pairs $(n 12) --seconds $(s 1) $(idle '--backend-busy-poll 5' sink) --direction tx --size 64 --packed off,on"
 cell net-sink-adaptive net ab "TX into sink: sleeping when dry -> its default, the adaptive window (our side polls)" \
-	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --packed off,on"
+	"$P ab --pairs $(n 12) --seconds $(s 1) $(idle '' sink) --direction tx --size 64 --packed off,on"
 cell net-rate-cpu net ab "the back-end's CPU per frame at a fixed offered load, TX into sink: sleeping when dry -> its default, the adaptive window (lower is better)" \
-	"$P ab --pairs $(n 6) --seconds $(s 1) --metric cpu_backend_per_pkt_ns --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 sink' --cpu 0 --direction tx --size 64 --rate 20000,100000,1000000"
+	"$P ab --pairs $(n 6) --seconds $(s 1) --metric cpu_backend_per_pkt_ns $(idle '' sink) --direction tx --size 64 --rate 20000,100000,1000000"
 cell net-rr-adaptive net ab "round trips, both sides sleeping when dry -> the back-end's default, the adaptive window" \
-	"$P ab --pairs $(n 12) --seconds $(s 1) --a '--backend-busy-poll 0' --b '' -- net --backend '$VNET --quiet --cpu 1 loopback' --cpu 0 --direction rr --busy-poll 0 --size 64 --packed off,on"
+	"$P ab --pairs $(n 12) --seconds $(s 1) $(idle '' loopback) --direction rr --busy-poll 0 --size 64 --packed off,on"
 
 RR_RUNS=$(n 12)
 cell net-rr rr rr "64 B, both sides polling 50 us ($RR_RUNS runs of $(s 2) s per layout)" \
