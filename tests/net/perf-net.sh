@@ -110,17 +110,26 @@ done
 # its own re-check found in time is not missed).
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-for layout in "--packed off" "--packed on"; do
-	"$VNET" --socket-path "$dir/s" --json --cpu 1 sink > "$dir/net" 2>&1 &
+# sink_start [OPTIONS]: virtq-net --json OPTIONS sink on CPU 1, serving
+# $dir/s (its output into $dir/net), once the socket is there;
+# sink_stop: SIGTERM, so that it prints its summary, and wait for it.
+sink_start() {
+	"$VNET" --socket-path "$dir/s" --json --cpu 1 "$@" sink > "$dir/net" 2>&1 &
 	pid=$!
 	i=0
 	while [ ! -S "$dir/s" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	out=$("$VPERF" net --socket-path "$dir/s" --cpu 0 $layout --direction tx \
-		--count 1000 --burst 250 --drop-kicks 1 --json) || { kill $pid; fail "drop-kicks $layout"; }
+}
+sink_stop() {
 	kill -TERM $pid
 	wait $pid || true
-	sum=$(grep '"summary":true' "$dir/net")
 	rm -f "$dir/s"
+}
+for layout in "--packed off" "--packed on"; do
+	sink_start
+	out=$("$VPERF" net --socket-path "$dir/s" --cpu 0 $layout --direction tx \
+		--count 1000 --burst 250 --drop-kicks 1 --json) || { kill $pid; fail "drop-kicks $layout"; }
+	sink_stop
+	sum=$(grep '"summary":true' "$dir/net")
 	[ "$(field packets "$out")" = 1000 ] && [ "$(field kicks_dropped "$out")" -ge 1 ] &&
 		[ "$(field kicks_missed "$sum")" -ge 1 ] ||
 		fail "drop-kicks $layout: $out; virtq-net: $sum"
@@ -144,16 +153,10 @@ echo "tx --rate 20000: $(field packets "$out") frames in $(field seconds "$out")
 # either.  The driver sleeps on its calls, so the ring drains between
 # bursts.
 for poll in "--busy-poll 0" "--busy-poll 1000000" ""; do
-	"$VNET" --socket-path "$dir/s" --json --per-queue --stats-interval 0 --cpu 1 \
-		$poll sink > "$dir/net" 2>&1 &
-	pid=$!
-	i=0
-	while [ ! -S "$dir/s" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	sink_start --per-queue --stats-interval 0 $poll
 	out=$("$VPERF" net --socket-path "$dir/s" --cpu 0 --direction tx --count $N \
 		--busy-poll 0 --json) || { kill $pid; fail "tx wait $poll"; }
-	kill -TERM $pid
-	wait $pid || true
-	rm -f "$dir/s"
+	sink_stop
 	tx0=$(grep '"summary":true' "$dir/net" | sed -n 's/.*"name":"tx0",\([^}]*\)}.*/\1/p')
 	kicks=$(field kicks "$tx0") wakeups=$(field wakeups "$tx0")
 	hits=$(field poll_hits "$tx0") misses=$(field poll_misses "$tx0")
